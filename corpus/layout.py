@@ -1,0 +1,80 @@
+"""How documents become splits: document order, the validation choice, separators."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernels.errors import BadInput
+from kernels.noise_math import stream_key
+from kernels.rng_reference import bits
+
+SPLITS = ("train", "val")
+READ_BLOCK = 1 << 22
+
+
+@dataclass(frozen=True)
+class Piece:
+    path: str
+    offset: int
+    length: int
+
+
+@dataclass
+class SplitPlan:
+    pieces: list = field(default_factory=list)
+    separator: int | None = 0
+
+    @property
+    def size(self):
+        gaps = max(len(self.pieces) - 1, 0) if self.separator is not None else 0
+        return sum(p.length for p in self.pieces) + gaps
+
+    def blocks(self):
+        """The split's bytes in blocks: documents joined by the separator byte."""
+        for i, piece in enumerate(self.pieces):
+            if i and self.separator is not None:
+                yield bytes([self.separator])
+            try:
+                f = open(piece.path, "rb")
+            except OSError as e:
+                raise BadInput(f"cannot read source file {piece.path!r}: {e.strerror}") from None
+            with f:
+                f.seek(piece.offset)
+                left = piece.length
+                while left:
+                    block = f.read(min(READ_BLOCK, left))
+                    if not block:
+                        raise BadInput(f"source file {piece.path!r} shrank while it was being read")
+                    left -= len(block)
+                    yield block
+
+
+def plan_splits(files, sizes, val_fraction, seed, separator):
+    """Assign whole documents to the validation split, in an order fixed by (seed, document index),
+    until it holds val_fraction of the bytes; train keeps at least one document. A single document
+    is split by bytes instead: its last val_fraction forms the validation split."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise BadInput(f"--val-fraction must be in [0, 1), got {val_fraction}")
+    total = sum(sizes)
+    if total == 0:
+        raise BadInput("the sources contain no bytes")
+    train, val = SplitPlan(separator=separator), SplitPlan(separator=separator)
+    if val_fraction == 0.0:
+        train.pieces = [Piece(str(f), 0, s) for f, s in zip(files, sizes)]
+        return train, val
+    if len(files) == 1:
+        n_val = max(1, int(round(total * val_fraction)))
+        if n_val >= total:
+            raise BadInput(f"the single source of {total} bytes is too small for a validation split")
+        return (SplitPlan([Piece(str(files[0]), 0, total - n_val)], separator),
+                SplitPlan([Piece(str(files[0]), total - n_val, n_val)], separator))
+    order = np.argsort(bits(stream_key(seed, 0, 0, 0), 0, len(files)), kind="stable")
+    chosen, val_bytes = set(), 0
+    for index in order[:-1]:
+        if val_bytes >= val_fraction * total:
+            break
+        chosen.add(int(index))
+        val_bytes += sizes[index]
+    for i, (f, s) in enumerate(zip(files, sizes)):
+        (val if i in chosen else train).pieces.append(Piece(str(f), 0, s))
+    return train, val

@@ -1,0 +1,1 @@
+"""Evolution strategies: EGGROLL, fitness shaping, ternary packing, gossip, coordinator."""

@@ -1,0 +1,99 @@
+"""Where arrays live and kernels run: decided once per process, asked by everything else.
+
+Order of precedence: the name given to `select_backend` (a --backend flag), then the environment
+variable EGGNOG_BACKEND, then "auto": `cuda` when a GPU is usable (or the simulator is on via
+NUMBA_ENABLE_CUDASIM=1), otherwise `cpu`.
+"""
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.cuda_api import SIMULATED, cuda
+from kernels.errors import BadInput
+
+ENV_VAR = "EGGNOG_BACKEND"
+CHOICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # "cpu" or "cuda"
+    simulated: bool = False
+    device_index: int | None = None
+    device_name: str = "cpu"
+
+    def to_device(self, array):
+        """Copy a host array to this backend (no copy on the CPU)."""
+        return cuda.to_device(np.ascontiguousarray(array)) if self.name == "cuda" else np.asarray(array)
+
+    def empty(self, shape, dtype):
+        return cuda.device_array(shape, dtype=dtype) if self.name == "cuda" else np.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        return self.to_device(np.zeros(shape, dtype=dtype))
+
+    def synchronize(self):
+        if self.name == "cuda":
+            cuda.synchronize()
+
+
+def to_host(array):
+    """A NumPy array from a host array, a numba device array or any `__cuda_array_interface__`."""
+    if hasattr(array, "copy_to_host"):
+        return array.copy_to_host()
+    if hasattr(array, "__cuda_array_interface__") and not isinstance(array, np.ndarray):
+        return cuda.as_cuda_array(array).copy_to_host()
+    return np.asarray(array)
+
+
+def gpu_usable():
+    try:
+        return bool(cuda.is_available())
+    except Exception:  # a broken driver install reports through many exception types
+        return False
+
+
+def resolve_name(requested=None, environ=os.environ):
+    name = (requested or environ.get(ENV_VAR) or "auto").strip().lower()
+    if name not in CHOICES:
+        raise BadInput(f"unknown backend {name!r}: choose one of {', '.join(CHOICES)}")
+    if name == "auto":
+        return "cuda" if gpu_usable() else "cpu"
+    if name == "cuda" and not gpu_usable():
+        raise BadInput("backend 'cuda' was requested but no usable GPU was found "
+                       "(check the driver and that numba-cuda[cu12] or [cu13] is installed)")
+    return name
+
+
+_selected: Backend | None = None
+
+
+def select_backend(requested=None, local_rank=0):
+    """Choose the backend of this process and bind its GPU: local rank r uses GPU r mod count."""
+    global _selected
+    name = resolve_name(requested)
+    if _selected is not None:
+        if _selected.name != name:
+            raise BadInput(f"backend already set to {_selected.name!r} in this process; cannot switch to {name!r}")
+        return _selected
+    if name == "cpu":
+        _selected = Backend("cpu")
+    elif SIMULATED:
+        _selected = Backend("cuda", simulated=True, device_index=0, device_name="CUDA simulator")
+    else:
+        index = local_rank % len(cuda.gpus)
+        cuda.select_device(index)
+        device = cuda.get_current_device()
+        _selected = Backend("cuda", device_index=index, device_name=_text(device.name))
+    return _selected
+
+
+def current_backend():
+    """The process backend; chosen automatically on first use if `select_backend` was not called."""
+    return _selected or select_backend()
+
+
+def _text(name):
+    return name.decode() if isinstance(name, bytes) else str(name)

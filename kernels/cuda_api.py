@@ -1,0 +1,43 @@
+"""The only module that imports numba.cuda; every other module takes `cuda` from here.
+
+Moving to another CUDA target for numba (numba-cuda-mlir) is a change of this import. The module also
+keeps a registry of every CUDA kernel with the signatures it is launched with, so a test can compile
+them all to PTX without a GPU.
+"""
+
+from dataclasses import dataclass
+
+from numba import config, cuda
+
+# NUMBA_ENABLE_CUDASIM=1 (read by numba at import) runs kernels on the simulator.
+SIMULATED = bool(config.ENABLE_CUDASIM)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    pyfunc: object
+    signatures: tuple
+    float64_free: bool
+
+
+KERNELS: list[KernelSpec] = []
+
+
+def kernel(*signatures, float64_free=True):
+    """`cuda.jit` that also records the kernel for the PTX check.
+
+    Compilation stays lazy (no signatures are passed to `cuda.jit`), so importing a kernel module
+    needs no GPU; `signatures` are the types the launchers use.
+    """
+
+    def wrap(fn):
+        KERNELS.append(KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free))
+        return cuda.jit(fn)
+
+    return wrap
+
+
+def device_function(fn):
+    """Compile a plain Python scalar function as a CUDA device function."""
+    return cuda.jit(device=True)(fn)

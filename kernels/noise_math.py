@@ -1,0 +1,145 @@
+"""Scalar math of the counter-based noise, written once and compiled for the CPU and the GPU.
+
+Every value is a pure function of (seed, tensor_id, epoch, member, element index):
+
+    (ka, kb) = stream_key(seed, tensor_id, epoch, member)      # once per stream, on the host
+    y        = fmix32((index + ka) mod 2^32)                   # round 1, keyed by ka
+    bits     = fmix32(y ^ kb)                                  # round 2, keyed by kb
+    bits2    = fmix32(y ^ kb ^ SECOND_WORD_SALT)               # a second word, for Box-Muller
+
+fmix32 is the MurmurHash3 finaliser (a bijection on 32-bit words). Two keyed rounds keep streams of
+different keys from being shifted copies of each other. Arithmetic stays exact in int64, unsigned
+and Python integers alike (products are split into 16-bit halves), so the NumPy reference, the CPU
+twin, the CUDA simulator and the GPU agree bit for bit on the integer outputs.
+
+Derived values:
+- uniform_int: ((bits * (2k+1)) >> 32) - k, uniform on [-k, k] (bias < 2^-24);
+- gaussian_int8: sum of the 4 bytes of bits (Irwin-Hall, std 147.8), rescaled by 443/4096 and
+  rounded: mean 0, std 15.99 (16 = 1.0, the EGG fixed point), range [-55, 55];
+- rademacher: +1 or -1 from the top bit;
+- normal_f32: Box-Muller in float32 from the top 24 bits of bits (radius) and bits2 (angle);
+  agrees across backends to a few ulp (log and sqrt come from each backend's libm).
+"""
+
+import math
+
+import numpy as np
+
+MASK32 = 0xFFFFFFFF
+GOLDEN32 = 0x9E3779B9
+KEY_INIT = 0x243F6A88  # digits of pi: any fixed non-zero start
+KB_SALT = 0x5851F42D
+SECOND_WORD_SALT = 0x6A09E667
+INDEX_LIMIT = 1 << 32
+
+GAUSS_MUL = 443  # 16 / 147.80 ~= 443 / 4096
+GAUSS_SHIFT = 12
+TWO_POW_M24 = 2.0**-24
+HALF_PI_OVER_2POW22 = (math.pi / 2) / 2**22
+
+
+def build(jit):
+    """Return the scalar functions compiled by `jit` (identity for plain Python)."""
+
+    @jit
+    def mul32(h, c):
+        # (h * c) mod 2^32 without a product above 2^48: no overflow in any integer semantics.
+        return (h * (c & 0xFFFF) + (((h * (c >> 16)) & 0xFFFF) << 16)) & MASK32
+
+    @jit
+    def fmix32(h):
+        h ^= h >> 16
+        h = mul32(h, 0x85EBCA6B)
+        h ^= h >> 13
+        h = mul32(h, 0xC2B2AE35)
+        h ^= h >> 16
+        return h
+
+    @jit
+    def round1(ka, index):
+        return fmix32((index + ka) & MASK32)
+
+    @jit
+    def bits_of(y, kb):
+        return fmix32(y ^ kb)
+
+    @jit
+    def uniform_int(bits, k):
+        return ((bits * (2 * k + 1)) >> 32) - k
+
+    @jit
+    def gaussian_int8(bits):
+        s = (bits & 0xFF) + ((bits >> 8) & 0xFF) + ((bits >> 16) & 0xFF) + (bits >> 24)
+        return ((s - 510) * GAUSS_MUL + (1 << (GAUSS_SHIFT - 1))) >> GAUSS_SHIFT
+
+    @jit
+    def rademacher(bits):
+        return 1 - 2 * (bits >> 31)
+
+    return mul32, fmix32, round1, bits_of, uniform_int, gaussian_int8, rademacher
+
+
+def build_normal(jit, fmix32):
+    """Box-Muller on float32. The cosine is a polynomial, not libm: libdevice's cosf carries a
+    float64 slow path for huge arguments, and our angle is never huge. Constants are cast in place
+    because numba types module-level NumPy scalars as float64."""
+
+    @jit
+    def cos_turn24(m):
+        # cos(2*pi*m / 2^24) for 0 <= m < 2^24. The quadrant (top 2 bits) and the reflection
+        # about pi/4 are exact integer steps, so the Taylor series only sees [0, pi/4].
+        quadrant = m >> 22
+        r = m & 0x3FFFFF
+        reflected = r > 0x200000
+        if reflected:
+            r = 0x400000 - r
+        x = np.float32(np.int32(r)) * np.float32(HALF_PI_OVER_2POW22)
+        x2 = x * x
+        c = np.float32(1.0 / 40320.0) + x2 * np.float32(-1.0 / 3628800.0)
+        c = np.float32(-1.0 / 720.0) + x2 * c
+        c = np.float32(1.0 / 24.0) + x2 * c
+        c = np.float32(-0.5) + x2 * c
+        c = np.float32(1.0) + x2 * c
+        s = np.float32(1.0 / 362880.0) + x2 * np.float32(-1.0 / 39916800.0)
+        s = np.float32(-1.0 / 5040.0) + x2 * s
+        s = np.float32(1.0 / 120.0) + x2 * s
+        s = np.float32(-1.0 / 6.0) + x2 * s
+        s = x + x * x2 * s
+        if reflected:
+            c, s = s, c
+        if quadrant == 0:
+            return c
+        if quadrant == 1:
+            return -s
+        if quadrant == 2:
+            return -c
+        return s
+
+    @jit
+    def normal_f32(y, kb):
+        b1 = fmix32(y ^ kb)
+        b2 = fmix32(y ^ kb ^ SECOND_WORD_SALT)
+        u1 = np.float32(np.int32((b1 >> 8) + 1)) * np.float32(TWO_POW_M24)  # (0, 1]: log finite
+        radius = math.sqrt(np.float32(-2.0) * math.log(u1))
+        return radius * cos_turn24(b2 >> 8)
+
+    return normal_f32
+
+
+_, _fmix32_py, *_ = build(lambda f: f)
+
+
+def stream_key(seed, tensor_id, epoch, member):
+    """The two 32-bit round keys of one noise stream; computed on the host, passed to kernels."""
+    for name, value, limit in (
+        ("seed", seed, 1 << 64),
+        ("tensor_id", tensor_id, 1 << 32),
+        ("epoch", epoch, 1 << 32),
+        ("member", member, 1 << 32),
+    ):
+        if not 0 <= int(value) < limit:
+            raise ValueError(f"noise {name} must be in [0, {limit}), got {value}")
+    h = KEY_INIT
+    for word in (seed & MASK32, seed >> 32, tensor_id, epoch, member):
+        h = _fmix32_py(((h + GOLDEN32) & MASK32) ^ int(word))
+    return h, _fmix32_py(h ^ KB_SALT)

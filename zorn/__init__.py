@@ -1,0 +1,1 @@
+"""Zero-order RNN training: CD-RGE, BPTT baseline, optimisers, synthetic tasks."""
