@@ -3,18 +3,13 @@
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
 
 from corpus.formats import META_ATTR, format_of, output_paths, sidecar_of
 from corpus.layout import SPLITS
 from corpus.stats import ByteStats
 from kernels.errors import BadInput
-
-
-def _temp_name(path):
-    path = Path(path)
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+from runtime.files import temp_name, write_atomic
 
 
 def _stream(plan, sink, stats):
@@ -23,13 +18,6 @@ def _stream(plan, sink, stats):
         sink(block)
     if stats.size != plan.size:
         raise BadInput("a source file changed size while it was being read; run again")
-
-
-def _fsync_write(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _write_bin(tmp, plans, stats):
@@ -86,7 +74,7 @@ def write_corpus(path, plans, meta, force=False):
     if not path.parent.is_dir():
         raise BadInput(f"output directory {str(path.parent)!r} does not exist")
     stats = {name: ByteStats() for name in SPLITS}
-    tmp, tmp_meta = _temp_name(path), _temp_name(sidecar_of(path))
+    tmp = temp_name(path)
     try:
         if kind == "bin":
             _write_bin(tmp, plans, stats)
@@ -96,32 +84,29 @@ def write_corpus(path, plans, meta, force=False):
             _write_zarr(tmp, plans, stats)
         meta = dict(meta, splits={name: stats[name].result() for name in SPLITS})
         text = json.dumps(meta, indent=1)
-        if kind == "bin":
-            _fsync_write(tmp_meta, text.encode())
-        elif kind == "h5":
+        if kind == "h5":
             import h5py
 
             with h5py.File(tmp, "a") as f:
                 f.attrs[META_ATTR] = text
-        else:
+        elif kind == "zarr":
             import zarr
 
             zarr.open_group(str(tmp), mode="r+").attrs[META_ATTR] = meta
         _replace(tmp, path)
-        if kind == "bin":
-            os.replace(tmp_meta, sidecar_of(path))
+        if kind == "bin":  # written last: a .bin without its sidecar does not open
+            write_atomic(sidecar_of(path), text.encode())
     finally:
-        for leftover in (tmp, tmp_meta):
-            if leftover.is_dir():
-                shutil.rmtree(leftover, ignore_errors=True)
-            elif leftover.exists():
-                leftover.unlink()
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists():
+            tmp.unlink()
     return meta
 
 
 def _replace(tmp, path):
     if path.exists() and (path.is_dir() or Path(tmp).is_dir()):
-        old = _temp_name(path)
+        old = temp_name(path)
         os.replace(path, old)
         os.replace(tmp, path)
         shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()

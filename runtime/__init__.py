@@ -1,0 +1,1 @@
+"""MPI world and device binding, run directories, checkpoints, metrics log, progress."""

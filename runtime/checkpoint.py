@@ -1,0 +1,81 @@
+"""Checkpoints as NPZ (never pickled): arrays plus a JSON metadata record holding the SHA-256 of
+every array; written atomically, verified on load, with `latest` and `best` links beside them."""
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from kernels.errors import BadInput
+from runtime.files import link_atomic, write_atomic
+
+FORMAT_NAME = "eggnog-checkpoint"
+META_KEY = "__meta__"
+
+
+def array_digest(array):
+    array = np.ascontiguousarray(array)
+    h = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    h.update(array.tobytes())
+    return h.hexdigest()
+
+
+def save_checkpoint(directory, step, arrays, meta, link_latest=True):
+    """Write checkpoints/step-XXXXXXXX.npz and point `latest` at it; returns its path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if META_KEY in arrays:
+        raise ValueError(f"{META_KEY!r} is reserved")
+    record = {
+        "format": FORMAT_NAME,
+        "version": 1,
+        "step": int(step),
+        "meta": meta,
+        "arrays": {name: array_digest(a) for name, a in arrays.items()},
+    }
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: np.ascontiguousarray(a) for name, a in arrays.items()},
+             **{META_KEY: np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)})
+    path = directory / f"step-{int(step):08d}.npz"
+    write_atomic(path, buffer.getvalue())
+    if link_latest:
+        link_atomic(directory / "latest", path)
+    return path
+
+
+def mark_best(directory, path):
+    link_atomic(Path(directory) / "best", path)
+
+
+def resolve_checkpoint(path):
+    """A checkpoint file from a file, a checkpoints directory or a run directory (its latest)."""
+    path = Path(path)
+    for candidate in (path, path / "latest", path / "checkpoints" / "latest"):
+        if candidate.is_file():
+            return candidate
+    raise BadInput(f"no checkpoint at {str(path)!r} (expected a .npz file, or a run directory with checkpoints/latest)")
+
+
+def load_checkpoint(path):
+    """Return (arrays, record) after checking every array against its recorded SHA-256."""
+    path = resolve_checkpoint(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            if META_KEY not in npz.files:
+                raise BadInput(f"{str(path)!r} is not an eggnog checkpoint (no metadata record)")
+            record = json.loads(npz[META_KEY].tobytes().decode())
+            arrays = {name: npz[name] for name in npz.files if name != META_KEY}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        raise BadInput(f"cannot read checkpoint {str(path)!r} ({e})") from None
+    if record.get("format") != FORMAT_NAME:
+        raise BadInput(f"{str(path)!r} is not an eggnog checkpoint")
+    expected = record.get("arrays", {})
+    if set(expected) != set(arrays):
+        raise BadInput(f"checkpoint {str(path)!r} is damaged: its arrays do not match its record")
+    for name, digest in expected.items():
+        if array_digest(arrays[name]) != digest:
+            raise BadInput(f"checkpoint {str(path)!r} is damaged: array {name!r} fails its checksum")
+    return arrays, record

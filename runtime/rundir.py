@@ -1,0 +1,66 @@
+"""A run directory: config.json, metrics.jsonl and events.jsonl (rank 0), checkpoints/."""
+
+import json
+import time
+from pathlib import Path
+
+from kernels.errors import BadInput
+from runtime.files import write_atomic
+
+
+def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name="run"):
+    """Create (or, when resuming, reopen) the run directory on rank 0 and return its Path on all
+    ranks. Without an explicit path, rank 0 picks runs/<name>-<timestamp> and broadcasts it."""
+    error, path = None, None
+    if world.is_root:
+        path = Path(run_dir) if run_dir else Path(runs_root) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if resume and not (path / "config.json").is_file():
+            error = f"cannot resume: {str(path)!r} is not a run directory (no config.json)"
+        elif not resume and path.exists() and any(path.iterdir()):
+            error = f"run directory {str(path)!r} already exists and is not empty; pass --resume or choose another"
+        else:
+            (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+            if not resume:
+                write_atomic(path / "config.json", (json.dumps(config, indent=1, sort_keys=True) + "\n").encode())
+    answer = world.bcast_json({"error": error, "path": str(path) if path else None})
+    if answer["error"]:
+        raise BadInput(answer["error"])
+    return Path(answer["path"])
+
+
+def read_config(run_dir):
+    path = Path(run_dir) / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise BadInput(f"cannot read run configuration {str(path)!r} ({e})") from None
+
+
+class JsonLog:
+    """Append-only JSON-lines log written by rank 0 only; each line is flushed as written."""
+
+    def __init__(self, path, enabled=True):
+        self.enabled = enabled
+        self.file = open(path, "a", buffering=1) if enabled else None
+
+    def write(self, **record):
+        if self.enabled:
+            self.file.write(json.dumps(record, sort_keys=False) + "\n")
+
+    def close(self):
+        if self.file:
+            self.file.close()
+            self.file = None
+
+
+def metrics_log(world, run_dir):
+    return JsonLog(Path(run_dir) / "metrics.jsonl", enabled=world.is_root)
+
+
+def events_log(world, run_dir):
+    return JsonLog(Path(run_dir) / "events.jsonl", enabled=world.is_root)
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
