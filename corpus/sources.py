@@ -10,11 +10,9 @@ GLOB_CHARS = set("*?[")
 
 
 def _files_under(directory):
-    found = []
-    for root, dirs, files in os.walk(directory):
-        dirs.sort()
-        found.extend(Path(root) / name for name in sorted(files) if (Path(root) / name).is_file())
-    return found
+    """Regular files below `directory`, sorted by their path relative to it."""
+    found = [Path(root) / name for root, _, files in os.walk(directory) for name in files]
+    return sorted((p for p in found if p.is_file()), key=lambda p: p.relative_to(directory).as_posix())
 
 
 def collect_files(sources, exclude=()):

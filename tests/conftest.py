@@ -1,0 +1,16 @@
+"""Test-wide setup. CUDA kernels run on numba's simulator unless a run says otherwise
+(NUMBA_ENABLE_CUDASIM=0 for tests/gpu on a real GPU); this must happen before numba is imported."""
+
+import os
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+os.environ.setdefault("EGGNOG_PROGRESS", "0")
+
+import pytest  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def repo_root():
+    return ROOT

@@ -1,0 +1,25 @@
+"""Helpers shared by tests: run a bin/ script as a user would."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_script(script, *args, env=None, cwd=None, timeout=300):
+    """Run bin/<script> in a fresh interpreter; returns the CompletedProcess (text mode)."""
+    full_env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bin", script), *map(str, args)],
+                          capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout)
+
+
+def assert_user_error(result, *fragments):
+    """Exit status 2, one line on stderr naming the problem, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
