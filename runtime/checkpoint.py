@@ -29,6 +29,8 @@ def save_checkpoint(directory, step, arrays, meta, link_latest=True):
     directory.mkdir(parents=True, exist_ok=True)
     if META_KEY in arrays:
         raise ValueError(f"{META_KEY!r} is reserved")
+    if any(np.asarray(a).dtype.hasobject for a in arrays.values()):
+        raise ValueError("checkpoints hold numeric arrays only (object arrays would need pickle)")
     record = {
         "format": FORMAT_NAME,
         "version": 1,

@@ -1,0 +1,63 @@
+"""Shared by benchmarks: what machine and commit a result belongs to, a printed table, a JSON file."""
+
+import datetime
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def cpu_name():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             cwd=RESULTS.parent, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=RESULTS.parent, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def median_seconds(fn, repeat=5, warmup=1, sync=lambda: None):
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def print_table(rows, columns):
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        print("  ".join(str(r[c]).rjust(w) for c, w in zip(columns, widths)))
+
+
+def write_result(name, device, rows, extra=None):
+    """bench/results/<name>-<device>-<date>.json; returns the path."""
+    today = datetime.date.today().isoformat()
+    record = {"benchmark": name, "device": device, "cpu": cpu_name(), "commit": commit(), "date": today,
+              **(extra or {}), "rows": rows}
+    RESULTS.mkdir(exist_ok=True)
+    slug = "".join(ch if ch.isalnum() else "-" for ch in device).strip("-").lower()
+    path = RESULTS / f"{name}-{slug}-{today}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path

@@ -1,0 +1,20 @@
+"""Tests that need a real GPU: run them with `NUMBA_ENABLE_CUDASIM=0 python -m pytest tests/gpu`.
+In the default run (simulator) or on a machine without a GPU they are skipped."""
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    from kernels.backend import gpu_usable
+
+    reason = None
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "0":
+        reason = "needs a real GPU: run with NUMBA_ENABLE_CUDASIM=0"
+    elif not gpu_usable():
+        reason = "no usable GPU on this machine"
+    if reason:
+        for item in items:
+            if "tests/gpu" in str(item.fspath).replace(os.sep, "/"):
+                item.add_marker(pytest.mark.skip(reason=reason))

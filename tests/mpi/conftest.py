@@ -1,0 +1,46 @@
+"""MPI tests run as `mpiexec -n 4 python -m pytest tests/mpi` (and pass at size 1 too).
+
+Each rank gets its own pytest temp directory; only rank 0 reports in full. Assertions that guard
+a collective must be collective (`parallel_assert`), or one failing rank hangs the others.
+"""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+
+def pytest_configure(config):
+    from mpi4py import MPI
+
+    rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    if size > 1 and not config.option.basetemp:
+        config.option.basetemp = os.path.join(tempfile.gettempdir(), f"pytest-mpi-{os.getppid()}-rank{rank}")
+    if rank != 0:
+        config.option.verbose = -2
+
+
+@pytest.fixture(scope="session")
+def world():
+    from runtime.world import init_world
+
+    return init_world()
+
+
+@pytest.fixture
+def parallel_assert(world):
+    def check(condition, message=""):
+        assert world.all_true(bool(condition)), message
+
+    return check
+
+
+@pytest.fixture
+def shared_dir(world):
+    """One temporary directory seen by every rank (they share a file system here)."""
+    path = world.bcast_json(tempfile.mkdtemp(prefix="eggnog-mpi-") if world.is_root else None)
+    yield path
+    world.barrier()
+    if world.is_root:
+        shutil.rmtree(path, ignore_errors=True)
