@@ -29,7 +29,7 @@ def main(
     from corpus.samplers import RandomWindows
     from kernels import noise_math, rng
     from kernels.backend import select_backend, to_host
-    from runtime.world import init_world
+    from runtime.world import init_world, mpi_library
 
     world = init_world()
     chosen = select_backend(backend, world.local_rank)
@@ -37,9 +37,7 @@ def main(
     places = world.allgather_array(place[None, :])
     corpus = open_corpus(data) if data else world.root_first(default_corpus)
     if world.is_root:
-        from mpi4py import MPI
-
-        print(f"world: {world.size} rank(s); MPI: {MPI.Get_library_version().splitlines()[0].strip()}")
+        print(f"world: {world.size} rank(s); MPI: {mpi_library()}")
         print(f"backend: {chosen.name} ({chosen.device_name}); rank -> (local rank, device): "
               + ", ".join(f"{r}->({p[0]}, {p[1]})" for r, p in enumerate(places)))
         print(f"corpus: {corpus.path} ({'memory-mapped' if corpus.memory_mapped else 'block reads'})")

@@ -1,6 +1,8 @@
 """The MPI world: rank, size, node-local rank; works without a launcher as a world of size 1.
 
-Collectives here use buffer-based MPI calls only (no pickled objects cross the network).
+Collectives here use buffer-based MPI calls only (no pickled objects cross the network). Where no
+MPI library can be loaded at all (a laptop without the mpich wheel), a process that was not started
+by a launcher runs as a world of one with `SingleProcessComm`.
 """
 
 import json
@@ -10,6 +12,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels.errors import BadInput
+
+
+LAUNCHER_SIZE_VARS = ("SLURM_NTASKS", "SLURM_NPROCS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+
+
+def launcher_size(environ=os.environ):
+    """How many tasks a launcher says it started (1 when none did)."""
+    for var in LAUNCHER_SIZE_VARS:
+        if environ.get(var, "").isdigit():
+            return int(environ[var])
+    return 1
 
 
 def check_launch(size, environ=os.environ):
@@ -38,11 +51,8 @@ class World:
 
     def all_true(self, flag):
         """The same verdict on every rank: True only if `flag` holds on all of them."""
-        from mpi4py import MPI
-
-        out = np.zeros(1, dtype=np.int32)
-        self.comm.Allreduce(np.array([1 if flag else 0], dtype=np.int32), out, op=MPI.MIN)
-        return bool(out[0])
+        flags = self.allgather_array(np.array([1 if flag else 0], dtype=np.int32))
+        return bool(flags.min())
 
     def bcast_json(self, obj, root=0):
         """Broadcast a JSON-able object from `root` as bytes."""
@@ -67,6 +77,19 @@ class World:
         return result if self.is_root else fn()
 
 
+class SingleProcessComm:
+    """The collectives of a world of one process, for machines with no MPI library."""
+
+    def Barrier(self):
+        pass
+
+    def Bcast(self, buf, root=0):
+        pass
+
+    def Allgather(self, send, recv):
+        np.copyto(recv.reshape(np.shape(send)), send)
+
+
 _world = None
 
 
@@ -74,11 +97,26 @@ def init_world():
     """The process's World (MPI initialised on first call)."""
     global _world
     if _world is None:
-        from mpi4py import MPI
-
+        try:
+            from mpi4py import MPI
+        except (ImportError, RuntimeError) as e:  # RuntimeError: mpi4py found no libmpi to load
+            if launcher_size() > 1:
+                raise BadInput(f"{launcher_size()} tasks were launched but no MPI library could be loaded "
+                               f"({str(e).splitlines()[0]}); load the site MPI module") from None
+            _world = World(SingleProcessComm(), 0, 1, 0, 1)
+            return _world
         comm = MPI.COMM_WORLD
         check_launch(comm.Get_size())
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
         _world = World(comm, comm.Get_rank(), comm.Get_size(), node.Get_rank(), node.Get_size())
         node.Free()
     return _world
+
+
+def mpi_library():
+    """A one-line name of the MPI library in use, or why there is none."""
+    if isinstance(_world.comm, SingleProcessComm):
+        return "none (single process)"
+    from mpi4py import MPI
+
+    return MPI.Get_library_version().splitlines()[0].strip()

@@ -122,3 +122,36 @@ def test_user_errors_exit_with_status_two(capsys):
         command()
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == "error: the flag --x must be positive\n"
+
+
+def test_progress_bar_only_on_rank_zero(monkeypatch):
+    from runtime.progress import progress
+
+    class Rank:
+        def __init__(self, root):
+            self.is_root = root
+
+    monkeypatch.setenv("EGGNOG_PROGRESS", "1")
+    assert not progress(10, Rank(True)).disable
+    assert progress(10, Rank(False)).disable
+    monkeypatch.setenv("EGGNOG_PROGRESS", "0")
+    assert progress(10, Rank(True)).disable
+
+
+def test_without_any_mpi_library_a_lone_process_still_runs():
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("from runtime.world import init_world, mpi_library; import numpy as np\n"
+            "w = init_world()\n"
+            "print(w.size, w.all_true(True), w.all_true(False), w.bcast_json({'a': 1}), "
+            "w.allgather_array(np.arange(2)).tolist(), mpi_library())")
+    env = dict(os.environ, PYTHONPATH=root, MPI4PY_LIBMPI="/nonexistent/libmpi.so.12")
+    for var in ("SLURM_NTASKS", "SLURM_NPROCS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"):
+        env.pop(var, None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == "1 True False {'a': 1} [0, 1] none (single process)", out.stderr
+    launched = subprocess.run([sys.executable, os.path.join(root, "bin", "selfcheck.py")], capture_output=True,
+                              text=True, env=dict(env, SLURM_NTASKS="4"), timeout=60)
+    assert launched.returncode == 2 and "no MPI library could be loaded" in launched.stderr
