@@ -2,7 +2,8 @@
 
 Every value is a pure function of (seed, tensor_id, epoch, member, element index):
 
-    (ka, kb) = stream_key(seed, tensor_id, epoch, member)      # once per stream, on the host
+    prefix   = prefix_key(seed, tensor_id, epoch)              # once per tensor and epoch, on the host
+    ka       = member_key_a(prefix, member); kb = fmix32(ka ^ KB_SALT)   # per member, host or kernel
     y        = fmix32((index + ka) mod 2^32)                   # round 1, keyed by ka
     bits     = fmix32(y ^ kb)                                  # round 2, keyed by kb
     bits2    = fmix32(y ^ kb ^ SECOND_WORD_SALT)               # a second word, for Box-Muller
@@ -56,6 +57,14 @@ def build(jit):
         return h
 
     @jit
+    def member_key_a(prefix, member):
+        return fmix32(((prefix + GOLDEN32) & MASK32) ^ member)
+
+    @jit
+    def member_key_b(key_a):
+        return fmix32(key_a ^ KB_SALT)
+
+    @jit
     def round1(ka, index):
         return fmix32((index + ka) & MASK32)
 
@@ -76,7 +85,7 @@ def build(jit):
     def rademacher(bits):
         return 1 - 2 * (bits >> 31)
 
-    return mul32, fmix32, round1, bits_of, uniform_int, gaussian_int8, rademacher
+    return mul32, fmix32, member_key_a, member_key_b, round1, bits_of, uniform_int, gaussian_int8, rademacher
 
 
 def build_normal(jit, fmix32):
@@ -126,20 +135,28 @@ def build_normal(jit, fmix32):
     return normal_f32
 
 
-_, _fmix32_py, *_ = build(lambda f: f)
+_, _fmix32_py, _member_key_a_py, _member_key_b_py, *_ = build(lambda f: f)
+
+
+def _check_range(name, value, limit):
+    if not 0 <= int(value) < limit:
+        raise ValueError(f"noise {name} must be in [0, {limit}), got {value}")
+
+
+def prefix_key(seed, tensor_id, epoch):
+    """The key of all streams of one tensor at one noise epoch; kernels derive each member's
+    stream key from it with member_key_a / member_key_b."""
+    _check_range("seed", seed, 1 << 64)
+    _check_range("tensor_id", tensor_id, 1 << 32)
+    _check_range("epoch", epoch, 1 << 32)
+    h = KEY_INIT
+    for word in (seed & MASK32, seed >> 32, tensor_id, epoch):
+        h = _fmix32_py(((h + GOLDEN32) & MASK32) ^ int(word))
+    return h
 
 
 def stream_key(seed, tensor_id, epoch, member):
     """The two 32-bit round keys of one noise stream; computed on the host, passed to kernels."""
-    for name, value, limit in (
-        ("seed", seed, 1 << 64),
-        ("tensor_id", tensor_id, 1 << 32),
-        ("epoch", epoch, 1 << 32),
-        ("member", member, 1 << 32),
-    ):
-        if not 0 <= int(value) < limit:
-            raise ValueError(f"noise {name} must be in [0, {limit}), got {value}")
-    h = KEY_INIT
-    for word in (seed & MASK32, seed >> 32, tensor_id, epoch, member):
-        h = _fmix32_py(((h + GOLDEN32) & MASK32) ^ int(word))
-    return h, _fmix32_py(h ^ KB_SALT)
+    _check_range("member", member, 1 << 32)
+    ka = _member_key_a_py(prefix_key(seed, tensor_id, epoch), int(member))
+    return ka, _member_key_b_py(ka)

@@ -18,12 +18,12 @@ KINDS = ("uniform_int8", "gaussian_int8", "rademacher_int8", "normal_float32")
 UNIFORM, GAUSSIAN, RADEMACHER = 0, 1, 2
 _INT8_KIND_CODE = {"uniform_int8": UNIFORM, "gaussian_int8": GAUSSIAN, "rademacher_int8": RADEMACHER}
 
-(cpu_mul32, cpu_fmix32, cpu_round1, cpu_bits_of, cpu_uniform_int, cpu_gaussian_int8,
- cpu_rademacher) = noise_math.build(numba.njit)
+(cpu_mul32, cpu_fmix32, cpu_member_key_a, cpu_member_key_b, cpu_round1, cpu_bits_of, cpu_uniform_int,
+ cpu_gaussian_int8, cpu_rademacher) = noise_math.build(numba.njit)
 cpu_normal_f32 = noise_math.build_normal(numba.njit, cpu_fmix32)
 
-(gpu_mul32, gpu_fmix32, gpu_round1, gpu_bits_of, gpu_uniform_int, gpu_gaussian_int8,
- gpu_rademacher) = noise_math.build(device_function)
+(gpu_mul32, gpu_fmix32, gpu_member_key_a, gpu_member_key_b, gpu_round1, gpu_bits_of, gpu_uniform_int,
+ gpu_gaussian_int8, gpu_rademacher) = noise_math.build(device_function)
 gpu_normal_f32 = noise_math.build_normal(device_function, gpu_fmix32)
 
 

@@ -6,7 +6,7 @@ arrays at once. Needs only NumPy, so data samplers can use it too.
 
 import numpy as np
 
-from kernels.noise_math import GAUSS_MUL, GAUSS_SHIFT, INDEX_LIMIT, MASK32, SECOND_WORD_SALT
+from kernels.noise_math import GAUSS_MUL, GAUSS_SHIFT, GOLDEN32, INDEX_LIMIT, KB_SALT, MASK32, SECOND_WORD_SALT
 
 _M = np.uint64(MASK32)
 
@@ -43,10 +43,28 @@ def uniform_int8(key, start, count, k):
     return ((b * (2 * k + 1)) >> 32) - k
 
 
-def gaussian_int8(key, start, count):
-    b = bits(key, start, count).astype(np.int64)
+def gaussian_from_bits(b):
+    b = np.asarray(b).astype(np.int64)
     s = (b & 0xFF) + ((b >> 8) & 0xFF) + ((b >> 16) & 0xFF) + (b >> 24)
     return ((s - 510) * GAUSS_MUL + (1 << (GAUSS_SHIFT - 1))) >> GAUSS_SHIFT
+
+
+def gaussian_int8(key, start, count):
+    return gaussian_from_bits(bits(key, start, count))
+
+
+def member_keys(prefix, members):
+    """Stream keys (ka, kb) of many members of one tensor: arrays, same as noise_math.stream_key."""
+    ka = fmix32(((np.uint64(prefix) + np.uint64(GOLDEN32)) & _M) ^ np.asarray(members, dtype=np.uint64))
+    return ka, fmix32(ka ^ np.uint64(KB_SALT))
+
+
+def gaussian_rows(prefix, members, start, count):
+    """gaussian_int8 elements [start, start + count) of each member's stream: (len(members), count)."""
+    check_slice(start, count)
+    ka, kb = member_keys(prefix, members)
+    index = np.arange(start, start + count, dtype=np.uint64)[None, :]
+    return gaussian_from_bits(fmix32(fmix32((index + ka[:, None]) & _M) ^ kb[:, None]))
 
 
 def rademacher_int8(key, start, count):

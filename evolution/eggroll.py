@@ -1,0 +1,119 @@
+"""Integer EGGROLL (nano-egg): antithetic rank-1 int8 perturbations, sign fitness, z-test gated
++-1 updates. The strategy is explicit state (parameters, epoch, seed) and two steps:
+
+    scores = strategy.evaluate(windows, states)   # this rank's slice of the population
+    strategy.tell(fitness_of_all_pairs)          # identical on every rank
+
+Member g belongs to pair g // 2 and carries sign +1 (even g) or -1 (odd g); noise of tensor t at
+epoch e is keyed by (seed, t, e // noise_reuse, pair), so any rank can regenerate any member's.
+"""
+
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from evolution.fitness import Z_SCALE
+from kernels.egg_ops import ops_for
+from kernels.errors import BadInput
+from kernels.int_update import UPDATES
+
+
+@dataclass(frozen=True)
+class IntEggrollConfig:
+    population: int = 1024  # total over all ranks
+    sigma_shift: int = 4
+    alpha: float = 4.0
+    alpha_decay_timestep: int = 1000
+    use_clt: bool = True
+    fast_fitness: bool = True
+    noise_reuse: int = 1
+    tokens_per_update: int = 100
+    group_size: int = 2
+    rank: int = 1
+
+    def check(self, ranks=1):
+        if self.rank != 1:
+            raise BadInput(f"integer EGGROLL uses rank-1 perturbations (as nano-egg); got rank {self.rank}")
+        if self.group_size < 2 or self.group_size % 2:
+            raise BadInput(f"group size must be even and at least 2 (pairs share a stream), got {self.group_size}")
+        if self.population < self.group_size or self.population % self.group_size:
+            raise BadInput(f"population {self.population} must be a positive multiple of the group size "
+                           f"{self.group_size}")
+        if self.population % ranks or (self.population // ranks) % 2:
+            raise BadInput(f"population {self.population} cannot be split into {ranks} equal slices of whole "
+                           f"antithetic pairs; use a multiple of {2 * ranks}")
+        if self.tokens_per_update < 1 or self.noise_reuse < 0 or self.alpha <= 0 or self.alpha_decay_timestep < 1:
+            raise BadInput("tokens per update and alpha decay timestep must be positive, alpha > 0, noise reuse >= 0")
+        if not 0 <= self.sigma_shift <= 20:
+            raise BadInput(f"sigma shift must be in [0, 20], got {self.sigma_shift}")
+
+    def alpha_at(self, epoch):
+        """alpha < 1: constant z-test level; alpha >= 1: 1 / ((2^alpha - 1) t / decay + 1)."""
+        if self.alpha < 1:
+            return self.alpha
+        return 1.0 / ((2.0**self.alpha - 1.0) * epoch / self.alpha_decay_timestep + 1.0)
+
+    def threshold_at(self, epoch):
+        """int(16 * Phi^-1(1 - alpha_t / 2)), times the fitness scale (16 for z-scored fitness)."""
+        level = self.alpha_at(epoch)
+        thr = int(NormalDist().inv_cdf(1.0 - level / 2.0) * 16) if level < 1 else 0
+        return thr * (1 if self.fast_fitness else Z_SCALE)
+
+    def noise_epoch(self, epoch):
+        return 0 if self.noise_reuse == 0 else epoch // self.noise_reuse
+
+
+class IntEggroll:
+    def __init__(self, model, cfg: IntEggrollConfig, seed, backend, params, epoch=0, first_member=0, members=None):
+        self.model, self.cfg, self.seed, self.epoch = model, cfg, seed, epoch
+        self.backend = backend  # kernels.backend.Backend
+        self.ops = ops_for(backend.name)
+        self.first_member = first_member
+        self.members = cfg.population if members is None else members
+        self.params = backend.to_device(np.array(params, dtype=np.int8))  # flat, on the backend
+
+    def host_params(self):
+        from kernels.backend import to_host
+
+        return to_host(self.params).copy()
+
+    def evaluate(self, windows, states, perturbed=True):
+        """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
+        byte window; `states` (one (members, D) array per layer, on the backend) carry over."""
+        from kernels.backend import to_host
+
+        prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
+        params = self.model.views(self.params)
+        vectors = self.model.member_vectors(self.ops, params, prefixes, self.first_member, windows.shape[0],
+                                            self.cfg.sigma_shift, perturbed)
+        device_windows = self.backend.to_device(np.ascontiguousarray(windows.T))  # (T + 1, members)
+        total = np.zeros(windows.shape[0], dtype=np.int64)
+        for t in range(windows.shape[1] - 1):
+            logits = self.model.step(self.ops, params, vectors, device_windows[t], states, prefixes,
+                                     self.first_member, self.cfg.sigma_shift, perturbed)
+            total += to_host(self.ops.loglik(logits, device_windows[t + 1]))
+        return total
+
+    def tell(self, fitness):
+        """Apply the update from the fitness of every pair of the population; returns the fraction of
+        parameters that moved. Identical on every rank given identical fitness."""
+        if fitness.size != self.cfg.population // 2:
+            raise ValueError(f"expected {self.cfg.population // 2} pair fitnesses, got {fitness.size}")
+        prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
+        threshold = self.cfg.threshold_at(self.epoch)
+        update = UPDATES[self.backend.name]
+        device_fitness = self.backend.to_device(np.asarray(fitness, dtype=np.int8))
+        views = self.model.views(self.params)
+        moved = 0
+        for t in self.model.tensors:
+            kind = "vector" if t.kind == "vector" else "matrix"
+            new, count = update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, self.cfg.use_clt)
+            if self.backend.name != "cuda":
+                views[t.name][...] = new
+            moved += count
+        self.epoch += 1
+        return moved / self.model.n_params
+
+    def describe(self):
+        return asdict(self.cfg)

@@ -1,0 +1,172 @@
+"""The integer EGGROLL training run behind bin/train_es.py: data streams, per-member hidden states,
+fitness exchange across ranks, validation, metrics, checkpoints and exact resume."""
+
+import time
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from corpus.samplers import ContiguousStreams
+from evolution.eggroll import IntEggroll, IntEggrollConfig
+from evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
+from kernels.backend import to_host
+from kernels.errors import BadInput
+from models.egg import EggConfig, EggModel
+from runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
+from runtime.progress import progress
+from runtime.rundir import metrics_log
+
+# A resumed run must agree on these; the rest (epochs, logging, backend) may change.
+RESUME_FIXED = ("seed", "n_layer", "n_embd", "population", "sigma_shift", "alpha", "alpha_decay_timestep",
+                "use_clt", "fast_fitness", "noise_reuse", "tokens_per_update", "group_size", "rank", "data")
+
+
+@dataclass
+class EsRunConfig:
+    seed: int = 0
+    n_layer: int = 1
+    n_embd: int = 64
+    epochs: int = 300
+    population: int = 512
+    sigma_shift: int = 4
+    alpha: float = 4.0
+    alpha_decay_timestep: int = 1000
+    use_clt: bool = True
+    fast_fitness: bool = True
+    noise_reuse: int = 1
+    tokens_per_update: int = 100
+    group_size: int = 64
+    rank: int = 1
+    validate_every: int = 25
+    checkpoint_every: int = 100
+    val_rows: int = 64
+    val_tokens: int = 256
+    data: str | None = None
+
+    def strategy(self):
+        return IntEggrollConfig(**{f.name: getattr(self, f.name) for f in fields(IntEggrollConfig)})
+
+    def model(self):
+        return EggConfig(self.n_layer, self.n_embd)
+
+    def check(self, ranks):
+        self.model()
+        self.strategy().check(ranks)
+        for name in ("epochs", "validate_every", "checkpoint_every", "val_rows", "val_tokens"):
+            if getattr(self, name) < 1:
+                raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+
+
+def check_resume(stored, requested):
+    """Name every field a resumed run would change that must stay fixed."""
+    changed = [f"{k} ({stored.get(k)!r} -> {requested[k]!r})" for k in RESUME_FIXED if stored.get(k) != requested[k]]
+    if changed:
+        raise BadInput("cannot resume with a different " + ", ".join(changed))
+
+
+class EsTrainer:
+    def __init__(self, cfg: EsRunConfig, world, backend, corpus, run_dir):
+        cfg.check(world.size)
+        self.cfg, self.world, self.backend, self.corpus, self.run_dir = cfg, world, backend, corpus, run_dir
+        self.model = EggModel(cfg.model())
+        self.members = cfg.population // world.size
+        self.first = world.rank * self.members
+        self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
+        if len(corpus.val) < 2:
+            raise BadInput("the corpus has no validation split; prepare it with --val-fraction > 0")
+        self.val_rows = min(cfg.val_rows, len(corpus.val) // 2)
+        self.val_tokens = min(cfg.val_tokens, len(corpus.val) // self.val_rows - 1)
+        self.best_val = None
+        self.strategy = IntEggroll(self.model, cfg.strategy(), cfg.seed, backend, self.model.init_params(cfg.seed),
+                                   first_member=self.first, members=self.members)
+        self.states = [backend.zeros((self.members, cfg.n_embd), np.int8) for _ in range(cfg.n_layer)]
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def save(self, best=False):
+        states = np.stack([to_host(s) for s in self.states], axis=1)  # (members, layers, dim)
+        gathered = self.world.allgather_array(states)
+        if self.world.is_root:
+            meta = {"config": asdict(self.cfg), "model": "egg", "best_val_bpb": self.best_val,
+                    "data_position": {"epoch": self.strategy.epoch}}
+            path = save_checkpoint(self.run_dir / "checkpoints", self.strategy.epoch,
+                                   {"params": self.strategy.host_params(), "states": gathered}, meta)
+            if best:
+                mark_best(self.run_dir / "checkpoints", path)
+        self.world.barrier()
+
+    def restore(self, path):
+        arrays, record = load_checkpoint(path)
+        meta = record.get("meta", {})
+        if meta.get("model") != "egg":
+            raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model, not an EGG")
+        check_resume(meta.get("config", {}), asdict(self.cfg))
+        if arrays["params"].size != self.model.n_params or arrays["states"].shape[0] != self.cfg.population:
+            raise BadInput(f"checkpoint {str(path)!r} does not match this model and population")
+        self.strategy = IntEggroll(self.model, self.cfg.strategy(), self.cfg.seed, self.backend, arrays["params"],
+                                   epoch=record["step"], first_member=self.first, members=self.members)
+        mine = arrays["states"][self.first:self.first + self.members]
+        self.states = [self.backend.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.cfg.n_layer)]
+        self.best_val = meta.get("best_val_bpb")
+
+    # ---- one epoch -----------------------------------------------------------------------------
+    def exchange(self, scores):
+        """Every rank gets the fitness of every pair: ternary-packed signs (5 per byte), or all raw
+        scores when fitness is z-scored over the population."""
+        if self.cfg.fast_fitness:
+            mine = pair_signs(scores)
+            packed = self.world.allgather_array(pack_ternary(mine)).reshape(self.world.size, -1)
+            fitness = np.concatenate([unpack_ternary(row, mine.size) for row in packed])
+            total = float(self.world.allgather_array(np.array([scores.sum()], dtype=np.float64)).sum())
+            return fitness, total
+        everything = self.world.allgather_array(scores)
+        return pair_zscores(everything), float(everything.sum())
+
+    def validate(self):
+        """Bits/byte of the unperturbed model from a zero state on a fixed sample of the val split;
+        rows are shared out over ranks."""
+        rows = np.array_split(np.arange(self.val_rows), self.world.size)[self.world.rank]
+        length = self.val_tokens + 1
+        windows = np.stack([np.asarray(self.corpus.val[r * length:(r + 1) * length]) for r in rows]) if rows.size \
+            else np.zeros((0, length), dtype=np.uint8)
+        total = 0.0
+        if rows.size:
+            probe = IntEggroll(self.model, self.cfg.strategy(), self.cfg.seed, self.backend, self.strategy.params,
+                               epoch=self.strategy.epoch, members=rows.size)
+            states = [self.backend.zeros((rows.size, self.cfg.n_embd), np.int8) for _ in range(self.cfg.n_layer)]
+            total = float(probe.evaluate(windows, states, perturbed=False).sum())
+        total = float(self.world.allgather_array(np.array([total])).sum())
+        return bits_per_byte(total, self.val_rows * self.val_tokens)
+
+    def run(self):
+        cfg, log = self.cfg, metrics_log(self.world, self.run_dir)
+        start_epoch, started = self.strategy.epoch, time.perf_counter()
+        bar = progress(cfg.epochs, self.world, "epochs", initial=start_epoch)
+        val_bpb = None
+        for epoch in range(start_epoch, cfg.epochs):
+            tick = time.perf_counter()
+            windows = self.streams.member_batch(epoch, self.first, self.members, cfg.group_size)
+            scores = self.strategy.evaluate(windows, self.states)
+            fitness, total = self.exchange(scores)
+            alpha = cfg.strategy().alpha_at(epoch)
+            moved = self.strategy.tell(fitness)
+            seconds = time.perf_counter() - tick
+            record = {"epoch": epoch, "train_bpb": round(bits_per_byte(total, cfg.population * cfg.tokens_per_update), 5),
+                      "alpha": alpha, "moved_fraction": round(moved, 6),
+                      "tokens_per_s": round(cfg.population * cfg.tokens_per_update / seconds, 1),
+                      "elapsed_s": round(time.perf_counter() - started, 3)}
+            last = epoch == cfg.epochs - 1
+            if (epoch + 1) % cfg.validate_every == 0 or last:
+                val_bpb = self.validate()
+                record["val_bpb"] = round(val_bpb, 5)
+            log.write(**record)
+            bar.update(1)
+            bar.set_postfix(train=record["train_bpb"], val=val_bpb)
+            improved = val_bpb is not None and "val_bpb" in record and (self.best_val is None or val_bpb < self.best_val)
+            if improved:
+                self.best_val = val_bpb
+            if improved or (epoch + 1) % cfg.checkpoint_every == 0 or last:
+                self.save(best=improved)
+        bar.close()
+        log.close()
+        return {"epochs": cfg.epochs, "val_bpb": val_bpb, "best_val_bpb": self.best_val,
+                "elapsed_s": time.perf_counter() - started}

@@ -1,0 +1,390 @@
+"""The element-wise and row-wise operations of the EGG model over a population, each as NumPy
+reference, CPU twin and CUDA kernel (the matmul lives in int_matmul).
+
+Perturbed parameters follow nano-egg: for member g (pair p = g // 2, sign = +1 even / -1 odd)
+- vector theta[n]:     clip(theta + ((a1 * a2 * sign) >> (4 + sigma_shift))), a1 = noise[0:n],
+                       a2 = noise[n:2n];
+- embedding E[V, D]:   clip(E[t] + (((sign * A[t]) * B) >> (4 + sigma_shift))), B = noise[0:D],
+                       A = noise[D:D+V].
+"""
+
+import numba
+import numpy as np
+
+from kernels import rng_reference
+from kernels.cuda_api import cuda, kernel
+from kernels.int_math import EXP2, FIXED_POINT, build
+from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
+                         gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+
+py_clip8, py_floor_log2_x16, py_l1_norm_value, py_gru_gate, py_gru_mix = build(lambda f: f)
+cpu_clip8, cpu_floor_log2_x16, cpu_l1_norm_value, cpu_gru_gate, cpu_gru_mix = build(numba.njit)
+gpu_clip8, gpu_floor_log2_x16, gpu_l1_norm_value, gpu_gru_gate, gpu_gru_mix = build(cuda.jit(device=True))
+
+I8 = numba.int8[:, ::1]
+I8V = numba.int8[::1]
+I64 = numba.int64
+
+
+def _members(first_member, count):
+    members = first_member + np.arange(count)
+    return members >> 1, 1 - 2 * (members & 1)
+
+
+def _clip(a):
+    return np.clip(a, -127, 127).astype(np.int8)
+
+
+# ---- perturbed vector parameters ---------------------------------------------------------------
+
+def reference_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+    out = np.broadcast_to(theta.astype(np.int64), (count, theta.size))
+    if perturbed:
+        pairs, sign = _members(first_member, count)
+        noise = rng_reference.gaussian_rows(prefix, pairs, 0, 2 * theta.size)
+        out = out + ((noise[:, :theta.size] * noise[:, theta.size:] * sign[:, None]) >> (FIXED_POINT + sigma_shift))
+    return _clip(out)
+
+
+@numba.njit(parallel=True)
+def _cpu_vector(theta, out, prefix, first_member, shift, perturbed):
+    n = theta.size
+    for i in numba.prange(out.shape[0]):
+        g = first_member + i
+        ka = cpu_member_key_a(prefix, g >> 1)
+        kb = cpu_member_key_b(ka)
+        for j in range(n):
+            v = np.int64(theta[j])
+            if perturbed:
+                a1 = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, j), kb))
+                a2 = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, n + j), kb))
+                v += (a1 * a2 * (1 - 2 * (g & 1))) >> shift
+            out[i, j] = cpu_clip8(v)
+
+
+def cpu_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+    out = np.empty((count, theta.size), dtype=np.int8)
+    _cpu_vector(theta, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
+    return out
+
+
+@kernel((I8V, I8, I64, I64, I64, numba.boolean))
+def vector_cuda(theta, out, prefix, first_member, shift, perturbed):
+    j, i = cuda.grid(2)
+    n = theta.size
+    if i < out.shape[0] and j < n:
+        v = np.int64(theta[j])
+        if perturbed:
+            g = first_member + i
+            ka = gpu_member_key_a(prefix, g >> 1)
+            kb = gpu_member_key_b(ka)
+            a1 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
+            a2 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, n + j), kb))
+            v += (a1 * a2 * (1 - 2 * (g & 1))) >> shift
+        out[i, j] = gpu_clip8(v)
+
+
+def cuda_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+    out = cuda.device_array((count, theta.shape[0]), dtype=np.int8)
+    vector_cuda[_grid2(theta.shape[0], count)](theta, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
+    return out
+
+
+# ---- perturbed embedding lookup ----------------------------------------------------------------
+
+def reference_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+    out = table[tokens].astype(np.int64)
+    if perturbed:
+        vocab, dim = table.shape
+        pairs, sign = _members(first_member, tokens.size)
+        noise = rng_reference.gaussian_rows(prefix, pairs, 0, dim + vocab)
+        a = noise[np.arange(tokens.size), dim + tokens.astype(np.int64)] * sign
+        out = out + ((a[:, None] * noise[:, :dim]) >> (FIXED_POINT + sigma_shift))
+    return _clip(out)
+
+
+@numba.njit(parallel=True)
+def _cpu_embedding(tokens, table, out, prefix, first_member, shift, perturbed):
+    dim = table.shape[1]
+    for i in numba.prange(tokens.size):
+        g = first_member + i
+        t = np.int64(tokens[i])
+        ka = cpu_member_key_a(prefix, g >> 1)
+        kb = cpu_member_key_b(ka)
+        a = (1 - 2 * (g & 1)) * cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, dim + t), kb))
+        for j in range(dim):
+            v = np.int64(table[t, j])
+            if perturbed:
+                v += (a * cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, j), kb))) >> shift
+            out[i, j] = cpu_clip8(v)
+
+
+def cpu_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+    out = np.empty((tokens.size, table.shape[1]), dtype=np.int8)
+    _cpu_embedding(tokens, table, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
+    return out
+
+
+@kernel((numba.uint8[::1], I8, I8, I64, I64, I64, numba.boolean))
+def embedding_cuda(tokens, table, out, prefix, first_member, shift, perturbed):
+    j, i = cuda.grid(2)
+    dim = table.shape[1]
+    if i < tokens.size and j < dim:
+        t = np.int64(tokens[i])
+        v = np.int64(table[t, j])
+        if perturbed:
+            g = first_member + i
+            ka = gpu_member_key_a(prefix, g >> 1)
+            kb = gpu_member_key_b(ka)
+            a = (1 - 2 * (g & 1)) * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, dim + t), kb))
+            v += (a * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))) >> shift
+        out[i, j] = gpu_clip8(v)
+
+
+def cuda_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+    out = cuda.device_array((tokens.shape[0], table.shape[1]), dtype=np.int8)
+    embedding_cuda[_grid2(table.shape[1], tokens.shape[0])](tokens, table, out, prefix, first_member,
+                                                             FIXED_POINT + sigma_shift, perturbed)
+    return out
+
+
+# ---- L1 norm (EGG_LN): x * w / mean|x| ----------------------------------------------------------
+
+def reference_l1_norm(x, w):
+    x64, w64 = x.astype(np.int64), w.astype(np.int64)
+    mean_abs = (np.maximum(np.abs(x64).sum(axis=1), 1) // x.shape[1])[:, None]
+    product = x64 * w64
+    safe = np.where(mean_abs == 0, 1, mean_abs)
+    normed = np.clip(product // safe, -127, 127)
+    return np.where(mean_abs == 0, np.where(product == 0, -1, -2), normed).astype(np.int8)
+
+
+@numba.njit(parallel=True)
+def _cpu_l1_norm(x, w, out):
+    dim = x.shape[1]
+    for i in numba.prange(x.shape[0]):
+        total = 0
+        for j in range(dim):
+            total += abs(np.int64(x[i, j]))
+        mean_abs = max(total, 1) // dim
+        for j in range(dim):
+            out[i, j] = cpu_l1_norm_value(np.int64(x[i, j]), np.int64(w[i, j]), mean_abs)
+
+
+def cpu_l1_norm(x, w):
+    out = np.empty_like(x)
+    _cpu_l1_norm(x, w, out)
+    return out
+
+
+ROW_THREADS = 64
+
+
+@kernel((I8, I8, I8))
+def l1_norm_cuda(x, w, out):
+    """One block per member: a shared-memory sum of |x|, then every thread writes its outputs."""
+    i = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    dim = x.shape[1]
+    partial = cuda.shared.array(ROW_THREADS, numba.int64)
+    acc = 0
+    for j in range(t, dim, ROW_THREADS):
+        acc += abs(np.int64(x[i, j]))
+    partial[t] = acc
+    cuda.syncthreads()
+    step = ROW_THREADS // 2
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+        cuda.syncthreads()
+        step //= 2
+    mean_abs = max(partial[0], 1) // dim
+    for j in range(t, dim, ROW_THREADS):
+        out[i, j] = gpu_l1_norm_value(np.int64(x[i, j]), np.int64(w[i, j]), mean_abs)
+
+
+def cuda_l1_norm(x, w):
+    out = cuda.device_array(x.shape, dtype=np.int8)
+    l1_norm_cuda[x.shape[0], ROW_THREADS](x, w, out)
+    return out
+
+
+# ---- GRU gates, residual add, state reset --------------------------------------------------------
+
+def reference_gru_forget(xf, sf, bf, s):
+    f = np.clip(xf.astype(np.int64) + sf + bf, -127, 127)
+    return f.astype(np.int8), (((f + 127) * s.astype(np.int64)) >> 8).astype(np.int8)
+
+
+def reference_gru_output(xh, fhh, bh, f, s):
+    hh = np.clip(xh.astype(np.int64) + fhh + bh, -127, 127)
+    s64 = s.astype(np.int64)
+    return (s64 + (((f.astype(np.int64) + 127) * (hh - s64)) >> 8)).astype(np.int8)
+
+
+def reference_clip_add(a, b):
+    return _clip(a.astype(np.int64) + b)
+
+
+@numba.njit(parallel=True)
+def _cpu_gru_forget(xf, sf, bf, s, f, fh):
+    for i in numba.prange(xf.shape[0]):
+        for j in range(xf.shape[1]):
+            v = cpu_clip8(np.int64(xf[i, j]) + np.int64(sf[i, j]) + np.int64(bf[i, j]))
+            f[i, j] = v
+            fh[i, j] = cpu_gru_gate(v, np.int64(s[i, j]))
+
+
+@numba.njit(parallel=True)
+def _cpu_gru_output(xh, fhh, bh, f, s, h):
+    for i in numba.prange(xh.shape[0]):
+        for j in range(xh.shape[1]):
+            hh = cpu_clip8(np.int64(xh[i, j]) + np.int64(fhh[i, j]) + np.int64(bh[i, j]))
+            h[i, j] = cpu_gru_mix(np.int64(f[i, j]), np.int64(s[i, j]), hh)
+
+
+@numba.njit(parallel=True)
+def _cpu_clip_add(a, b, out):
+    for i in numba.prange(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[i, j] = cpu_clip8(np.int64(a[i, j]) + np.int64(b[i, j]))
+
+
+def cpu_gru_forget(xf, sf, bf, s):
+    f, fh = np.empty_like(xf), np.empty_like(xf)
+    _cpu_gru_forget(xf, sf, bf, s, f, fh)
+    return f, fh
+
+
+def cpu_gru_output(xh, fhh, bh, f, s):
+    h = np.empty_like(xh)
+    _cpu_gru_output(xh, fhh, bh, f, s, h)
+    return h
+
+
+def cpu_clip_add(a, b):
+    out = np.empty_like(a)
+    _cpu_clip_add(a, b, out)
+    return out
+
+
+@kernel((I8, I8, I8, I8, I8, I8))
+def gru_forget_cuda(xf, sf, bf, s, f, fh):
+    j, i = cuda.grid(2)
+    if i < xf.shape[0] and j < xf.shape[1]:
+        v = gpu_clip8(np.int64(xf[i, j]) + np.int64(sf[i, j]) + np.int64(bf[i, j]))
+        f[i, j] = v
+        fh[i, j] = gpu_gru_gate(v, np.int64(s[i, j]))
+
+
+@kernel((I8, I8, I8, I8, I8, I8))
+def gru_output_cuda(xh, fhh, bh, f, s, h):
+    j, i = cuda.grid(2)
+    if i < xh.shape[0] and j < xh.shape[1]:
+        hh = gpu_clip8(np.int64(xh[i, j]) + np.int64(fhh[i, j]) + np.int64(bh[i, j]))
+        h[i, j] = gpu_gru_mix(np.int64(f[i, j]), np.int64(s[i, j]), hh)
+
+
+@kernel((I8, I8, I8))
+def clip_add_cuda(a, b, out):
+    j, i = cuda.grid(2)
+    if i < a.shape[0] and j < a.shape[1]:
+        out[i, j] = gpu_clip8(np.int64(a[i, j]) + np.int64(b[i, j]))
+
+
+def cuda_gru_forget(xf, sf, bf, s):
+    f, fh = cuda.device_array(xf.shape, np.int8), cuda.device_array(xf.shape, np.int8)
+    gru_forget_cuda[_grid2(xf.shape[1], xf.shape[0])](xf, sf, bf, s, f, fh)
+    return f, fh
+
+
+def cuda_gru_output(xh, fhh, bh, f, s):
+    h = cuda.device_array(xh.shape, np.int8)
+    gru_output_cuda[_grid2(xh.shape[1], xh.shape[0])](xh, fhh, bh, f, s, h)
+    return h
+
+
+def cuda_clip_add(a, b):
+    out = cuda.device_array(a.shape, np.int8)
+    clip_add_cuda[_grid2(a.shape[1], a.shape[0])](a, b, out)
+    return out
+
+
+def reference_reset(state, tokens):
+    """Zero the state rows of members whose input byte is 0 (a document starts); in place."""
+    state[np.asarray(tokens) == 0] = 0
+
+
+@numba.njit(parallel=True)
+def cpu_reset(state, tokens):
+    for i in numba.prange(tokens.size):
+        if tokens[i] == 0:
+            state[i] = 0
+
+
+@kernel((I8, numba.uint8[::1]))
+def reset_cuda(state, tokens):
+    j, i = cuda.grid(2)
+    if i < tokens.size and j < state.shape[1] and tokens[i] == 0:
+        state[i, j] = 0
+
+
+def cuda_reset(state, tokens):
+    reset_cuda[_grid2(state.shape[1], state.shape[0])](state, tokens)
+
+
+# ---- integer log-likelihood ----------------------------------------------------------------------
+
+def reference_loglik(logits, targets):
+    y = logits.astype(np.int64) + 128
+    s = EXP2[y].sum(axis=1)
+    log_term = np.array([py_floor_log2_x16(int(v)) for v in s], dtype=np.int64) - 64
+    return y[np.arange(y.shape[0]), targets.astype(np.int64)] - log_term
+
+
+@numba.njit(parallel=True)
+def _cpu_loglik(logits, targets, out):
+    for i in numba.prange(logits.shape[0]):
+        s = 0
+        for v in range(logits.shape[1]):
+            s += EXP2[np.int64(logits[i, v]) + 128]
+        out[i] = np.int64(logits[i, np.int64(targets[i])]) + 128 - (cpu_floor_log2_x16(s) - 64)
+
+
+def cpu_loglik(logits, targets):
+    out = np.empty(logits.shape[0], dtype=np.int64)
+    _cpu_loglik(logits, targets, out)
+    return out
+
+
+@kernel((I8, numba.uint8[::1], numba.int64[::1]))
+def loglik_cuda(logits, targets, out):
+    i = cuda.grid(1)
+    if i < logits.shape[0]:
+        s = 0
+        for v in range(logits.shape[1]):
+            s += EXP2[np.int64(logits[i, v]) + 128]
+        out[i] = np.int64(logits[i, np.int64(targets[i])]) + 128 - (gpu_floor_log2_x16(s) - 64)
+
+
+def cuda_loglik(logits, targets):
+    out = cuda.device_array(logits.shape[0], dtype=np.int64)
+    loglik_cuda[(logits.shape[0] + 127) // 128, 128](logits, targets, out)
+    return out
+
+
+def _grid2(width, height, block=(32, 8)):
+    return ((width + block[0] - 1) // block[0], (height + block[1] - 1) // block[1]), block
+
+
+def ops_for(backend):
+    """The EGG operations of one backend ("numpy", "cpu" or "cuda") under common names."""
+    from types import SimpleNamespace
+
+    from kernels import int_matmul
+
+    prefix = {"numpy": "reference_", "cpu": "cpu_", "cuda": "cuda_"}[backend]
+    names = ("vector", "embedding", "l1_norm", "gru_forget", "gru_output", "clip_add", "reset", "loglik")
+    ops = {name: globals()[prefix + name] for name in names}
+    ops["matmul"] = {"numpy": int_matmul.reference, "cpu": int_matmul.cpu, "cuda": int_matmul.cuda_launch}[backend]
+    return SimpleNamespace(name=backend, **ops)

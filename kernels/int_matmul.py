@@ -1,0 +1,145 @@
+"""int8 x int8 -> int32 matmul over a population, with the EGGROLL rank-1 perturbation fused in.
+
+For member i (global index g, pair p = g // 2, sign = +1 for even g, -1 for odd):
+
+    B_p = noise[0 : d_in], A_p = noise[d_in : d_in + d_out]     (gaussian_int8, stream of pair p)
+    acc = x_i . W^T + ((x_i . B_p) * (sign * A_p)) >> (4 + sigma_shift)
+    out = clip(floor(acc / (16 * floor(sqrt(d_in)))), +-127)
+
+A and B are regenerated from the hash, never stored. On the GPU, one small launch computes
+x_i . B_p for every member (the only per-member work over d_in), then one tiled launch covers the
+whole population and adds the perturbation in its epilogue, generating A_p[j] where it is used.
+"""
+
+import numba
+import numpy as np
+
+from kernels import rng_reference
+from kernels.cuda_api import cuda, kernel
+from kernels.int_math import FIXED_POINT, build, matmul_divisor
+from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
+                         gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+
+cpu_clip8 = build(numba.njit)[0]
+gpu_clip8 = build(cuda.jit(device=True))[0]
+
+
+def reference(x, w, prefix, first_member, sigma_shift, perturbed=True):
+    x64, w64 = x.astype(np.int64), w.astype(np.int64)
+    d_out, d_in = w.shape
+    acc = x64 @ w64.T
+    if perturbed:
+        members = first_member + np.arange(x.shape[0])
+        noise = rng_reference.gaussian_rows(prefix, members >> 1, 0, d_in + d_out)
+        s = (x64 * noise[:, :d_in]).sum(axis=1)
+        signed_a = noise[:, d_in:] * (1 - 2 * (members & 1))[:, None]
+        acc = acc + ((s[:, None] * signed_a) >> (FIXED_POINT + sigma_shift))
+    return np.clip(acc // matmul_divisor(d_in), -127, 127).astype(np.int8)
+
+
+@numba.njit(parallel=True)
+def _cpu(x, w, out, prefix, first_member, shift, perturbed, divisor):
+    members, d_in = x.shape
+    d_out = w.shape[0]
+    for i in numba.prange(members):
+        g = first_member + i
+        ka = cpu_member_key_a(prefix, g >> 1)
+        kb = cpu_member_key_b(ka)
+        s = 0
+        if perturbed:
+            for k in range(d_in):
+                s += np.int64(x[i, k]) * cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, k), kb))
+        sign = 1 - 2 * (g & 1)
+        for j in range(d_out):
+            acc = np.int32(0)
+            for k in range(d_in):
+                acc += np.int32(x[i, k]) * np.int32(w[j, k])
+            total = np.int64(acc)
+            if perturbed:
+                a = sign * cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, d_in + j), kb))
+                total += (s * a) >> shift
+            out[i, j] = cpu_clip8(total // divisor)
+
+
+def cpu(x, w, prefix, first_member, sigma_shift, perturbed=True):
+    out = np.empty((x.shape[0], w.shape[0]), dtype=np.int8)
+    _cpu(x, w, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed, matmul_divisor(w.shape[1]))
+    return out
+
+
+TILE = 16  # members x outputs per block (one thread each)
+TILE_K = 64  # inner dimension staged through shared memory per step
+DOT_THREADS = 64
+
+
+@kernel((numba.int8[:, ::1], numba.int64[::1], numba.int64, numba.int64))
+def noise_dot_cuda(x, s_out, prefix, first_member):
+    """s_out[i] = x_i . B_p for every member: one block per member, a shared-memory reduction."""
+    i = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    partial = cuda.shared.array(DOT_THREADS, numba.int64)
+    ka = gpu_member_key_a(prefix, (first_member + i) >> 1)
+    kb = gpu_member_key_b(ka)
+    acc = 0
+    for k in range(t, x.shape[1], DOT_THREADS):
+        acc += np.int64(x[i, k]) * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, k), kb))
+    partial[t] = acc
+    cuda.syncthreads()
+    step = DOT_THREADS // 2
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        s_out[i] = partial[0]
+
+
+@kernel((numba.int8[:, ::1], numba.int8[:, ::1], numba.int64[::1], numba.int8[:, ::1], numba.int64, numba.int64,
+         numba.int64, numba.boolean, numba.int64))
+def perturbed_matmul_cuda(x, w, s, out, prefix, first_member, shift, perturbed, divisor):
+    tx = cuda.threadIdx.x  # output within the tile
+    ty = cuda.threadIdx.y  # member within the tile
+    j = cuda.blockIdx.x * TILE + tx
+    i = cuda.blockIdx.y * TILE + ty
+    members, d_in = x.shape
+    d_out = w.shape[0]
+    xs = cuda.shared.array((TILE, TILE_K), numba.int8)
+    ws = cuda.shared.array((TILE, TILE_K), numba.int8)
+    acc = np.int32(0)
+    for k0 in range(0, d_in, TILE_K):
+        for kk in range(tx, TILE_K, TILE):  # row ty of x and row ty of w, TILE_K bytes each
+            k = k0 + kk
+            row_i = cuda.blockIdx.y * TILE + ty
+            row_j = cuda.blockIdx.x * TILE + ty
+            xs[ty, kk] = x[row_i, k] if row_i < members and k < d_in else 0
+            ws[ty, kk] = w[row_j, k] if row_j < d_out and k < d_in else 0
+        cuda.syncthreads()
+        for kk in range(0, TILE_K, 4):  # four products per step: the shape NVVM turns into dp4a
+            acc += (np.int32(xs[ty, kk]) * np.int32(ws[tx, kk])
+                    + np.int32(xs[ty, kk + 1]) * np.int32(ws[tx, kk + 1])
+                    + np.int32(xs[ty, kk + 2]) * np.int32(ws[tx, kk + 2])
+                    + np.int32(xs[ty, kk + 3]) * np.int32(ws[tx, kk + 3]))
+        cuda.syncthreads()
+    if i < members and j < d_out:
+        total = np.int64(acc)
+        if perturbed:
+            g = first_member + i
+            ka = gpu_member_key_a(prefix, g >> 1)
+            kb = gpu_member_key_b(ka)
+            a = (1 - 2 * (g & 1)) * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, d_in + j), kb))
+            total += (s[i] * a) >> shift
+        out[i, j] = gpu_clip8(total // divisor)
+
+
+def cuda_launch(x, w, prefix, first_member, sigma_shift, perturbed=True):
+    """x and w are device arrays (or host arrays, copied); returns a device array."""
+    members, d_out = x.shape[0], w.shape[0]
+    s = cuda.device_array(members, dtype=np.int64)
+    out = cuda.device_array((members, d_out), dtype=np.int8)
+    if perturbed:
+        noise_dot_cuda[members, DOT_THREADS](x, s, prefix, first_member)
+    grid = ((d_out + TILE - 1) // TILE, (members + TILE - 1) // TILE)
+    perturbed_matmul_cuda[grid, (TILE, TILE)](x, w, s, out, prefix, first_member, FIXED_POINT + sigma_shift,
+                                              perturbed, matmul_divisor(w.shape[1]))
+    return out

@@ -1,0 +1,193 @@
+"""The integer EGGROLL update of one tensor from all pair fitnesses (nano-egg, paper App. H.3).
+
+    Z = sum_p F_p * A_p B_p^T      (matrix / embedding; the even member's noise, int32 accumulation)
+    Z = sum_p F_p * a1_p * a2_p    (vector)
+    move = |Z| * 16 >= thr * isqrt(P) * scale,  scale = 256 with use_clt (products of two 16-scaled
+           normals), 1 without (signs of the noise replace the noise)
+    theta = clip(theta + (Z > 0 ? +1 : -1), +-127) where move
+
+Z = 0 moves down, as in nano-egg (this only matters while thr = 0). `thr` already carries the
+fitness scale (see evolution.eggroll). Noise is regenerated from each pair's key, never stored.
+"""
+
+import numba
+import numpy as np
+
+from kernels import rng_reference
+from kernels.cuda_api import cuda, kernel
+from kernels.egg_ops import cpu_clip8, gpu_clip8
+from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
+                         gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+
+
+def gate_bound(threshold, n_pairs, use_clt):
+    """Right-hand side of the z-test gate |Z| * 16 >= bound."""
+    from kernels.int_math import iroot
+
+    return int(threshold) * iroot(int(n_pairs), 2) * (256 if use_clt else 1)
+
+
+def reference(theta, fitness, prefix, kind, threshold, use_clt):
+    """New parameters of one tensor (theta keeps its shape) and the number of moved elements."""
+    n_pairs = fitness.size
+    f = fitness.astype(np.int64)
+    if kind == "vector":
+        noise = rng_reference.gaussian_rows(prefix, np.arange(n_pairs), 0, 2 * theta.size)
+        product = noise[:, :theta.size] * noise[:, theta.size:]
+        z = (f[:, None] * (np.sign(product) if not use_clt else product)).sum(axis=0)
+    else:
+        d_out, d_in = theta.shape
+        noise = rng_reference.gaussian_rows(prefix, np.arange(n_pairs), 0, d_in + d_out)
+        b, a = noise[:, :d_in], noise[:, d_in:]
+        if not use_clt:
+            a, b = np.sign(a), np.sign(b)
+        z = (f[:, None] * a).T @ b
+    move = np.abs(z) * 16 >= gate_bound(threshold, n_pairs, use_clt)
+    step = np.where(z > 0, 1, -1)
+    new = np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta).astype(np.int8)
+    return new, int(np.count_nonzero(new != theta))
+
+
+@numba.njit
+def _cpu_noise_rows(prefix, n_pairs, width, use_clt):
+    rows = np.empty((n_pairs, width), dtype=np.int64)
+    for p in numba.prange(n_pairs):
+        ka = cpu_member_key_a(prefix, p)
+        kb = cpu_member_key_b(ka)
+        for k in range(width):
+            v = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, k), kb))
+            rows[p, k] = v if use_clt else (v > 0) - (v < 0)
+    return rows
+
+
+@numba.njit(parallel=True)
+def _cpu_matrix(theta, fitness, prefix, use_clt, bound):
+    d_out, d_in = theta.shape
+    rows = _cpu_noise_rows(prefix, fitness.size, d_in + d_out, use_clt)
+    moved = np.zeros(d_out, dtype=np.int64)
+    for j in numba.prange(d_out):
+        z = np.zeros(d_in, dtype=np.int64)
+        for p in range(fitness.size):
+            c = np.int64(fitness[p]) * rows[p, d_in + j]
+            if c != 0:
+                for k in range(d_in):
+                    z[k] += c * rows[p, k]
+        for k in range(d_in):
+            if abs(z[k]) * 16 >= bound:
+                new = cpu_clip8(np.int64(theta[j, k]) + (1 if z[k] > 0 else -1))
+                moved[j] += new != theta[j, k]
+                theta[j, k] = new
+    return moved.sum()
+
+
+@numba.njit(parallel=True)
+def _cpu_vector(theta, fitness, prefix, use_clt, bound):
+    n = theta.size
+    rows = _cpu_noise_rows(prefix, fitness.size, 2 * n, True)
+    moved = np.zeros(n, dtype=np.int64)
+    for j in numba.prange(n):
+        z = 0
+        for p in range(fitness.size):
+            product = rows[p, j] * rows[p, n + j]
+            z += np.int64(fitness[p]) * (product if use_clt else (product > 0) - (product < 0))
+        if abs(z) * 16 >= bound:
+            new = cpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
+            moved[j] = new != theta[j]
+            theta[j] = new
+    return moved.sum()
+
+
+def cpu(theta, fitness, prefix, kind, threshold, use_clt):
+    theta = theta.copy()
+    bound = gate_bound(threshold, fitness.size, use_clt)
+    moved = (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound)
+    return theta, int(moved)
+
+
+TILE = 16
+PAIR_CHUNK = 32
+
+
+@kernel((numba.int8[:, ::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64, numba.int64[::1]))
+def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, moved):
+    """One thread per element of a 16 x 16 tile; pairs are staged through shared memory in chunks,
+    each thread generating noise for one (pair, row) and one (pair, column) of the chunk."""
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    k = cuda.blockIdx.x * TILE + tx
+    j = cuda.blockIdx.y * TILE + ty
+    d_out, d_in = theta.shape
+    a_tile = cuda.shared.array((PAIR_CHUNK, TILE), numba.int32)  # F_p * A_p[j] of the tile's rows
+    b_tile = cuda.shared.array((PAIR_CHUNK, TILE), numba.int32)  # B_p[k] of the tile's columns
+    z = np.int64(0)
+    flat = ty * TILE + tx
+    for p0 in range(0, fitness.size, PAIR_CHUNK):
+        for slot in range(flat, PAIR_CHUNK * TILE, TILE * TILE):
+            q = slot // TILE
+            r = slot % TILE
+            p = p0 + q
+            av = 0
+            bv = 0
+            if p < fitness.size:
+                ka = gpu_member_key_a(prefix, p)
+                kb = gpu_member_key_b(ka)
+                row = cuda.blockIdx.y * TILE + r
+                col = cuda.blockIdx.x * TILE + r
+                if row < d_out:
+                    av = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, d_in + row), kb))
+                if col < d_in:
+                    bv = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, col), kb))
+                if not use_clt:
+                    av = (av > 0) - (av < 0)
+                    bv = (bv > 0) - (bv < 0)
+                av *= np.int64(fitness[p])
+            a_tile[q, r] = av
+            b_tile[q, r] = bv
+        cuda.syncthreads()
+        for q in range(PAIR_CHUNK):
+            z += a_tile[q, ty] * b_tile[q, tx]
+        cuda.syncthreads()
+    if j < d_out and k < d_in and abs(z) * 16 >= bound:
+        old = theta[j, k]
+        new = gpu_clip8(np.int64(old) + (1 if z > 0 else -1))
+        theta[j, k] = new
+        if new != old:
+            cuda.atomic.add(moved, 0, 1)
+
+
+@kernel((numba.int8[::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64, numba.int64[::1]))
+def vector_update_cuda(theta, fitness, prefix, use_clt, bound, moved):
+    j = cuda.grid(1)
+    n = theta.size
+    if j < n:
+        z = np.int64(0)
+        for p in range(fitness.size):
+            ka = gpu_member_key_a(prefix, p)
+            kb = gpu_member_key_b(ka)
+            product = (gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
+                       * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, n + j), kb)))
+            if not use_clt:
+                product = (product > 0) - (product < 0)
+            z += np.int64(fitness[p]) * product
+        if abs(z) * 16 >= bound:
+            old = theta[j]
+            new = gpu_clip8(np.int64(old) + (1 if z > 0 else -1))
+            theta[j] = new
+            if new != old:
+                cuda.atomic.add(moved, 0, 1)
+
+
+def cuda_launch(theta, fitness, prefix, kind, threshold, use_clt):
+    """Updates the device array `theta` in place; returns (theta, moved count)."""
+    bound = gate_bound(threshold, fitness.shape[0], use_clt)
+    moved = cuda.to_device(np.zeros(1, dtype=np.int64))
+    if kind == "vector":
+        vector_update_cuda[(theta.shape[0] + 127) // 128, 128](theta, fitness, prefix, use_clt, bound, moved)
+    else:
+        d_out, d_in = theta.shape
+        grid = ((d_in + TILE - 1) // TILE, (d_out + TILE - 1) // TILE)
+        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, prefix, use_clt, bound, moved)
+    return theta, int(moved.copy_to_host()[0])
+
+
+UPDATES = {"numpy": reference, "cpu": cpu, "cuda": cuda_launch}

@@ -1,0 +1,129 @@
+"""EGG: nano-egg's integer minGRU language model over one flat int8 parameter buffer.
+
+    x = Emb[t]
+    for each block:  x = clip(x + GRU(L1(x), state))      (state := GRU output)
+                     x = clip(x + down(up(L1(x))))          (D -> 4D -> D, no activation)
+    logits = head(L1(x))                                    (int8[256])
+
+GRU (no activations: the int8 clips are the non-linearity):
+    f  = clip(x@Wf + s@Uf + bf);  fh = ((f + 127) * s) >> 8
+    hh = clip(x@Wh + fh@Uh + bh); h  = s + (((f + 127) * (hh - s)) >> 8)
+
+Every matrix product is the scaled int8 matmul of kernels.int_matmul; parameters count
+513*D + n_layer*(4*D + 12*D^2). With `noise` given, each member sees its own EGGROLL perturbation.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.errors import BadInput
+from kernels.noise_math import prefix_key, stream_key
+from kernels.rng_reference import gaussian_int8
+
+VOCAB = 256
+INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
+LN_ONE = 16  # 1.0 in fixed point
+
+
+@dataclass(frozen=True)
+class EggConfig:
+    n_layer: int = 6
+    n_embd: int = 256
+
+    def __post_init__(self):
+        if self.n_layer < 1 or self.n_embd < 1:
+            raise BadInput(f"EGG needs n_layer >= 1 and n_embd >= 1, got {self.n_layer} and {self.n_embd}")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple
+    kind: str  # "matrix", "embedding" or "vector"
+    tensor_id: int
+    offset: int
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+
+def tensor_specs(cfg):
+    d = cfg.n_embd
+    specs = [("embedding", (VOCAB, d), "embedding")]
+    for layer in range(cfg.n_layer):
+        p = f"layers.{layer}."
+        specs += [(p + "ln1", (d,), "vector"), (p + "gru.wf", (d, d), "matrix"), (p + "gru.uf", (d, d), "matrix"),
+                  (p + "gru.wh", (d, d), "matrix"), (p + "gru.uh", (d, d), "matrix"), (p + "gru.bf", (d,), "vector"),
+                  (p + "gru.bh", (d,), "vector"), (p + "ln2", (d,), "vector"), (p + "mlp.up", (4 * d, d), "matrix"),
+                  (p + "mlp.down", (d, 4 * d), "matrix")]
+    specs += [("ln_out", (d,), "vector"), ("head", (VOCAB, d), "matrix")]
+    tensors, offset = [], 0
+    for tensor_id, (name, shape, kind) in enumerate(specs):
+        tensors.append(Tensor(name, shape, kind, tensor_id, offset))
+        offset += int(np.prod(shape))
+    return tensors
+
+
+class EggModel:
+    def __init__(self, cfg: EggConfig):
+        self.cfg = cfg
+        self.tensors = tensor_specs(cfg)
+        self.by_name = {t.name: t for t in self.tensors}
+        self.n_params = sum(t.size for t in self.tensors)
+
+    def init_params(self, seed):
+        """Matrices ~ round(16 * N(0,1)) from the noise hash, L1-norm weights 16, biases 0."""
+        flat = np.zeros(self.n_params, dtype=np.int8)
+        for t in self.tensors:
+            view = flat[t.offset:t.offset + t.size]
+            if t.kind != "vector":
+                view[:] = gaussian_int8(stream_key(seed, INIT_TENSOR_BASE + t.tensor_id, 0, 0), 0, t.size)
+            elif t.name.rsplit(".", 1)[-1].startswith("ln"):
+                view[:] = LN_ONE
+        return flat
+
+    def views(self, flat):
+        """Named views of a flat buffer (host or device array)."""
+        return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in self.tensors}
+
+    def prefixes(self, seed, noise_epoch):
+        return {t.name: prefix_key(seed, t.tensor_id, noise_epoch) for t in self.tensors}
+
+    def member_vectors(self, ops, params, prefixes, first_member, count, sigma_shift, perturbed):
+        """Each member's (perturbed) copy of every vector parameter: constant over an epoch."""
+        return {t.name: ops.vector(params[t.name], prefixes[t.name], first_member, count, sigma_shift, perturbed)
+                for t in self.tensors if t.kind == "vector"}
+
+    def step(self, ops, params, vectors, tokens, states, prefixes, first_member, sigma_shift, perturbed):
+        """One byte for every member: returns int8 logits (members, 256); `states` (one (members, D)
+        array per layer) are replaced by the new hidden states."""
+
+        def mm(x, name):
+            return ops.matmul(x, params[name], prefixes[name], first_member, sigma_shift, perturbed)
+
+        for state in states:
+            ops.reset(state, tokens)
+        x = ops.embedding(tokens, params["embedding"], prefixes["embedding"], first_member, sigma_shift, perturbed)
+        for layer in range(self.cfg.n_layer):
+            p = f"layers.{layer}."
+            s = states[layer]
+            h_in = ops.l1_norm(x, vectors[p + "ln1"])
+            f, fh = ops.gru_forget(mm(h_in, p + "gru.wf"), mm(s, p + "gru.uf"), vectors[p + "gru.bf"], s)
+            h = ops.gru_output(mm(h_in, p + "gru.wh"), mm(fh, p + "gru.uh"), vectors[p + "gru.bh"], f, s)
+            states[layer] = h
+            x = ops.clip_add(x, h)
+            x = ops.clip_add(x, mm(mm(ops.l1_norm(x, vectors[p + "ln2"]), p + "mlp.up"), p + "mlp.down"))
+        return mm(ops.l1_norm(x, vectors["ln_out"]), "head")
+
+    def architecture(self):
+        """Per-tensor table and resolved configuration, for print_arch."""
+        return {
+            "model": "egg",
+            "config": {"depth": self.cfg.n_layer, "dim": self.cfg.n_embd, "vocab": VOCAB, "n_layer": self.cfg.n_layer,
+                       "n_embd": self.cfg.n_embd},
+            "total_params": self.n_params,
+            "tensors": [{"name": t.name, "shape": list(t.shape), "kind": t.kind, "params": t.size}
+                        for t in self.tensors],
+        }
