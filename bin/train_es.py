@@ -20,7 +20,7 @@ def main(
     data: Path = typer.Option(None, help="Corpus (.bin/.h5/.zarr); default: the embedded stdlib corpus."),
     n_layer: int = typer.Option(None, help="EGG blocks [1]."),
     n_embd: int = typer.Option(None, help="EGG width D [64]."),
-    epochs: int = typer.Option(None, help="Epochs (updates) to run in total [300]."),
+    epochs: int = typer.Option(None, help="Epochs (updates) to run in total [1000]."),
     population: int = typer.Option(None, help="Population over all ranks [512]."),
     parallel_generations_per_gpu: int = typer.Option(None, help="Population per rank (nano-egg's name)."),
     sigma_shift: int = typer.Option(None, help="sigma = 2^-shift of the fixed-point unit [4]."),
@@ -70,10 +70,10 @@ def main(
     cfg.check(world.size)
     chosen = select_backend(backend, world.local_rank)
     corpus = open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
-    path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name="es")
-    trainer = EsTrainer(cfg, world, chosen, corpus, path)
+    trainer = EsTrainer(cfg, world, chosen, corpus)
     if resume is not None:
-        trainer.restore(path)
+        trainer.restore(resume)
+    path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name="es")
     if world.is_root:
         val = corpus.meta.get("splits", {}).get("val", {})
         print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}")
@@ -81,7 +81,7 @@ def main(
               f"{cfg.population} ({trainer.members} per rank), {cfg.tokens_per_update} bytes per member per epoch")
         if val:
             print(f"validation baselines: unigram {val['unigram_bpb']:.3f}, bigram {val['bigram_bpb']:.3f} bits/byte")
-    summary = trainer.run()
+    summary = trainer.run(path)
     if world.is_root:
         print(f"done: {summary['epochs']} epochs in {summary['elapsed_s']:.0f} s; "
               f"val {summary['val_bpb']:.3f} bits/byte (best {summary['best_val_bpb']:.3f})")

@@ -26,7 +26,7 @@ class EsRunConfig:
     seed: int = 0
     n_layer: int = 1
     n_embd: int = 64
-    epochs: int = 300
+    epochs: int = 1000
     population: int = 512
     sigma_shift: int = 4
     alpha: float = 4.0
@@ -65,9 +65,11 @@ def check_resume(stored, requested):
 
 
 class EsTrainer:
-    def __init__(self, cfg: EsRunConfig, world, backend, corpus, run_dir):
+    def __init__(self, cfg: EsRunConfig, world, backend, corpus):
+        """Checks everything about the run (so bad input stops before a run directory exists)."""
         cfg.check(world.size)
-        self.cfg, self.world, self.backend, self.corpus, self.run_dir = cfg, world, backend, corpus, run_dir
+        self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
+        self.run_dir = None
         self.model = EggModel(cfg.model())
         self.members = cfg.population // world.size
         self.first = world.rank * self.members
@@ -137,8 +139,9 @@ class EsTrainer:
         total = float(self.world.allgather_array(np.array([total])).sum())
         return bits_per_byte(total, self.val_rows * self.val_tokens)
 
-    def run(self):
-        cfg, log = self.cfg, metrics_log(self.world, self.run_dir)
+    def run(self, run_dir):
+        self.run_dir = run_dir
+        cfg, log = self.cfg, metrics_log(self.world, run_dir)
         start_epoch, started = self.strategy.epoch, time.perf_counter()
         bar = progress(cfg.epochs, self.world, "epochs", initial=start_epoch)
         val_bpb = None

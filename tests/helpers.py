@@ -8,8 +8,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_script(script, *args, env=None, cwd=None, timeout=300):
-    """Run bin/<script> in a fresh interpreter; returns the CompletedProcess (text mode)."""
-    full_env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    """Run bin/<script> in a fresh interpreter; returns the CompletedProcess (text mode). CUDA kernels
+    are compiled for real there (no simulator) unless `env` says otherwise, so `auto` means the CPU
+    on a machine without a GPU."""
+    full_env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                    NUMBA_ENABLE_CUDASIM="0")
     full_env.update(env or {})
     return subprocess.run([sys.executable, os.path.join(ROOT, "bin", script), *map(str, args)],
                           capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout)

@@ -1,0 +1,61 @@
+"""Generate bytes from a trained model's checkpoint, streamed to stdout (non-printable bytes escaped)."""
+
+import sys
+from pathlib import Path
+
+import typer
+
+from runtime.cli import user_errors
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+
+
+@app.command()
+@user_errors
+def main(
+    checkpoint: Path = typer.Argument(..., help="Run directory (its latest checkpoint) or checkpoint file."),
+    prompt: str = typer.Option("", help="Prompt text."),
+    prompt_file: Path = typer.Option(None, help="Read the prompt bytes from this file instead."),
+    length: int = typer.Option(256, help="Bytes to generate."),
+    temperature: float = typer.Option(0.6),
+    min_p: float = typer.Option(0.08, help="Drop bytes below min-p times the most likely one."),
+    presence_penalty: float = typer.Option(0.2, help="Subtracted from the logit (nats) of bytes already seen."),
+    top_k: int = typer.Option(0, help="Keep the k most likely bytes (0: all)."),
+    top_p: float = typer.Option(1.0, help="Keep the smallest set with this much probability."),
+    seed: int = typer.Option(0),
+    backend: str = typer.Option("cpu", help="auto, cpu or cuda."),
+):
+    from kernels.backend import select_backend
+    from kernels.errors import BadInput
+    from models.egg import EggConfig, EggModel
+    from models.egg_generate import generate_egg
+    from models.sampling import Sampler, escape_byte
+    from runtime.checkpoint import load_checkpoint
+
+    sampler = Sampler(temperature, min_p, presence_penalty, top_k, top_p)
+    sampler.check()
+    if length < 0:
+        raise BadInput(f"--length must be non-negative, got {length}")
+    if prompt_file is not None:
+        try:
+            text = prompt_file.read_bytes()
+        except OSError as e:
+            raise BadInput(f"cannot read prompt file {str(prompt_file)!r}: {e.strerror}") from None
+    else:
+        text = prompt.encode()
+    arrays, record = load_checkpoint(checkpoint)
+    meta = record.get("meta", {})
+    if meta.get("model") != "egg":
+        raise BadInput(f"checkpoint holds a {meta.get('model')!r} model; this script knows: egg")
+    cfg = meta["config"]
+    model = EggModel(EggConfig(cfg["n_layer"], cfg["n_embd"]))
+    chosen = select_backend(backend)
+    sys.stdout.write("".join(map(escape_byte, text)))
+    for byte in generate_egg(model, arrays["params"], text, length, sampler, seed, chosen):
+        sys.stdout.write(escape_byte(byte))
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    app()

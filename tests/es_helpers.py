@@ -1,0 +1,23 @@
+"""A tiny corpus and run configuration for EGGROLL training tests."""
+
+import sysconfig
+from pathlib import Path
+
+from corpus.prepare import prepare
+from evolution.es_trainer import EsRunConfig
+
+TINY = dict(n_layer=1, n_embd=8, population=8, group_size=2, tokens_per_update=8, epochs=6, validate_every=2,
+            checkpoint_every=3, val_rows=4, val_tokens=16, seed=3)
+
+
+def tiny_corpus(directory):
+    """A small real-text corpus: the stdlib json package."""
+    source = Path(sysconfig.get_paths()["stdlib"]) / "json"
+    out = Path(directory) / "json.bin"
+    if not out.exists():
+        prepare([str(source)], out, val_fraction=0.3)
+    return out
+
+
+def tiny_config(**overrides):
+    return EsRunConfig(**{**TINY, **overrides})

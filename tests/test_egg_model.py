@@ -1,0 +1,80 @@
+"""The EGG model: parameter layout and count, a forward pass pinned bit for bit, and the CPU twin
+equal to the NumPy reference over several tokens with carried state and document resets."""
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from kernels.egg_ops import ops_for
+from kernels.errors import BadInput
+from models.egg import EggConfig, EggModel
+
+TEXT = np.frombuffer(b"def f(x):\n\0ret", dtype=np.uint8)
+
+
+@pytest.mark.parametrize("layers,dim", [(6, 256), (1, 64), (2, 16), (3, 100)])
+def test_parameter_count(layers, dim):
+    assert EggModel(EggConfig(layers, dim)).n_params == 513 * dim + layers * (4 * dim + 12 * dim * dim)
+
+
+def test_nano_egg_size():
+    assert EggModel(EggConfig(6, 256)).n_params == 4_856_064
+
+
+def test_bad_sizes():
+    with pytest.raises(BadInput):
+        EggConfig(0, 16)
+
+
+def test_init_is_seeded_and_fixed_point():
+    model = EggModel(EggConfig(1, 32))
+    a, b = model.init_params(1), model.init_params(1)
+    assert np.array_equal(a, b) and not np.array_equal(a, model.init_params(2))
+    views = model.views(a)
+    assert np.all(views["layers.0.ln1"] == 16) and np.all(views["layers.0.gru.bf"] == 0)
+    assert 14 < views["layers.0.mlp.up"].std() < 18
+
+
+def run(backend, model, flat, members=4, first=0, perturbed=True):
+    windows = np.stack([np.roll(TEXT, k) for k in range(members)])
+    ops = ops_for(backend)
+    params, prefixes = model.views(flat), model.prefixes(0, 3)
+    vectors = model.member_vectors(ops, params, prefixes, first, members, 4, perturbed)
+    states = [np.zeros((members, model.cfg.n_embd), np.int8) for _ in range(model.cfg.n_layer)]
+    total = np.zeros(members, dtype=np.int64)
+    for t in range(windows.shape[1] - 1):
+        logits = model.step(ops, params, vectors, np.ascontiguousarray(windows[:, t]), states, prefixes, first, 4,
+                            perturbed)
+        total += ops.loglik(logits, np.ascontiguousarray(windows[:, t + 1]))
+    return total, logits, np.stack(states)
+
+
+def test_forward_pinned_to_reference_values():
+    model = EggModel(EggConfig(2, 16))
+    flat = model.init_params(0)
+    assert hashlib.sha256(flat.tobytes()).hexdigest()[:16] == "f2dd61e036fdb110"
+    total, logits, states = run("numpy", model, flat)
+    assert total.tolist() == [-1781, -1729, -1748, -1734]
+    assert logits[0, :8].tolist() == [-14, 3, 40, -19, 32, 42, 2, 8]
+    assert hashlib.sha256(states.tobytes()).hexdigest()[:16] == "19ce42c5e7b3f558"
+
+
+@pytest.mark.parametrize("first,perturbed", [(0, True), (6, True), (0, False)])
+def test_cpu_twin_equals_reference(first, perturbed):
+    model = EggModel(EggConfig(2, 24))
+    flat = model.init_params(5)
+    ref = run("numpy", model, flat, members=6, first=first, perturbed=perturbed)
+    cpu = run("cpu", model, flat, members=6, first=first, perturbed=perturbed)
+    for a, b in zip(ref, cpu):
+        assert np.array_equal(a, b)
+    if not perturbed:
+        assert len(set(map(bytes, ref[2][:, 0]))) > 1  # members differ only by data here
+
+
+def test_architecture_table():
+    arch = EggModel(EggConfig(6, 256)).architecture()
+    assert arch["total_params"] == 4_856_064
+    assert arch["config"]["depth"] == 6 and arch["config"]["dim"] == 256
+    assert sum(t["params"] for t in arch["tensors"]) == arch["total_params"]
+    assert arch["tensors"][0] == {"name": "embedding", "shape": [256, 256], "kind": "embedding", "params": 65536}
