@@ -7,6 +7,7 @@ by a launcher runs as a world of one with `SingleProcessComm`.
 
 import json
 import os
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,8 +47,15 @@ class World:
     def is_root(self):
         return self.rank == 0
 
-    def barrier(self):
-        self.comm.Barrier()
+    def barrier(self, quiet=False):
+        """quiet: poll with sleeps instead of spinning, for ranks that may wait long (MPI
+        implementations busy-wait, which starves working ranks on an oversubscribed node)."""
+        if not quiet or self.size == 1:
+            self.comm.Barrier()
+            return
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(0.005)
 
     def all_true(self, flag):
         """The same verdict on every rank: True only if `flag` holds on all of them."""
@@ -70,10 +78,22 @@ class World:
         self.comm.Allgather(local, out)
         return out.reshape((self.size * local.shape[0],) + local.shape[1:]) if local.ndim else out
 
+    def first_ranks(self, count):
+        """A World of ranks 0..count-1 (None on the other ranks); collective over this world."""
+        from mpi4py import MPI
+
+        sub = self.comm.Split(0 if self.rank < count else MPI.UNDEFINED, key=self.rank)
+        if sub == MPI.COMM_NULL:
+            return None
+        node = sub.Split_type(MPI.COMM_TYPE_SHARED, key=sub.Get_rank())
+        world = World(sub, sub.Get_rank(), sub.Get_size(), node.Get_rank(), node.Get_size())
+        node.Free()
+        return world
+
     def root_first(self, fn):
         """Run fn on rank 0, then on the others (e.g. build a shared cache once)."""
         result = fn() if self.is_root else None
-        self.barrier()
+        self.barrier(quiet=True)
         return result if self.is_root else fn()
 
 

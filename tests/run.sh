@@ -18,5 +18,6 @@ step() {
 }
 
 step python -m pytest -q tests
-step timeout 900 mpiexec -n 4 python -m pytest -q tests/mpi --timeout=300
+# One numba thread per rank: 4 ranks share this machine's cores.
+step timeout 900 env NUMBA_NUM_THREADS=1 mpiexec -n 4 python -m pytest -q tests/mpi --timeout=600
 echo "all test layers passed"
