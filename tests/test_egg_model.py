@@ -78,3 +78,33 @@ def test_architecture_table():
     assert arch["config"]["depth"] == 6 and arch["config"]["dim"] == 256
     assert sum(t["params"] for t in arch["tensors"]) == arch["total_params"]
     assert arch["tensors"][0] == {"name": "embedding", "shape": [256, 256], "kind": "embedding", "params": 65536}
+
+
+def test_simulated_cuda_path_equals_reference():
+    """The whole model on the CUDA kernels (simulator), tiny enough for it: bit-identical."""
+    from kernels.backend import Backend, to_host
+
+    model = EggModel(EggConfig(1, 8))
+    flat = model.init_params(2)
+    sim = Backend("cuda", simulated=True)
+    ops = ops_for("cuda")
+    params, prefixes = model.views(sim.to_device(flat)), model.prefixes(0, 1)
+    vectors = model.member_vectors(ops, params, prefixes, 2, 2, 4, True)
+    states = [sim.zeros((2, 8), np.int8)]
+    windows = np.array([[0, 65, 66], [10, 67, 0]], dtype=np.uint8)
+    total = np.zeros(2, dtype=np.int64)
+    for t in range(2):
+        logits = model.step(ops, params, vectors, sim.to_device(np.ascontiguousarray(windows[:, t])), states,
+                            prefixes, 2, 4, True)
+        total += to_host(ops.loglik(logits, sim.to_device(np.ascontiguousarray(windows[:, t + 1]))))
+    ref_ops = ops_for("numpy")
+    ref_params = model.views(flat)
+    ref_vectors = model.member_vectors(ref_ops, ref_params, prefixes, 2, 2, 4, True)
+    ref_states = [np.zeros((2, 8), np.int8)]
+    ref_total = np.zeros(2, dtype=np.int64)
+    for t in range(2):
+        ref_logits = model.step(ref_ops, ref_params, ref_vectors, np.ascontiguousarray(windows[:, t]), ref_states,
+                                prefixes, 2, 4, True)
+        ref_total += ref_ops.loglik(ref_logits, np.ascontiguousarray(windows[:, t + 1]))
+    assert np.array_equal(total, ref_total) and np.array_equal(to_host(logits), ref_logits)
+    assert np.array_equal(to_host(states[0]), ref_states[0])

@@ -126,3 +126,14 @@ def test_generate_refuses_other_checkpoints(tmp_path):
     save_checkpoint(tmp_path, 1, {"params": np.zeros(3, np.int8)}, {"model": "mingru"})
     assert_user_error(run_script("generate.py", tmp_path), "'mingru'")
     assert_user_error(run_script("generate.py", tmp_path / "none"), "no checkpoint")
+
+
+def test_print_arch():
+    table = run_script("print_arch.py", "egg", "--n-layer", "6", "--n-embd", "256")
+    assert table.returncode == 0 and "4,856,064" in table.stdout and "layers.5.mlp.down" in table.stdout
+    as_json = run_script("print_arch.py", "egg", "--n-layer", "6", "--n-embd", "256", "--json")
+    arch = json.loads(as_json.stdout)
+    assert arch["total_params"] == 4_856_064 and arch["config"]["depth"] == 6 and arch["config"]["dim"] == 256
+    assert {"name": "head", "shape": [256, 256], "kind": "matrix", "params": 65536} in arch["tensors"]
+    assert_user_error(run_script("print_arch.py", "gpt"), "unknown model 'gpt'")
+    assert_user_error(run_script("print_arch.py", "egg", "--n-embd", "0"), "n_embd >= 1")

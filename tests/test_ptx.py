@@ -29,13 +29,19 @@ def compiled():
 
 def test_every_kernel_compiles_for_sm90(compiled):
     names = {row["name"] for row in compiled}
-    assert {"kernels.rng.fill_int8_cuda", "kernels.rng.fill_normal_cuda"} <= names
+    assert {"kernels.rng.fill_int8_cuda", "kernels.rng.fill_normal_cuda", "kernels.int_matmul.perturbed_matmul_cuda",
+            "kernels.int_update.matrix_update_cuda", "kernels.egg_ops.l1_norm_cuda"} <= names
     assert all(row["ptx_bytes"] > 0 for row in compiled)
 
 
 def test_float32_and_integer_kernels_have_no_f64(compiled):
     offenders = [row for row in compiled if row["float64_free"] and row["f64_instructions"]]
     assert not offenders, offenders
+
+
+def test_population_matmul_uses_dp4a(compiled):
+    matmul = [row for row in compiled if row["name"] == "kernels.int_matmul.perturbed_matmul_cuda"]
+    assert matmul and all(row["dp4a_instructions"] >= 1 for row in matmul)
 
 
 def test_f64_detector_counts_instructions_not_registers():
