@@ -61,7 +61,7 @@ def main(n_layer: int = 1, n_embd: int = 64, populations: str = "64,256,1024", t
                      "device_bytes_in_use": device_bytes_in_use(chosen)})
     print_table(rows, ["population", "tokens", "perturbed_tokens_per_s", "plain_tokens_per_s", "ratio"])
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    path = write_result("eggroll_throughput", chosen.device_name, rows,
+    path = write_result(f"eggroll_throughput-egg{n_layer}x{n_embd}", chosen.device_name, rows,
                         {"model": f"egg {n_layer}x{n_embd}", "params": model.n_params, "backend": chosen.name,
                          "host_peak_rss_bytes": peak_rss})
     print(f"wrote {path}")
