@@ -8,7 +8,7 @@ Member g belongs to pair g // 2 and carries sign +1 (even g) or -1 (odd g); nois
 epoch e is keyed by (seed, t, e // noise_reuse, pair), so any rank can regenerate any member's.
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
@@ -114,6 +114,3 @@ class IntEggroll:
             moved += count
         self.epoch += 1
         return moved / self.model.n_params
-
-    def describe(self):
-        return asdict(self.cfg)

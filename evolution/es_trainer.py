@@ -16,45 +16,36 @@ from runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from runtime.progress import progress
 from runtime.rundir import metrics_log
 
-# A resumed run must agree on these; the rest (epochs, logging, backend) may change.
-RESUME_FIXED = ("seed", "n_layer", "n_embd", "population", "sigma_shift", "alpha", "alpha_decay_timestep",
-                "use_clt", "fast_fitness", "noise_reuse", "tokens_per_update", "group_size", "rank", "data")
+@dataclass(frozen=True)
+class EsRunConfig(IntEggrollConfig):
+    """The strategy's hyperparameters (nano-egg's names and defaults) plus the run's; the population,
+    group size and model default to a size that trains on a laptop CPU in minutes."""
 
-
-@dataclass
-class EsRunConfig:
+    population: int = 512
+    group_size: int = 64
     seed: int = 0
     n_layer: int = 1
     n_embd: int = 64
     epochs: int = 1000
-    population: int = 512
-    sigma_shift: int = 4
-    alpha: float = 4.0
-    alpha_decay_timestep: int = 1000
-    use_clt: bool = True
-    fast_fitness: bool = True
-    noise_reuse: int = 1
-    tokens_per_update: int = 100
-    group_size: int = 64
-    rank: int = 1
     validate_every: int = 25
     checkpoint_every: int = 100
     val_rows: int = 64
     val_tokens: int = 256
     data: str | None = None
 
-    def strategy(self):
-        return IntEggrollConfig(**{f.name: getattr(self, f.name) for f in fields(IntEggrollConfig)})
-
     def model(self):
         return EggConfig(self.n_layer, self.n_embd)
 
-    def check(self, ranks):
+    def check(self, ranks=1):
         self.model()
-        self.strategy().check(ranks)
+        super().check(ranks)
         for name in ("epochs", "validate_every", "checkpoint_every", "val_rows", "val_tokens"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+
+
+# A resumed run must agree on these; the rest (epochs, logging, validation sample) may change.
+RESUME_FIXED = tuple(f.name for f in fields(IntEggrollConfig)) + ("seed", "n_layer", "n_embd", "data")
 
 
 def check_resume(stored, requested):
@@ -79,7 +70,7 @@ class EsTrainer:
         self.val_rows = min(cfg.val_rows, len(corpus.val) // 2)
         self.val_tokens = min(cfg.val_tokens, len(corpus.val) // self.val_rows - 1)
         self.best_val = None
-        self.strategy = IntEggroll(self.model, cfg.strategy(), cfg.seed, backend, self.model.init_params(cfg.seed),
+        self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
                                    first_member=self.first, members=self.members)
         self.states = [backend.zeros((self.members, cfg.n_embd), np.int8) for _ in range(cfg.n_layer)]
 
@@ -104,7 +95,7 @@ class EsTrainer:
         check_resume(meta.get("config", {}), asdict(self.cfg))
         if arrays["params"].size != self.model.n_params or arrays["states"].shape[0] != self.cfg.population:
             raise BadInput(f"checkpoint {str(path)!r} does not match this model and population")
-        self.strategy = IntEggroll(self.model, self.cfg.strategy(), self.cfg.seed, self.backend, arrays["params"],
+        self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
                                    epoch=record["step"], first_member=self.first, members=self.members)
         mine = arrays["states"][self.first:self.first + self.members]
         self.states = [self.backend.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.cfg.n_layer)]
@@ -132,7 +123,7 @@ class EsTrainer:
             else np.zeros((0, length), dtype=np.uint8)
         total = 0.0
         if rows.size:
-            probe = IntEggroll(self.model, self.cfg.strategy(), self.cfg.seed, self.backend, self.strategy.params,
+            probe = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, self.strategy.params,
                                epoch=self.strategy.epoch, members=rows.size)
             states = [self.backend.zeros((rows.size, self.cfg.n_embd), np.int8) for _ in range(self.cfg.n_layer)]
             total = float(probe.evaluate(windows, states, perturbed=False).sum())
@@ -150,7 +141,7 @@ class EsTrainer:
             windows = self.streams.member_batch(epoch, self.first, self.members, cfg.group_size)
             scores = self.strategy.evaluate(windows, self.states)
             fitness, total = self.exchange(scores)
-            alpha = cfg.strategy().alpha_at(epoch)
+            alpha = cfg.alpha_at(epoch)
             moved = self.strategy.tell(fitness)
             seconds = time.perf_counter() - tick
             record = {"epoch": epoch, "train_bpb": round(bits_per_byte(total, cfg.population * cfg.tokens_per_update), 5),

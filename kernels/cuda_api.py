@@ -41,3 +41,17 @@ def kernel(*signatures, float64_free=True):
 def device_function(fn):
     """Compile a plain Python scalar function as a CUDA device function."""
     return cuda.jit(device=True)(fn)
+
+
+@device_function
+def block_sum(partial, t):
+    """Tree sum of the shared array `partial` (one slot per thread, a power of two long) by every
+    thread of the block; returns the total to all of them."""
+    cuda.syncthreads()
+    step = partial.shape[0] // 2
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+        cuda.syncthreads()
+        step //= 2
+    return partial[0]

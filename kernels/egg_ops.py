@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 from kernels import rng_reference
-from kernels.cuda_api import cuda, kernel
+from kernels.cuda_api import block_sum, cuda, kernel
 from kernels.int_math import EXP2, FIXED_POINT, build
 from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
                          gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
@@ -191,14 +191,7 @@ def l1_norm_cuda(x, w, out):
     for j in range(t, dim, ROW_THREADS):
         acc += abs(np.int64(x[i, j]))
     partial[t] = acc
-    cuda.syncthreads()
-    step = ROW_THREADS // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
-    mean_abs = max(partial[0], 1) // dim
+    mean_abs = max(block_sum(partial, t), 1) // dim
     for j in range(t, dim, ROW_THREADS):
         out[i, j] = gpu_l1_norm_value(np.int64(x[i, j]), np.int64(w[i, j]), mean_abs)
 

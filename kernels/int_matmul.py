@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from kernels import rng_reference
-from kernels.cuda_api import cuda, kernel
+from kernels.cuda_api import block_sum, cuda, kernel
 from kernels.int_math import FIXED_POINT, build, matmul_divisor
 from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
                          gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
@@ -84,15 +84,9 @@ def noise_dot_cuda(x, s_out, prefix, first_member):
     for k in range(t, x.shape[1], DOT_THREADS):
         acc += np.int64(x[i, k]) * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, k), kb))
     partial[t] = acc
-    cuda.syncthreads()
-    step = DOT_THREADS // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
+    total = block_sum(partial, t)
     if t == 0:
-        s_out[i] = partial[0]
+        s_out[i] = total
 
 
 @kernel((numba.int8[:, ::1], numba.int8[:, ::1], numba.int64[::1], numba.int8[:, ::1], numba.int64, numba.int64,

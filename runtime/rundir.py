@@ -1,4 +1,4 @@
-"""A run directory: config.json, metrics.jsonl and events.jsonl (rank 0), checkpoints/."""
+"""A run directory: config.json, metrics.jsonl (rank 0), checkpoints/."""
 
 import json
 import time
@@ -55,10 +55,6 @@ class JsonLog:
 
 def metrics_log(world, run_dir):
     return JsonLog(Path(run_dir) / "metrics.jsonl", enabled=world.is_root)
-
-
-def events_log(world, run_dir):
-    return JsonLog(Path(run_dir) / "events.jsonl", enabled=world.is_root)
 
 
 def read_jsonl(path):
