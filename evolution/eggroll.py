@@ -104,13 +104,12 @@ class IntEggroll:
         threshold = self.cfg.threshold_at(self.epoch)
         update = UPDATES[self.backend.name]
         device_fitness = self.backend.to_device(np.asarray(fitness, dtype=np.int8))
+        before = self.host_params()
         views = self.model.views(self.params)
-        moved = 0
         for t in self.model.tensors:
             kind = "vector" if t.kind == "vector" else "matrix"
-            new, count = update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, self.cfg.use_clt)
-            if self.backend.name != "cuda":
+            new = update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, self.cfg.use_clt)
+            if self.backend.name != "cuda":  # the CUDA kernel updates in place
                 views[t.name][...] = new
-            moved += count
         self.epoch += 1
-        return moved / self.model.n_params
+        return np.count_nonzero(self.host_params() != before) / self.model.n_params

@@ -28,7 +28,7 @@ def gate_bound(threshold, n_pairs, use_clt):
 
 
 def reference(theta, fitness, prefix, kind, threshold, use_clt):
-    """New parameters of one tensor (theta keeps its shape) and the number of moved elements."""
+    """New parameters of one tensor (theta keeps its shape)."""
     n_pairs = fitness.size
     f = fitness.astype(np.int64)
     if kind == "vector":
@@ -44,8 +44,7 @@ def reference(theta, fitness, prefix, kind, threshold, use_clt):
         z = (f[:, None] * a).T @ b
     move = np.abs(z) * 16 >= gate_bound(threshold, n_pairs, use_clt)
     step = np.where(z > 0, 1, -1)
-    new = np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta).astype(np.int8)
-    return new, int(np.count_nonzero(new != theta))
+    return np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta).astype(np.int8)
 
 
 @numba.njit
@@ -64,7 +63,6 @@ def _cpu_noise_rows(prefix, n_pairs, width, use_clt):
 def _cpu_matrix(theta, fitness, prefix, use_clt, bound):
     d_out, d_in = theta.shape
     rows = _cpu_noise_rows(prefix, fitness.size, d_in + d_out, use_clt)
-    moved = np.zeros(d_out, dtype=np.int64)
     for j in numba.prange(d_out):
         z = np.zeros(d_in, dtype=np.int64)
         for p in range(fitness.size):
@@ -74,42 +72,35 @@ def _cpu_matrix(theta, fitness, prefix, use_clt, bound):
                     z[k] += c * rows[p, k]
         for k in range(d_in):
             if abs(z[k]) * 16 >= bound:
-                new = cpu_clip8(np.int64(theta[j, k]) + (1 if z[k] > 0 else -1))
-                moved[j] += new != theta[j, k]
-                theta[j, k] = new
-    return moved.sum()
+                theta[j, k] = cpu_clip8(np.int64(theta[j, k]) + (1 if z[k] > 0 else -1))
 
 
 @numba.njit(parallel=True)
 def _cpu_vector(theta, fitness, prefix, use_clt, bound):
     n = theta.size
     rows = _cpu_noise_rows(prefix, fitness.size, 2 * n, True)
-    moved = np.zeros(n, dtype=np.int64)
     for j in numba.prange(n):
         z = 0
         for p in range(fitness.size):
             product = rows[p, j] * rows[p, n + j]
             z += np.int64(fitness[p]) * (product if use_clt else (product > 0) - (product < 0))
         if abs(z) * 16 >= bound:
-            new = cpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
-            moved[j] = new != theta[j]
-            theta[j] = new
-    return moved.sum()
+            theta[j] = cpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
 
 
 def cpu(theta, fitness, prefix, kind, threshold, use_clt):
     theta = theta.copy()
-    bound = gate_bound(threshold, fitness.size, use_clt)
-    moved = (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound)
-    return theta, int(moved)
+    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt,
+                                                       gate_bound(threshold, fitness.size, use_clt))
+    return theta
 
 
 TILE = 16
 PAIR_CHUNK = 32
 
 
-@kernel((numba.int8[:, ::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64, numba.int64[::1]))
-def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, moved):
+@kernel((numba.int8[:, ::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64))
+def matrix_update_cuda(theta, fitness, prefix, use_clt, bound):
     """One thread per element of a 16 x 16 tile; pairs are staged through shared memory in chunks,
     each thread generating noise for one (pair, row) and one (pair, column) of the chunk."""
     tx = cuda.threadIdx.x
@@ -148,15 +139,11 @@ def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, moved):
             z += a_tile[q, ty] * b_tile[q, tx]
         cuda.syncthreads()
     if j < d_out and k < d_in and abs(z) * 16 >= bound:
-        old = theta[j, k]
-        new = gpu_clip8(np.int64(old) + (1 if z > 0 else -1))
-        theta[j, k] = new
-        if new != old:
-            cuda.atomic.add(moved, 0, 1)
+        theta[j, k] = gpu_clip8(np.int64(theta[j, k]) + (1 if z > 0 else -1))
 
 
-@kernel((numba.int8[::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64, numba.int64[::1]))
-def vector_update_cuda(theta, fitness, prefix, use_clt, bound, moved):
+@kernel((numba.int8[::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64))
+def vector_update_cuda(theta, fitness, prefix, use_clt, bound):
     j = cuda.grid(1)
     n = theta.size
     if j < n:
@@ -170,24 +157,19 @@ def vector_update_cuda(theta, fitness, prefix, use_clt, bound, moved):
                 product = (product > 0) - (product < 0)
             z += np.int64(fitness[p]) * product
         if abs(z) * 16 >= bound:
-            old = theta[j]
-            new = gpu_clip8(np.int64(old) + (1 if z > 0 else -1))
-            theta[j] = new
-            if new != old:
-                cuda.atomic.add(moved, 0, 1)
+            theta[j] = gpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
 
 
 def cuda_launch(theta, fitness, prefix, kind, threshold, use_clt):
-    """Updates the device array `theta` in place; returns (theta, moved count)."""
+    """Updates the device array `theta` in place and returns it."""
     bound = gate_bound(threshold, fitness.shape[0], use_clt)
-    moved = cuda.to_device(np.zeros(1, dtype=np.int64))
     if kind == "vector":
-        vector_update_cuda[(theta.shape[0] + 127) // 128, 128](theta, fitness, prefix, use_clt, bound, moved)
+        vector_update_cuda[(theta.shape[0] + 127) // 128, 128](theta, fitness, prefix, use_clt, bound)
     else:
         d_out, d_in = theta.shape
         grid = ((d_in + TILE - 1) // TILE, (d_out + TILE - 1) // TILE)
-        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, prefix, use_clt, bound, moved)
-    return theta, int(moved.copy_to_host()[0])
+        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, prefix, use_clt, bound)
+    return theta
 
 
 UPDATES = {"numpy": reference, "cpu": cpu, "cuda": cuda_launch}

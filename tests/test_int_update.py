@@ -14,9 +14,8 @@ SIM = Backend("cuda", simulated=True)
 def three_ways(theta, fitness, kind, threshold, use_clt):
     ref = int_update.reference(theta, fitness, 555, kind, threshold, use_clt)
     cpu = int_update.cpu(theta, fitness, 555, kind, threshold, use_clt)
-    device_theta, moved = int_update.cuda_launch(SIM.to_device(theta.copy()), SIM.to_device(fitness), 555, kind,
-                                                 threshold, use_clt)
-    return ref, cpu, (to_host(device_theta), moved)
+    sim = int_update.cuda_launch(SIM.to_device(theta.copy()), SIM.to_device(fitness), 555, kind, threshold, use_clt)
+    return ref, cpu, to_host(sim)
 
 
 @pytest.mark.parametrize("kind,shape", [("matrix", (18, 21)), ("matrix", (40, 8)), ("vector", (45,))])
@@ -26,10 +25,9 @@ def test_update_three_ways(kind, shape, threshold, use_clt):
     theta = rng.integers(-127, 128, shape).astype(np.int8)
     theta.flat[:2] = [127, -127]
     fitness = rng.integers(-1, 2, 36).astype(np.int8)
-    (ref, moved), cpu, sim = three_ways(theta, fitness, kind, threshold, use_clt)
-    assert np.array_equal(ref, cpu[0]) and np.array_equal(ref, sim[0])
-    assert moved == cpu[1] == sim[1] == np.count_nonzero(ref != theta)
-    assert np.all(np.abs(ref.astype(int) - theta) <= 1)
+    ref, cpu, sim = three_ways(theta, fitness, kind, threshold, use_clt)
+    assert np.array_equal(ref, cpu) and np.array_equal(ref, sim)
+    assert np.all(np.abs(ref.astype(int) - theta) <= 1) and np.any(ref != theta)
 
 
 def test_gate_is_the_z_test_on_the_accumulated_vote():
@@ -40,7 +38,7 @@ def test_gate_is_the_z_test_on_the_accumulated_vote():
     z = (fitness[:, None] * noise[:, 10:]).T @ noise[:, :10]
     threshold = 20
     bound = threshold * 8 * 256  # isqrt(64 pairs) = 8, CLT scale 256
-    new, _ = int_update.reference(theta, fitness, 555, "matrix", threshold, True)
+    new = int_update.reference(theta, fitness, 555, "matrix", threshold, True)
     expected = np.where(np.abs(z) * 16 >= bound, np.where(z > 0, 1, -1), 0)
     assert np.array_equal(new, expected)
     assert 0 < np.count_nonzero(new) < new.size
@@ -48,5 +46,5 @@ def test_gate_is_the_z_test_on_the_accumulated_vote():
 
 def test_zero_vote_moves_down_when_threshold_is_zero():
     theta = np.array([5, -127, 0], dtype=np.int8)
-    new, moved = int_update.reference(theta, np.zeros(8, dtype=np.int8), 1, "vector", 0, True)
-    assert new.tolist() == [4, -127, -1] and moved == 2
+    new = int_update.reference(theta, np.zeros(8, dtype=np.int8), 1, "vector", 0, True)
+    assert new.tolist() == [4, -127, -1]
