@@ -1,0 +1,77 @@
+"""MinGRU scan: effective bandwidth of the forward and backward kernels over (batch, T, channels).
+
+    python bench/scan_throughput.py [--shapes 8x2048x512,1x65536x256] [--backend cuda]
+
+Bytes are those the operation must move: forward reads k, u and writes h (12 bytes per element);
+backward reads grad_h, k, u, h and writes dk, du (24). On a GPU the table also gives the fraction of
+the device's measured copy bandwidth; on the CPU, the speed-up over the NumPy reference.
+"""
+
+import os
+import sys
+
+import numpy as np
+import typer
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.report import median_seconds, print_table, write_result  # noqa: E402
+from runtime.cli import user_errors  # noqa: E402
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+
+
+def copy_bandwidth(backend, nbytes=1 << 28):
+    """Device-to-device copy bandwidth (bytes read + written per second)."""
+    from kernels.cuda_api import cuda
+
+    src = cuda.device_array(nbytes, dtype=np.uint8)
+    dst = cuda.device_array(nbytes, dtype=np.uint8)
+    seconds = median_seconds(lambda: dst.copy_to_device(src), sync=backend.synchronize)
+    return 2 * nbytes / seconds
+
+
+@app.command()
+@user_errors
+def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(None, help="auto, cpu or cuda."),
+         repeat: int = 3):
+    from kernels import scan
+    from kernels.backend import select_backend
+    from kernels.errors import BadInput
+
+    chosen = select_backend(backend)
+    peak = copy_bandwidth(chosen) if chosen.name == "cuda" and not chosen.simulated else None
+    rows = []
+    for text in shapes.split(","):
+        try:
+            batch, steps, channels = (int(x) for x in text.split("x"))
+        except ValueError:
+            raise BadInput(f"shape {text!r} is not BATCHxTxCHANNELS") from None
+        rng = np.random.default_rng(0)
+        k, u, g = (rng.normal(size=(batch, steps, channels)).astype(np.float32) for _ in range(3))
+        if chosen.name == "cuda":
+            k, u, g = (chosen.to_device(x) for x in (k, u, g))
+            forward, backward = scan.cuda_forward, scan.cuda_backward
+        else:
+            forward, backward = scan.cpu_forward, scan.cpu_backward
+        h = forward(k, u)
+        elements = batch * steps * channels
+        for name, fn, nbytes in (("forward", lambda: forward(k, u), 12 * elements),
+                                 ("backward", lambda: backward(g, k, u, h), 24 * elements)):
+            seconds = median_seconds(fn, repeat=repeat, sync=chosen.synchronize)
+            row = {"op": name, "shape": text, "ms": round(seconds * 1e3, 3), "GB_per_s": round(nbytes / seconds / 1e9, 2)}
+            if peak:
+                row["fraction_of_copy_bw"] = round(nbytes / seconds / peak, 3)
+            elif chosen.name == "cpu":
+                ref = (lambda: scan.reference_forward(k, u)) if name == "forward" else \
+                    (lambda: scan.reference_backward(g, k, u, h))
+                row["speedup_vs_numpy"] = round(median_seconds(ref, repeat=1, warmup=0) / seconds, 1)
+            rows.append(row)
+    columns = ["op", "shape", "ms", "GB_per_s"] + [c for c in ("fraction_of_copy_bw", "speedup_vs_numpy") if c in rows[0]]
+    print_table(rows, columns)
+    extra = {"copy_bandwidth_GB_per_s": round(peak / 1e9, 1)} if peak else {}
+    print(f"wrote {write_result('scan_throughput', chosen.device_name, rows, extra)}")
+
+
+if __name__ == "__main__":
+    app()
