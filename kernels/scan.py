@@ -152,6 +152,12 @@ F32_3D = numba.float32[:, :, ::1]
 F32_2D = numba.float32[:, ::1]
 
 
+@device_function
+def chunk_of_thread(i, n_chunks, channels):
+    """(batch, chunk, channel) of thread i; channels vary fastest so loads coalesce."""
+    return i // (channels * n_chunks), (i // channels) % n_chunks, i % channels
+
+
 @kernel((F32_3D, F32_3D, F32_3D, F32_3D))
 def forward_chunks_cuda(k, u, chunk_a, chunk_b):
     """Fold each chunk into the affine map state -> A * state + B."""
@@ -159,9 +165,7 @@ def forward_chunks_cuda(k, u, chunk_a, chunk_b):
     n_chunks = chunk_a.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        c = i % channels
-        j = (i // channels) % n_chunks
-        b = i // (channels * n_chunks)
+        b, j, c = chunk_of_thread(i, n_chunks, channels)
         prod = np.float32(1.0)
         acc = np.float32(0.0)
         for t in range(j * CHUNK, min(steps, (j + 1) * CHUNK)):
@@ -191,9 +195,7 @@ def forward_apply_cuda(k, u, incoming, h):
     n_chunks = incoming.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        c = i % channels
-        j = (i // channels) % n_chunks
-        b = i // (channels * n_chunks)
+        b, j, c = chunk_of_thread(i, n_chunks, channels)
         state = incoming[b, j, c]
         for t in range(j * CHUNK, min(steps, (j + 1) * CHUNK)):
             state = gpu_sigmoid(-k[b, t, c]) * state + gpu_sigmoid(k[b, t, c]) * gpu_candidate(u[b, t, c])
@@ -249,9 +251,7 @@ def backward_chunks_cuda(grad_h, k, chunk_a, chunk_b):
     n_chunks = chunk_a.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        c = i % channels
-        j = (i // channels) % n_chunks
-        b = i // (channels * n_chunks)
+        b, j, c = chunk_of_thread(i, n_chunks, channels)
         prod = np.float32(1.0)
         acc = np.float32(0.0)
         for t in range(min(steps, (j + 1) * CHUNK) - 1, j * CHUNK - 1, -1):
@@ -281,9 +281,7 @@ def backward_apply_cuda(grad_h, k, u, h, h0, after, dk, du, dh0):
     n_chunks = after.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        c = i % channels
-        j = (i // channels) % n_chunks
-        b = i // (channels * n_chunks)
+        b, j, c = chunk_of_thread(i, n_chunks, channels)
         lam = after[b, j, c]
         for t in range(min(steps, (j + 1) * CHUNK) - 1, j * CHUNK - 1, -1):
             a_next = gpu_sigmoid(-k[b, t + 1, c]) if t + 1 < steps else np.float32(0.0)
