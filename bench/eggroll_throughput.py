@@ -17,14 +17,14 @@ import typer
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 
 def device_bytes_in_use(backend):
     if backend.name == "cuda" and not backend.simulated:
-        from kernels.cuda_api import cuda
+        from eggnog.kernels.cuda_api import cuda
 
         free, total = cuda.current_context().get_memory_info()
         return int(total - free)
@@ -35,9 +35,9 @@ def device_bytes_in_use(backend):
 @user_errors
 def main(n_layer: int = 1, n_embd: int = 64, populations: str = "64,256,1024", tokens: int = 16,
          repeat: int = 3, backend: str = typer.Option(None, help="auto, cpu or cuda.")):
-    from evolution.eggroll import IntEggroll, IntEggrollConfig
-    from kernels.backend import select_backend
-    from models.egg import EggConfig, EggModel
+    from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
+    from eggnog.kernels.backend import select_backend
+    from eggnog.models.egg import EggConfig, EggModel
 
     chosen = select_backend(backend)
     model = EggModel(EggConfig(n_layer, n_embd))

@@ -26,8 +26,8 @@ import typer
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from kernels.errors import BadInput  # noqa: E402
-from runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.errors import BadInput  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -77,8 +77,8 @@ def parse_shapes(shapes):
 @user_errors
 def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOUT."),
          backend: str = typer.Option(None, help="auto, cpu or cuda."), repeat: int = 5):
-    from kernels import float_matmul as mm
-    from kernels.backend import select_backend
+    from eggnog.kernels import float_matmul as mm
+    from eggnog.kernels.backend import select_backend
 
     if repeat < 1:
         raise BadInput(f"--repeat must be at least 1, not {repeat}")
@@ -86,7 +86,7 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
     chosen = select_backend(backend)
     peak, extra = None, {}
     if chosen.name == "cuda" and not chosen.simulated:
-        from kernels.cuda_api import cuda
+        from eggnog.kernels.cuda_api import cuda
 
         peak, extra = fp32_peak(cuda.get_current_device())
         if peak:

@@ -13,7 +13,7 @@ import typer
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -23,10 +23,10 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__d
 def main(sizes: str = "1048576,16777216", backends: str = "", repeat: int = 5):
     import numba
 
-    from kernels import noise_math
-    from kernels.backend import Backend, gpu_usable, select_backend
-    from kernels.cuda_api import SIMULATED, cuda
-    from kernels.rng import KINDS, generate
+    from eggnog.kernels import noise_math
+    from eggnog.kernels.backend import Backend, gpu_usable, select_backend
+    from eggnog.kernels.cuda_api import SIMULATED, cuda
+    from eggnog.kernels.rng import KINDS, generate
 
     names = [b for b in backends.split(",") if b] or (["cpu", "cuda"] if gpu_usable() and not SIMULATED else ["cpu"])
     rows, device = [], "cpu"

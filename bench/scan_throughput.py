@@ -16,14 +16,14 @@ import typer
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 
 def copy_bandwidth(backend, nbytes=1 << 28):
     """Device-to-device copy bandwidth (bytes read + written per second)."""
-    from kernels.cuda_api import cuda
+    from eggnog.kernels.cuda_api import cuda
 
     src = cuda.device_array(nbytes, dtype=np.uint8)
     dst = cuda.device_array(nbytes, dtype=np.uint8)
@@ -35,9 +35,9 @@ def copy_bandwidth(backend, nbytes=1 << 28):
 @user_errors
 def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(None, help="auto, cpu or cuda."),
          repeat: int = 3):
-    from kernels import scan
-    from kernels.backend import select_backend
-    from kernels.errors import BadInput
+    from eggnog.kernels import scan
+    from eggnog.kernels.backend import select_backend
+    from eggnog.runtime.errors import BadInput
 
     chosen = select_backend(backend)
     peak = copy_bandwidth(chosen) if chosen.name == "cuda" and not chosen.simulated else None

@@ -26,14 +26,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report import print_table, write_result  # noqa: E402
 from bench.table1_grid import METHODS, MODES, SIZES, a40_seconds, fits  # noqa: E402
-from runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _choices(text, allowed, flag):
-    from kernels.errors import BadInput
+    from eggnog.runtime.errors import BadInput
 
     chosen = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in chosen if x not in allowed]
@@ -45,7 +45,7 @@ def _choices(text, allowed, flag):
 def available_bytes(backend):
     """Free memory of the device cells will run on."""
     if backend == "cuda":
-        out = subprocess.run([sys.executable, "-c", "from kernels.cuda_api import cuda; "
+        out = subprocess.run([sys.executable, "-c", "from eggnog.kernels.cuda_api import cuda; "
                               "print(cuda.current_context().get_memory_info()[0])"],
                              capture_output=True, text=True, cwd=os.path.dirname(HERE), timeout=300)
         return int(out.stdout.strip())
@@ -107,8 +107,8 @@ def chart(rows, path):
 def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: str = "series,reduce,seeds",
          ranks: int = 4, steps: int = 5, warmup: int = 1, batch_size: int = 1024, task: str = "char_lm",
          max_cell_seconds: int = 900, backend: str = typer.Option(None, help="auto, cpu or cuda.")):
-    from kernels.backend import resolve_name
-    from kernels.errors import BadInput
+    from eggnog.kernels.backend import resolve_name
+    from eggnog.runtime.errors import BadInput
 
     chosen_sizes, chosen_methods = _choices(sizes, list(SIZES), "sizes"), _choices(methods, list(METHODS), "methods")
     chosen_modes = _choices(modes, MODES, "modes")

@@ -20,7 +20,7 @@ import typer
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.table1_grid import METHODS, SIZES, cell_config  # noqa: E402
-from runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -28,7 +28,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__d
 def estimated_seconds(run, cfg, backend, world):
     """Seconds per step from one timed forward pass (after a compiling one): 2 passes per probe of
     this rank for CD-RGE, about 4 for a BPTT forward and backward."""
-    from zorn.rge_run import Timer
+    from eggnog.zorn.rge_run import Timer
 
     batch = run.task.batch(0, cfg.batch_size)
     params = backend.to_device(run.host_params())
@@ -45,11 +45,11 @@ def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: s
          steps: int = 5, warmup: int = 1, batch_size: int = 1024, task: str = "char_lm",
          max_seconds: float = typer.Option(900, help="Skip the cell when its estimated run time is longer."),
          backend: str = typer.Option(None, help="auto, cpu or cuda.")):
-    from kernels.backend import select_backend
-    from kernels.errors import BadInput
-    from runtime.memory import MemoryMeter
-    from runtime.world import init_world
-    from zorn.rge_run import RgeRun, Timer, open_task_corpus
+    from eggnog.kernels.backend import select_backend
+    from eggnog.runtime.errors import BadInput
+    from eggnog.runtime.memory import MemoryMeter
+    from eggnog.runtime.world import init_world
+    from eggnog.zorn.rge_run import RgeRun, Timer, open_task_corpus
 
     if size not in SIZES or method not in METHODS:
         raise BadInput(f"unknown cell {size}/{method}: sizes {', '.join(SIZES)}; methods {', '.join(METHODS)}")

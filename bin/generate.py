@@ -5,7 +5,7 @@ from pathlib import Path
 
 import typer
 
-from runtime.cli import user_errors
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -25,15 +25,15 @@ def main(
     seed: int = typer.Option(0),
     backend: str = typer.Option("cpu", help="auto, cpu or cuda."),
 ):
-    from kernels.backend import select_backend
-    from kernels.errors import BadInput
-    from models.egg import EggConfig, EggModel
-    from models.egg_generate import generate_egg
-    from models.mingru import MinGruModel
-    from models.mingru_generate import generate_mingru
-    from models.sampling import Sampler, escape_byte
-    from runtime.checkpoint import load_checkpoint
-    from zorn.mingru_run import model_config_of
+    from eggnog.kernels.backend import select_backend
+    from eggnog.runtime.errors import BadInput
+    from eggnog.models.egg import EggConfig, EggModel
+    from eggnog.models.egg_generate import generate_egg
+    from eggnog.models.mingru import MinGruModel
+    from eggnog.models.mingru_generate import generate_mingru
+    from eggnog.models.sampling import Sampler, escape_byte
+    from eggnog.runtime.checkpoint import load_checkpoint
+    from eggnog.training.mingru_run import model_config_of
 
     sampler = Sampler(temperature, min_p, presence_penalty, top_k, top_p)
     sampler.check()

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import typer
 
-from corpus.prepare import prepare
-from runtime.cli import user_errors
+from eggnog.corpus.prepare import prepare
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 

@@ -4,7 +4,7 @@ import json
 
 import typer
 
-from runtime.cli import user_errors
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 MODELS = ("egg", "mingru", "lstm", "dnc")
@@ -30,22 +30,22 @@ def main(
     num_reads: int = typer.Option(1, help="DNC read heads."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object: total_params, config, tensors."),
 ):
-    from kernels.errors import BadInput
-    from models.egg import EggConfig, EggModel
-    from models.mingru import MinGruModel
-    from zorn.mingru_run import MinGruRunConfig
+    from eggnog.runtime.errors import BadInput
+    from eggnog.models.egg import EggConfig, EggModel
+    from eggnog.models.mingru import MinGruModel
+    from eggnog.training.mingru_run import MinGruRunConfig
 
     if model not in MODELS:
         raise BadInput(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
     if model == "egg":
         arch = EggModel(EggConfig(n_layer, n_embd)).architecture()
     elif model == "lstm":
-        from models.lstm import LstmConfig, LstmModel
+        from eggnog.models.lstm import LstmConfig, LstmModel
 
         arch = LstmModel(LstmConfig(vocab_size=vocab_size, input_size=input_size, hidden_size=hidden_size,
                                     num_heads=num_heads)).architecture()
     elif model == "dnc":
-        from models.dnc import DncConfig, DncModel
+        from eggnog.models.dnc import DncConfig, DncModel
 
         arch = DncModel(DncConfig(vocab_size, input_size, hidden_size, memory_size, head_size, num_reads)).architecture()
     else:

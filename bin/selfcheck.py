@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from runtime.cli import user_errors
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -24,12 +24,12 @@ def main(
     elements: int = typer.Option(1 << 20, help="Noise elements compared per kind."),
     seed: int = typer.Option(0),
 ):
-    from corpus.default import default_corpus
-    from corpus.reader import open_corpus
-    from corpus.samplers import RandomWindows
-    from kernels import noise_math, rng
-    from kernels.backend import select_backend, to_host
-    from runtime.world import init_world, mpi_library
+    from eggnog.corpus.default import default_corpus
+    from eggnog.corpus.reader import open_corpus
+    from eggnog.corpus.samplers import RandomWindows
+    from eggnog.kernels import noise_math, rng
+    from eggnog.kernels.backend import select_backend, to_host
+    from eggnog.runtime.world import init_world, mpi_library
 
     world = init_world()
     chosen = select_backend(backend, world.local_rank)

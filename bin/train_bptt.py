@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from runtime.cli import user_errors
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -43,8 +43,8 @@ def main(
     resume: Path = typer.Option(None, help="Continue the run in this directory from its latest checkpoint."),
     backend: str = typer.Option(None, help="auto, cpu or cuda [EGGNOG_BACKEND or auto]."),
 ):
-    from zorn.bptt import BpttRunConfig, BpttTrainer
-    from zorn.mingru_launch import launch
+    from eggnog.training.bptt import BpttRunConfig, BpttTrainer
+    from eggnog.training.launch import launch
 
     given = {k: v for k, v in locals().items() if k in {f.name for f in fields(BpttRunConfig)} and v is not None}
     if data is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from runtime.cli import user_errors
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 EGG_ONLY = ("n_layer", "n_embd", "sigma_shift", "alpha", "alpha_decay_timestep", "use_clt", "fast_fitness")
@@ -63,13 +63,13 @@ def main(
     resume: Path = typer.Option(None, help="Continue the run in this directory from its latest checkpoint."),
     backend: str = typer.Option(None, help="auto, cpu or cuda [EGGNOG_BACKEND or auto]."),
 ):
-    from corpus.default import default_corpus
-    from corpus.reader import open_corpus
-    from evolution.es_trainer import EsRunConfig, EsTrainer, check_resume
-    from kernels.backend import select_backend
-    from kernels.errors import BadInput
-    from runtime.rundir import create_run_dir, read_config
-    from runtime.world import init_world
+    from eggnog.corpus.default import default_corpus
+    from eggnog.corpus.reader import open_corpus
+    from eggnog.evolution.es_trainer import EsRunConfig, EsTrainer, check_resume
+    from eggnog.kernels.backend import select_backend
+    from eggnog.runtime.errors import BadInput
+    from eggnog.runtime.rundir import create_run_dir, read_config
+    from eggnog.runtime.world import init_world
 
     flags = {k: v for k, v in locals().items() if v is not None}
     if model not in ("egg", "mingru"):
@@ -117,10 +117,10 @@ def main(
 
 
 def train_mingru(flags, per_rank, resume, run_dir, backend):
-    from evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
-    from kernels.errors import BadInput
-    from runtime.world import init_world
-    from zorn.mingru_launch import launch
+    from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
+    from eggnog.runtime.errors import BadInput
+    from eggnog.runtime.world import init_world
+    from eggnog.training.launch import launch
 
     given = {k: v for k, v in flags.items() if k in {f.name for f in fields(FloatEsRunConfig)}}
     if "data" in given:

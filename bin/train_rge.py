@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from runtime.cli import user_errors
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -57,11 +57,11 @@ def main(
     resume: Path = typer.Option(None, help="Continue the run in this directory from its latest checkpoint."),
     backend: str = typer.Option(None, help="auto, cpu or cuda [EGGNOG_BACKEND or auto]."),
 ):
-    from kernels.errors import BadInput
-    from kernels.backend import select_backend
-    from runtime.rundir import config_from, create_run_dir, read_config
-    from runtime.world import init_world
-    from zorn.rge_run import RgeRun, RgeRunConfig, open_task_corpus
+    from eggnog.runtime.errors import BadInput
+    from eggnog.kernels.backend import select_backend
+    from eggnog.runtime.rundir import config_from, create_run_dir, read_config
+    from eggnog.runtime.world import init_world
+    from eggnog.zorn.rge_run import RgeRun, RgeRunConfig, open_task_corpus
 
     world = init_world()
     given = {k: v for k, v in locals().items() if k in {f.name for f in fields(RgeRunConfig)} and v is not None}

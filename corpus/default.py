@@ -12,9 +12,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from corpus.prepare import prepare
-from corpus.reader import open_corpus
-from kernels.errors import BadInput
+from eggnog.corpus.prepare import prepare
+from eggnog.corpus.reader import open_corpus
+from eggnog.runtime.errors import BadInput
 
 VAL_FRACTION = 0.02
 SKIPPED_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}

@@ -9,7 +9,7 @@
 
 from pathlib import Path
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 FORMATS = {".bin": "bin", ".h5": "h5", ".hdf5": "h5", ".zarr": "zarr"}
 META_ATTR = "eggnog"

@@ -2,11 +2,11 @@
 
 import os
 
-from corpus.formats import output_paths
-from corpus.layout import plan_splits
-from corpus.sources import collect_files
-from corpus.writer import write_corpus
-from kernels.errors import BadInput
+from eggnog.corpus.formats import output_paths
+from eggnog.corpus.layout import plan_splits
+from eggnog.corpus.sources import collect_files
+from eggnog.corpus.writer import write_corpus
+from eggnog.runtime.errors import BadInput
 
 FORMAT_NAME = "eggnog-bytes"
 

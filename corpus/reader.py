@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus.formats import META_ATTR, format_of, sidecar_of
-from corpus.layout import SPLITS
-from corpus.stats import stats_of
-from kernels.errors import BadInput
+from eggnog.corpus.formats import META_ATTR, format_of, sidecar_of
+from eggnog.corpus.layout import SPLITS
+from eggnog.corpus.stats import stats_of
+from eggnog.runtime.errors import BadInput
 
 
 class SlowCorpusWarning(UserWarning):

@@ -4,7 +4,7 @@ import glob
 import os
 from pathlib import Path
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 GLOB_CHARS = set("*?[")
 

@@ -5,11 +5,11 @@ import os
 import shutil
 from pathlib import Path
 
-from corpus.formats import META_ATTR, format_of, output_paths, sidecar_of
-from corpus.layout import SPLITS
-from corpus.stats import ByteStats
-from kernels.errors import BadInput
-from runtime.files import temp_name, write_atomic
+from eggnog.corpus.formats import META_ATTR, format_of, output_paths, sidecar_of
+from eggnog.corpus.layout import SPLITS
+from eggnog.corpus.stats import ByteStats
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.files import temp_name, write_atomic
 
 
 def _stream(plan, sink, stats):

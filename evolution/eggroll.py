@@ -13,10 +13,10 @@ from statistics import NormalDist
 
 import numpy as np
 
-from evolution.fitness import Z_SCALE, check_population
-from kernels.egg_ops import ops_for
-from kernels.errors import BadInput
-from kernels.int_update import UPDATES
+from eggnog.evolution.fitness import Z_SCALE, check_population
+from eggnog.kernels.egg_ops import ops_for
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.int_update import UPDATES
 
 
 @dataclass(frozen=True)
@@ -67,14 +67,14 @@ class IntEggroll:
         self.params = backend.to_device(np.array(params, dtype=np.int8))  # flat, on the backend
 
     def host_params(self):
-        from kernels.backend import to_host
+        from eggnog.kernels.backend import to_host
 
         return to_host(self.params).copy()
 
     def evaluate(self, windows, states, perturbed=True):
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
         byte window; `states` (one (members, D) array per layer, on the backend) carry over."""
-        from kernels.backend import to_host
+        from eggnog.kernels.backend import to_host
 
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
         params = self.model.views(self.params)

@@ -6,16 +6,16 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from corpus.samplers import ContiguousStreams
-from evolution.eggroll import IntEggroll, IntEggrollConfig
-from evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
-from kernels.backend import to_host
-from kernels.errors import BadInput
-from models.egg import EggConfig, EggModel
-from runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
-from runtime.progress import progress
-from runtime import rundir
-from runtime.rundir import metrics_log
+from eggnog.corpus.samplers import ContiguousStreams
+from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
+from eggnog.evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
+from eggnog.kernels.backend import to_host
+from eggnog.runtime.errors import BadInput
+from eggnog.models.egg import EggConfig, EggModel
+from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
+from eggnog.runtime.progress import progress
+from eggnog.runtime import rundir
+from eggnog.runtime.rundir import metrics_log
 
 @dataclass(frozen=True)
 class EsRunConfig(IntEggrollConfig):

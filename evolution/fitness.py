@@ -4,7 +4,7 @@ turns them into a loss (lower is better)."""
 
 import numpy as np
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 TRITS_PER_BYTE = 5
 _POWERS = 3 ** np.arange(TRITS_PER_BYTE, dtype=np.int64)

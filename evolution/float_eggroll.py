@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evolution.fitness import check_population
-from kernels.errors import BadInput
-from kernels.noise_math import prefix_key
-from kernels.noise_rows import cpu_normal_rows
+from eggnog.evolution.fitness import check_population
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.noise_math import prefix_key
+from eggnog.kernels.noise_rows import cpu_normal_rows
 
 FITNESS_MODES = ("global", "group")
 TENSOR_ID_BASE = 1  # noise tensor id of the first model tensor; 0 stays free

@@ -1,1 +1,58 @@
-"""Hand-written kernels: each operation has a NumPy reference, a CPU twin and a CUDA kernel."""
+'''Hand-written kernels. One file per kernel family; every operation in it has three implementations
+under one name, recorded in one registry (`eggnog.kernels.registry`):
+
+    reference_<op>   NumPy, plain and obviously right (float64 where that helps)
+    cpu_<op>         the CPU twin (numba.njit, prange where it pays): what runs without a GPU
+    cuda_<op>        the launcher of the CUDA kernel(s) defined beside it with `cuda_api.kernel`
+
+All three take the same arguments and return the same things (or write the same arguments in place).
+`@op` records each; on the reference it also takes the cases the generated tests run
+(tests/test_kernel_ops.py: reference = twin = simulator, for every op) and the tolerance of a float op
+(none: bit-identical). `registry.ops_for("numpy" | "cpu" | "cuda")` gives every op of one backend by
+name. `numba.cuda` and the launch helpers (signature types, `blocks`, `grid2`, `f64`) come from
+`cuda_api`; block reductions from `reductions`. Adding an op is writing these three functions in one
+file; nothing else is touched. A complete family:
+
+    import numba
+    import numpy as np
+
+    from eggnog.kernels.cuda_api import F32_1D, blocks, cuda, f64, kernel
+    from eggnog.kernels.registry import op
+
+
+    def _scale_cases(rng):  # 1 element, a partial block, several blocks
+        for n in (1, 255, 700):
+            yield rng.normal(size=n).astype(np.float32), np.float32(0.5)
+
+
+    @op(cases=_scale_cases, tolerance=(1e-6, 0.0))
+    def reference_scale(x, a):
+        return f64(x) * float(a)
+
+
+    @op
+    @numba.njit(parallel=True)
+    def cpu_scale(x, a):
+        out = np.empty_like(x)
+        for i in numba.prange(x.size):
+            out[i] = x[i] * a
+        return out
+
+
+    @kernel((F32_1D, numba.float32, F32_1D))
+    def scale_cuda(x, a, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = x[i] * a
+
+
+    @op
+    def cuda_scale(x, a):
+        out = cuda.device_array_like(x)
+        scale_cuda[blocks(x.size)](x, np.float32(a), out)
+        return out
+
+Reuse a kernel from your own code with `from eggnog.kernels.scan import cpu_scan_forward` (or
+`ops_for(...)`); arrays may be NumPy arrays, numba device arrays or anything with
+`__cuda_array_interface__`.
+'''

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.cuda_api import SIMULATED, cuda
-from kernels.errors import BadInput
+from eggnog.kernels.cuda_api import SIMULATED, cuda
+from eggnog.runtime.errors import BadInput
 
 ENV_VAR = "EGGNOG_BACKEND"
 CHOICES = ("auto", "cpu", "cuda")

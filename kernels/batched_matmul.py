@@ -10,7 +10,7 @@ with the reference to 1e-5 of the largest entry + 1e-6 relative (tests/test_dnc.
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, kernel
+from eggnog.kernels.cuda_api import cuda, kernel
 
 THREADS = 128
 F32_3D = numba.float32[:, :, ::1]

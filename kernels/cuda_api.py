@@ -1,19 +1,29 @@
-"""The only module that imports numba.cuda; every other module takes `cuda` from here.
+"""The only module that imports numba.cuda; every other module takes `cuda` from here, with the
+launch helpers every family shares (array types of signatures, grid sizes, float64 views).
 
-Moving to another CUDA target for numba (numba-cuda-mlir) is a change of this import. The module also
-keeps a registry of every CUDA kernel with the signatures it is launched with, so a test can compile
-them all to PTX without a GPU.
+Moving to another CUDA target for numba (numba-cuda-mlir) is a change of this import. `kernel` records
+every CUDA kernel with the signatures its launcher uses, so the PTX check compiles them all without a
+GPU; on the simulator it also records the argument types of every launch, so a test can compare them.
 """
 
-import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
-
 from numba import config, cuda
 
 # NUMBA_ENABLE_CUDASIM=1 (read by numba at import) runs kernels on the simulator.
 SIMULATED = bool(config.ENABLE_CUDASIM)
+
+# Signature types: C-contiguous arrays of the launchers, and the scalar types they pass.
+F32_1D, F32_2D, F32_3D, F32_4D = (numba.float32[::1], numba.float32[:, ::1], numba.float32[:, :, ::1],
+                                  numba.float32[:, :, :, ::1])
+I8_1D, I8_2D = numba.int8[::1], numba.int8[:, ::1]
+I64_1D, I64_2D = numba.int64[::1], numba.int64[:, ::1]
+U8_1D, U8_2D = numba.uint8[::1], numba.uint8[:, ::1]
+I32, I64, F32, BOOL = numba.int32, numba.int64, numba.float32, numba.boolean
+
+THREADS = 256  # default threads per block of element-wise kernels
 
 
 @dataclass(frozen=True)
@@ -25,18 +35,21 @@ class KernelSpec:
 
 
 KERNELS: list[KernelSpec] = []
+LAUNCHES: dict[str, set] = {}  # kernel name -> argument-type tuples seen on the simulator
 
 
 def kernel(*signatures, float64_free=True):
     """`cuda.jit` that also records the kernel for the PTX check.
 
     Compilation stays lazy (no signatures are passed to `cuda.jit`), so importing a kernel module
-    needs no GPU; `signatures` are the types the launchers use.
+    needs no GPU; `signatures` are the types the launchers pass.
     """
 
     def wrap(fn):
-        KERNELS.append(KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free))
-        return cuda.jit(fn)
+        spec = KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free)
+        KERNELS.append(spec)
+        compiled = cuda.jit(fn)
+        return _RecordingKernel(spec.name, compiled) if SIMULATED else compiled
 
     return wrap
 
@@ -46,47 +59,41 @@ def device_function(fn):
     return cuda.jit(device=True)(fn)
 
 
-@device_function
-def block_sum(partial, t):
-    """Tree sum of the shared array `partial` (one slot per thread, a power of two long) by every
-    thread of the block; returns the total to all of them."""
-    cuda.syncthreads()
-    step = partial.shape[0] // 2
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
-    return partial[0]
+def blocks(n, threads=THREADS):
+    """(grid, block) of a 1-D launch covering n elements."""
+    return (max(1, (n + threads - 1) // threads), threads)
 
 
-@device_function
-def block_max(partial, t):
-    """Tree maximum of the shared array `partial` (one slot per thread, a power of two long) by every
-    thread of the block; returns it to all of them."""
-    cuda.syncthreads()
-    step = partial.shape[0] // 2
-    while step > 0:
-        if t < step:
-            partial[t] = max(partial[t], partial[t + step])
-        cuda.syncthreads()
-        step //= 2
-    return partial[0]
+def grid2(width, height, block=(32, 8)):
+    """(grid, block) of a 2-D launch: x over `width`, y over `height`."""
+    return ((width + block[0] - 1) // block[0], (height + block[1] - 1) // block[1]), block
 
 
-@device_function
-def row_max_and_exp_sum(x, i, partial, t):
-    """(max, sum of exp(x - max)) over row i of x, by the threads of one block sharing `partial`:
-    the two reductions of a softmax or a log-sum-exp."""
-    threads = partial.shape[0]
-    top = x[i, 0]
-    for j in range(t, x.shape[1], threads):
-        top = max(top, x[i, j])
-    partial[t] = top
-    top = block_max(partial, t)
-    cuda.syncthreads()  # every thread has read the maximum before the slots are reused
-    acc = np.float32(0.0)
-    for j in range(t, x.shape[1], threads):
-        acc += math.exp(x[i, j] - top)
-    partial[t] = acc
-    return top, block_sum(partial, t)
+def f64(a):
+    """A host array as float64: what NumPy references compute in."""
+    return np.asarray(a, np.float64)
+
+
+def launch_type(value):
+    """The numba type a launch gives this argument, as the real dispatcher would see it."""
+    host = getattr(value, "_ary", value)  # the simulator's device arrays wrap a NumPy array
+    return numba.typeof(host)
+
+
+class _RecordingKernel:
+    """A simulated kernel that notes the argument types of each launch before running it."""
+
+    def __init__(self, name, compiled):
+        self._name, self._compiled = name, compiled
+
+    def __getitem__(self, launch_config):
+        configured = self._compiled[launch_config]
+
+        def launch(*args):
+            LAUNCHES.setdefault(self._name, set()).add(tuple(launch_type(a) for a in args))
+            return configured(*args)
+
+        return launch
+
+    def __getattr__(self, attr):
+        return getattr(self._compiled, attr)

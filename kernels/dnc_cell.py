@@ -15,8 +15,8 @@ import math
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, device_function, kernel
-from kernels.lstm_cell import cpu_sigmoid, gpu_sigmoid
+from eggnog.kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.lstm_cell import cpu_sigmoid, gpu_sigmoid
 
 THREADS = 128
 F32_2D = numba.float32[:, ::1]

@@ -15,7 +15,7 @@ import math
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import cuda, device_function, kernel
 
 THREADS = 128
 SIGMOID, TANH = 0, 1

@@ -13,7 +13,7 @@ finite differences (tests/test_dnc.py).
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import cuda, device_function, kernel
 
 THREADS = 128
 F32_1D = numba.float32[::1]

@@ -17,11 +17,11 @@ plus the conveniences `empty`, `zeros`, `take_columns`, `concat_columns`, `take_
 
 import numpy as np
 
-from kernels import batched_matmul, dnc_cell, dnc_elementwise, dnc_memory, float_ops, layernorm, lstm_cell, softmax_rows
-from kernels.cuda_api import cuda
+from eggnog.kernels import batched_matmul, dnc_cell, dnc_elementwise, dnc_memory, float_ops, lstm_cell, norms, softmax_rows
+from eggnog.kernels.cuda_api import cuda
 
 _PREFIX = {"numpy": "reference_", "cpu": "cpu_", "cuda": "cuda_"}
-_OPS = ((layernorm, ("layernorm", "layernorm_backward")),
+_OPS = ((norms, ("layernorm", "layernorm_backward")),
         (softmax_rows, ("softmax_rows", "softmax_rows_backward")),
         (batched_matmul, ("bmm",)),
         (dnc_cell, ("lstm_cell", "lstm_cell_backward")),

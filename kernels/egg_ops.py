@@ -11,10 +11,11 @@ Perturbed parameters follow nano-egg: for member g (pair p = g // 2, sign = +1 e
 import numba
 import numpy as np
 
-from kernels import rng_reference
-from kernels.cuda_api import block_sum, cuda, kernel
-from kernels.int_math import EXP2, FIXED_POINT, build
-from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
+from eggnog.kernels import rng_reference
+from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.reductions import block_sum
+from eggnog.kernels.int_math import EXP2, FIXED_POINT, build
+from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
                          gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
 
 py_clip8, py_floor_log2_x16, py_l1_norm_value, py_gru_gate, py_gru_mix = build(lambda f: f)
@@ -374,7 +375,7 @@ def ops_for(backend):
     """The EGG operations of one backend ("numpy", "cpu" or "cuda") under common names."""
     from types import SimpleNamespace
 
-    from kernels import int_matmul
+    from eggnog.kernels import int_matmul
 
     prefix = {"numpy": "reference_", "cpu": "cpu_", "cuda": "cuda_"}[backend]
     names = ("vector", "embedding", "l1_norm", "gru_forget", "gru_output", "clip_add", "reset", "loglik")

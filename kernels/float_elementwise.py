@@ -8,8 +8,8 @@ reuses float_layers.column_sum_cuda.
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, kernel
-from kernels.float_layers import column_sum_cuda
+from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.float_layers import column_sum_cuda
 
 F32_1D = numba.float32[::1]
 F32_2D = numba.float32[:, ::1]

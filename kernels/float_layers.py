@@ -9,7 +9,8 @@ import math
 import numba
 import numpy as np
 
-from kernels.cuda_api import block_sum, cuda, kernel, row_max_and_exp_sum
+from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.reductions import block_sum, row_max_and_exp_sum
 
 LN2 = math.log(2.0)
 INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -21,94 +22,6 @@ F32_2D = numba.float32[:, ::1]
 F32_1D = numba.float32[::1]
 
 
-# ---- RMSNorm ---------------------------------------------------------------------------------------
-
-def reference_rmsnorm(x, w):
-    x64 = np.asarray(x, np.float64)
-    rstd = 1.0 / np.sqrt((x64 * x64).mean(axis=1) + RMS_EPS)
-    return x64 * rstd[:, None] * np.asarray(w, np.float64), rstd
-
-
-def reference_rmsnorm_backward(dy, x, w, rstd):
-    dy, x, w, rstd = (np.asarray(a, np.float64) for a in (dy, x, w, rstd))
-    dyw = dy * w
-    dx = rstd[:, None] * dyw - x * rstd[:, None] ** 3 * (dyw * x).mean(axis=1, keepdims=True)
-    return dx, (dy * x * rstd[:, None]).sum(axis=0)
-
-
-@numba.njit(parallel=True)
-def _cpu_rmsnorm(x, w, y, rstd):
-    n, d = x.shape
-    for i in numba.prange(n):
-        acc = np.float32(0.0)
-        for j in range(d):
-            acc += x[i, j] * x[i, j]
-        r = np.float32(1.0) / math.sqrt(acc / np.float32(d) + np.float32(RMS_EPS))
-        rstd[i] = r
-        for j in range(d):
-            y[i, j] = x[i, j] * r * w[j]
-
-
-def cpu_rmsnorm(x, w):
-    y, rstd = np.empty_like(x), np.empty(x.shape[0], np.float32)
-    _cpu_rmsnorm(x, w, y, rstd)
-    return y, rstd
-
-
-@numba.njit(parallel=True)
-def _cpu_rmsnorm_backward(dy, x, w, rstd, dx, dw_rows):
-    n, d = x.shape
-    for i in numba.prange(n):
-        dot = np.float32(0.0)
-        for j in range(d):
-            dot += dy[i, j] * w[j] * x[i, j]
-        r = rstd[i]
-        scale = r * r * r * dot / np.float32(d)
-        for j in range(d):
-            dx[i, j] = r * dy[i, j] * w[j] - x[i, j] * scale
-            dw_rows[i, j] = dy[i, j] * x[i, j] * r
-
-
-def cpu_rmsnorm_backward(dy, x, w, rstd):
-    dx, dw_rows = np.empty_like(x), np.empty_like(x)
-    _cpu_rmsnorm_backward(dy, x, w, rstd, dx, dw_rows)
-    return dx, dw_rows.sum(axis=0, dtype=np.float64).astype(np.float32)
-
-
-@kernel((F32_2D, F32_1D, F32_2D, F32_1D))
-def rmsnorm_cuda(x, w, y, rstd):
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    d = x.shape[1]
-    partial = cuda.shared.array(ROW_THREADS, numba.float32)
-    acc = np.float32(0.0)
-    for j in range(t, d, ROW_THREADS):
-        acc += x[i, j] * x[i, j]
-    partial[t] = acc
-    r = np.float32(1.0) / math.sqrt(block_sum(partial, t) / np.float32(d) + np.float32(RMS_EPS))
-    if t == 0:
-        rstd[i] = r
-    for j in range(t, d, ROW_THREADS):
-        y[i, j] = x[i, j] * r * w[j]
-
-
-@kernel((F32_2D, F32_2D, F32_1D, F32_1D, F32_2D, F32_2D))
-def rmsnorm_backward_cuda(dy, x, w, rstd, dx, dw_rows):
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    d = x.shape[1]
-    partial = cuda.shared.array(ROW_THREADS, numba.float32)
-    acc = np.float32(0.0)
-    for j in range(t, d, ROW_THREADS):
-        acc += dy[i, j] * w[j] * x[i, j]
-    partial[t] = acc
-    r = rstd[i]
-    scale = r * r * r * block_sum(partial, t) / np.float32(d)
-    for j in range(t, d, ROW_THREADS):
-        dx[i, j] = r * dy[i, j] * w[j] - x[i, j] * scale
-        dw_rows[i, j] = dy[i, j] * x[i, j] * r
-
-
 @kernel((F32_2D, F32_1D))
 def column_sum_cuda(rows, out):
     j = cuda.grid(1)
@@ -117,21 +30,6 @@ def column_sum_cuda(rows, out):
         for i in range(rows.shape[0]):
             acc += rows[i, j]
         out[j] = acc
-
-
-def cuda_rmsnorm(x, w):
-    y = cuda.device_array(x.shape, np.float32)
-    rstd = cuda.device_array(x.shape[0], np.float32)
-    rmsnorm_cuda[x.shape[0], ROW_THREADS](x, w, y, rstd)
-    return y, rstd
-
-
-def cuda_rmsnorm_backward(dy, x, w, rstd):
-    dx, dw_rows = cuda.device_array(x.shape, np.float32), cuda.device_array(x.shape, np.float32)
-    dw = cuda.device_array(x.shape[1], np.float32)
-    rmsnorm_backward_cuda[x.shape[0], ROW_THREADS](dy, x, w, rstd, dx, dw_rows)
-    column_sum_cuda[(x.shape[1] + 127) // 128, 128](dw_rows, dw)
-    return dx, dw
 
 
 # ---- GELU (exact) ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ The CPU twin uses NumPy's BLAS on float32 (the fastest CPU path); the reference 
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, kernel
+from eggnog.kernels.cuda_api import cuda, kernel
 
 TILE = 16
 

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from kernels import float_elementwise, float_layers, float_matmul, lowrank, scan
-from kernels.backend import to_host
+from eggnog.kernels import float_elementwise, float_layers, float_matmul, lowrank, norms, scan
+from eggnog.kernels.backend import to_host
 
 _PREFIX = {"numpy": "reference_", "cpu": "cpu_", "cuda": "cuda_"}
-_LAYER_OPS = ("rmsnorm", "rmsnorm_backward", "gelu", "gelu_backward", "cross_entropy",
+_LAYER_OPS = ("gelu", "gelu_backward", "cross_entropy",
               "embedding", "embedding_backward")
 _ELEMENTWISE_OPS = ("add", "add_bias", "column_sum", "member_affine", "last_step")
 _LOWRANK_OPS = ("project", "project_rows", "expand")
@@ -26,6 +26,7 @@ def _host_array(dtype):
 def ops_for(backend):
     prefix = _PREFIX[backend]
     ops = {name: getattr(float_layers, prefix + name) for name in _LAYER_OPS}
+    ops.update({name: getattr(norms, prefix + name) for name in ("rmsnorm", "rmsnorm_backward")})
     ops.update({name: getattr(float_elementwise, prefix + name) for name in _ELEMENTWISE_OPS})
     ops.update({"lowrank_" + name: getattr(lowrank, prefix + name) for name in _LOWRANK_OPS})
     ops["matmul"] = getattr(float_matmul, prefix + "forward")
@@ -34,7 +35,7 @@ def ops_for(backend):
     ops["scan_backward"] = getattr(scan, prefix + "backward")
     ops["scan_step"] = getattr(scan, prefix + "step")
     if backend == "cuda":
-        from kernels.cuda_api import cuda
+        from eggnog.kernels.cuda_api import cuda
 
         ops["to_device"] = lambda a: cuda.to_device(np.ascontiguousarray(a))
         ops["dtype"] = np.float32

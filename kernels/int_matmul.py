@@ -14,10 +14,11 @@ whole population and adds the perturbation in its epilogue, generating A_p[j] wh
 import numba
 import numpy as np
 
-from kernels import rng_reference
-from kernels.cuda_api import block_sum, cuda, kernel
-from kernels.int_math import FIXED_POINT, build, matmul_divisor
-from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
+from eggnog.kernels import rng_reference
+from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.reductions import block_sum
+from eggnog.kernels.int_math import FIXED_POINT, build, matmul_divisor
+from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
                          gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
 
 cpu_clip8 = build(numba.njit)[0]

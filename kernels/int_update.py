@@ -13,16 +13,16 @@ fitness scale (see evolution.eggroll). Noise is regenerated from each pair's key
 import numba
 import numpy as np
 
-from kernels import rng_reference
-from kernels.cuda_api import cuda, kernel
-from kernels.egg_ops import cpu_clip8, gpu_clip8
-from kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
+from eggnog.kernels import rng_reference
+from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.egg_ops import cpu_clip8, gpu_clip8
+from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
                          gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
 
 
 def gate_bound(threshold, n_pairs, use_clt):
     """Right-hand side of the z-test gate |Z| * 16 >= bound."""
-    from kernels.int_math import iroot
+    from eggnog.kernels.int_math import iroot
 
     return int(threshold) * iroot(int(n_pairs), 2) * (256 if use_clt else 1)
 

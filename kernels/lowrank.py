@@ -12,7 +12,7 @@ parallel loop for the rank-r expansion, where BLAS calls are too small to pay), 
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, kernel
+from eggnog.kernels.cuda_api import cuda, kernel
 
 F32_1D = numba.float32[::1]
 F32_3D = numba.float32[:, :, ::1]

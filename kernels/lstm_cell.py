@@ -33,8 +33,8 @@ import math
 import numba
 import numpy as np
 
-from kernels import float_matmul
-from kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels import float_matmul
+from eggnog.kernels.cuda_api import cuda, device_function, kernel
 
 F32_1D = numba.float32[::1]
 F32_2D = numba.float32[:, ::1]

@@ -11,10 +11,10 @@ rng.normal_float32; the CPU twin equals `rng.generate(..., backend="cpu")` bit f
 import numba
 import numpy as np
 
-from kernels import rng_reference
-from kernels.cuda_api import cuda, kernel
-from kernels.noise_math import MASK32
-from kernels.rng import (cpu_member_key_a, cpu_member_key_b, cpu_normal_f32, cpu_round1, gpu_member_key_a,
+from eggnog.kernels import rng_reference
+from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.noise_math import MASK32
+from eggnog.kernels.rng import (cpu_member_key_a, cpu_member_key_b, cpu_normal_f32, cpu_round1, gpu_member_key_a,
                          gpu_member_key_b, gpu_normal_f32, gpu_round1)
 
 THREADS = 256

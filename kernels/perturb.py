@@ -49,10 +49,10 @@ Restoring θ after a probe, with fp32 master parameters (checked in tests/test_p
 import numba
 import numpy as np
 
-from kernels import rng_reference
-from kernels.cuda_api import cuda, device_function, kernel
-from kernels.noise_math import MASK32, TWO_POW_M24
-from kernels.rng import (cpu_bits_of, cpu_normal_f32, cpu_rademacher, cpu_round1, gpu_bits_of, gpu_normal_f32,
+from eggnog.kernels import rng_reference
+from eggnog.kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.noise_math import MASK32, TWO_POW_M24
+from eggnog.kernels.rng import (cpu_bits_of, cpu_normal_f32, cpu_rademacher, cpu_round1, gpu_bits_of, gpu_normal_f32,
                          gpu_rademacher, gpu_round1)
 
 DISTRIBUTIONS = ("rademacher", "normal", "uniform")

@@ -1,40 +1,52 @@
 """Compile every registered CUDA kernel to PTX, with or without a GPU.
 
-    python -m kernels.ptx            # prints one JSON line per kernel and signature
+    python -m eggnog.kernels.ptx               # one JSON line per kernel and signature
+    python -m eggnog.kernels.ptx --inventory   # the names of every cuda.jit kernel in the package
 
 Needs numba-cuda's compilers (the cu12/cu13 extra) but no driver: kernels that call device
 functions ask numba for the current device, which is answered with the target compute capability
 when no GPU is present.
 """
 
-import importlib
 import json
-import pkgutil
 import re
 import sys
 import types
 
-import kernels
-from kernels.cuda_api import KERNELS, SIMULATED, cuda
+from eggnog.kernels.cuda_api import KERNELS, SIMULATED, cuda
+from eggnog.kernels.registry import import_families
 
 F64_INSTRUCTION = re.compile(r"^\s*[a-z][\w.]*\.f64\b", re.MULTILINE)
 
 
-def import_all_kernel_modules():
-    for module in pkgutil.iter_modules(kernels.__path__):
-        if module.name != "ptx":
-            importlib.import_module(f"kernels.{module.name}")
-
-
-def compile_all(cc=(9, 0)):
-    """Yield dicts with name, signature, ptx, f64 instruction count and dp4a count."""
+def _require_compiler(cc):
     if SIMULATED:
         raise RuntimeError("PTX cannot be compiled with NUMBA_ENABLE_CUDASIM=1")
     import numba.cuda.dispatcher as dispatcher
 
     if not cuda.is_available():
         dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
-    import_all_kernel_modules()
+
+
+def jit_kernels():
+    """Names of every cuda.jit kernel (not device function) bound in a module of the package, whether
+    or not it was registered with `cuda_api.kernel`."""
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    import_families()
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("eggnog.kernels."):
+            for attr in vars(module).values():
+                if isinstance(attr, CUDADispatcher) and not attr.targetoptions.get("device"):
+                    found.add(f"{attr.py_func.__module__}.{attr.py_func.__name__}")
+    return sorted(found)
+
+
+def compile_all(cc=(9, 0)):
+    """Yield dicts with name, signature, ptx, f64 instruction count and dp4a count."""
+    _require_compiler(cc)
+    import_families()
     for spec in KERNELS:
         for sig in spec.signatures:
             ptx, _ = cuda.compile_ptx(spec.pyfunc, sig, cc=cc)
@@ -49,6 +61,9 @@ def compile_all(cc=(9, 0)):
 
 
 def main():
+    if sys.argv[1:] == ["--inventory"]:
+        json.dump(jit_kernels(), sys.stdout)
+        return
     for row in compile_all():
         json.dump(row, sys.stdout)
         sys.stdout.write("\n")

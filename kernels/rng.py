@@ -10,9 +10,9 @@ import math
 import numba
 import numpy as np
 
-from kernels import noise_math, rng_reference
-from kernels.backend import current_backend
-from kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels import noise_math, rng_reference
+from eggnog.kernels.backend import current_backend
+from eggnog.kernels.cuda_api import cuda, device_function, kernel
 
 KINDS = ("uniform_int8", "gaussian_int8", "rademacher_int8", "normal_float32")
 UNIFORM, GAUSSIAN, RADEMACHER = 0, 1, 2

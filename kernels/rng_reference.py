@@ -6,7 +6,7 @@ arrays at once. Needs only NumPy, so data samplers can use it too.
 
 import numpy as np
 
-from kernels.noise_math import GAUSS_MUL, GAUSS_SHIFT, GOLDEN32, INDEX_LIMIT, KB_SALT, MASK32, SECOND_WORD_SALT
+from eggnog.kernels.noise_math import GAUSS_MUL, GAUSS_SHIFT, GOLDEN32, INDEX_LIMIT, KB_SALT, MASK32, SECOND_WORD_SALT
 
 _M = np.uint64(MASK32)
 

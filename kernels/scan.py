@@ -23,7 +23,7 @@ import math
 import numba
 import numpy as np
 
-from kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import cuda, device_function, kernel
 
 CHUNK = 64
 

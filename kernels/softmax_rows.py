@@ -13,7 +13,8 @@ import math
 import numba
 import numpy as np
 
-from kernels.cuda_api import SIMULATED, block_sum, cuda, kernel, row_max_and_exp_sum
+from eggnog.kernels.cuda_api import SIMULATED, cuda, kernel
+from eggnog.kernels.reductions import block_sum, row_max_and_exp_sum
 
 # Threads per block (one block per row, a power of two for the tree reductions). The simulator runs
 # every thread as a Python thread, so it gets narrower blocks; the code path is the same for any power of two.

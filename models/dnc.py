@@ -44,10 +44,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kernels.dnc_elementwise import SIGMOID, TANH
-from kernels.dnc_ops import ops_for
-from kernels.errors import BadInput
-from models.flat_params import FlatParams
+from eggnog.kernels.dnc_elementwise import SIGMOID, TANH
+from eggnog.kernels.dnc_ops import ops_for
+from eggnog.runtime.errors import BadInput
+from eggnog.models.flat_params import FlatParams
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.errors import BadInput
-from kernels.noise_math import prefix_key, stream_key
-from kernels.rng_reference import gaussian_int8
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.noise_math import prefix_key, stream_key
+from eggnog.kernels.rng_reference import gaussian_int8
 
 VOCAB = 256
 INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise

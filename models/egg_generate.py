@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from kernels.backend import to_host
-from kernels.egg_ops import ops_for
-from models.sampling import egg_logits_to_nats
+from eggnog.kernels.backend import to_host
+from eggnog.kernels.egg_ops import ops_for
+from eggnog.models.sampling import egg_logits_to_nats
 
 
 def generate_egg(model, flat_params, prompt: bytes, length, sampler, seed, backend):

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kernels import lstm_cell
-from kernels.errors import BadInput
-from kernels.float_ops import ops_for
-from models.flat_params import FlatParams
+from eggnog.kernels import lstm_cell
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.float_ops import ops_for
+from eggnog.models.flat_params import FlatParams
 
 
 @dataclass(frozen=True)

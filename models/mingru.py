@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kernels.errors import BadInput
-from models.flat_params import FlatParams
+from eggnog.runtime.errors import BadInput
+from eggnog.models.flat_params import FlatParams
 
 VOCAB = 256
 

@@ -3,7 +3,7 @@ validation split, each row read from a zero state in one parallel pass; rows sha
 
 import numpy as np
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 
 def val_windows(val, rows, tokens):

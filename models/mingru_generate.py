@@ -3,8 +3,8 @@ whole prompt), then one byte at a time through the single-step scan with the car
 
 import numpy as np
 
-from kernels.backend import to_host
-from kernels.float_ops import ops_for
+from eggnog.kernels.backend import to_host
+from eggnog.kernels.float_ops import ops_for
 
 
 def generate_mingru(model, flat_params, prompt: bytes, length, sampler, seed, backend):

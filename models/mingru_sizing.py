@@ -12,7 +12,7 @@ P ~ depth (3e + 2f) d^2 + 2 * 256 d (minGRU 3e d^2, feed-forward 2f d^2, embeddi
 import math
 import re
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 
 def egg_logits_to_nats(logits):

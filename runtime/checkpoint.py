@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.errors import BadInput
-from runtime.files import link_atomic, write_atomic
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.files import link_atomic, write_atomic
 
 FORMAT_NAME = "eggnog-checkpoint"
 META_KEY = "__meta__"

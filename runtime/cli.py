@@ -3,7 +3,7 @@
 import functools
 import sys
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 
 def user_errors(fn):

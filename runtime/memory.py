@@ -29,7 +29,7 @@ class MemoryMeter:
 
     def sample(self):
         if self.cuda:
-            from kernels.cuda_api import cuda
+            from eggnog.kernels.cuda_api import cuda
 
             free, total = cuda.current_context().get_memory_info()
             self.peak_device = max(self.peak_device, total - free)

@@ -5,8 +5,8 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from kernels.errors import BadInput
-from runtime.files import write_atomic
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.files import write_atomic
 
 
 def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name="run"):

@@ -3,8 +3,8 @@
 import sysconfig
 from pathlib import Path
 
-from corpus.prepare import prepare
-from evolution.es_trainer import EsRunConfig
+from eggnog.corpus.prepare import prepare
+from eggnog.evolution.es_trainer import EsRunConfig
 
 TINY = dict(n_layer=1, n_embd=8, population=8, group_size=2, tokens_per_update=8, epochs=6, validate_every=2,
             checkpoint_every=3, val_rows=4, val_tokens=16, seed=3)

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from kernels import backend
-from kernels.backend import Backend, resolve_name, select_backend, to_host
-from kernels.errors import BadInput
+from eggnog.kernels import backend
+from eggnog.kernels.backend import Backend, resolve_name, select_backend, to_host
+from eggnog.runtime.errors import BadInput
 
 
 def test_auto_picks_cuda_on_the_simulator():

@@ -7,9 +7,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from corpus.prepare import prepare
-from corpus.reader import open_corpus
-from kernels.errors import BadInput
+from eggnog.corpus.prepare import prepare
+from eggnog.corpus.reader import open_corpus
+from eggnog.runtime.errors import BadInput
 from tests.corpus_helpers import make_docs
 
 FORMATS = [".bin", ".h5", ".zarr"]

@@ -12,9 +12,9 @@ import h5py
 import numpy as np
 import pytest
 
-from corpus.prepare import prepare
-from corpus.reader import BlockReader, SlowCorpusWarning, open_corpus
-from kernels.errors import BadInput
+from eggnog.corpus.prepare import prepare
+from eggnog.corpus.reader import BlockReader, SlowCorpusWarning, open_corpus
+from eggnog.runtime.errors import BadInput
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,7 +85,7 @@ def test_prepared_zarr_is_a_valid_zarr_store(tmp_path):
 def test_zarr_is_imported_only_for_zarr_paths(tmp_path):
     (tmp_path / "a").write_bytes(b"some bytes")
     code = (
-        "import sys; from corpus.prepare import prepare; from corpus.reader import open_corpus\n"
+        "import sys; from eggnog.corpus.prepare import prepare; from eggnog.corpus.reader import open_corpus\n"
         f"prepare([{str(tmp_path / 'a')!r}], {str(tmp_path / 'c.bin')!r}, val_fraction=0.0)\n"
         f"prepare([{str(tmp_path / 'a')!r}], {str(tmp_path / 'c.h5')!r}, val_fraction=0.0)\n"
         f"open_corpus({str(tmp_path / 'c.bin')!r}); open_corpus({str(tmp_path / 'c.h5')!r})\n"

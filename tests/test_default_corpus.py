@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from corpus import default
-from corpus.reader import open_corpus
-from kernels.errors import BadInput
+from eggnog.corpus import default
+from eggnog.corpus.reader import open_corpus
+from eggnog.runtime.errors import BadInput
 
 
 @pytest.fixture

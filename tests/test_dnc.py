@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from kernels import batched_matmul, dnc_cell, dnc_elementwise, dnc_memory, dnc_ops, layernorm, softmax_rows
-from kernels.backend import to_host
-from kernels.errors import BadInput
-from models.dnc import DncConfig, DncModel, formula_params
-from zorn.batch import TaskBatch
+from eggnog.kernels import batched_matmul, dnc_cell, dnc_elementwise, dnc_memory, dnc_ops, norms, softmax_rows
+from eggnog.kernels.backend import to_host
+from eggnog.runtime.errors import BadInput
+from eggnog.models.dnc import DncConfig, DncModel, formula_params
+from eggnog.zorn.batch import TaskBatch
 
 RNG = np.random.default_rng(5)
 # head_size >= 3: a LayerNorm over two features only ever yields (+-1, -+1), which makes key gradients vanish
@@ -192,10 +192,10 @@ def fd_check(loss, arrays, grads, indices=2):
 
 def test_layernorm():
     x, w, b, dy = f32(3, 40, scale=2.0) + 1.0, f32(40), f32(40), f32(3, 40)
-    y, mean, rstd = layernorm.reference_layernorm(x, w, b)
-    dx, dw, db = layernorm.reference_layernorm_backward(dy, x, w, mean, rstd)
-    for forward, backward in ((layernorm.cpu_layernorm, layernorm.cpu_layernorm_backward),
-                              (layernorm.cuda_layernorm, layernorm.cuda_layernorm_backward)):
+    y, mean, rstd = norms.reference_layernorm(x, w, b)
+    dx, dw, db = norms.reference_layernorm_backward(dy, x, w, mean, rstd)
+    for forward, backward in ((norms.cpu_layernorm, norms.cpu_layernorm_backward),
+                              (norms.cuda_layernorm, norms.cuda_layernorm_backward)):
         got = forward(x, w, b)
         for g, r in zip(got, (y, mean, rstd)):
             close(g, r)
@@ -203,9 +203,9 @@ def test_layernorm():
             close(g, r)
     x64, w64, b64, dy64 = (a[:2, :5].astype(np.float64) if a.ndim == 2 else a[:5].astype(np.float64)
                            for a in (x, w, b, dy))
-    _, m64, r64 = layernorm.reference_layernorm(x64, w64, b64)
-    fd_check(lambda: float((layernorm.reference_layernorm(x64, w64, b64)[0] * dy64).sum()), [x64, w64, b64],
-             layernorm.reference_layernorm_backward(dy64, x64, w64, m64, r64))
+    _, m64, r64 = norms.reference_layernorm(x64, w64, b64)
+    fd_check(lambda: float((norms.reference_layernorm(x64, w64, b64)[0] * dy64).sum()), [x64, w64, b64],
+             norms.reference_layernorm_backward(dy64, x64, w64, m64, r64))
 
 
 def test_softmax_rows():

@@ -4,8 +4,8 @@ including saturated inputs, odd first members, unperturbed runs and sizes off th
 import numpy as np
 import pytest
 
-from kernels import egg_ops, int_matmul
-from kernels.backend import Backend, to_host
+from eggnog.kernels import egg_ops, int_matmul
+from eggnog.kernels.backend import Backend, to_host
 
 SIM = Backend("cuda", simulated=True)
 RNG = np.random.default_rng(7)

@@ -6,9 +6,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from kernels.egg_ops import ops_for
-from kernels.errors import BadInput
-from models.egg import EggConfig, EggModel
+from eggnog.kernels.egg_ops import ops_for
+from eggnog.runtime.errors import BadInput
+from eggnog.models.egg import EggConfig, EggModel
 
 TEXT = np.frombuffer(b"def f(x):\n\0ret", dtype=np.uint8)
 
@@ -82,7 +82,7 @@ def test_architecture_table():
 
 def test_simulated_cuda_path_equals_reference():
     """The whole model on the CUDA kernels (simulator), tiny enough for it: bit-identical."""
-    from kernels.backend import Backend, to_host
+    from eggnog.kernels.backend import Backend, to_host
 
     model = EggModel(EggConfig(1, 8))
     flat = model.init_params(2)

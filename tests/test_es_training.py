@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from corpus.reader import open_corpus
-from evolution.eggroll import IntEggrollConfig
-from evolution.es_trainer import EsTrainer
-from kernels.backend import Backend
-from kernels.errors import BadInput
-from runtime.checkpoint import load_checkpoint
-from runtime.rundir import read_jsonl
-from runtime.world import init_world
+from eggnog.corpus.reader import open_corpus
+from eggnog.evolution.eggroll import IntEggrollConfig
+from eggnog.evolution.es_trainer import EsTrainer
+from eggnog.kernels.backend import Backend
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.rundir import read_jsonl
+from eggnog.runtime.world import init_world
 from tests.es_helpers import TINY, tiny_config, tiny_corpus
 from tests.helpers import assert_user_error, run_script
 
@@ -48,7 +48,7 @@ def test_resume_equals_uninterrupted_run(tmp_path):
 def test_training_moves_parameters_and_states(tmp_path):
     arrays, record = train(tmp_path, "run", 3)
     cfg = tiny_config()
-    from models.egg import EggModel
+    from eggnog.models.egg import EggModel
 
     initial = EggModel(cfg.model()).init_params(cfg.seed)
     assert np.count_nonzero(arrays["params"] != initial) > 0
@@ -121,7 +121,7 @@ def test_script_bad_input(tmp_path, extra, message):
 
 
 def test_generate_refuses_other_checkpoints(tmp_path):
-    from runtime.checkpoint import save_checkpoint
+    from eggnog.runtime.checkpoint import save_checkpoint
 
     save_checkpoint(tmp_path, 1, {"params": np.zeros(3, np.int8)}, {"model": "lstm"})
     assert_user_error(run_script("generate.py", tmp_path), "holds a 'lstm' model")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
+from eggnog.evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
 
 
 def test_pair_signs():

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from evolution.float_eggroll import FloatEggroll, FloatEggrollConfig, zscore_fitness
-from kernels.errors import BadInput
-from kernels.float_ops import ops_for
-from models.mingru import MinGruConfig, MinGruModel
-from zorn.optim import make_optimizer
+from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig, zscore_fitness
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.float_ops import ops_for
+from eggnog.models.mingru import MinGruConfig, MinGruModel
+from eggnog.training.optimizers import make_optimizer
 
 RNG = np.random.default_rng(3)
 MODEL = MinGruModel(MinGruConfig(4, 1, 1.5, 2.0))

@@ -12,10 +12,10 @@ sum of |x| down a column); fp32's worst case for n roundings is about n * 6e-8 *
 import numpy as np
 import pytest
 
-from kernels import float_elementwise as fe
+from eggnog.kernels import float_elementwise as fe
 from tests import helpers
 from tests.helpers import host32
-from kernels.cuda_api import cuda
+from eggnog.kernels.cuda_api import cuda
 
 RNG = np.random.default_rng(17)
 RTOL = 1e-6

@@ -5,8 +5,9 @@ of the references are checked against finite differences."""
 import numpy as np
 import pytest
 
-from kernels import float_layers as fl
-from kernels.backend import to_host
+from eggnog.kernels import float_layers as fl
+from eggnog.kernels import norms
+from eggnog.kernels.backend import to_host
 
 RNG = np.random.default_rng(11)
 
@@ -24,9 +25,9 @@ def f32(*shape, scale=1.0):
 @pytest.mark.parametrize("rows,dim", [(3, 40), (2, 200)])
 def test_rmsnorm_forward_and_backward(rows, dim):
     x, w, dy = f32(rows, dim, scale=3.0), f32(dim), f32(rows, dim)
-    y, rstd = fl.reference_rmsnorm(x, w)
-    dx, dw = fl.reference_rmsnorm_backward(dy, x, w, rstd)
-    for forward, backward in ((fl.cpu_rmsnorm, fl.cpu_rmsnorm_backward), (fl.cuda_rmsnorm, fl.cuda_rmsnorm_backward)):
+    y, rstd = norms.reference_rmsnorm(x, w)
+    dx, dw = norms.reference_rmsnorm_backward(dy, x, w, rstd)
+    for forward, backward in ((norms.cpu_rmsnorm, norms.cpu_rmsnorm_backward), (norms.cuda_rmsnorm, norms.cuda_rmsnorm_backward)):
         got_y, got_rstd = forward(x, w)
         close(got_y, y)
         close(got_rstd, rstd)
@@ -37,9 +38,9 @@ def test_rmsnorm_forward_and_backward(rows, dim):
 
 def test_rmsnorm_reference_gradient_by_finite_differences():
     x, w, dy = f32(2, 6).astype(np.float64), f32(6).astype(np.float64), f32(2, 6).astype(np.float64)
-    _, rstd = fl.reference_rmsnorm(x, w)
-    dx, dw = fl.reference_rmsnorm_backward(dy, x, w, rstd)
-    loss = lambda xx, ww: float((fl.reference_rmsnorm(xx, ww)[0] * dy).sum())  # noqa: E731
+    _, rstd = norms.reference_rmsnorm(x, w)
+    dx, dw = norms.reference_rmsnorm_backward(dy, x, w, rstd)
+    loss = lambda xx, ww: float((norms.reference_rmsnorm(xx, ww)[0] * dy).sum())  # noqa: E731
     eps = 1e-6
     for index in [(0, 0), (1, 4)]:
         plus, minus = x.copy(), x.copy()

@@ -4,8 +4,8 @@
 import numpy as np
 import pytest
 
-from kernels import float_matmul as fm
-from kernels.backend import to_host
+from eggnog.kernels import float_matmul as fm
+from eggnog.kernels.backend import to_host
 
 RNG = np.random.default_rng(5)
 

@@ -7,9 +7,9 @@ import numba
 import numpy as np
 import pytest
 
-from kernels import egg_ops
-from kernels.backend import to_host
-from kernels.int_math import EXP2, build, iroot, matmul_divisor
+from eggnog.kernels import egg_ops
+from eggnog.kernels.backend import to_host
+from eggnog.kernels.int_math import EXP2, build, iroot, matmul_divisor
 
 S_MIN, S_MAX = 256 * int(EXP2[1]), 256 * int(EXP2[255])  # sums of 256 EXP2 terms of y' in [1, 255]
 cpu_floor_log2_x16 = build(numba.njit)[1]

@@ -4,9 +4,9 @@ z-test gate, the Z = 0 rule and saturation behave as nano-egg's."""
 import numpy as np
 import pytest
 
-from kernels import int_update
-from kernels.backend import Backend, to_host
-from kernels.rng_reference import gaussian_rows
+from eggnog.kernels import int_update
+from eggnog.kernels.backend import Backend, to_host
+from eggnog.kernels.rng_reference import gaussian_rows
 
 SIM = Backend("cuda", simulated=True)
 

@@ -13,7 +13,7 @@ roundings, still under 1e-6 * mag).
 import numpy as np
 import pytest
 
-from kernels import lowrank as lr
+from eggnog.kernels import lowrank as lr
 from tests import helpers
 from tests.helpers import host32
 

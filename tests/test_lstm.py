@@ -12,12 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from kernels import lstm_cell
-from kernels.backend import to_host
-from kernels.errors import BadInput
-from models.lstm import LstmConfig, LstmModel
+from eggnog.kernels import lstm_cell
+from eggnog.kernels.backend import to_host
+from eggnog.runtime.errors import BadInput
+from eggnog.models.lstm import LstmConfig, LstmModel
 from tests.helpers import assert_user_error, run_script
-from zorn.batch import TaskBatch
+from eggnog.zorn.batch import TaskBatch
 
 RNG = np.random.default_rng(5)
 TABLE1 = [(240, 12, 150_740), (1600, 32, 1_139_700), (9600, 64, 10_627_700), (66000, 220, 112_606_100),
@@ -180,7 +180,7 @@ def test_forward_and_gradients_agree_on_all_backends():
             assert np.abs(ref_part).max() > 1e-4, name
             assert relative(grad[start:start + math.prod(shape)], ref_part) <= 1e-4, name
         assert relative(model.logits(backend, flat, batch.inputs), ref_logits) <= 1e-5
-    from kernels.cuda_api import cuda
+    from eggnog.kernels.cuda_api import cuda
 
     on_device = model.loss("cuda", cuda.to_device(flat), batch)  # a device-resident flat vector
     assert on_device == pytest.approx(ref_loss, rel=1e-5)

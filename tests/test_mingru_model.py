@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
-from kernels.errors import BadInput
-from kernels.float_ops import ops_for
-from models.mingru import MinGruConfig, MinGruModel
-from models.mingru_sizing import parse_size, solve_dims
-from zorn.optim import make_optimizer
+from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.float_ops import ops_for
+from eggnog.models.mingru import MinGruConfig, MinGruModel
+from eggnog.models.mingru_sizing import parse_size, solve_dims
+from eggnog.training.optimizers import make_optimizer
 
 RNG = np.random.default_rng(11)
 

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from runtime.checkpoint import save_checkpoint
-from runtime.rundir import read_jsonl
+from eggnog.runtime.checkpoint import save_checkpoint
+from eggnog.runtime.rundir import read_jsonl
 from tests.es_helpers import tiny_corpus
 from tests.helpers import assert_user_error, run_script
 

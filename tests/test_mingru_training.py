@@ -5,15 +5,15 @@ bit; checkpoints keep the evaluation point and refuse another trainer."""
 import numpy as np
 import pytest
 
-from corpus.reader import open_corpus
-from evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
-from kernels.backend import Backend
-from kernels.errors import BadInput
-from runtime.checkpoint import load_checkpoint
-from runtime.rundir import read_jsonl
-from runtime.world import init_world
+from eggnog.corpus.reader import open_corpus
+from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
+from eggnog.kernels.backend import Backend
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.rundir import read_jsonl
+from eggnog.runtime.world import init_world
 from tests.es_helpers import tiny_corpus
-from zorn.bptt import BpttRunConfig, BpttTrainer
+from eggnog.training.bptt import BpttRunConfig, BpttTrainer
 
 CPU = Backend("cpu")
 SMALL = dict(dim=16, depth=1, val_rows=4, val_tokens=64, seed=2)

@@ -5,9 +5,9 @@ reference within rng's stated tolerance (4 eps max(|z|, 1)); bad members and sli
 import numpy as np
 import pytest
 
-from kernels import noise_rows, rng
-from kernels.backend import to_host
-from kernels.noise_math import prefix_key, stream_key
+from eggnog.kernels import noise_rows, rng
+from eggnog.kernels.backend import to_host
+from eggnog.kernels.noise_math import prefix_key, stream_key
 
 TOLERANCE = 4 * np.finfo(np.float32).eps
 

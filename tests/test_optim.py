@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from kernels.errors import BadInput
-from zorn.optim import OPTIMIZERS, AdamW, Sgd, SfAdamW, make_optimizer
+from eggnog.runtime.errors import BadInput
+from eggnog.training.optimizers import OPTIMIZERS, AdamW, Sgd, SfAdamW, make_optimizer
 
 P0 = [0.5, -1.25, 2.0]
 GRADS = [[0.3, -0.7, 1.1], [-0.2, 0.4, 0.9], [0.05, -1.5, -0.6]]

@@ -10,11 +10,11 @@ The simulator computes without FMA contraction, as the CPU twin does; a real GPU
 import numpy as np
 import pytest
 
-from kernels import perturb, rng
-from kernels.backend import to_host
-from kernels.cuda_api import cuda
-from kernels.noise_math import stream_key
-from kernels.perturb import DISTRIBUTIONS
+from eggnog.kernels import perturb, rng
+from eggnog.kernels.backend import to_host
+from eggnog.kernels.cuda_api import cuda
+from eggnog.kernels.noise_math import stream_key
+from eggnog.kernels.perturb import DISTRIBUTIONS
 
 EPS = float(np.finfo(np.float32).eps)
 ULPS = 6

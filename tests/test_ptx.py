@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kernels.ptx import F64_INSTRUCTION
+from eggnog.kernels.ptx import F64_INSTRUCTION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MISSING_COMPILER = ("DynamicLibNotFoundError", "libnvrtc", "libnvvm", "NvvmSupportError")
@@ -17,7 +17,7 @@ MISSING_COMPILER = ("DynamicLibNotFoundError", "libnvrtc", "libnvvm", "NvvmSuppo
 @pytest.fixture(scope="module")
 def compiled():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONPATH=ROOT)
-    result = subprocess.run([sys.executable, "-m", "kernels.ptx"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "eggnog.kernels.ptx"], capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=900)
     if result.returncode and any(m in result.stderr for m in MISSING_COMPILER):
         if os.environ.get("EGGNOG_REQUIRE_PTX") == "1":
@@ -29,10 +29,10 @@ def compiled():
 
 def test_every_kernel_compiles_for_sm90(compiled):
     names = {row["name"] for row in compiled}
-    assert {"kernels.rng.fill_int8_cuda", "kernels.rng.fill_normal_cuda", "kernels.int_matmul.perturbed_matmul_cuda",
-            "kernels.int_update.matrix_update_cuda", "kernels.egg_ops.l1_norm_cuda", "kernels.noise_rows.normal_rows_cuda",
-            "kernels.lowrank.expand_cuda", "kernels.float_elementwise.member_affine_cuda",
-            "kernels.scan.backward_apply_cuda", "kernels.float_matmul.matmul_cuda"} <= names
+    assert {"eggnog.kernels.rng.fill_int8_cuda", "eggnog.kernels.rng.fill_normal_cuda", "eggnog.kernels.int_matmul.perturbed_matmul_cuda",
+            "eggnog.kernels.int_update.matrix_update_cuda", "eggnog.kernels.egg_ops.l1_norm_cuda", "eggnog.kernels.noise_rows.normal_rows_cuda",
+            "eggnog.kernels.lowrank.expand_cuda", "eggnog.kernels.float_elementwise.member_affine_cuda",
+            "eggnog.kernels.scan.backward_apply_cuda", "eggnog.kernels.float_matmul.matmul_cuda"} <= names
     assert all(row["ptx_bytes"] > 0 for row in compiled)
 
 
@@ -42,7 +42,7 @@ def test_float32_and_integer_kernels_have_no_f64(compiled):
 
 
 def test_population_matmul_uses_dp4a(compiled):
-    matmul = [row for row in compiled if row["name"] == "kernels.int_matmul.perturbed_matmul_cuda"]
+    matmul = [row for row in compiled if row["name"] == "eggnog.kernels.int_matmul.perturbed_matmul_cuda"]
     assert matmul and all(row["dp4a_instructions"] >= 1 for row in matmul)
 
 

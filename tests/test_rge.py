@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from kernels.backend import Backend
-from kernels.errors import BadInput
-from models.lstm import LstmConfig, LstmModel
-from runtime.world import init_world
-from zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer
-from zorn.tasks import VOCAB, make_task
+from eggnog.kernels.backend import Backend
+from eggnog.runtime.errors import BadInput
+from eggnog.models.lstm import LstmConfig, LstmModel
+from eggnog.runtime.world import init_world
+from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer
+from eggnog.zorn.tasks import VOCAB, make_task
 
 CPU = Backend("cpu")
 MODEL = LstmModel(LstmConfig(VOCAB, 4, 8, 2))

@@ -5,13 +5,13 @@ and refuses bad input with one sentence."""
 import numpy as np
 import pytest
 
-from kernels.backend import Backend
-from kernels.errors import BadInput
-from runtime.checkpoint import load_checkpoint
-from runtime.rundir import read_jsonl
-from runtime.world import init_world
+from eggnog.kernels.backend import Backend
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.rundir import read_jsonl
+from eggnog.runtime.world import init_world
 from tests.helpers import assert_user_error, run_script
-from zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
 
 CPU = Backend("cpu")
 TINY = dict(hidden_size=8, num_heads=2, input_size=4, batch_size=4, probes=4, lr=0.05, epsilon=0.01, steps=6,

@@ -5,9 +5,9 @@ generated on its own."""
 import numpy as np
 import pytest
 
-from kernels import noise_math, rng, rng_reference
-from kernels.backend import to_host
-from kernels.rng import KINDS, generate
+from eggnog.kernels import noise_math, rng, rng_reference
+from eggnog.kernels.backend import to_host
+from eggnog.kernels.rng import KINDS, generate
 
 INT_KINDS = [k for k in KINDS if k.endswith("int8")]
 EPS32 = float(np.finfo(np.float32).eps)

@@ -7,11 +7,11 @@ import os
 import numpy as np
 import pytest
 
-from kernels.errors import BadInput
-from runtime.checkpoint import load_checkpoint, mark_best, resolve_checkpoint, save_checkpoint
-from runtime.cli import user_errors
-from runtime.rundir import create_run_dir, metrics_log, read_config, read_jsonl
-from runtime.world import check_launch, init_world
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.checkpoint import load_checkpoint, mark_best, resolve_checkpoint, save_checkpoint
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.rundir import create_run_dir, metrics_log, read_config, read_jsonl
+from eggnog.runtime.world import check_launch, init_world
 
 
 def test_world_without_launcher_is_size_one():
@@ -125,7 +125,7 @@ def test_user_errors_exit_with_status_two(capsys):
 
 
 def test_progress_bar_only_on_rank_zero(monkeypatch):
-    from runtime.progress import progress
+    from eggnog.runtime.progress import progress
 
     class Rank:
         def __init__(self, root):
@@ -143,7 +143,7 @@ def test_without_any_mpi_library_a_lone_process_still_runs():
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = ("from runtime.world import init_world, mpi_library; import numpy as np\n"
+    code = ("from eggnog.runtime.world import init_world, mpi_library; import numpy as np\n"
             "w = init_world()\n"
             "print(w.size, w.all_true(True), w.all_true(False), w.bcast_json({'a': 1}), "
             "w.allgather_array(np.arange(2)).tolist(), mpi_library())")

@@ -4,8 +4,8 @@ ranks gives the same windows; nano-egg streams continue across epochs; TBPTT chu
 import numpy as np
 import pytest
 
-from corpus.samplers import ContiguousStreams, RandomWindows, tbptt_chunks
-from kernels.errors import BadInput
+from eggnog.corpus.samplers import ContiguousStreams, RandomWindows, tbptt_chunks
+from eggnog.runtime.errors import BadInput
 
 DATA = np.random.default_rng(0).integers(0, 256, size=20_000, dtype=np.uint8)
 

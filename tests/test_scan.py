@@ -5,8 +5,8 @@ gradients within 1e-5 of the largest reference gradient."""
 import numpy as np
 import pytest
 
-from kernels import scan
-from kernels.backend import to_host
+from eggnog.kernels import scan
+from eggnog.kernels.backend import to_host
 
 RNG = np.random.default_rng(2026)
 

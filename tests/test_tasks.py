@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from corpus.reader import open_corpus
-from kernels.errors import BadInput
+from eggnog.corpus.reader import open_corpus
+from eggnog.runtime.errors import BadInput
 from tests.es_helpers import tiny_corpus
-from zorn.tasks import (SPACE, SYNTHETIC, TASKS, VOCAB, decode, encode, make_task, overfit_task,
+from eggnog.zorn.tasks import (SPACE, SYNTHETIC, TASKS, VOCAB, decode, encode, make_task, overfit_task,
                         tokens_of_bytes)
 
 LOWER = set(string.ascii_lowercase)

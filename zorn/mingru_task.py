@@ -3,8 +3,8 @@ cross-entropy in bits of a TaskBatch, from one flat parameter vector, and its BP
 
 import numpy as np
 
-from kernels.float_ops import ops_for
-from models.mingru import MinGruModel
+from eggnog.kernels.float_ops import ops_for
+from eggnog.models.mingru import MinGruModel
 
 
 class MinGruTaskModel:

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels import perturb
-from kernels.backend import to_host
-from kernels.errors import BadInput
-from kernels.noise_math import stream_key
-from zorn.optim import AdamW, Sgd
+from eggnog.kernels import perturb
+from eggnog.kernels.backend import to_host
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.noise_math import stream_key
+from eggnog.training.optimizers import AdamW, Sgd
 
 SOLVERS = ("cdrge", "fdras")
 DIST_MODES = ("reduce", "seeds")

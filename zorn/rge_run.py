@@ -11,14 +11,14 @@ import math
 import time
 from dataclasses import asdict, dataclass, fields, replace
 
-from kernels.errors import BadInput
-from runtime.checkpoint import load_checkpoint, save_checkpoint
-from runtime.memory import MemoryMeter
-from runtime.progress import progress
-from runtime.rundir import check_resume, metrics_log
-from zorn.optim import checkpoint_arrays, state_from_checkpoint
-from zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
-from zorn.tasks import VOCAB, make_task, overfit_task
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
+from eggnog.runtime.memory import MemoryMeter
+from eggnog.runtime.progress import progress
+from eggnog.runtime.rundir import check_resume, metrics_log
+from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
+from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
+from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
 
 MODELS = ("lstm", "dnc", "mingru")
 SOLVERS = ("cdrge", "fdras", "bptt")
@@ -70,16 +70,16 @@ RESUME_FIXED = tuple(f.name for f in fields(RgeRunConfig) if f.name not in ("ste
 
 def build_model(cfg):
     if cfg.model == "lstm":
-        from models.lstm import LstmConfig, LstmModel
+        from eggnog.models.lstm import LstmConfig, LstmModel
 
         return LstmModel(LstmConfig(VOCAB, cfg.input_size, cfg.hidden_size, cfg.num_heads))
     if cfg.model == "dnc":
-        from models.dnc import DncConfig, DncModel
+        from eggnog.models.dnc import DncConfig, DncModel
 
         return DncModel(DncConfig(VOCAB, cfg.input_size, cfg.hidden_size, cfg.memory_size, cfg.head_size,
                                   cfg.num_reads))
-    from models.mingru import MinGruConfig
-    from zorn.mingru_task import MinGruTaskModel
+    from eggnog.models.mingru import MinGruConfig
+    from eggnog.zorn.mingru_task import MinGruTaskModel
 
     return MinGruTaskModel(MinGruConfig(cfg.dim, cfg.depth, cfg.expansion_factor, cfg.ff_mult).check())
 
@@ -88,8 +88,8 @@ def open_task_corpus(cfg, world):
     """The byte corpus char_lm reads (--data, or the embedded default); None for synthetic tasks."""
     if cfg.task != "char_lm":
         return None
-    from corpus.default import default_corpus
-    from corpus.reader import open_corpus
+    from eggnog.corpus.default import default_corpus
+    from eggnog.corpus.reader import open_corpus
 
     return open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
 
@@ -107,7 +107,7 @@ class Timer:
 
     def __enter__(self):
         if self.cuda:
-            from kernels.cuda_api import cuda
+            from eggnog.kernels.cuda_api import cuda
 
             self.start, self.end = cuda.event(), cuda.event()
             self.start.record()
@@ -116,7 +116,7 @@ class Timer:
 
     def __exit__(self, *exc):
         if self.cuda:
-            from kernels.cuda_api import cuda
+            from eggnog.kernels.cuda_api import cuda
 
             self.end.record()
             self.end.synchronize()

@@ -34,9 +34,9 @@ import string
 
 import numpy as np
 
-from corpus.samplers import RandomWindows
-from kernels.errors import BadInput
-from zorn.batch import TaskBatch
+from eggnog.corpus.samplers import RandomWindows
+from eggnog.runtime.errors import BadInput
+from eggnog.zorn.batch import TaskBatch
 
 SYMBOLS = string.printable
 VOCAB = len(SYMBOLS)  # 100

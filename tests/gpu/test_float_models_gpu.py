@@ -6,14 +6,14 @@ the scan holds its accuracy at T = 65,536, and the CD-RGE perturbation kernels m
 import numpy as np
 import pytest
 
-from kernels import perturb, scan
-from kernels.backend import select_backend, to_host
-from kernels.noise_math import stream_key
-from models.dnc import DncConfig, DncModel
-from models.lstm import LstmConfig, LstmModel
-from models.mingru import MinGruConfig
-from zorn.mingru_task import MinGruTaskModel
-from zorn.tasks import make_task
+from eggnog.kernels import perturb, scan
+from eggnog.kernels.backend import select_backend, to_host
+from eggnog.kernels.noise_math import stream_key
+from eggnog.models.dnc import DncConfig, DncModel
+from eggnog.models.lstm import LstmConfig, LstmModel
+from eggnog.models.mingru import MinGruConfig
+from eggnog.zorn.mingru_task import MinGruTaskModel
+from eggnog.zorn.tasks import make_task
 
 BATCH = make_task("copy", 4, 16, seed=3).batch(0, 32)
 

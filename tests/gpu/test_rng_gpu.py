@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from kernels import noise_math
-from kernels.backend import select_backend, to_host
-from kernels.rng import KINDS, generate
+from eggnog.kernels import noise_math
+from eggnog.kernels.backend import select_backend, to_host
+from eggnog.kernels.rng import KINDS, generate
 
 EPS32 = float(np.finfo(np.float32).eps)
 

@@ -23,7 +23,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def world():
-    from runtime.world import init_world
+    from eggnog.runtime.world import init_world
 
     return init_world()
 

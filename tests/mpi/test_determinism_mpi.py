@@ -4,10 +4,10 @@ the gathered slices equal the whole computed on one rank."""
 import numpy as np
 import pytest
 
-from corpus.samplers import ContiguousStreams, RandomWindows
-from kernels import noise_math
-from kernels.backend import select_backend, to_host
-from kernels.rng import KINDS, generate
+from eggnog.corpus.samplers import ContiguousStreams, RandomWindows
+from eggnog.kernels import noise_math
+from eggnog.kernels.backend import select_backend, to_host
+from eggnog.kernels.rng import KINDS, generate
 
 PER_RANK = 256
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpus.reader import open_corpus
-from evolution.es_trainer import EsTrainer
-from kernels.backend import Backend
-from runtime.checkpoint import load_checkpoint
+from eggnog.corpus.reader import open_corpus
+from eggnog.evolution.es_trainer import EsTrainer
+from eggnog.kernels.backend import Backend
+from eggnog.runtime.checkpoint import load_checkpoint
 from tests.es_helpers import tiny_config, tiny_corpus
 
 

@@ -4,9 +4,9 @@ import os
 
 import numpy as np
 
-from corpus.default import default_corpus
-from runtime.checkpoint import load_checkpoint, save_checkpoint
-from runtime.rundir import create_run_dir, metrics_log, read_jsonl
+from eggnog.corpus.default import default_corpus
+from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
+from eggnog.runtime.rundir import create_run_dir, metrics_log, read_jsonl
 
 
 def test_run_directory_is_created_once_and_logged_by_rank_zero(world, shared_dir, parallel_assert):

@@ -5,11 +5,11 @@ different rank counts agree to fp32 rounding (float sums taken in another order)
 import numpy as np
 import pytest
 
-from corpus.reader import open_corpus
-from evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
-from kernels.backend import Backend
+from eggnog.corpus.reader import open_corpus
+from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
+from eggnog.kernels.backend import Backend
 from tests.es_helpers import tiny_corpus
-from zorn.bptt import BpttRunConfig, BpttTrainer
+from eggnog.training.bptt import BpttRunConfig, BpttTrainer
 
 SMALL = dict(dim=8, depth=1, val_rows=4, val_tokens=16, seed=4, validate_every=2, checkpoint_every=2)
 RUNS = {

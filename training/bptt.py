@@ -15,15 +15,15 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from corpus.samplers import RandomWindows
-from kernels.backend import to_host
-from kernels.errors import BadInput
-from kernels.float_ops import ops_for
-from models.mingru import MinGruModel
-from models.mingru_eval import val_bpb, val_windows
-from runtime.progress import progress
-from runtime.rundir import check_resume, metrics_log
-from zorn.mingru_run import (MinGruRunConfig, load_mingru, restore_optimizer, run_meta,
+from eggnog.corpus.samplers import RandomWindows
+from eggnog.kernels.backend import to_host
+from eggnog.runtime.errors import BadInput
+from eggnog.kernels.float_ops import ops_for
+from eggnog.models.mingru import MinGruModel
+from eggnog.models.mingru_eval import val_bpb, val_windows
+from eggnog.runtime.progress import progress
+from eggnog.runtime.rundir import check_resume, metrics_log
+from eggnog.training.mingru_run import (MinGruRunConfig, load_mingru, restore_optimizer, run_meta,
                              save_mingru)
 
 

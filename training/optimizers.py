@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from kernels.errors import BadInput
+from eggnog.runtime.errors import BadInput
 
 OPTIMIZERS = ("sf-adamw", "adamw", "sgd")
 

@@ -4,12 +4,12 @@ pick the backend and corpus, create (or reopen) the run directory, print the hea
 
 from dataclasses import asdict
 
-from corpus.default import default_corpus
-from corpus.reader import open_corpus
-from kernels.backend import select_backend
-from runtime.rundir import config_from, create_run_dir, read_config
-from runtime.world import init_world
-from zorn.mingru_run import describe
+from eggnog.corpus.default import default_corpus
+from eggnog.corpus.reader import open_corpus
+from eggnog.kernels.backend import select_backend
+from eggnog.runtime.rundir import config_from, create_run_dir, read_config
+from eggnog.runtime.world import init_world
+from eggnog.training.mingru_run import describe
 
 
 def launch(config_cls, trainer_cls, given, resume, run_dir, backend, name, describe_run, describe_summary):

@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from kernels.errors import BadInput
-from models.mingru import MinGruConfig, MinGruModel
-from models.mingru_sizing import parse_size, solve_dims
-from runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
-from zorn.optim import OPTIMIZERS, checkpoint_arrays, make_optimizer, state_from_checkpoint
+from eggnog.runtime.errors import BadInput
+from eggnog.models.mingru import MinGruConfig, MinGruModel
+from eggnog.models.mingru_sizing import parse_size, solve_dims
+from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
+from eggnog.training.optimizers import OPTIMIZERS, checkpoint_arrays, make_optimizer, state_from_checkpoint
 
 DEFAULT_DIM, DEFAULT_DEPTH = 64, 2  # laptop size when neither --params nor --dim/--depth is given
 
