@@ -37,14 +37,15 @@ def op(fn=None, *, cases=None, tolerance=None):
     backend. Use bare (`@op`) or, on the reference, with `cases=` and `tolerance=`."""
 
     def record(fn):
-        name = getattr(fn, "__name__", None) or fn.py_func.__name__
+        py = getattr(fn, "py_func", fn)  # a numba dispatcher names its Python function
+        name, module = py.__name__, py.__module__
         backend = next((b for prefix, b in PREFIXES.items() if name.startswith(prefix)), None)
         if backend is None:
             raise ValueError(f"{name}: an op's functions are named reference_<op>, cpu_<op> or cuda_<op>")
         key = name.split("_", 1)[1]
-        entry = OPS.setdefault(key, Op(key, fn.__module__))
-        if entry.module != fn.__module__:
-            raise ValueError(f"op {key!r} is defined in both {entry.module} and {fn.__module__}")
+        entry = OPS.setdefault(key, Op(key, module))
+        if entry.module != module:
+            raise ValueError(f"op {key!r} is defined in both {entry.module} and {module}")
         if getattr(entry, backend) is not None:
             raise ValueError(f"op {key!r} has two {backend} implementations")
         setattr(entry, backend, fn)
