@@ -1,7 +1,10 @@
 """The README's two set-up commands are the ones CI and users run."""
 
+import json
 import os
 import re
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,3 +27,33 @@ def test_ci_runs_the_readme_test_command():
     lines = [line for line in open(os.path.join(ROOT, ".ci", "run")).read().splitlines()
              if line.strip() and not line.startswith("#")]
     assert lines[-1] == readme_commands()[1]
+
+
+def test_install_puts_only_the_eggnog_namespace_in_site_packages(tmp_path):
+    """A real (non-editable) install, imported from outside the repository: the folders are
+    eggnog.<name>, and no generic top-level package (kernels, models, ...) is installed."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), ROOT], check=True, capture_output=True, timeout=600)
+    installed = sorted(p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info")))
+    assert installed == ["eggnog"], installed
+    probe = ("import importlib, json\n"
+             "out = {}\n"
+             "for name in ('kernels', 'models', 'corpus', 'runtime', 'training', 'evolution', 'zorn'):\n"
+             "    try:\n"
+             "        importlib.import_module(name); out[name] = 'imported'\n"
+             "    except ImportError:\n"
+             "        out[name] = 'absent'\n"
+             "import eggnog, eggnog.kernels.scan, eggnog.runtime.errors\n"
+             "out['version'] = eggnog.__version__\n"
+             "out['scan'] = eggnog.kernels.scan.__file__\n"
+             "print(json.dumps(out))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert all(out[name] == "absent" for name in ("kernels", "models", "corpus", "runtime", "training",
+                                                   "evolution", "zorn")), out
+    assert out["version"] == "0.1.0"
+    assert out["scan"].startswith(str(target)), out["scan"]

@@ -1,0 +1,72 @@
+"""The package layout of DESIGN: arrows point one way (kernels <- models <- training <- evolution, zorn),
+evolution and zorn never import each other, and nothing imports the old top-level names."""
+
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("kernels", "models", "training", "evolution", "zorn", "corpus", "runtime")
+# What each part of eggnog may import from eggnog (runtime.errors is a leaf every part may use).
+ALLOWED = {
+    "kernels": {"kernels"},
+    "runtime": {"runtime"},
+    "corpus": {"corpus", "runtime", "kernels"},  # samplers draw from the counter-based noise hash
+    "models": {"models", "kernels"},
+    "training": {"training", "models", "kernels", "corpus", "runtime"},
+    "evolution": {"evolution", "training", "models", "kernels", "corpus", "runtime"},
+    "zorn": {"zorn", "training", "models", "kernels", "corpus", "runtime"},
+}
+
+
+def imported_modules(path):
+    tree = ast.parse(open(path).read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def python_files(*folders):
+    for folder in folders:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+            yield from (os.path.join(dirpath, f) for f in files if f.endswith(".py"))
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_follow_the_layout(package):
+    offenders = []
+    for path in python_files(package):
+        for name in imported_modules(path):
+            parts = name.split(".")
+            if parts[0] != "eggnog" or len(parts) < 2 or parts[1] not in PACKAGES:
+                continue
+            if name.startswith("eggnog.runtime.errors"):
+                continue
+            if parts[1] not in ALLOWED[package]:
+                offenders.append(f"{os.path.relpath(path, ROOT)} imports {name}")
+    assert not offenders, offenders
+
+
+def test_nothing_imports_the_bare_folder_names():
+    offenders = [f"{os.path.relpath(path, ROOT)} imports {name}"
+                 for path in python_files(*PACKAGES, "bin", "bench", "tests")
+                 for name in imported_modules(path) if name.split(".")[0] in PACKAGES]
+    assert not offenders, offenders
+
+
+def test_one_kernel_registry():
+    """Only kernels/registry.py builds a per-backend namespace of ops."""
+    offenders = [os.path.relpath(path, ROOT) for path in python_files("kernels")
+                 if "def ops_for" in open(path).read() and not path.endswith(os.path.join("kernels", "registry.py"))]
+    assert not offenders, offenders
+
+
+def test_block_sizes_do_not_shrink_on_the_simulator():
+    """Kernels run on the simulator with the launch sizes they use on a GPU."""
+    offenders = [os.path.relpath(path, ROOT) for path in python_files("kernels")
+                 if "SIMULATED" in open(path).read() and not path.endswith(("cuda_api.py", "backend.py", "ptx.py"))]
+    assert not offenders, offenders
