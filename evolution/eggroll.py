@@ -14,27 +14,29 @@ from statistics import NormalDist
 import numpy as np
 
 from eggnog.evolution.fitness import Z_SCALE, check_population
-from eggnog.kernels.egg_ops import ops_for
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.int_update import UPDATES
+from eggnog.training.run_config import flag
+from eggnog.kernels.registry import ops_for
 
 
 @dataclass(frozen=True)
 class IntEggrollConfig:
-    population: int = 1024  # total over all ranks
-    sigma_shift: int = 4
-    alpha: float = 4.0
-    alpha_decay_timestep: int = 1000
-    use_clt: bool = True
-    fast_fitness: bool = True
-    noise_reuse: int = 1
-    tokens_per_update: int = 100
-    group_size: int = 2
-    rank: int = 1
+    population: int = flag(1024, "Population over all ranks.",
+                           per_rank=("population_per_rank", "parallel_generations_per_gpu"))
+    sigma_shift: int = flag(4, "Integer noise scale: sigma = 2^-shift of the fixed-point unit.")
+    alpha: float = flag(4.0, ">= 1: exponent of the decaying z-test level; < 1: a constant level.")
+    alpha_decay_timestep: int = flag(1000, "Steps over which the z-test level decays to 2^-alpha.")
+    use_clt: bool = flag(True, "Noise values (on) or their signs (off).")
+    fast_fitness: bool = flag(True, "Sign of each antithetic difference (on) or z-scored differences (off).")
+    noise_reuse: int = flag(1, "Steps sharing one perturbation; 0: always the same.")
+    tokens_per_update: int = flag(100, "Bytes each member reads per step.")
+    group_size: int = flag(2, "Members sharing one data stream (even).")
+    perturbation_rank: int = flag(1, "Rank of each perturbation; integer EGGROLL uses 1.")
 
     def check(self, ranks=1):
-        if self.rank != 1:
-            raise BadInput(f"integer EGGROLL uses rank-1 perturbations (as nano-egg); got rank {self.rank}")
+        if self.perturbation_rank != 1:
+            raise BadInput("integer EGGROLL uses rank-1 perturbations (as nano-egg); got --perturbation-rank "
+                           f"{self.perturbation_rank}")
         check_population(self.population, self.group_size, ranks)
         if self.tokens_per_update < 1 or self.noise_reuse < 0 or self.alpha <= 0 or self.alpha_decay_timestep < 1:
             raise BadInput("tokens per update and alpha decay timestep must be positive, alpha > 0, noise reuse >= 0")
@@ -81,12 +83,18 @@ class IntEggroll:
         vectors = self.model.member_vectors(self.ops, params, prefixes, self.first_member, windows.shape[0],
                                             self.cfg.sigma_shift, perturbed)
         device_windows = self.backend.to_device(np.ascontiguousarray(windows.T))  # (T + 1, members)
-        total = np.zeros(windows.shape[0], dtype=np.int64)
-        for t in range(windows.shape[1] - 1):
+        # one row per step, kept on the device: a copy to the host per step would wait for each step
+        steps = windows.shape[1] - 1
+        logliks = self.backend.empty((steps, windows.shape[0]), np.int64)
+        for t in range(steps):
             logits = self.model.step(self.ops, params, vectors, device_windows[t], states, prefixes,
                                      self.first_member, self.cfg.sigma_shift, perturbed)
-            total += to_host(self.ops.loglik(logits, device_windows[t + 1]))
-        return total
+            row = self.ops.egg_loglik(logits, device_windows[t + 1])
+            if self.backend.name == "cuda":
+                logliks[t].copy_to_device(row)
+            else:
+                logliks[t] = row
+        return to_host(logliks).sum(axis=0)
 
     def tell(self, fitness):
         """Apply the update from the fitness of every pair of the population; returns the fraction of
@@ -95,14 +103,11 @@ class IntEggroll:
             raise ValueError(f"expected {self.cfg.population // 2} pair fitnesses, got {fitness.size}")
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
         threshold = self.cfg.threshold_at(self.epoch)
-        update = UPDATES[self.backend.name]
         device_fitness = self.backend.to_device(np.asarray(fitness, dtype=np.int8))
         before = self.host_params()
         views = self.model.views(self.params)
         for t in self.model.tensors:
             kind = "vector" if t.kind == "vector" else "matrix"
-            new = update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, self.cfg.use_clt)
-            if self.backend.name != "cuda":  # the CUDA kernel updates in place
-                views[t.name][...] = new
+            self.ops.int_update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, self.cfg.use_clt)
         self.epoch += 1
         return np.count_nonzero(self.host_params() != before) / self.model.n_params

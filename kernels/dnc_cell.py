@@ -1,13 +1,13 @@
-"""The pointwise math of the DNC controller's LSTM cell (fp32), forward and backward, as a float64
-NumPy reference (`reference_*`), a numba CPU twin (`cpu_*`) and a CUDA kernel (`cuda_*`). The gate
+"""The pointwise math of the DNC controller's LSTM cell (fp32), forward and backward. The gate
 pre-activations (B, 4H), already summed (x W_ih^T + h W_hh^T + b), in torch gate order i, f, g, o:
 
-    c = sigmoid(f) c_prev + sigmoid(i) tanh(g),    h = sigmoid(o) tanh(c)
+    lstm_cell(gates, c_prev)                      -> h, c      c = sigmoid(f) c_prev + sigmoid(i) tanh(g)
+                                                               h = sigmoid(o) tanh(c)
+    lstm_cell_backward(dh, dc, gates, c_prev, c)  -> dgates, dc_prev   (dh, dc: gradients of h and c)
 
-The backward takes dh, dc (gradients of h and c) and returns (dgates, dc_prev). Not the multi-head
-LSTM of kernels/lstm_cell.py (whose scalar sigmoid this reuses). Twins agree with the reference to
-1e-5 of the largest entry + 1e-6 relative, and the reference backward matches central finite
-differences (tests/test_dnc.py).
+One thread per unit (b, j) on the GPU, the per-unit bodies written once for the twin and the kernel.
+Not the multi-head LSTM of kernels/lstm_cell.py (whose scalar sigmoid this reuses). The reference is
+float64; its backward matches central finite differences (tests/test_dnc.py).
 """
 
 import math
@@ -15,19 +15,32 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import F32_2D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.lstm_cell import cpu_sigmoid, gpu_sigmoid
+from eggnog.kernels.registry import op
 
 THREADS = 128
-F32_2D = numba.float32[:, ::1]
+TOLERANCE = (1e-6, 1e-6)
 
 
-def _f64(a):
-    return np.asarray(a, np.float64)
+def _cases(rng, backward):
+    """Units (B H): a few, one full block of 128, two blocks (150)."""
+    for batch, hidden in ((2, 3), (1, 128), (3, 50)):
+        gates = (2.0 * rng.normal(size=(batch, 4 * hidden))).astype(np.float32)
+        c_prev = rng.normal(size=(batch, hidden)).astype(np.float32)
+        if not backward:
+            yield gates, c_prev
+            continue
+        dh, dc = (rng.normal(size=(batch, hidden)).astype(np.float32) for _ in range(2))
+        yield dh, dc, gates, c_prev, reference_lstm_cell(gates, c_prev)[1].astype(np.float32)
 
 
-def _blocks(n):
-    return max(1, (n + THREADS - 1) // THREADS), THREADS
+def _forward_cases(rng):
+    yield from _cases(rng, False)
+
+
+def _backward_cases(rng):
+    yield from _cases(rng, True)
 
 
 def _sigmoid64(x):
@@ -35,21 +48,23 @@ def _sigmoid64(x):
 
 
 def _lstm_gates64(gates):
-    g = _f64(gates)
+    g = f64(gates)
     h = g.shape[1] // 4
     return (_sigmoid64(g[:, :h]), _sigmoid64(g[:, h:2 * h]), np.tanh(g[:, 2 * h:3 * h]),
             _sigmoid64(g[:, 3 * h:]))
 
 
+@op(cases=_forward_cases, tolerance=TOLERANCE)
 def reference_lstm_cell(gates, c_prev):
     i, f, g, o = _lstm_gates64(gates)
-    c = f * _f64(c_prev) + i * g
+    c = f * f64(c_prev) + i * g
     return o * np.tanh(c), c
 
 
+@op(cases=_backward_cases, tolerance=TOLERANCE)
 def reference_lstm_cell_backward(dh, dc, gates, c_prev, c):
     i, f, g, o = _lstm_gates64(gates)
-    dh, dc, c_prev, c = _f64(dh), _f64(dc), _f64(c_prev), _f64(c)
+    dh, dc, c_prev, c = f64(dh), f64(dc), f64(c_prev), f64(c)
     tc = np.tanh(c)
     dct = dc + dh * o * (1.0 - tc * tc)
     dgates = np.concatenate([dct * g * i * (1.0 - i), dct * c_prev * f * (1.0 - f), dct * i * (1.0 - g * g),
@@ -106,12 +121,14 @@ def _cpu_lstm_cell_backward(dh, dc, gates, c_prev, c, dgates, dc_prev):
         _cpu_lstm_back_at(dh, dc, gates, c_prev, c, dgates, dc_prev, k // hid, k % hid)
 
 
+@op
 def cpu_lstm_cell(gates, c_prev):
     h, c = np.empty_like(c_prev), np.empty_like(c_prev)
     _cpu_lstm_cell(gates, c_prev, h, c)
     return h, c
 
 
+@op
 def cpu_lstm_cell_backward(dh, dc, gates, c_prev, c):
     dgates, dc_prev = np.empty_like(gates), np.empty_like(c_prev)
     _cpu_lstm_cell_backward(dh, dc, gates, c_prev, c, dgates, dc_prev)
@@ -132,13 +149,15 @@ def lstm_cell_backward_cuda(dh, dc, gates, c_prev, c, dgates, dc_prev):
         _gpu_lstm_back_at(dh, dc, gates, c_prev, c, dgates, dc_prev, k // c_prev.shape[1], k % c_prev.shape[1])
 
 
+@op
 def cuda_lstm_cell(gates, c_prev):
     h, c = cuda.device_array(c_prev.shape, np.float32), cuda.device_array(c_prev.shape, np.float32)
-    lstm_cell_cuda[_blocks(c_prev.size)](gates, c_prev, h, c)
+    lstm_cell_cuda[blocks(c_prev.size, THREADS)](gates, c_prev, h, c)
     return h, c
 
 
+@op
 def cuda_lstm_cell_backward(dh, dc, gates, c_prev, c):
     dgates, dc_prev = cuda.device_array(gates.shape, np.float32), cuda.device_array(c_prev.shape, np.float32)
-    lstm_cell_backward_cuda[_blocks(c_prev.size)](dh, dc, gates, c_prev, c, dgates, dc_prev)
+    lstm_cell_backward_cuda[blocks(c_prev.size, THREADS)](dh, dc, gates, c_prev, c, dgates, dc_prev)
     return dgates, dc_prev

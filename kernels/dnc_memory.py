@@ -1,42 +1,59 @@
-"""The DNC's erase/add memory write (fp32), forward and backward, as a float64 NumPy reference
-(`reference_*`), a numba CPU twin (`cpu_*`) and CUDA kernels (`cuda_*`):
+"""The DNC's erase/add memory write (fp32), forward and backward:
 
-    w = p * s                                   p (B, M) softmax weights, s (B,) write strength
-    mem' = mem * (1 - w^T e) + w^T a            mem (B, M, W), erase e and add a (B, W)
+    memory_write(mem, p, s, e, a)                   -> mem'     mem' = mem * (1 - w^T e) + w^T a, w = p * s
+    memory_write_backward(dout, mem, p, s, e, a)    -> dmem, dp, ds, de, da
 
-The backward returns (dmem, dp, ds, de, da) in two passes: per memory row (dmem and dw = the
-gradient of w), then per column (de, da summed over rows; dp, ds from dw). Twins agree with the
-reference to 1e-5 of the largest entry + 1e-6 relative, and the reference backward matches central
-finite differences (tests/test_dnc.py).
+with mem (B, M, W), softmax weights p (B, M), write strength s (B,), erase e and add a (B, W). The
+forward runs one thread per memory row; the backward two passes, per memory row (dmem and dw, the
+gradient of w), then per column (de, da summed over rows; one more thread per batch row turns dw into
+dp and ds). The per-thread bodies are written once for the twin and the kernels. The reference is
+float64; its backward matches central finite differences (tests/test_dnc.py).
 """
 
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.registry import op
 
 THREADS = 128
-F32_1D = numba.float32[::1]
-F32_2D = numba.float32[:, ::1]
-F32_3D = numba.float32[:, :, ::1]
+TOLERANCE = (1e-6, 1e-6)
 
 
-def _f64(a):
-    return np.asarray(a, np.float64)
+def _cases(rng, backward):
+    """(B, M, W): tiny; 150 memory rows (two blocks of the row pass); 142 columns (two blocks of the
+    column pass)."""
+    for batch, rows, width in ((2, 5, 3), (3, 50, 4), (2, 3, 70)):
+        mem = rng.normal(size=(batch, rows, width)).astype(np.float32)
+        logits = rng.normal(size=(batch, rows))
+        p = (np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)).astype(np.float32)
+        s = rng.uniform(0.1, 1.0, batch).astype(np.float32)
+        e = rng.uniform(0.0, 1.0, (batch, width)).astype(np.float32)
+        a = np.tanh(rng.normal(size=(batch, width))).astype(np.float32)
+        if backward:
+            yield rng.normal(size=mem.shape).astype(np.float32), mem, p, s, e, a
+        else:
+            yield mem, p, s, e, a
 
 
-def _blocks(n):
-    return max(1, (n + THREADS - 1) // THREADS), THREADS
+def _forward_cases(rng):
+    yield from _cases(rng, False)
 
 
+def _backward_cases(rng):
+    yield from _cases(rng, True)
+
+
+@op(cases=_forward_cases, tolerance=TOLERANCE)
 def reference_memory_write(mem, p, s, e, a):
-    mem, w, e, a = _f64(mem), _f64(p) * _f64(s)[:, None], _f64(e), _f64(a)
+    mem, w, e, a = f64(mem), f64(p) * f64(s)[:, None], f64(e), f64(a)
     return mem * (1.0 - w[:, :, None] * e[:, None, :]) + w[:, :, None] * a[:, None, :]
 
 
+@op(cases=_backward_cases, tolerance=TOLERANCE)
 def reference_memory_write_backward(dout, mem, p, s, e, a):
     """(dmem, dp, ds, de, da) for mem' = mem * (1 - w^T e) + w^T a with w = p * s."""
-    dout, mem, p, s, e, a = (_f64(v) for v in (dout, mem, p, s, e, a))
+    dout, mem, p, s, e, a = (f64(v) for v in (dout, mem, p, s, e, a))
     w = p * s[:, None]
     dmem = dout * (1.0 - w[:, :, None] * e[:, None, :])
     dw = (dout * (a[:, None, :] - mem * e[:, None, :])).sum(axis=2)
@@ -117,12 +134,14 @@ def _cpu_memory_write_columns(dout, mem, p, s, dw, dp, ds, de, da):
         _cpu_backward_column(dout, mem, p, s, dw, dp, ds, de, da, k)
 
 
+@op
 def cpu_memory_write(mem, p, s, e, a):
     out = np.empty_like(mem)
     _cpu_memory_write(mem, p, s, e, a, out)
     return out
 
 
+@op
 def cpu_memory_write_backward(dout, mem, p, s, e, a):
     dmem, dw, dp = np.empty_like(mem), np.empty_like(p), np.empty_like(p)
     ds, de, da = np.empty_like(s), np.empty_like(e), np.empty_like(a)
@@ -152,18 +171,20 @@ def memory_write_columns_cuda(dout, mem, p, s, dw, dp, ds, de, da):
         _gpu_backward_column(dout, mem, p, s, dw, dp, ds, de, da, k)
 
 
+@op
 def cuda_memory_write(mem, p, s, e, a):
     out = cuda.device_array(mem.shape, np.float32)
-    memory_write_cuda[_blocks(mem.shape[0] * mem.shape[1])](mem, p, s, e, a, out)
+    memory_write_cuda[blocks(mem.shape[0] * mem.shape[1], THREADS)](mem, p, s, e, a, out)
     return out
 
 
+@op
 def cuda_memory_write_backward(dout, mem, p, s, e, a):
     n, rows, width = mem.shape
     dmem, dw, dp = (cuda.device_array(mem.shape, np.float32), cuda.device_array(p.shape, np.float32),
                     cuda.device_array(p.shape, np.float32))
     ds, de, da = (cuda.device_array(n, np.float32), cuda.device_array(e.shape, np.float32),
                   cuda.device_array(a.shape, np.float32))
-    memory_write_rows_cuda[_blocks(n * rows)](dout, mem, p, s, e, a, dmem, dw)
-    memory_write_columns_cuda[_blocks(n * (width + 1))](dout, mem, p, s, dw, dp, ds, de, da)
+    memory_write_rows_cuda[blocks(n * rows, THREADS)](dout, mem, p, s, e, a, dmem, dw)
+    memory_write_columns_cuda[blocks(n * (width + 1), THREADS)](dout, mem, p, s, dw, dp, ds, de, da)
     return dmem, dp, ds, de, da

@@ -1,5 +1,14 @@
-"""The element-wise and row-wise operations of the EGG model over a population, each as NumPy
-reference, CPU twin and CUDA kernel (the matmul lives in int_matmul).
+"""The element-wise and row-wise operations of the EGG model over a population of members (its
+matmul is int_matmul, its update int_update). All integer: reference, twin and kernel agree bit for bit.
+
+    egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed)   each member's copy of a vector
+    egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed)   each member's embedding row
+    egg_l1_norm(x, w)                  EGG_LN: x * w / mean|x| per row (one 64-thread block per row)
+    egg_gru_forget(xf, sf, bf, s)      f = clip(xf + sf + bf), fh = ((f + 127) * s) >> 8
+    egg_gru_output(xh, fhh, bh, f, s)  h = s + (((f + 127) * (clip(xh + fhh + bh) - s)) >> 8)
+    egg_clip_add(a, b)                 clip(a + b)
+    egg_reset(state, tokens)           zeroes the state rows whose token is 0, in place
+    egg_loglik(logits, targets)        log-likelihood of each row's target in 1/16 bit (int_math)
 
 Perturbed parameters follow nano-egg: for member g (pair p = g // 2, sign = +1 even / -1 odd)
 - vector theta[n]:     clip(theta + ((a1 * a2 * sign) >> (4 + sigma_shift))), a1 = noise[0:n],
@@ -12,19 +21,18 @@ import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
-from eggnog.kernels.cuda_api import cuda, kernel
-from eggnog.kernels.reductions import block_sum
+from eggnog.kernels.cuda_api import BOOL, I8_1D, I8_2D, I64, I64_1D, U8_1D, blocks, cuda, device_function, grid2, kernel
 from eggnog.kernels.int_math import EXP2, FIXED_POINT, build
+from eggnog.kernels.reductions import block_total
+from eggnog.kernels.registry import op
 from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
-                         gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+                                gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
 
 py_clip8, py_floor_log2_x16, py_l1_norm_value, py_gru_gate, py_gru_mix = build(lambda f: f)
 cpu_clip8, cpu_floor_log2_x16, cpu_l1_norm_value, cpu_gru_gate, cpu_gru_mix = build(numba.njit)
-gpu_clip8, gpu_floor_log2_x16, gpu_l1_norm_value, gpu_gru_gate, gpu_gru_mix = build(cuda.jit(device=True))
+gpu_clip8, gpu_floor_log2_x16, gpu_l1_norm_value, gpu_gru_gate, gpu_gru_mix = build(device_function)
 
-I8 = numba.int8[:, ::1]
-I8V = numba.int8[::1]
-I64 = numba.int64
+ROW_THREADS = 64  # egg_l1_norm: one block per row; a power of two for the tree sum
 
 
 def _members(first_member, count):
@@ -36,9 +44,73 @@ def _clip(a):
     return np.clip(a, -127, 127).astype(np.int8)
 
 
+def _int8(rng, shape, scale=16):
+    return np.clip(np.rint(rng.normal(0, scale, shape)), -127, 127).astype(np.int8)
+
+
+# ---- cases: odd first members, unperturbed runs, saturated values, sizes off the 32 x 8 grid --------
+
+def _vector_cases(rng):
+    for n, first, count, sigma_shift, perturbed in ((37, 0, 5, 2, True), (70, 3, 9, 0, True), (33, 2, 4, 5, False)):
+        theta = _int8(rng, n, 40)
+        theta[:2] = [127, -127]
+        yield theta, 77, first, count, sigma_shift, perturbed
+
+
+def _embedding_cases(rng):
+    tokens = np.array([0, 255, 7, 7, 100, 3, 3, 200, 1], dtype=np.uint8)
+    for dim, first, sigma_shift, perturbed in ((24, 0, 3, True), (40, 5, 0, True), (33, 1, 3, False)):
+        table = _int8(rng, (256, dim), 40)
+        table[7, :3] = [127, -127, 127]
+        yield tokens, table, 31, first, sigma_shift, perturbed
+
+
+def _l1_norm_cases(rng):
+    """Widths below, at and across the 64-thread row block; nano-egg's all-zero row (mean |x| < 1)."""
+    for rows, width in ((6, 40), (3, 64), (4, 150)):
+        x, w = _int8(rng, (rows, width)), _int8(rng, (rows, width))
+        x[1] = 0
+        x[2] = 0
+        x[2, :width // 30] = 3  # mean |x| < 1 with some products non-zero: -2 there
+        if rows > 3:
+            x[3] = 127
+        yield x, w
+
+
+def _gru_forget_cases(rng):
+    for shape in ((4, 33), (9, 8)):
+        a, b, c, s = (_int8(rng, shape, 60) for _ in range(4))
+        s[0] = 127
+        yield a, b, c, s
+
+
+def _gru_output_cases(rng):
+    for a, b, c, s in _gru_forget_cases(rng):
+        yield a, b, c, reference_egg_gru_forget(a, b, c, s)[0], s
+
+
+def _clip_add_cases(rng):
+    for shape in ((4, 33), (9, 8)):
+        yield _int8(rng, shape, 80), _int8(rng, shape, 80)
+
+
+def _reset_cases(rng):
+    yield _int8(rng, (4, 10)), np.array([0, 5, 0, 9], dtype=np.uint8)
+    yield _int8(rng, (9, 40)), np.array([1, 0, 0, 2, 3, 0, 4, 5, 0], dtype=np.uint8)
+
+
+def _loglik_cases(rng):
+    for scale, rows in ((16, 40), (127, 260)):  # the second runs two blocks
+        logits = _int8(rng, (rows, 256), scale)
+        logits[0] = 127
+        logits[1] = -127
+        yield logits, rng.integers(0, 256, rows).astype(np.uint8)
+
+
 # ---- perturbed vector parameters ---------------------------------------------------------------
 
-def reference_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+@op(cases=_vector_cases)
+def reference_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
     out = np.broadcast_to(theta.astype(np.int64), (count, theta.size))
     if perturbed:
         pairs, sign = _members(first_member, count)
@@ -63,13 +135,14 @@ def _cpu_vector(theta, out, prefix, first_member, shift, perturbed):
             out[i, j] = cpu_clip8(v)
 
 
-def cpu_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+@op
+def cpu_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
     out = np.empty((count, theta.size), dtype=np.int8)
     _cpu_vector(theta, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
     return out
 
 
-@kernel((I8V, I8, I64, I64, I64, numba.boolean))
+@kernel((I8_1D, I8_2D, I64, I64, I64, BOOL))
 def vector_cuda(theta, out, prefix, first_member, shift, perturbed):
     j, i = cuda.grid(2)
     n = theta.size
@@ -85,15 +158,18 @@ def vector_cuda(theta, out, prefix, first_member, shift, perturbed):
         out[i, j] = gpu_clip8(v)
 
 
-def cuda_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+@op
+def cuda_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
     out = cuda.device_array((count, theta.shape[0]), dtype=np.int8)
-    vector_cuda[_grid2(theta.shape[0], count)](theta, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
+    vector_cuda[grid2(theta.shape[0], count)](theta, out, np.int64(prefix), np.int64(first_member),
+                                              np.int64(FIXED_POINT + sigma_shift), bool(perturbed))
     return out
 
 
 # ---- perturbed embedding lookup ----------------------------------------------------------------
 
-def reference_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+@op(cases=_embedding_cases)
+def reference_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
     out = table[tokens].astype(np.int64)
     if perturbed:
         vocab, dim = table.shape
@@ -120,13 +196,14 @@ def _cpu_embedding(tokens, table, out, prefix, first_member, shift, perturbed):
             out[i, j] = cpu_clip8(v)
 
 
-def cpu_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+@op
+def cpu_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
     out = np.empty((tokens.size, table.shape[1]), dtype=np.int8)
     _cpu_embedding(tokens, table, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
     return out
 
 
-@kernel((numba.uint8[::1], I8, I8, I64, I64, I64, numba.boolean))
+@kernel((U8_1D, I8_2D, I8_2D, I64, I64, I64, BOOL))
 def embedding_cuda(tokens, table, out, prefix, first_member, shift, perturbed):
     j, i = cuda.grid(2)
     dim = table.shape[1]
@@ -142,16 +219,19 @@ def embedding_cuda(tokens, table, out, prefix, first_member, shift, perturbed):
         out[i, j] = gpu_clip8(v)
 
 
-def cuda_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+@op
+def cuda_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
     out = cuda.device_array((tokens.shape[0], table.shape[1]), dtype=np.int8)
-    embedding_cuda[_grid2(table.shape[1], tokens.shape[0])](tokens, table, out, prefix, first_member,
-                                                             FIXED_POINT + sigma_shift, perturbed)
+    embedding_cuda[grid2(table.shape[1], tokens.shape[0])](tokens, table, out, np.int64(prefix),
+                                                           np.int64(first_member),
+                                                           np.int64(FIXED_POINT + sigma_shift), bool(perturbed))
     return out
 
 
 # ---- L1 norm (EGG_LN): x * w / mean|x| ----------------------------------------------------------
 
-def reference_l1_norm(x, w):
+@op(cases=_l1_norm_cases)
+def reference_egg_l1_norm(x, w):
     x64, w64 = x.astype(np.int64), w.astype(np.int64)
     mean_abs = (np.maximum(np.abs(x64).sum(axis=1), 1) // x.shape[1])[:, None]
     product = x64 * w64
@@ -172,32 +252,28 @@ def _cpu_l1_norm(x, w, out):
             out[i, j] = cpu_l1_norm_value(np.int64(x[i, j]), np.int64(w[i, j]), mean_abs)
 
 
-def cpu_l1_norm(x, w):
+@op
+def cpu_egg_l1_norm(x, w):
     out = np.empty_like(x)
     _cpu_l1_norm(x, w, out)
     return out
 
 
-ROW_THREADS = 64
-
-
-@kernel((I8, I8, I8))
+@kernel((I8_2D, I8_2D, I8_2D))
 def l1_norm_cuda(x, w, out):
-    """One block per member: a shared-memory sum of |x|, then every thread writes its outputs."""
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    dim = x.shape[1]
+    """One block per member: a block sum of |x|, then every thread writes its outputs."""
+    i, t, dim = cuda.blockIdx.x, cuda.threadIdx.x, x.shape[1]
     partial = cuda.shared.array(ROW_THREADS, numba.int64)
     acc = 0
     for j in range(t, dim, ROW_THREADS):
         acc += abs(np.int64(x[i, j]))
-    partial[t] = acc
-    mean_abs = max(block_sum(partial, t), 1) // dim
+    mean_abs = max(block_total(acc, partial, t), 1) // dim
     for j in range(t, dim, ROW_THREADS):
         out[i, j] = gpu_l1_norm_value(np.int64(x[i, j]), np.int64(w[i, j]), mean_abs)
 
 
-def cuda_l1_norm(x, w):
+@op
+def cuda_egg_l1_norm(x, w):
     out = cuda.device_array(x.shape, dtype=np.int8)
     l1_norm_cuda[x.shape[0], ROW_THREADS](x, w, out)
     return out
@@ -205,18 +281,21 @@ def cuda_l1_norm(x, w):
 
 # ---- GRU gates, residual add, state reset --------------------------------------------------------
 
-def reference_gru_forget(xf, sf, bf, s):
+@op(cases=_gru_forget_cases)
+def reference_egg_gru_forget(xf, sf, bf, s):
     f = np.clip(xf.astype(np.int64) + sf + bf, -127, 127)
     return f.astype(np.int8), (((f + 127) * s.astype(np.int64)) >> 8).astype(np.int8)
 
 
-def reference_gru_output(xh, fhh, bh, f, s):
+@op(cases=_gru_output_cases)
+def reference_egg_gru_output(xh, fhh, bh, f, s):
     hh = np.clip(xh.astype(np.int64) + fhh + bh, -127, 127)
     s64 = s.astype(np.int64)
     return (s64 + (((f.astype(np.int64) + 127) * (hh - s64)) >> 8)).astype(np.int8)
 
 
-def reference_clip_add(a, b):
+@op(cases=_clip_add_cases)
+def reference_egg_clip_add(a, b):
     return _clip(a.astype(np.int64) + b)
 
 
@@ -244,25 +323,28 @@ def _cpu_clip_add(a, b, out):
             out[i, j] = cpu_clip8(np.int64(a[i, j]) + np.int64(b[i, j]))
 
 
-def cpu_gru_forget(xf, sf, bf, s):
+@op
+def cpu_egg_gru_forget(xf, sf, bf, s):
     f, fh = np.empty_like(xf), np.empty_like(xf)
     _cpu_gru_forget(xf, sf, bf, s, f, fh)
     return f, fh
 
 
-def cpu_gru_output(xh, fhh, bh, f, s):
+@op
+def cpu_egg_gru_output(xh, fhh, bh, f, s):
     h = np.empty_like(xh)
     _cpu_gru_output(xh, fhh, bh, f, s, h)
     return h
 
 
-def cpu_clip_add(a, b):
+@op
+def cpu_egg_clip_add(a, b):
     out = np.empty_like(a)
     _cpu_clip_add(a, b, out)
     return out
 
 
-@kernel((I8, I8, I8, I8, I8, I8))
+@kernel((I8_2D, I8_2D, I8_2D, I8_2D, I8_2D, I8_2D))
 def gru_forget_cuda(xf, sf, bf, s, f, fh):
     j, i = cuda.grid(2)
     if i < xf.shape[0] and j < xf.shape[1]:
@@ -271,7 +353,7 @@ def gru_forget_cuda(xf, sf, bf, s, f, fh):
         fh[i, j] = gpu_gru_gate(v, np.int64(s[i, j]))
 
 
-@kernel((I8, I8, I8, I8, I8, I8))
+@kernel((I8_2D, I8_2D, I8_2D, I8_2D, I8_2D, I8_2D))
 def gru_output_cuda(xh, fhh, bh, f, s, h):
     j, i = cuda.grid(2)
     if i < xh.shape[0] and j < xh.shape[1]:
@@ -279,57 +361,64 @@ def gru_output_cuda(xh, fhh, bh, f, s, h):
         h[i, j] = gpu_gru_mix(np.int64(f[i, j]), np.int64(s[i, j]), hh)
 
 
-@kernel((I8, I8, I8))
+@kernel((I8_2D, I8_2D, I8_2D))
 def clip_add_cuda(a, b, out):
     j, i = cuda.grid(2)
     if i < a.shape[0] and j < a.shape[1]:
         out[i, j] = gpu_clip8(np.int64(a[i, j]) + np.int64(b[i, j]))
 
 
-def cuda_gru_forget(xf, sf, bf, s):
+@op
+def cuda_egg_gru_forget(xf, sf, bf, s):
     f, fh = cuda.device_array(xf.shape, np.int8), cuda.device_array(xf.shape, np.int8)
-    gru_forget_cuda[_grid2(xf.shape[1], xf.shape[0])](xf, sf, bf, s, f, fh)
+    gru_forget_cuda[grid2(xf.shape[1], xf.shape[0])](xf, sf, bf, s, f, fh)
     return f, fh
 
 
-def cuda_gru_output(xh, fhh, bh, f, s):
+@op
+def cuda_egg_gru_output(xh, fhh, bh, f, s):
     h = cuda.device_array(xh.shape, np.int8)
-    gru_output_cuda[_grid2(xh.shape[1], xh.shape[0])](xh, fhh, bh, f, s, h)
+    gru_output_cuda[grid2(xh.shape[1], xh.shape[0])](xh, fhh, bh, f, s, h)
     return h
 
 
-def cuda_clip_add(a, b):
+@op
+def cuda_egg_clip_add(a, b):
     out = cuda.device_array(a.shape, np.int8)
-    clip_add_cuda[_grid2(a.shape[1], a.shape[0])](a, b, out)
+    clip_add_cuda[grid2(a.shape[1], a.shape[0])](a, b, out)
     return out
 
 
-def reference_reset(state, tokens):
+@op(cases=_reset_cases)
+def reference_egg_reset(state, tokens):
     """Zero the state rows of members whose input byte is 0 (a document starts); in place."""
     state[np.asarray(tokens) == 0] = 0
 
 
+@op
 @numba.njit(parallel=True)
-def cpu_reset(state, tokens):
+def cpu_egg_reset(state, tokens):
     for i in numba.prange(tokens.size):
         if tokens[i] == 0:
             state[i] = 0
 
 
-@kernel((I8, numba.uint8[::1]))
+@kernel((I8_2D, U8_1D))
 def reset_cuda(state, tokens):
     j, i = cuda.grid(2)
     if i < tokens.size and j < state.shape[1] and tokens[i] == 0:
         state[i, j] = 0
 
 
-def cuda_reset(state, tokens):
-    reset_cuda[_grid2(state.shape[1], state.shape[0])](state, tokens)
+@op
+def cuda_egg_reset(state, tokens):
+    reset_cuda[grid2(state.shape[1], state.shape[0])](state, tokens)
 
 
 # ---- integer log-likelihood ----------------------------------------------------------------------
 
-def reference_loglik(logits, targets):
+@op(cases=_loglik_cases)
+def reference_egg_loglik(logits, targets):
     y = logits.astype(np.int64) + 128
     s = EXP2[y].sum(axis=1)
     log_term = np.array([py_floor_log2_x16(int(v)) for v in s], dtype=np.int64) - 64
@@ -345,13 +434,14 @@ def _cpu_loglik(logits, targets, out):
         out[i] = np.int64(logits[i, np.int64(targets[i])]) + 128 - (cpu_floor_log2_x16(s) - 64)
 
 
-def cpu_loglik(logits, targets):
+@op
+def cpu_egg_loglik(logits, targets):
     out = np.empty(logits.shape[0], dtype=np.int64)
     _cpu_loglik(logits, targets, out)
     return out
 
 
-@kernel((I8, numba.uint8[::1], numba.int64[::1]))
+@kernel((I8_2D, U8_1D, I64_1D))
 def loglik_cuda(logits, targets, out):
     i = cuda.grid(1)
     if i < logits.shape[0]:
@@ -361,24 +451,8 @@ def loglik_cuda(logits, targets, out):
         out[i] = np.int64(logits[i, np.int64(targets[i])]) + 128 - (gpu_floor_log2_x16(s) - 64)
 
 
-def cuda_loglik(logits, targets):
+@op
+def cuda_egg_loglik(logits, targets):
     out = cuda.device_array(logits.shape[0], dtype=np.int64)
-    loglik_cuda[(logits.shape[0] + 127) // 128, 128](logits, targets, out)
+    loglik_cuda[blocks(logits.shape[0])](logits, targets, out)
     return out
-
-
-def _grid2(width, height, block=(32, 8)):
-    return ((width + block[0] - 1) // block[0], (height + block[1] - 1) // block[1]), block
-
-
-def ops_for(backend):
-    """The EGG operations of one backend ("numpy", "cpu" or "cuda") under common names."""
-    from types import SimpleNamespace
-
-    from eggnog.kernels import int_matmul
-
-    prefix = {"numpy": "reference_", "cpu": "cpu_", "cuda": "cuda_"}[backend]
-    names = ("vector", "embedding", "l1_norm", "gru_forget", "gru_output", "clip_add", "reset", "loglik")
-    ops = {name: globals()[prefix + name] for name in names}
-    ops["matmul"] = {"numpy": int_matmul.reference, "cpu": int_matmul.cpu, "cuda": int_matmul.cuda_launch}[backend]
-    return SimpleNamespace(name=backend, **ops)

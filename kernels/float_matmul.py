@@ -1,42 +1,83 @@
-"""fp32 matmuls of a linear layer y = x W^T and its two backward products, tiled through shared
-memory on the GPU:
+"""fp32 matrix products:
 
-    forward:  y  = x  W^T      (rows, out) = (rows, in)  (out, in)^T
-    backward: dx = dy W        (rows, in)  = (rows, out) (out, in)
-              dW = dy^T x      (out, in)   = (rows, out)^T (rows, in)
+    matmul(x, w)                 y = x W^T          (rows, out) = (rows, in) (out, in)^T   a linear layer
+    matmul_backward(dy, x, w)    dx = dy W,  dW = dy^T x                                 its two gradients
+    bmm(a, b, transpose_a, transpose_b)
+                                 c[n] = op(a[n]) op(b[n]) over a leading batch axis, op(m) = m or m^T
 
-One kernel computes C = op(A) op(B) with either operand transposed, so the three products share it.
-The CPU twin uses NumPy's BLAS on float32 (the fastest CPU path); the reference is float64.
+The linear layer's three products share one kernel, C = op(A) op(B), tiled TILE x TILE through shared
+memory (one thread per output element of a tile). `bmm` is one thread per output element: the DNC's
+batched products are thin (one side R or 1 wide). The CPU twins use NumPy's BLAS on fp32 (the fastest
+CPU path); references compute in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
 """
 
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel
+from eggnog.kernels.elementwise import require
+from eggnog.kernels.registry import op
 
 TILE = 16
+TOLERANCE = (1e-5, 1e-5)
 
 
-def reference_forward(x, w):
-    return np.asarray(x, np.float64) @ np.asarray(w, np.float64).T
+def _normal(rng, *shape):
+    return rng.normal(size=shape).astype(np.float32)
 
 
-def reference_backward(dy, x, w):
-    dy64 = np.asarray(dy, np.float64)
-    return dy64 @ np.asarray(w, np.float64), dy64.T @ np.asarray(x, np.float64)
+def _layer_shapes():
+    """(rows, in, out): one element, and sizes either side of a 16-wide tile, several tiles."""
+    return ((1, 1, 1), (17, 33, 15), (33, 15, 17))
 
 
-def cpu_forward(x, w):
+def _matmul_cases(rng):
+    for rows, d_in, d_out in _layer_shapes():
+        yield _normal(rng, rows, d_in), _normal(rng, d_out, d_in)
+
+
+def _matmul_backward_cases(rng):
+    for rows, d_in, d_out in _layer_shapes():
+        yield _normal(rng, rows, d_out), _normal(rng, rows, d_in), _normal(rng, d_out, d_in)
+
+
+def _check_layer(x, w, dy=None):
+    require(len(x.shape) == 2 and len(w.shape) == 2 and x.shape[1] == w.shape[1],
+            f"a linear layer takes x (rows, in) and W (out, in), got x {tuple(x.shape)} and W {tuple(w.shape)}")
+    if dy is not None:
+        require(tuple(dy.shape) == (x.shape[0], w.shape[0]),
+                f"the gradient of a linear layer of x {tuple(x.shape)} and W {tuple(w.shape)} is "
+                f"{(x.shape[0], w.shape[0])}, got {tuple(dy.shape)}")
+
+
+@op(cases=_matmul_cases, tolerance=TOLERANCE)
+def reference_matmul(x, w):
+    _check_layer(x, w)
+    return f64(x) @ f64(w).T
+
+
+@op(cases=_matmul_backward_cases, tolerance=TOLERANCE)
+def reference_matmul_backward(dy, x, w):
+    _check_layer(x, w, dy)
+    dy64 = f64(dy)
+    return dy64 @ f64(w), dy64.T @ f64(x)
+
+
+@op
+def cpu_matmul(x, w):
+    _check_layer(x, w)
     return np.ascontiguousarray(x @ w.T)
 
 
-def cpu_backward(dy, x, w):
+@op
+def cpu_matmul_backward(dy, x, w):
+    _check_layer(x, w, dy)
     return np.ascontiguousarray(dy @ w), np.ascontiguousarray(dy.T @ x)
 
 
-@kernel((numba.float32[:, ::1], numba.float32[:, ::1], numba.float32[:, ::1], numba.boolean, numba.boolean))
+@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL))
 def matmul_cuda(a, b, c, transpose_a, transpose_b):
-    """c = op(a) op(b); op transposes when asked. One thread per output element of a 16 x 16 tile."""
+    """c = op(a) op(b); op transposes when asked. One thread per output element of a TILE x TILE tile."""
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     row = cuda.blockIdx.y * TILE + ty
@@ -64,17 +105,85 @@ def matmul_cuda(a, b, c, transpose_a, transpose_b):
         c[row, col] = acc
 
 
-def _matmul(a, b, rows, cols, transpose_a, transpose_b):
+def tiled_product(a, b, transpose_a=False, transpose_b=False):
+    """op(a) op(b) of two fp32 matrices on the device, by the tiled kernel (also the LSTM's
+    input projection)."""
+    rows = a.shape[1] if transpose_a else a.shape[0]
+    cols = b.shape[0] if transpose_b else b.shape[1]
     c = cuda.device_array((rows, cols), np.float32)
     grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE)
-    matmul_cuda[grid, (TILE, TILE)](a, b, c, transpose_a, transpose_b)
+    matmul_cuda[grid, (TILE, TILE)](a, b, c, bool(transpose_a), bool(transpose_b))
     return c
 
 
-def cuda_forward(x, w):
-    return _matmul(x, w, x.shape[0], w.shape[0], False, True)
+@op
+def cuda_matmul(x, w):
+    _check_layer(x, w)
+    return tiled_product(x, w, transpose_b=True)
 
 
-def cuda_backward(dy, x, w):
-    return (_matmul(dy, w, dy.shape[0], w.shape[1], False, False),
-            _matmul(dy, x, dy.shape[1], x.shape[1], True, False))
+@op
+def cuda_matmul_backward(dy, x, w):
+    _check_layer(x, w, dy)
+    return tiled_product(dy, w), tiled_product(dy, x, transpose_a=True)
+
+
+# ---- batched -----------------------------------------------------------------------------------------
+
+def _bmm_cases(rng):
+    """Every transpose combination; outputs of one element, and of more than one block of 256."""
+    for batch, rows, inner, cols in ((1, 1, 1, 1), (2, 9, 5, 17)):
+        for transpose_a in (False, True):
+            for transpose_b in (False, True):
+                a = _normal(rng, batch, *((inner, rows) if transpose_a else (rows, inner)))
+                b = _normal(rng, batch, *((cols, inner) if transpose_b else (inner, cols)))
+                yield a, b, transpose_a, transpose_b
+
+
+def _op(a, transpose):
+    return np.swapaxes(a, 1, 2) if transpose else a
+
+
+def _check_bmm(a, b, transpose_a, transpose_b):
+    inner_a = a.shape[1] if transpose_a else a.shape[2]
+    inner_b = b.shape[2] if transpose_b else b.shape[1]
+    require(len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0] and inner_a == inner_b,
+            f"bmm of {tuple(a.shape)}{'^T' if transpose_a else ''} and {tuple(b.shape)}{'^T' if transpose_b else ''}: "
+            f"batch or inner sizes differ")
+
+
+@op(cases=_bmm_cases, tolerance=TOLERANCE)
+def reference_bmm(a, b, transpose_a=False, transpose_b=False):
+    _check_bmm(a, b, transpose_a, transpose_b)
+    return np.matmul(_op(f64(a), transpose_a), _op(f64(b), transpose_b))
+
+
+@op
+def cpu_bmm(a, b, transpose_a=False, transpose_b=False):
+    _check_bmm(a, b, transpose_a, transpose_b)
+    return np.ascontiguousarray(np.matmul(_op(a, transpose_a), _op(b, transpose_b)))
+
+
+@kernel((F32_3D, F32_3D, F32_3D, BOOL, BOOL))
+def bmm_cuda(a, b, c, transpose_a, transpose_b):
+    i = cuda.grid(1)
+    if i < c.size:
+        rows, cols = c.shape[1], c.shape[2]
+        n, r, col = i // (rows * cols), (i // cols) % rows, i % cols
+        inner = a.shape[1] if transpose_a else a.shape[2]
+        acc = np.float32(0.0)
+        for k in range(inner):
+            av = a[n, k, r] if transpose_a else a[n, r, k]
+            bv = b[n, col, k] if transpose_b else b[n, k, col]
+            acc += av * bv
+        c[n, r, col] = acc
+
+
+@op
+def cuda_bmm(a, b, transpose_a=False, transpose_b=False):
+    _check_bmm(a, b, transpose_a, transpose_b)
+    rows = a.shape[2] if transpose_a else a.shape[1]
+    cols = b.shape[1] if transpose_b else b.shape[2]
+    c = cuda.device_array((a.shape[0], rows, cols), np.float32)
+    bmm_cuda[blocks(c.size)](a, b, c, bool(transpose_a), bool(transpose_b))
+    return c

@@ -1,4 +1,5 @@
-"""int8 x int8 -> int32 matmul over a population, with the EGGROLL rank-1 perturbation fused in.
+"""int8 x int8 -> int32 matmul over a population, with the EGGROLL rank-1 perturbation fused in:
+`int_matmul(x, w, prefix, first_member, sigma_shift, perturbed)` gives int8 (members, d_out).
 
 For member i (global index g, pair p = g // 2, sign = +1 for even g, -1 for odd):
 
@@ -15,17 +16,32 @@ import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
-from eggnog.kernels.cuda_api import cuda, kernel
-from eggnog.kernels.reductions import block_sum
-from eggnog.kernels.int_math import FIXED_POINT, build, matmul_divisor
+from eggnog.kernels.cuda_api import BOOL, I8_2D, I64, I64_1D, cuda, kernel
+from eggnog.kernels.egg_ops import cpu_clip8, gpu_clip8
+from eggnog.kernels.int_math import FIXED_POINT, matmul_divisor
+from eggnog.kernels.reductions import block_total
+from eggnog.kernels.registry import op
 from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
-                         gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+                                gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
 
-cpu_clip8 = build(numba.njit)[0]
-gpu_clip8 = build(cuda.jit(device=True))[0]
+TILE = 16  # members x outputs per block (one thread each)
+TILE_K = 64  # inner dimension staged through shared memory per step
+DOT_THREADS = 64
 
 
-def reference(x, w, prefix, first_member, sigma_shift, perturbed=True):
+def _cases(rng):
+    """Members and outputs off the 16 x 16 tile, d_in across the 64-wide inner step, odd first
+    members, an unperturbed run, and inputs near +-127 that saturate the outputs."""
+    for members, d_in, d_out, first, sigma_shift, perturbed, scale in (
+            (20, 70, 19, 3, 4, True, 16), (5, 130, 33, 0, 0, True, 127), (17, 40, 16, 8, 4, False, 40),
+            (3, 64, 5, 1, 2, True, 100)):
+        x = np.clip(np.rint(rng.normal(0, scale, (members, d_in))), -127, 127).astype(np.int8)
+        w = np.clip(np.rint(rng.normal(0, scale, (d_out, d_in))), -127, 127).astype(np.int8)
+        yield x, w, 4242, first, sigma_shift, perturbed
+
+
+@op(cases=_cases)
+def reference_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True):
     x64, w64 = x.astype(np.int64), w.astype(np.int64)
     d_out, d_in = w.shape
     acc = x64 @ w64.T
@@ -62,18 +78,14 @@ def _cpu(x, w, out, prefix, first_member, shift, perturbed, divisor):
             out[i, j] = cpu_clip8(total // divisor)
 
 
-def cpu(x, w, prefix, first_member, sigma_shift, perturbed=True):
+@op
+def cpu_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True):
     out = np.empty((x.shape[0], w.shape[0]), dtype=np.int8)
     _cpu(x, w, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed, matmul_divisor(w.shape[1]))
     return out
 
 
-TILE = 16  # members x outputs per block (one thread each)
-TILE_K = 64  # inner dimension staged through shared memory per step
-DOT_THREADS = 64
-
-
-@kernel((numba.int8[:, ::1], numba.int64[::1], numba.int64, numba.int64))
+@kernel((I8_2D, I64_1D, I64, I64))
 def noise_dot_cuda(x, s_out, prefix, first_member):
     """s_out[i] = x_i . B_p for every member: one block per member, a shared-memory reduction."""
     i = cuda.blockIdx.x
@@ -84,14 +96,12 @@ def noise_dot_cuda(x, s_out, prefix, first_member):
     acc = 0
     for k in range(t, x.shape[1], DOT_THREADS):
         acc += np.int64(x[i, k]) * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, k), kb))
-    partial[t] = acc
-    total = block_sum(partial, t)
+    total = block_total(acc, partial, t)
     if t == 0:
         s_out[i] = total
 
 
-@kernel((numba.int8[:, ::1], numba.int8[:, ::1], numba.int64[::1], numba.int8[:, ::1], numba.int64, numba.int64,
-         numba.int64, numba.boolean, numba.int64))
+@kernel((I8_2D, I8_2D, I64_1D, I8_2D, I64, I64, I64, BOOL, I64))
 def perturbed_matmul_cuda(x, w, s, out, prefix, first_member, shift, perturbed, divisor):
     tx = cuda.threadIdx.x  # output within the tile
     ty = cuda.threadIdx.y  # member within the tile
@@ -127,14 +137,15 @@ def perturbed_matmul_cuda(x, w, s, out, prefix, first_member, shift, perturbed, 
         out[i, j] = gpu_clip8(total // divisor)
 
 
-def cuda_launch(x, w, prefix, first_member, sigma_shift, perturbed=True):
-    """x and w are device arrays (or host arrays, copied); returns a device array."""
+@op
+def cuda_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True):
     members, d_out = x.shape[0], w.shape[0]
     s = cuda.device_array(members, dtype=np.int64)
     out = cuda.device_array((members, d_out), dtype=np.int8)
     if perturbed:
-        noise_dot_cuda[members, DOT_THREADS](x, s, prefix, first_member)
+        noise_dot_cuda[members, DOT_THREADS](x, s, np.int64(prefix), np.int64(first_member))
     grid = ((d_out + TILE - 1) // TILE, (members + TILE - 1) // TILE)
-    perturbed_matmul_cuda[grid, (TILE, TILE)](x, w, s, out, prefix, first_member, FIXED_POINT + sigma_shift,
-                                              perturbed, matmul_divisor(w.shape[1]))
+    perturbed_matmul_cuda[grid, (TILE, TILE)](x, w, s, out, np.int64(prefix), np.int64(first_member),
+                                              np.int64(FIXED_POINT + sigma_shift), bool(perturbed),
+                                              np.int64(matmul_divisor(w.shape[1])))
     return out

@@ -1,7 +1,8 @@
-"""The integer EGGROLL update of one tensor from all pair fitnesses (nano-egg, paper App. H.3).
+"""The integer EGGROLL update of one tensor from all pair fitnesses (nano-egg, paper App. H.3):
+`int_update(theta, fitness, prefix, kind, threshold, use_clt)` moves theta in place.
 
-    Z = sum_p F_p * A_p B_p^T      (matrix / embedding; the even member's noise, int32 accumulation)
-    Z = sum_p F_p * a1_p * a2_p    (vector)
+    Z = sum_p F_p * A_p B_p^T      (kind "matrix", embeddings too; the even member's noise, int32 accumulation)
+    Z = sum_p F_p * a1_p * a2_p    (kind "vector")
     move = |Z| * 16 >= thr * isqrt(P) * scale,  scale = 256 with use_clt (products of two 16-scaled
            normals), 1 without (signs of the noise replace the noise)
     theta = clip(theta + (Z > 0 ? +1 : -1), +-127) where move
@@ -14,21 +15,40 @@ import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
-from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.cuda_api import BOOL, I8_1D, I8_2D, I64, blocks, cuda, kernel
 from eggnog.kernels.egg_ops import cpu_clip8, gpu_clip8
+from eggnog.kernels.int_math import iroot
+from eggnog.kernels.registry import op
 from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
-                         gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+                                gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+
+KINDS = ("matrix", "vector")
+TILE = 16
+PAIR_CHUNK = 32
 
 
-def gate_bound(threshold, n_pairs, use_clt):
-    """Right-hand side of the z-test gate |Z| * 16 >= bound."""
-    from eggnog.kernels.int_math import iroot
+def gate_bound(theta, fitness, kind, threshold, use_clt):
+    """Right-hand side of the z-test gate |Z| * 16 >= bound (and the check of the arguments)."""
+    if kind not in KINDS or theta.ndim != (1 if kind == "vector" else 2):
+        raise ValueError(f"int_update of kind {kind!r} got a {theta.ndim}-D theta: use a 2-D matrix or 1-D vector")
+    return int(threshold) * iroot(int(fitness.shape[0]), 2) * (256 if use_clt else 1)
 
-    return int(threshold) * iroot(int(n_pairs), 2) * (256 if use_clt else 1)
+
+def _cases(rng):
+    """Both kinds with and without the CLT scale; pairs across the 32-pair chunk, matrices off the
+    16 x 16 tile, vectors over two blocks, saturated parameters, and a zero threshold (Z = 0 moves down)."""
+    for kind, shape, pairs, threshold, use_clt in (
+            ("matrix", (18, 21), 36, 0, True), ("matrix", (40, 8), 36, 24, False), ("matrix", (7, 12), 12, 18, True),
+            ("vector", (45,), 36, 18, True), ("vector", (300,), 8, 6, False), ("vector", (9,), 12, 0, True)):
+        theta = rng.integers(-127, 128, shape).astype(np.int8)
+        theta.flat[:2] = [127, -127]
+        fitness = rng.integers(-1, 2, pairs).astype(np.int8)
+        yield theta, fitness, 555, kind, threshold, use_clt
 
 
-def reference(theta, fitness, prefix, kind, threshold, use_clt):
-    """New parameters of one tensor (theta keeps its shape)."""
+@op(cases=_cases)
+def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt):
+    bound = gate_bound(theta, fitness, kind, threshold, use_clt)
     n_pairs = fitness.size
     f = fitness.astype(np.int64)
     if kind == "vector":
@@ -42,9 +62,9 @@ def reference(theta, fitness, prefix, kind, threshold, use_clt):
         if not use_clt:
             a, b = np.sign(a), np.sign(b)
         z = (f[:, None] * a).T @ b
-    move = np.abs(z) * 16 >= gate_bound(threshold, n_pairs, use_clt)
+    move = np.abs(z) * 16 >= bound
     step = np.where(z > 0, 1, -1)
-    return np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta).astype(np.int8)
+    theta[...] = np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta)
 
 
 @numba.njit
@@ -88,18 +108,13 @@ def _cpu_vector(theta, fitness, prefix, use_clt, bound):
             theta[j] = cpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
 
 
-def cpu(theta, fitness, prefix, kind, threshold, use_clt):
-    theta = theta.copy()
-    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt,
-                                                       gate_bound(threshold, fitness.size, use_clt))
-    return theta
+@op
+def cpu_int_update(theta, fitness, prefix, kind, threshold, use_clt):
+    bound = gate_bound(theta, fitness, kind, threshold, use_clt)
+    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound)
 
 
-TILE = 16
-PAIR_CHUNK = 32
-
-
-@kernel((numba.int8[:, ::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64))
+@kernel((I8_2D, I8_1D, I64, BOOL, I64))
 def matrix_update_cuda(theta, fitness, prefix, use_clt, bound):
     """One thread per element of a 16 x 16 tile; pairs are staged through shared memory in chunks,
     each thread generating noise for one (pair, row) and one (pair, column) of the chunk."""
@@ -128,9 +143,9 @@ def matrix_update_cuda(theta, fitness, prefix, use_clt, bound):
                     av = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, d_in + row), kb))
                 if col < d_in:
                     bv = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, col), kb))
-                if not use_clt:
-                    av = (av > 0) - (av < 0)
-                    bv = (bv > 0) - (bv < 0)
+                if not use_clt:  # signs; int64 casts keep the simulator off numpy bool arithmetic
+                    av = np.int64(av > 0) - np.int64(av < 0)
+                    bv = np.int64(bv > 0) - np.int64(bv < 0)
                 av *= np.int64(fitness[p])
             a_tile[q, r] = av
             b_tile[q, r] = bv
@@ -142,7 +157,7 @@ def matrix_update_cuda(theta, fitness, prefix, use_clt, bound):
         theta[j, k] = gpu_clip8(np.int64(theta[j, k]) + (1 if z > 0 else -1))
 
 
-@kernel((numba.int8[::1], numba.int8[::1], numba.int64, numba.boolean, numba.int64))
+@kernel((I8_1D, I8_1D, I64, BOOL, I64))
 def vector_update_cuda(theta, fitness, prefix, use_clt, bound):
     j = cuda.grid(1)
     n = theta.size
@@ -154,22 +169,18 @@ def vector_update_cuda(theta, fitness, prefix, use_clt, bound):
             product = (gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
                        * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, n + j), kb)))
             if not use_clt:
-                product = (product > 0) - (product < 0)
+                product = np.int64(product > 0) - np.int64(product < 0)
             z += np.int64(fitness[p]) * product
         if abs(z) * 16 >= bound:
             theta[j] = gpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
 
 
-def cuda_launch(theta, fitness, prefix, kind, threshold, use_clt):
-    """Updates the device array `theta` in place and returns it."""
-    bound = gate_bound(threshold, fitness.shape[0], use_clt)
+@op
+def cuda_int_update(theta, fitness, prefix, kind, threshold, use_clt):
+    bound = np.int64(gate_bound(theta, fitness, kind, threshold, use_clt))
     if kind == "vector":
-        vector_update_cuda[(theta.shape[0] + 127) // 128, 128](theta, fitness, prefix, use_clt, bound)
+        vector_update_cuda[blocks(theta.shape[0])](theta, fitness, np.int64(prefix), bool(use_clt), bound)
     else:
         d_out, d_in = theta.shape
         grid = ((d_in + TILE - 1) // TILE, (d_out + TILE - 1) // TILE)
-        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, prefix, use_clt, bound)
-    return theta
-
-
-UPDATES = {"numpy": reference, "cpu": cpu, "cuda": cuda_launch}
+        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, np.int64(prefix), bool(use_clt), bound)

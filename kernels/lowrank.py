@@ -3,40 +3,100 @@
     y[m] += coef[m] * (x[m] B[m]) A[m]^T     x (M, T, in), B (M, in, r), A (M, out, r), coef (M,)
 
 so the shared product x W^T is one ordinary matmul for the whole population and no member's
-perturbed matrix is ever formed. `project` gives xb = x[m] B[m] (M, T, r); for an embedding the
-one-hot input makes that a row gather, `project_rows`: xb[m, t] = B[m, tokens[m, t]]. `expand`
-adds coef[m] xb[m] A[m]^T. Reference (float64), CPU twin (batched BLAS for the projection, a
-parallel loop for the rank-r expansion, where BLAS calls are too small to pay), CUDA (thread per output).
+perturbed matrix is ever formed. `lowrank_project` gives xb = x[m] B[m] (M, T, r); for an embedding
+the one-hot input makes that a row gather, `lowrank_project_rows`: xb[m, t] = B[m, tokens[m, t]]
+(tokens uint8, so B has at least 256 rows). `lowrank_expand` returns y + coef[m] xb[m] A[m]^T.
+References compute in float64; CPU twins use batched BLAS for the projection and a parallel loop for
+the rank-r expansion (BLAS calls that small do not pay); CUDA runs one thread per output element.
+Twins agree to 1e-5 relative + 1e-5 absolute (the gather is bit-identical); shapes that do not fit raise
+BadInput.
 """
 
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import cuda, kernel
+from eggnog.kernels.cuda_api import F32_1D, F32_3D, U8_2D, blocks, cuda, f64, kernel
+from eggnog.kernels.elementwise import require
+from eggnog.kernels.registry import op
 
-F32_1D = numba.float32[::1]
-F32_3D = numba.float32[:, :, ::1]
-THREADS = 256
-
-
-def reference_project(x, b):
-    return np.matmul(np.asarray(x, np.float64), np.asarray(b, np.float64))
+TOLERANCE = (1e-5, 1e-5)
 
 
-def reference_project_rows(tokens, b):
-    return np.asarray(b, np.float64)[np.arange(b.shape[0])[:, None], np.asarray(tokens, np.int64)]
+def _normal(rng, *shape, scale=1.0):
+    return (rng.normal(size=shape) * scale).astype(np.float32)
 
 
-def reference_expand(y, xb, a, coef):
-    delta = np.matmul(np.asarray(xb, np.float64), np.transpose(np.asarray(a, np.float64), (0, 2, 1)))
-    return np.asarray(y, np.float64) + np.asarray(coef, np.float64)[:, None, None] * delta
+def _tokens(rng, members, steps):
+    """Random bytes with the extremes 0 and 255 among them."""
+    tokens = rng.integers(0, 256, size=(members, steps)).astype(np.uint8)
+    tokens.flat[0], tokens.flat[-1] = 255, 0
+    return tokens
 
 
-def cpu_project(x, b):
+def _project_cases(rng):
+    """One element, and outputs across one and two blocks of 256 threads."""
+    for members, steps, d_in, rank in ((1, 1, 1, 1), (3, 5, 7, 2), (4, 23, 12, 3)):
+        yield _normal(rng, members, steps, d_in, scale=2.0), _normal(rng, members, d_in, rank)
+
+
+def _project_rows_cases(rng):
+    for members, steps, rank in ((1, 1, 1), (3, 5, 2), (4, 23, 3)):
+        yield _tokens(rng, members, steps), _normal(rng, members, 256, rank)
+
+
+def _expand_cases(rng):
+    for members, steps, width, rank in ((1, 1, 1, 1), (3, 7, 13, 2), (2, 3, 50, 4)):
+        yield (_normal(rng, members, steps, width), _normal(rng, members, steps, rank, scale=2.0),
+               _normal(rng, members, width, rank), _normal(rng, members, scale=0.5))
+
+
+def _check_project(x, b):
+    require(len(x.shape) == 3 and len(b.shape) == 3 and tuple(b.shape[:2]) == (x.shape[0], x.shape[2]),
+            f"lowrank_project takes x (members, steps, in) and B (members, in, rank), "
+            f"got x {tuple(x.shape)} and B {tuple(b.shape)}")
+
+
+def _check_project_rows(tokens, b):
+    require(len(tokens.shape) == 2 and len(b.shape) == 3 and b.shape[0] == tokens.shape[0] and b.shape[1] >= 256,
+            f"lowrank_project_rows takes byte tokens (members, steps) and B (members, 256 or more rows, rank), "
+            f"got tokens {tuple(tokens.shape)} and B {tuple(b.shape)}")
+
+
+def _check_expand(y, xb, a, coef):
+    require(len(y.shape) == 3 and len(xb.shape) == 3 and tuple(xb.shape[:2]) == tuple(y.shape[:2])
+            and tuple(a.shape) == (y.shape[0], y.shape[2], xb.shape[2]) and tuple(coef.shape) == (y.shape[0],),
+            f"lowrank_expand takes y (members, steps, out), xb (members, steps, rank), A (members, out, rank) "
+            f"and coef (members,), got {tuple(y.shape)}, {tuple(xb.shape)}, {tuple(a.shape)} and {tuple(coef.shape)}")
+
+
+@op(cases=_project_cases, tolerance=TOLERANCE)
+def reference_lowrank_project(x, b):
+    _check_project(x, b)
+    return np.matmul(f64(x), f64(b))
+
+
+@op(cases=_project_rows_cases)
+def reference_lowrank_project_rows(tokens, b):
+    _check_project_rows(tokens, b)
+    return f64(b)[np.arange(b.shape[0])[:, None], np.asarray(tokens, np.int64)]
+
+
+@op(cases=_expand_cases, tolerance=TOLERANCE)
+def reference_lowrank_expand(y, xb, a, coef):
+    _check_expand(y, xb, a, coef)
+    delta = np.matmul(f64(xb), np.transpose(f64(a), (0, 2, 1)))
+    return f64(y) + f64(coef)[:, None, None] * delta
+
+
+@op
+def cpu_lowrank_project(x, b):
+    _check_project(x, b)
     return np.matmul(x, b)
 
 
-def cpu_project_rows(tokens, b):
+@op
+def cpu_lowrank_project_rows(tokens, b):
+    _check_project_rows(tokens, b)
     return np.ascontiguousarray(b[np.arange(b.shape[0])[:, None], tokens.astype(np.int64)])
 
 
@@ -52,8 +112,10 @@ def _cpu_expand(y, xb, a, coef, out):
             out[m, t, o] = y[m, t, o] + coef[m] * acc
 
 
-def cpu_expand(y, xb, a, coef):
-    out = np.empty_like(y)
+@op
+def cpu_lowrank_expand(y, xb, a, coef):
+    _check_expand(y, xb, a, coef)
+    out = np.empty(y.shape, y.dtype)
     _cpu_expand(y, xb, a, coef, out)
     return out
 
@@ -70,7 +132,7 @@ def project_cuda(x, b, xb):
         xb[m, t, r] = acc
 
 
-@kernel((numba.uint8[:, ::1], F32_3D, F32_3D))
+@kernel((U8_2D, F32_3D, F32_3D))
 def project_rows_cuda(tokens, b, xb):
     i = cuda.grid(1)
     if i < xb.size:
@@ -91,33 +153,25 @@ def expand_cuda(y, xb, a, coef, out):
         out[m, t, o] = y[m, t, o] + coef[m] * acc
 
 
-def _blocks(n):
-    return max(1, (n + THREADS - 1) // THREADS), THREADS
-
-
-def _require(condition, what):
-    """CUDA kernels do not bounds-check: a shape mismatch would read past an array on a GPU."""
-    if not condition:
-        raise ValueError(f"shape mismatch: {what}")
-
-
-def cuda_project(x, b):
-    _require(b.shape[:2] == (x.shape[0], x.shape[2]), f"B {b.shape} for x {x.shape}")
+@op
+def cuda_lowrank_project(x, b):
+    _check_project(x, b)
     xb = cuda.device_array((x.shape[0], x.shape[1], b.shape[2]), np.float32)
-    project_cuda[_blocks(xb.size)](x, b, xb)
+    project_cuda[blocks(xb.size)](x, b, xb)
     return xb
 
 
-def cuda_project_rows(tokens, b):
-    _require(b.shape[0] == tokens.shape[0] and b.shape[1] >= 256, f"B {b.shape} for uint8 tokens {tokens.shape}")
+@op
+def cuda_lowrank_project_rows(tokens, b):
+    _check_project_rows(tokens, b)
     xb = cuda.device_array((tokens.shape[0], tokens.shape[1], b.shape[2]), np.float32)
-    project_rows_cuda[_blocks(xb.size)](tokens, b, xb)
+    project_rows_cuda[blocks(xb.size)](tokens, b, xb)
     return xb
 
 
-def cuda_expand(y, xb, a, coef):
-    _require(xb.shape[:2] == y.shape[:2] and a.shape == (y.shape[0], y.shape[2], xb.shape[2])
-             and coef.shape == (y.shape[0],), f"y {y.shape}, xb {xb.shape}, A {a.shape}, coef {coef.shape}")
+@op
+def cuda_lowrank_expand(y, xb, a, coef):
+    _check_expand(y, xb, a, coef)
     out = cuda.device_array(y.shape, np.float32)
-    expand_cuda[_blocks(out.size)](y, xb, a, coef, out)
+    expand_cuda[blocks(out.size)](y, xb, a, coef, out)
     return out

@@ -1,4 +1,4 @@
-"""The FlashRNN-style multi-head LSTM cell (fp32), forward and backward, one time step per launch:
+"""The FlashRNN-style multi-head LSTM cell (fp32), forward and backward:
 
     raw_g = Wx_g + R[g, n] @ h_prev_n + b_g          gates g in order i, f, z, o; heads n block-diagonal
     c = sigmoid(f) c_prev + sigmoid(i) tanh(z),      h = sigmoid(o) tanh(c)
@@ -22,10 +22,20 @@ and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], one thread
 after the time loop (race-free). The GPU step needs two launches (gate gradients, then dh_prev
 through R^T, which reads every d of a head).
 
-Every operation has a float64 NumPy reference, an fp32 numba CPU twin and a CUDA kernel, with one
-launcher per backend (prefixes reference_, cpu_, cuda_). Also here: the input projection x @ W_in
-with its backward (float_matmul's kernel with the right operand transposes), the state broadcast,
-and a per-row scale (for mask-weighted losses).
+Operations (float64 references; the CUDA versions of the sequence ops loop over steps launching the
+step kernels, one thread per unit):
+
+    lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
+    lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
+    lstm_recurrent_grad(draw, hs, heads)                         -> dR
+    lstm_forward(wx, r, bias, states0, keep)                     -> hs, cs, gates (cs, gates None unless
+                                                                    keep); states0 (2, H) = (h0, c0) for
+                                                                    every batch row
+    lstm_backward(dh_out, r, hs, cs, gates)                      -> draw, dR, dh0, dc0 (full BPTT)
+    lstm_input_projection(x, w_in)                               -> x @ w_in
+    lstm_input_projection_backward(dwx, x, w_in)                 -> dwx @ w_in^T, x^T @ dwx
+
+The input projection runs on float_matmul's tiled kernel with the operands it needs transposed.
 """
 
 import math
@@ -33,14 +43,12 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels import float_matmul
-from eggnog.kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import BOOL, F32_1D, F32_2D, F32_3D, F32_4D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.float_matmul import tiled_product
+from eggnog.kernels.registry import op
 
-F32_1D = numba.float32[::1]
-F32_2D = numba.float32[:, ::1]
-F32_3D = numba.float32[:, :, ::1]
-F32_4D = numba.float32[:, :, :, ::1]
 THREADS = 128
+TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
 
 
 def build(jit):
@@ -135,21 +143,89 @@ def build(jit):
  _gpu_recurrent_grad_element) = build(device_function)
 
 
-def _launch(n):
-    return max(1, (n + THREADS - 1) // THREADS), THREADS
-
-
-def _f64(a):
-    return np.asarray(a, np.float64)
-
-
-def _f32(a):
-    return np.ascontiguousarray(a, np.float32)
+(cpu_sigmoid, _cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element,
+ _cpu_recurrent_grad_element) = build(numba.njit)
+(gpu_sigmoid, _gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element,
+ _gpu_recurrent_grad_element) = build(device_function)
 
 
 def _shape(r):
     """(N, D, H) from R (4, N, D, D)."""
     return r.shape[1], r.shape[2], r.shape[1] * r.shape[2]
+
+
+# ---- cases of the generated tests ---------------------------------------------------------------------
+
+def _normal(rng, *shape, scale=1.0):
+    return (scale * rng.normal(size=shape)).astype(np.float32)
+
+
+def _weights(rng, heads, size):
+    hidden = heads * size
+    return _normal(rng, 4, heads, size, size, scale=0.6), _normal(rng, 4 * hidden, scale=0.3)
+
+
+# (batch, heads, head size): a few units; 150 units = two 128-thread blocks
+STEP_SHAPES = ((2, 2, 3), (3, 5, 10))
+
+
+def _forward_step_cases(rng):
+    for batch, heads, size in STEP_SHAPES:
+        hidden = heads * size
+        r, bias = _weights(rng, heads, size)
+        yield _normal(rng, batch, 4 * hidden), r, bias, _normal(rng, batch, hidden), _normal(rng, batch, hidden)
+
+
+def _backward_step_cases(rng):
+    for batch, heads, size in STEP_SHAPES:
+        hidden = heads * size
+        r, bias = _weights(rng, heads, size)
+        c_prev = _normal(rng, batch, hidden)
+        _, c, gates = reference_lstm_forward_step(_normal(rng, batch, 4 * hidden), r, bias,
+                                                  _normal(rng, batch, hidden), c_prev)
+        dh, dc, extra = (_normal(rng, batch, hidden) for _ in range(3))
+        yield dh, dc, r, gates.astype(np.float32), c.astype(np.float32), c_prev, extra
+
+
+def _recurrent_grad_cases(rng):
+    """dR of 4 N D^2 elements: 72 (one block), 288 (three blocks)."""
+    for steps, batch, heads, size in ((3, 2, 2, 3), (2, 3, 2, 6)):
+        hidden = heads * size
+        yield _normal(rng, steps, batch, 4 * hidden), _normal(rng, steps + 1, batch, hidden), heads
+
+
+SEQUENCE = (3, 2, 2, 3)  # steps, batch, heads, head size: the sequence ops launch once or twice per step
+
+
+def _forward_cases(rng):
+    steps, batch, heads, size = SEQUENCE
+    hidden = heads * size
+    r, bias = _weights(rng, heads, size)
+    yield _normal(rng, steps, batch, 4 * hidden), r, bias, _normal(rng, 2, hidden), True
+
+
+def _backward_cases(rng):
+    steps, batch, heads, size = SEQUENCE
+    hidden = heads * size
+    r, bias = _weights(rng, heads, size)
+    hs, cs, gates = reference_lstm_forward(_normal(rng, steps, batch, 4 * hidden), r, bias, _normal(rng, 2, hidden),
+                                           True)
+    yield (_normal(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
+           gates.astype(np.float32))
+
+
+# rows x in -> 4H: each product crosses a 16-wide tile in both directions (2 x 2 tiles)
+PROJECTION = (20, 17, 24)
+
+
+def _projection_cases(rng):
+    rows, inner, cols = PROJECTION
+    yield _normal(rng, rows, inner), _normal(rng, inner, cols)
+
+
+def _projection_backward_cases(rng):
+    rows, inner, cols = PROJECTION
+    yield _normal(rng, rows, cols), _normal(rng, rows, inner), _normal(rng, inner, cols)
 
 
 # ---- NumPy reference (float64) ------------------------------------------------------------------
@@ -158,38 +234,41 @@ def _sig64(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def reference_forward_step(wx, r, bias, h_prev, c_prev):
+@op(cases=_forward_step_cases, tolerance=TOLERANCE)
+def reference_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     """(h, c, gates) of one step; wx (B, 4H), h_prev and c_prev (B, H)."""
-    r = _f64(r)
+    r = f64(r)
     n, d, hidden = _shape(r)
     batch = wx.shape[0]
-    rec = np.einsum("gndk,bnk->bgnd", r, _f64(h_prev).reshape(batch, n, d)).reshape(batch, 4 * hidden)
-    raw = (_f64(wx) + rec + _f64(bias).reshape(-1)).reshape(batch, 4, hidden)
+    rec = np.einsum("gndk,bnk->bgnd", r, f64(h_prev).reshape(batch, n, d)).reshape(batch, 4 * hidden)
+    raw = (f64(wx) + rec + f64(bias).reshape(-1)).reshape(batch, 4, hidden)
     i, f, z, o = _sig64(raw[:, 0]), _sig64(raw[:, 1]), np.tanh(raw[:, 2]), _sig64(raw[:, 3])
-    c = f * _f64(c_prev) + i * z
+    c = f * f64(c_prev) + i * z
     h = o * np.tanh(c)
     return h, c, np.concatenate([i, f, z, o], axis=1)
 
 
-def reference_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+@op(cases=_backward_step_cases, tolerance=TOLERANCE)
+def reference_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
     """(draw, dh_prev, dc_prev) of one step; dh_prev = R^T draw per head (+ dh_extra)."""
-    r, gates = _f64(r), _f64(gates)
+    r, gates = f64(r), f64(gates)
     n, d, hidden = _shape(r)
     batch = gates.shape[0]
     i, f, z, o = (gates[:, g * hidden:(g + 1) * hidden] for g in range(4))
-    dh, tc = _f64(dh), np.tanh(_f64(c))
-    dct = _f64(dc) + dh * o * (1.0 - tc * tc)
-    draw = np.concatenate([dct * z * i * (1.0 - i), dct * _f64(c_prev) * f * (1.0 - f),
+    dh, tc = f64(dh), np.tanh(f64(c))
+    dct = f64(dc) + dh * o * (1.0 - tc * tc)
+    draw = np.concatenate([dct * z * i * (1.0 - i), dct * f64(c_prev) * f * (1.0 - f),
                            dct * i * (1.0 - z * z), dh * tc * o * (1.0 - o)], axis=1)
     dh_prev = np.einsum("gndk,bgnd->bnk", r, draw.reshape(batch, 4, n, d)).reshape(batch, hidden)
     if dh_extra is not None:
-        dh_prev = dh_prev + _f64(dh_extra)
+        dh_prev = dh_prev + f64(dh_extra)
     return draw, dh_prev, dct * f
 
 
-def reference_recurrent_grad(draw, hs, heads):
+@op(cases=_recurrent_grad_cases, tolerance=TOLERANCE)
+def reference_lstm_recurrent_grad(draw, hs, heads):
     """dR (4, N, D, D) from draw (T, B, 4H) and hs (T + 1, B, H) (h_{t-1} = hs[t]), N = heads."""
-    draw, hs = _f64(draw), _f64(hs)
+    draw, hs = f64(draw), f64(hs)
     steps, batch, four_h = draw.shape
     hidden = four_h // 4
     d = hidden // heads
@@ -198,44 +277,42 @@ def reference_recurrent_grad(draw, hs, heads):
     return np.einsum("xgnd,xnk->gndk", g, prev)
 
 
-def reference_forward(wx, r, bias, states0, keep=False):
-    """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H) or None) from wx (T, B, 4H) and
-    states0 (2, H) broadcast over the batch."""
+@op(cases=_forward_cases, tolerance=TOLERANCE)
+def reference_lstm_forward(wx, r, bias, states0, keep=False):
+    """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H)) from wx (T, B, 4H) and states0 (2, H)
+    broadcast over the batch; cs and gates are None unless `keep`."""
     steps, batch, _ = wx.shape
     n, d, hidden = _shape(r)
-    states0 = _f64(states0).reshape(2, hidden)
+    states0 = f64(states0).reshape(2, hidden)
     hs, cs = np.empty((steps + 1, batch, hidden)), np.empty((steps + 1, batch, hidden))
     hs[0], cs[0] = states0[0], states0[1]
-    gates = np.empty((steps, batch, 4 * hidden)) if keep else None
+    gates = np.empty((steps, batch, 4 * hidden))
     for t in range(steps):
-        hs[t + 1], cs[t + 1], g = reference_forward_step(wx[t], r, bias, hs[t], cs[t])
-        if keep:
-            gates[t] = g
-    return hs, cs, gates
+        hs[t + 1], cs[t + 1], gates[t] = reference_lstm_forward_step(wx[t], r, bias, hs[t], cs[t])
+    return (hs, cs, gates) if keep else (hs, None, None)
 
 
-def reference_backward(dh_out, r, hs, cs, gates):
+@op(cases=_backward_cases, tolerance=TOLERANCE)
+def reference_lstm_backward(dh_out, r, hs, cs, gates):
     """(draw (T, B, 4H), dR, dh0 (B, H), dc0 (B, H)) from the output gradients dh_out (T, B, H)."""
     steps = dh_out.shape[0]
     draw = np.empty(gates.shape)
-    dh, dc = _f64(dh_out[steps - 1]), np.zeros(dh_out.shape[1:])
+    dh, dc = f64(dh_out[steps - 1]), np.zeros(dh_out.shape[1:])
     for t in range(steps - 1, -1, -1):
         extra = dh_out[t - 1] if t > 0 else None
-        draw[t], dh, dc = reference_backward_step(dh, dc, r, gates[t], cs[t + 1], cs[t], extra)
-    return draw, reference_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+        draw[t], dh, dc = reference_lstm_backward_step(dh, dc, r, gates[t], cs[t + 1], cs[t], extra)
+    return draw, reference_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
 
 
-def reference_input_projection(x, w_in):
-    return _f64(x) @ _f64(w_in)
+@op(cases=_projection_cases, tolerance=TOLERANCE)
+def reference_lstm_input_projection(x, w_in):
+    return f64(x) @ f64(w_in)
 
 
-def reference_input_projection_backward(dwx, x, w_in):
-    dwx = _f64(dwx)
-    return dwx @ _f64(w_in).T, _f64(x).T @ dwx
-
-
-def reference_scale_rows(x, scale):
-    return _f64(x) * _f64(scale)[:, None]
+@op(cases=_projection_backward_cases, tolerance=TOLERANCE)
+def reference_lstm_input_projection_backward(dwx, x, w_in):
+    dwx = f64(dwx)
+    return dwx @ f64(w_in).T, f64(x).T @ dwx
 
 
 # ---- CPU twins (fp32) ---------------------------------------------------------------------------------
@@ -264,82 +341,73 @@ def _cpu_recurrent_grad(draw, hs, dr):
         _cpu_recurrent_grad_element(draw, hs, dr, e)
 
 
-def cpu_forward_step(wx, r, bias, h_prev, c_prev):
+@op
+def cpu_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     h, c = np.empty(h_prev.shape, np.float32), np.empty(h_prev.shape, np.float32)
     gates = np.empty((h_prev.shape[0], 4 * h_prev.shape[1]), np.float32)
-    _cpu_forward_step(_f32(wx), _f32(r), _f32(bias).reshape(-1), _f32(h_prev), _f32(c_prev), h, c, gates, True)
+    _cpu_forward_step(wx, r, bias.reshape(-1), h_prev, c_prev, h, c, gates, True)
     return h, c, gates
 
 
-def cpu_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+@op
+def cpu_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
     draw = np.empty(gates.shape, np.float32)
     dc_prev, dh_prev = np.empty(dh.shape, np.float32), np.empty(dh.shape, np.float32)
-    _cpu_backward_gates(_f32(dh), _f32(dc), _f32(gates), _f32(c), _f32(c_prev), draw, dc_prev)
-    extra = np.zeros(dh.shape, np.float32) if dh_extra is None else _f32(dh_extra)
-    _cpu_backward_recurrent(draw, _f32(r), extra, dh_prev)
+    _cpu_backward_gates(dh, dc, gates, c, c_prev, draw, dc_prev)
+    extra = np.zeros(dh.shape, np.float32) if dh_extra is None else dh_extra
+    _cpu_backward_recurrent(draw, r, extra, dh_prev)
     return draw, dh_prev, dc_prev
 
 
-def cpu_recurrent_grad(draw, hs, heads):
-    steps, batch, four_h = draw.shape
-    size = four_h // 4 // heads
+@op
+def cpu_lstm_recurrent_grad(draw, hs, heads):
+    size = draw.shape[2] // 4 // heads
     dr = np.empty((4, heads, size, size), np.float32)
-    _cpu_recurrent_grad(_f32(draw), _f32(hs), dr)
+    _cpu_recurrent_grad(draw, hs, dr)
     return dr
 
 
-def cpu_forward(wx, r, bias, states0, keep=False):
+@op
+def cpu_lstm_forward(wx, r, bias, states0, keep=False):
     steps, batch, _ = wx.shape
     _, _, hidden = _shape(r)
-    wx, r, bias = _f32(wx), _f32(r), _f32(bias).reshape(-1)
-    states0 = _f32(states0).reshape(2, hidden)
+    bias, states0 = bias.reshape(-1), states0.reshape(2, hidden)
     hs = np.empty((steps + 1, batch, hidden), np.float32)
-    cs = np.empty((steps + 1 if keep else 2, batch, hidden), np.float32)
+    cs = np.empty((steps + 1 if keep else 2, batch, hidden), np.float32)  # a two-slot ring unless kept
     hs[0], cs[0] = states0[0], states0[1]
     gates = np.empty((steps, batch, 4 * hidden), np.float32) if keep else None
     scratch = np.empty((1, 1), np.float32)
     for t in range(steps):
         c_prev, c = (cs[t], cs[t + 1]) if keep else (cs[t % 2], cs[(t + 1) % 2])
         _cpu_forward_step(wx[t], r, bias, hs[t], c_prev, hs[t + 1], c, gates[t] if keep else scratch, keep)
-    return hs, cs, gates
+    return (hs, cs, gates) if keep else (hs, None, None)
 
 
-def cpu_backward(dh_out, r, hs, cs, gates):
+@op
+def cpu_lstm_backward(dh_out, r, hs, cs, gates):
     steps, batch, hidden = dh_out.shape
-    dh_out, r = _f32(dh_out), _f32(r)
     draw = np.empty(gates.shape, np.float32)
     dh, dc = np.empty((batch, hidden), np.float32), np.zeros((batch, hidden), np.float32)
     zeros = np.zeros((batch, hidden), np.float32)
     for t in range(steps - 1, -1, -1):
         _cpu_backward_gates(dh_out[t] if t == steps - 1 else dh, dc, gates[t], cs[t + 1], cs[t], draw[t], dc)
         _cpu_backward_recurrent(draw[t], r, dh_out[t - 1] if t > 0 else zeros, dh)
-    return draw, cpu_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+    return draw, cpu_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
 
 
-def cpu_input_projection(x, w_in):
+@op
+def cpu_lstm_input_projection(x, w_in):
     return np.ascontiguousarray(x @ w_in)
 
 
-def cpu_input_projection_backward(dwx, x, w_in):
+@op
+def cpu_lstm_input_projection_backward(dwx, x, w_in):
     return np.ascontiguousarray(dwx @ w_in.T), np.ascontiguousarray(x.T @ dwx)
-
-
-@numba.njit(parallel=True)
-def _cpu_scale_rows(x, scale, out):
-    for i in numba.prange(x.shape[0]):
-        for j in range(x.shape[1]):
-            out[i, j] = x[i, j] * scale[i]
-
-
-def cpu_scale_rows(x, scale):
-    out = np.empty(x.shape, np.float32)
-    _cpu_scale_rows(_f32(x), _f32(scale), out)
-    return out
 
 
 # ---- CUDA kernels ---------------------------------------------------------------------------------------
 
-@kernel((F32_2D, F32_4D, F32_1D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, numba.boolean))
+@kernel((F32_2D, F32_4D, F32_1D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, BOOL))
 def forward_step_cuda(wx, r, bias, h_prev, c_prev, h, c, gates, keep):
     i = cuda.grid(1)
     if i < h.size:
@@ -378,93 +446,77 @@ def broadcast_state_cuda(states0, h, c):
         c[b, j] = states0[1, j]
 
 
-@kernel((F32_2D, F32_1D, F32_2D))
-def scale_rows_cuda(x, scale, out):
-    i = cuda.grid(1)
-    if i < x.shape[0] * x.shape[1]:
-        row, col = i // x.shape[1], i % x.shape[1]
-        out[row, col] = x[row, col] * scale[row]
-
-
-def _device(a):
-    """A device array from a host or device array (host arrays are copied as float32)."""
-    return a if hasattr(a, "copy_to_host") else cuda.to_device(_f32(a))
-
-
 def _zeros(shape):
     return cuda.to_device(np.zeros(shape, np.float32))
 
 
-def cuda_forward_step(wx, r, bias, h_prev, c_prev):
+@op
+def cuda_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     batch, hidden = h_prev.shape
     h, c = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
     gates = cuda.device_array((batch, 4 * hidden), np.float32)
-    forward_step_cuda[_launch(batch * hidden)](_device(wx), _device(r), _device(bias).reshape(4 * hidden),
-                                               _device(h_prev), _device(c_prev), h, c, gates, True)
+    forward_step_cuda[blocks(batch * hidden, THREADS)](wx, r, bias.reshape(4 * hidden), h_prev, c_prev, h, c, gates,
+                                                       True)
     return h, c, gates
 
 
-def cuda_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+@op
+def cuda_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
     batch, hidden = dh.shape
     draw = cuda.device_array((batch, 4 * hidden), np.float32)
     dc_prev, dh_prev = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
-    grid = _launch(batch * hidden)
-    backward_gates_cuda[grid](_device(dh), _device(dc), _device(gates), _device(c), _device(c_prev), draw, dc_prev)
-    extra = _zeros((batch, hidden)) if dh_extra is None else _device(dh_extra)
-    backward_recurrent_cuda[grid](draw, _device(r), extra, dh_prev)
+    grid = blocks(batch * hidden, THREADS)
+    backward_gates_cuda[grid](dh, dc, gates, c, c_prev, draw, dc_prev)
+    extra = _zeros((batch, hidden)) if dh_extra is None else dh_extra
+    backward_recurrent_cuda[grid](draw, r, extra, dh_prev)
     return draw, dh_prev, dc_prev
 
 
-def cuda_recurrent_grad(draw, hs, heads):
-    steps, batch, four_h = draw.shape
-    size = four_h // 4 // heads
+@op
+def cuda_lstm_recurrent_grad(draw, hs, heads):
+    size = draw.shape[2] // 4 // heads
     dr = cuda.device_array((4, heads, size, size), np.float32)
-    recurrent_grad_cuda[_launch(dr.size)](_device(draw), _device(hs), dr)
+    recurrent_grad_cuda[blocks(dr.size, THREADS)](draw, hs, dr)
     return dr
 
 
-def cuda_forward(wx, r, bias, states0, keep=False):
-    """Device (hs, cs, gates or None); cs has only two slots (a ring) unless `keep`."""
+@op
+def cuda_lstm_forward(wx, r, bias, states0, keep=False):
+    """Device (hs, cs, gates), or (hs, None, None); unless `keep`, c lives in a two-slot ring."""
     steps, batch, _ = wx.shape
     _, _, hidden = _shape(r)
-    wx, r, bias = _device(wx), _device(r), _device(bias).reshape(4 * hidden)
-    states0 = _device(states0).reshape(2, hidden)
+    bias, states0 = bias.reshape(4 * hidden), states0.reshape(2, hidden)
     hs = cuda.device_array((steps + 1, batch, hidden), np.float32)
     cs = cuda.device_array((steps + 1 if keep else 2, batch, hidden), np.float32)
     gates = cuda.device_array((steps, batch, 4 * hidden), np.float32) if keep else None
     scratch = cuda.device_array((1, 1), np.float32)
-    grid = _launch(batch * hidden)
+    grid = blocks(batch * hidden, THREADS)
     broadcast_state_cuda[grid](states0, hs[0], cs[0])
     for t in range(steps):
         c_prev, c = (cs[t], cs[t + 1]) if keep else (cs[t % 2], cs[(t + 1) % 2])
         forward_step_cuda[grid](wx[t], r, bias, hs[t], c_prev, hs[t + 1], c, gates[t] if keep else scratch, keep)
-    return hs, cs, gates
+    return (hs, cs, gates) if keep else (hs, None, None)
 
 
-def cuda_backward(dh_out, r, hs, cs, gates):
+@op
+def cuda_lstm_backward(dh_out, r, hs, cs, gates):
     """Device (draw, dR, dh0, dc0) of full BPTT through the stored forward (keep=True)."""
     steps, batch, hidden = dh_out.shape
-    dh_out, r = _device(dh_out), _device(r)
     draw = cuda.device_array(gates.shape, np.float32)
     dh, dc, zeros = cuda.device_array((batch, hidden), np.float32), _zeros((batch, hidden)), _zeros((batch, hidden))
-    grid = _launch(batch * hidden)
+    grid = blocks(batch * hidden, THREADS)
     for t in range(steps - 1, -1, -1):
         # dh is read by the gate kernel before the recurrent kernel overwrites it; dc is updated in place
         backward_gates_cuda[grid](dh_out[t] if t == steps - 1 else dh, dc, gates[t], cs[t + 1], cs[t], draw[t], dc)
         backward_recurrent_cuda[grid](draw[t], r, dh_out[t - 1] if t > 0 else zeros, dh)
-    return draw, cuda_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+    return draw, cuda_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
 
 
-def cuda_input_projection(x, w_in):
-    return float_matmul._matmul(x, w_in, x.shape[0], w_in.shape[1], False, False)
+@op
+def cuda_lstm_input_projection(x, w_in):
+    return tiled_product(x, w_in)
 
 
-def cuda_input_projection_backward(dwx, x, w_in):
-    return (float_matmul._matmul(dwx, w_in, dwx.shape[0], w_in.shape[0], False, True),
-            float_matmul._matmul(x, dwx, x.shape[1], dwx.shape[1], True, False))
-
-
-def cuda_scale_rows(x, scale):
-    out = cuda.device_array(x.shape, np.float32)
-    scale_rows_cuda[_launch(x.shape[0] * x.shape[1])](x, _device(scale), out)
-    return out
+@op
+def cuda_lstm_input_projection_backward(dwx, x, w_in):
+    return tiled_product(dwx, w_in, transpose_b=True), tiled_product(x, dwx, transpose_a=True)

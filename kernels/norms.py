@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, cuda, f64, kernel
-from eggnog.kernels.float_elementwise import cpu_column_sum, cuda_column_sum
+from eggnog.kernels.elementwise import cpu_column_sum, cuda_column_sum
 from eggnog.kernels.reductions import block_total
 from eggnog.kernels.registry import op
 

@@ -9,11 +9,13 @@ the whole vector, so shards of θ draw the slices of one stream):
                                                rng.generate("normal_float32", key) element start + j
     uniform      z ~ U[-1, 1)                  ((bits >> 8) * 2^-24) * 2 - 1: every step exact in fp32
 
-Operations (reference_* in float64 NumPy rounded once; cpu_* numba twins; cuda_* kernels taking
-device arrays, grid-stride loops so any size works):
+Operations (reference_* in float64 NumPy rounded once to float32; cpu_* numba twins; cuda_* kernels
+on device arrays, grid-stride loops so any size works). The in-place ones write their first argument on
+every backend and return it:
 
     perturb_(θ, key, α, distribution, start)            θ ← θ + α z in place, one pass, no temporary
-    perturbed_copy(θ, out, key, α, distribution, start) out ← θ + α z (out float32 or float16), θ untouched
+    perturbed_copy(θ, out, key, α, distribution, start) out ← θ + α z (out float32, or float16 rounded from
+                                                        the float32 value), θ untouched; returns out
     apply_probes_(θ, keys, coefs, distribution, start)  θ ← θ + Σ_i c_i z_i in one pass over θ; the sum is
                                                         accumulated in fp32 in probe order (s += c_i z_i,
                                                         an FMA on the GPU), then added once
@@ -22,14 +24,17 @@ device arrays, grid-stride loops so any size works):
 α (and each c_i) is rounded to float32 once, on the host; so −2ε is exactly −2·fl32(ε). The gradient
 estimate g = Σ_i c_i z_i is `apply_probes_` applied to a zeroed buffer: g = zeros(n, float32);
 cpu_apply_probes_(g, keys, coefs, distribution) (or cuda_apply_probes_ on a device zeros array);
-0 + s is s, so g holds the fp32 probe-order sums exactly.
+0 + s is s, so g holds the fp32 probe-order sums exactly. `key` is a tuple (ka, kb); keys and coefs of
+apply_probes_ are host arrays (checked, then copied) or, on CUDA, int64 (n, 2) and float32 (n,) device
+arrays (taken as they are).
 
 Agreement: z is bit-identical across the CPU twin and CUDA for rademacher and uniform (integer math and
 exact fp32 steps); normal z agrees to rng's tolerance (4 eps max(|z|, 1)) and the CPU twin equals
 rng.generate(..., backend="cpu") bit for bit. A rademacher perturbation θ ± α rounds once everywhere,
 so reference, twin and GPU agree bit for bit; for normal and uniform the product α z is one more
 rounding on the CPU and the simulator (the GPU contracts θ + α z into one FMA: checked in the PTX), a
-few ulps of max(|θ|, |α z|).
+few ulps of max(|θ|, |α z|). The registered tolerance, 6 eps (1 + |reference|) on cases with |θ| and
+|α z| of order one, holds that bound (10 eps for apply_probes_: one more rounding per probe).
 
 Restoring θ after a probe, with fp32 master parameters (checked in tests/test_perturb.py):
 - Exact path: keep the fp32 master untouched and evaluate each probe on `perturbed_copy` (float32 or
@@ -50,18 +55,20 @@ import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
-from eggnog.kernels.cuda_api import cuda, device_function, kernel
-from eggnog.kernels.noise_math import MASK32, TWO_POW_M24
+from eggnog.kernels.cuda_api import F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, kernel
+from eggnog.kernels.noise_math import MASK32, TWO_POW_M24, stream_key
+from eggnog.kernels.registry import op
 from eggnog.kernels.rng import (cpu_bits_of, cpu_normal_f32, cpu_rademacher, cpu_round1, gpu_bits_of, gpu_normal_f32,
-                         gpu_rademacher, gpu_round1)
+                                gpu_rademacher, gpu_round1)
 
 DISTRIBUTIONS = ("rademacher", "normal", "uniform")
 RADEMACHER, NORMAL, UNIFORM = 0, 1, 2
 _CODE = {name: code for code, name in enumerate(DISTRIBUTIONS)}
 
-THREADS = 256
-MAX_BLOCKS = 4096  # grid-stride loops cover the rest; tests lower it to exercise the stride
+MAX_BLOCKS = 4096  # grid-stride loops cover the rest; a test lowers it to exercise the stride
 HALF_CHUNK = 1 << 16  # CPU float16 copies go through a float32 scratch of this many elements
+F16_1D = numba.types.float16[::1]
+EPS = float(np.finfo(np.float32).eps)
 
 
 def build_uniform(jit):
@@ -137,12 +144,62 @@ def _keys(keys, coefs):
     return keys, coefs
 
 
-def _blocks(n):
-    return max(1, min(MAX_BLOCKS, (n + THREADS - 1) // THREADS)), THREADS
+def _grid(n):
+    grid, threads = blocks(n)
+    return min(grid, MAX_BLOCKS), threads
+
+
+# ---- cases of the generated tests ---------------------------------------------------------------------
+# 300 elements: two 256-thread blocks, the second partly idle; the last case of each op ends at stream
+# index 2^32 - 1. Parameters span several magnitudes; α and c_i stay small enough that the fp32
+# roundings (a few ulps of max(|θ|, |α z|)) fit the registered tolerances.
+
+N = 300
+STARTS = (123_456_789, 2**32 - N)
+
+
+def _theta(rng, n=N):
+    return (rng.standard_normal(n) * 2.0 ** rng.uniform(-6, 2, n)).astype(np.float32)
+
+
+def _key_of(rng):
+    return stream_key(int(rng.integers(0, 2**31)), 3, 1, int(rng.integers(0, 2**31)))
+
+
+def _noise_cases(rng):
+    for d in DISTRIBUTIONS:
+        for start in STARTS:
+            yield _key_of(rng), N, d, start
+    yield _key_of(rng), 0, "normal", 0
+
+
+def _perturb_cases(rng):
+    for d, alpha, start in (("rademacher", 0.125, STARTS[0]), ("normal", -0.37, STARTS[0]),
+                            ("uniform", 1e-3, STARTS[1])):
+        yield _theta(rng), _key_of(rng), np.float32(alpha), d, start
+
+
+def _perturbed_copy_cases(rng):
+    for d, dtype, start in (("rademacher", np.float32, STARTS[1]), ("normal", np.float32, STARTS[0]),
+                            ("uniform", np.float32, 0), ("rademacher", np.float16, STARTS[0])):
+        yield _theta(rng), np.zeros(N, dtype), _key_of(rng), np.float32(-0.25), d, start
+
+
+def _apply_probes_cases(rng):
+    coefs = np.float32([3e-3, -1e-2, 0.25, -0.125])
+    for d, start in (("rademacher", STARTS[1]), ("normal", STARTS[0]), ("uniform", 7)):
+        keys = np.array([_key_of(rng) for _ in coefs], np.int64)
+        yield _theta(rng), keys, coefs, d, start
+    yield _theta(rng), np.zeros((0, 2), np.int64), np.zeros(0, np.float32), "normal", 0
 
 
 # ---- NumPy reference ----------------------------------------------------------------------------------
 
+def _f64(a):
+    return np.asarray(a, np.float64)
+
+
+@op(cases=_noise_cases, tolerance=(4 * EPS, 4 * EPS))  # rng's normal_float32 tolerance; others exact
 def reference_noise(key, count, distribution, start=0):
     code = distribution_code(distribution)
     key = _key(key)
@@ -155,34 +212,38 @@ def reference_noise(key, count, distribution, start=0):
     return ((b >> np.uint64(8)).astype(np.float64) * 2.0**-24 * 2.0 - 1.0).astype(np.float32)
 
 
-def _f64(a):
-    return np.asarray(a, np.float64)
-
-
-def reference_perturb(theta, key, alpha, distribution, start=0):
-    """A new float32 array fl32(θ + α z), computed in float64 and rounded once."""
-    theta = _vector(np.asarray(theta))
+def _shifted(theta, key, alpha, distribution, start):
+    """fl32(θ + α z), the sum in float64."""
     z = reference_noise(key, theta.size, distribution, start)
     return (_f64(theta) + float(np.float32(alpha)) * _f64(z)).astype(np.float32)
 
 
+@op(cases=_perturb_cases, tolerance=(6 * EPS, 6 * EPS))
+def reference_perturb_(theta, key, alpha, distribution, start=0):
+    """θ ← fl32(θ + α z) in place (the sum in float64); returns θ."""
+    _vector(theta)
+    theta[...] = _shifted(theta, key, alpha, distribution, start)
+    return theta
+
+
+@op(cases=_perturbed_copy_cases, tolerance=(6 * EPS, 6 * EPS))
 def reference_perturbed_copy(theta, out, key, alpha, distribution, start=0):
-    """out ← θ + α z computed in float64, rounded once to out's dtype; returns out."""
-    theta = np.asarray(theta)
+    """out ← fl32(θ + α z) (the sum in float64), then rounded to out's dtype; returns out."""
     _copy_target(theta, out)
-    z = reference_noise(key, theta.size, distribution, start)
-    out[...] = _f64(theta) + float(np.float32(alpha)) * _f64(z)
+    out[...] = _shifted(theta, key, alpha, distribution, start)
     return out
 
 
-def reference_apply_probes(theta, keys, coefs, distribution, start=0):
-    """A new float32 array fl32(θ + Σ_i c_i z_i), the sum in float64, rounded once."""
-    theta = _vector(np.asarray(theta))
+@op(cases=_apply_probes_cases, tolerance=(10 * EPS, 10 * EPS))  # (probes + 6) eps
+def reference_apply_probes_(theta, keys, coefs, distribution, start=0):
+    """θ ← fl32(θ + Σ_i c_i z_i) in place, the sum in float64; returns θ."""
+    _vector(theta)
     keys, coefs = _keys(keys, coefs)
     acc = _f64(theta).copy()
     for (ka, kb), c in zip(keys, coefs):
         acc += float(c) * _f64(reference_noise((ka, kb), theta.size, distribution, start))
-    return acc.astype(np.float32)
+    theta[...] = acc.astype(np.float32)
+    return theta
 
 
 # ---- CPU twin -----------------------------------------------------------------------------------------
@@ -209,6 +270,7 @@ def _cpu_apply_probes(theta, keys, coefs, start, distribution):
         theta[j] = theta[j] + s
 
 
+@op
 def cpu_noise(key, count, distribution, start=0):
     code = distribution_code(distribution)
     ka, kb = _key(key)
@@ -218,6 +280,7 @@ def cpu_noise(key, count, distribution, start=0):
     return out
 
 
+@op
 def cpu_perturb_(theta, key, alpha, distribution, start=0):
     """θ ← θ + α z in place (a float32 NumPy vector); returns θ."""
     code = distribution_code(distribution)
@@ -228,6 +291,7 @@ def cpu_perturb_(theta, key, alpha, distribution, start=0):
     return theta
 
 
+@op
 def cpu_perturbed_copy(theta, out, key, alpha, distribution, start=0):
     """out ← θ + α z (float32, or float16 rounded from the float32 value); θ untouched; returns out.
     numba's CPU target has no float16 arrays, so a float16 out is filled through a float32 scratch of
@@ -249,6 +313,7 @@ def cpu_perturbed_copy(theta, out, key, alpha, distribution, start=0):
     return out
 
 
+@op
 def cpu_apply_probes_(theta, keys, coefs, distribution, start=0):
     """θ ← θ + Σ_i c_i z_i in place, one pass over θ; keys (n, 2) of (ka, kb), coefs (n,). Returns θ.
     On zeros this builds the gradient estimate Σ_i c_i z_i."""
@@ -263,10 +328,7 @@ def cpu_apply_probes_(theta, keys, coefs, distribution, start=0):
 
 # ---- CUDA ---------------------------------------------------------------------------------------------
 
-_KEY_SIG = (numba.int64, numba.int64, numba.int64)  # ka, kb, start
-
-
-@kernel((numba.float32[::1],) + _KEY_SIG + (numba.int64,))
+@kernel((F32_1D, I64, I64, I64, I64))
 def noise_cuda(out, ka, kb, start, distribution):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -275,8 +337,7 @@ def noise_cuda(out, ka, kb, start, distribution):
         i += stride
 
 
-@kernel((numba.float32[::1], numba.float32[::1]) + _KEY_SIG + (numba.float32, numba.int64),
-        (numba.float32[::1], numba.types.float16[::1]) + _KEY_SIG + (numba.float32, numba.int64))
+@kernel((F32_1D, F32_1D, I64, I64, I64, F32, I64), (F32_1D, F16_1D, I64, I64, I64, F32, I64))
 def axpz_cuda(theta, out, ka, kb, start, alpha, distribution):
     # out may be theta itself (perturb_): each thread reads element i before writing it.
     i = cuda.grid(1)
@@ -286,7 +347,7 @@ def axpz_cuda(theta, out, ka, kb, start, alpha, distribution):
         i += stride
 
 
-@kernel((numba.float32[::1], numba.int64[:, ::1], numba.float32[::1], numba.int64, numba.int64))
+@kernel((F32_1D, I64_2D, F32_1D, I64, I64))
 def apply_probes_cuda(theta, keys, coefs, start, distribution):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -298,6 +359,7 @@ def apply_probes_cuda(theta, keys, coefs, start, distribution):
         i += stride
 
 
+@op
 def cuda_noise(key, count, distribution, start=0):
     """z as a float32 device array."""
     code = distribution_code(distribution)
@@ -305,10 +367,11 @@ def cuda_noise(key, count, distribution, start=0):
     rng_reference.check_slice(start, count)
     out = cuda.device_array(count, np.float32)
     if count:
-        noise_cuda[_blocks(count)](out, np.int64(ka), np.int64(kb), np.int64(start), np.int64(code))
+        noise_cuda[_grid(count)](out, np.int64(ka), np.int64(kb), np.int64(start), np.int64(code))
     return out
 
 
+@op
 def cuda_perturb_(theta, key, alpha, distribution, start=0):
     """θ ← θ + α z in place on a float32 device vector; returns θ."""
     code = distribution_code(distribution)
@@ -316,11 +379,12 @@ def cuda_perturb_(theta, key, alpha, distribution, start=0):
     _vector(theta)
     rng_reference.check_slice(start, theta.size)
     if theta.size:
-        axpz_cuda[_blocks(theta.size)](theta, theta, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha),
-                                       np.int64(code))
+        axpz_cuda[_grid(theta.size)](theta, theta, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha),
+                                     np.int64(code))
     return theta
 
 
+@op
 def cuda_perturbed_copy(theta, out, key, alpha, distribution, start=0):
     """out ← θ + α z on device arrays (out float32 or float16, rounded once from the fp32 value)."""
     code = distribution_code(distribution)
@@ -328,14 +392,14 @@ def cuda_perturbed_copy(theta, out, key, alpha, distribution, start=0):
     _copy_target(theta, out)
     rng_reference.check_slice(start, theta.size)
     if theta.size:
-        axpz_cuda[_blocks(theta.size)](theta, out, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha),
-                                       np.int64(code))
+        axpz_cuda[_grid(theta.size)](theta, out, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha),
+                                     np.int64(code))
     return out
 
 
+@op
 def cuda_apply_probes_(theta, keys, coefs, distribution, start=0):
-    """θ ← θ + Σ_i c_i z_i in place on a float32 device vector. keys and coefs may be host arrays
-    (checked, then copied) or device arrays (int64 (n, 2) and float32 (n,), taken as they are)."""
+    """θ ← θ + Σ_i c_i z_i in place on a float32 device vector; returns θ."""
     code = distribution_code(distribution)
     _vector(theta)
     if not (hasattr(keys, "copy_to_host") and hasattr(coefs, "copy_to_host")):
@@ -345,5 +409,5 @@ def cuda_apply_probes_(theta, keys, coefs, distribution, start=0):
         raise ValueError("device keys must be int64 (n, 2) and coefs float32 (n,)")
     rng_reference.check_slice(start, theta.size)
     if theta.size and coefs.size:
-        apply_probes_cuda[_blocks(theta.size)](theta, keys, coefs, np.int64(start), np.int64(code))
+        apply_probes_cuda[_grid(theta.size)](theta, keys, coefs, np.int64(start), np.int64(code))
     return theta

@@ -1,22 +1,29 @@
-"""Counter-based noise: CPU twin and CUDA kernels that fill any slice of a noise stream.
+"""Counter-based noise: any slice of a stream, generated on its own (definition and scalar math in
+`noise_math`, the NumPy arithmetic of the reference in `rng_reference`).
 
-The definition and the scalar math are in `noise_math`; the NumPy reference is `rng_reference`.
-Other kernels generate noise inline through the `gpu_*` device functions and `cpu_*` njit
-functions exported here, so every consumer draws the same bits.
+    random_int8(kind, key, start, count, k)   elements [start, start + count) of stream key = (ka, kb)
+                                              as int8: UNIFORM on [-k, k], GAUSSIAN (16 = 1.0) or
+                                              RADEMACHER (+-1); bit-identical on every backend
+    random_normal(key, start, count)          the same slice as float32 N(0, 1), to a few ulp
+
+`generate(kind_name, ...)` picks one of them by the name of a noise kind. Other kernels draw noise
+inline through the `cpu_*` njit and `gpu_*` device functions exported here, so every consumer draws
+the same bits.
 """
-
-import math
 
 import numba
 import numpy as np
 
 from eggnog.kernels import noise_math, rng_reference
 from eggnog.kernels.backend import current_backend
-from eggnog.kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import F32_1D, I8_1D, I64, blocks, cuda, device_function, kernel
+from eggnog.kernels.registry import BACKENDS, OPS, op
 
 KINDS = ("uniform_int8", "gaussian_int8", "rademacher_int8", "normal_float32")
 UNIFORM, GAUSSIAN, RADEMACHER = 0, 1, 2
-_INT8_KIND_CODE = {"uniform_int8": UNIFORM, "gaussian_int8": GAUSSIAN, "rademacher_int8": RADEMACHER}
+INT8_KINDS = {"uniform_int8": UNIFORM, "gaussian_int8": GAUSSIAN, "rademacher_int8": RADEMACHER}
+EPS32 = float(np.finfo(np.float32).eps)
+MAX_BLOCKS = 4096  # grid-stride loops cover the rest
 
 (cpu_mul32, cpu_fmix32, cpu_member_key_a, cpu_member_key_b, cpu_round1, cpu_bits_of, cpu_uniform_int,
  cpu_gaussian_int8, cpu_rademacher) = noise_math.build(numba.njit)
@@ -27,8 +34,51 @@ cpu_normal_f32 = noise_math.build_normal(numba.njit, cpu_fmix32)
 gpu_normal_f32 = noise_math.build_normal(device_function, gpu_fmix32)
 
 
+def _check(kind, start, count, k):
+    if kind not in (UNIFORM, GAUSSIAN, RADEMACHER):
+        raise ValueError(f"unknown int8 noise kind {kind!r}: use UNIFORM, GAUSSIAN or RADEMACHER")
+    rng_reference.check_slice(start, count)
+    if kind == UNIFORM and not 0 <= k <= 127:
+        raise ValueError(f"uniform_int8 needs 0 <= k <= 127, got {k}")
+
+
+def _grid(count):
+    grid, block = blocks(count)
+    return min(grid, MAX_BLOCKS), block
+
+
+# Slices at the stream's start, in its middle and at its end (index 2^32 - 1), over several blocks;
+# one empty.
+SLICES = ((0, 300), (123_456_789, 300), (2**32 - 300, 300), (5, 0))
+
+
+def _int8_cases(rng):
+    key = noise_math.stream_key(1234, 7, 3, 99)
+    for kind, k in ((UNIFORM, 100), (UNIFORM, 127), (GAUSSIAN, 15), (RADEMACHER, 15)):
+        for start, count in SLICES:
+            yield kind, key, start, count, k
+
+
+def _normal_cases(rng):
+    key = noise_math.stream_key(5, 6, 7, 8)
+    for start, count in SLICES:
+        yield key, start, count
+
+
+# ---- random_int8 ---------------------------------------------------------------------------------
+
+@op(cases=_int8_cases)
+def reference_random_int8(kind, key, start, count, k):
+    _check(kind, start, count, k)
+    if kind == UNIFORM:
+        return rng_reference.uniform_int8(key, start, count, k).astype(np.int8)
+    if kind == GAUSSIAN:
+        return rng_reference.gaussian_int8(key, start, count).astype(np.int8)
+    return rng_reference.rademacher_int8(key, start, count).astype(np.int8)
+
+
 @numba.njit(parallel=True)
-def fill_int8_cpu(out, ka, kb, start, kind, k):
+def _cpu_fill_int8(out, ka, kb, start, kind, k):
     for j in numba.prange(out.size):
         b = cpu_bits_of(cpu_round1(ka, start + j), kb)
         if kind == UNIFORM:
@@ -39,16 +89,15 @@ def fill_int8_cpu(out, ka, kb, start, kind, k):
             out[j] = cpu_rademacher(b)
 
 
-@numba.njit(parallel=True)
-def fill_normal_cpu(out, ka, kb, start):
-    for j in numba.prange(out.size):
-        out[j] = cpu_normal_f32(cpu_round1(ka, start + j), kb)
+@op
+def cpu_random_int8(kind, key, start, count, k):
+    _check(kind, start, count, k)
+    out = np.empty(count, np.int8)
+    _cpu_fill_int8(out, int(key[0]), int(key[1]), int(start), int(kind), int(k))
+    return out
 
 
-_FILL_SIG = (numba.int64, numba.int64, numba.int64)
-
-
-@kernel((numba.int8[::1],) + _FILL_SIG + (numba.int64, numba.int64))
+@kernel((I8_1D, I64, I64, I64, I64, I64))
 def fill_int8_cuda(out, ka, kb, start, kind, k):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -63,7 +112,38 @@ def fill_int8_cuda(out, ka, kb, start, kind, k):
         i += stride
 
 
-@kernel((numba.float32[::1],) + _FILL_SIG)
+@op
+def cuda_random_int8(kind, key, start, count, k):
+    _check(kind, start, count, k)
+    out = cuda.device_array(count, np.int8)
+    if count:
+        fill_int8_cuda[_grid(count)](out, np.int64(key[0]), np.int64(key[1]), np.int64(start), np.int64(kind),
+                                     np.int64(k))
+    return out
+
+
+# ---- random_normal -------------------------------------------------------------------------------
+
+@op(cases=_normal_cases, tolerance=(4 * EPS32, 4 * EPS32))
+def reference_random_normal(key, start, count):
+    return rng_reference.normal_float32(key, start, count)
+
+
+@numba.njit(parallel=True)
+def _cpu_fill_normal(out, ka, kb, start):
+    for j in numba.prange(out.size):
+        out[j] = cpu_normal_f32(cpu_round1(ka, start + j), kb)
+
+
+@op
+def cpu_random_normal(key, start, count):
+    rng_reference.check_slice(start, count)
+    out = np.empty(count, np.float32)
+    _cpu_fill_normal(out, int(key[0]), int(key[1]), int(start))
+    return out
+
+
+@kernel((F32_1D, I64, I64, I64))
 def fill_normal_cuda(out, ka, kb, start):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -72,58 +152,27 @@ def fill_normal_cuda(out, ka, kb, start):
         i += stride
 
 
-THREADS_PER_BLOCK = 256
-MAX_BLOCKS = 4096  # grid-stride loops cover the rest
-
-
-def grid_for(n):
-    return max(1, min(MAX_BLOCKS, math.ceil(n / THREADS_PER_BLOCK))), THREADS_PER_BLOCK
-
-
-def _check(kind, key, start, count, k):
-    if kind not in KINDS:
-        raise ValueError(f"unknown noise kind {kind!r}; choose one of {', '.join(KINDS)}")
+@op
+def cuda_random_normal(key, start, count):
     rng_reference.check_slice(start, count)
-    if kind == "uniform_int8" and not 0 <= k <= 127:
-        raise ValueError(f"uniform_int8 needs 0 <= k <= 127, got {k}")
-    return int(key[0]), int(key[1])
+    out = cuda.device_array(count, np.float32)
+    if count:
+        fill_normal_cuda[_grid(count)](out, np.int64(key[0]), np.int64(key[1]), np.int64(start))
+    return out
 
 
 def generate(kind, key, start, count, *, k=15, backend=None):
-    """Elements [start, start + count) of noise stream `key` (from noise_math.stream_key).
+    """Elements [start, start + count) of noise stream `key` (from noise_math.stream_key), of the
+    kind named (one of KINDS); `k` bounds uniform_int8.
 
     backend: "numpy" (reference), "cpu" or "cuda"; default the process backend. The result lives on
-    that backend (a device array for "cuda"). `k` is the bound of uniform_int8.
+    that backend (a device array for "cuda").
     """
-    ka, kb = _check(kind, key, start, count, k)
+    if kind not in KINDS:
+        raise ValueError(f"unknown noise kind {kind!r}; choose one of {', '.join(KINDS)}")
     name = backend or current_backend().name
-    if name == "numpy":
-        return _reference(kind, key, start, count, k)
-    dtype = np.float32 if kind == "normal_float32" else np.int8
-    if name == "cpu":
-        out = np.empty(count, dtype=dtype)
-        if kind == "normal_float32":
-            fill_normal_cpu(out, ka, kb, start)
-        else:
-            fill_int8_cpu(out, ka, kb, start, _INT8_KIND_CODE[kind], k)
-        return out
-    if name == "cuda":
-        out = cuda.device_array(count, dtype=dtype)
-        if count:
-            blocks, threads = grid_for(count)
-            if kind == "normal_float32":
-                fill_normal_cuda[blocks, threads](out, ka, kb, start)
-            else:
-                fill_int8_cuda[blocks, threads](out, ka, kb, start, _INT8_KIND_CODE[kind], k)
-        return out
-    raise ValueError(f"unknown backend {name!r}")
-
-
-def _reference(kind, key, start, count, k):
-    if kind == "uniform_int8":
-        return rng_reference.uniform_int8(key, start, count, k).astype(np.int8)
-    if kind == "gaussian_int8":
-        return rng_reference.gaussian_int8(key, start, count).astype(np.int8)
-    if kind == "rademacher_int8":
-        return rng_reference.rademacher_int8(key, start, count).astype(np.int8)
-    return rng_reference.normal_float32(key, start, count)
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}")
+    if kind == "normal_float32":
+        return getattr(OPS["random_normal"], name)(key, start, count)
+    return getattr(OPS["random_int8"], name)(INT8_KINDS[kind], key, start, count, k)

@@ -14,8 +14,11 @@ reverse on the adjoint  lambda_t = G_t + a_{t+1} lambda_{t+1}, then
 
     dk_t = z_t (1 - z_t) lambda_t (g(u_t) - h_{t-1}),   du_t = lambda_t z_t g'(u_t),   dh0 = a_1 lambda_1.
 
-The NumPy reference is sequential in float64; the CPU twin is sequential in fp32 per channel,
-parallel over channels. Both twins agree with the reference to a relative 1e-5 at T = 65,536.
+Ops: scan_forward(k, u, h0=None) -> h; scan_backward(grad_h, k, u, h, h0=None) -> (dk, du, dh0);
+scan_step(k, u, h_prev=None) -> h, one step of (batch, channels) for generation. The NumPy reference
+is sequential in float64; the CPU twin is sequential in fp32 per channel, parallel over channels.
+Both twins agree with the reference to a relative 1e-5 (forward, also at T = 65,536) and to 1e-5 of
+the gradients' scale (backward); shapes that do not fit raise BadInput.
 """
 
 import math
@@ -23,12 +26,16 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import cuda, device_function, kernel
+from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.elementwise import require
+from eggnog.kernels.registry import op
 
 CHUNK = 64
+FORWARD_TOLERANCE = (1e-5, 1e-6)  # h > 0: relative
+BACKWARD_TOLERANCE = (1e-5, 1e-5)
 
 
-def build(jit):
+def _build(jit):
     @jit
     def sigmoid(x):
         return np.float32(1.0) / (np.float32(1.0) + math.exp(-x))
@@ -47,14 +54,54 @@ def build(jit):
     return sigmoid, candidate, candidate_slope
 
 
-cpu_sigmoid, cpu_candidate, cpu_candidate_slope = build(numba.njit)
-gpu_sigmoid, gpu_candidate, gpu_candidate_slope = build(device_function)
+_sigmoid_cpu, _candidate_cpu, _candidate_slope_cpu = _build(numba.njit)
+_sigmoid_gpu, _candidate_gpu, _candidate_slope_gpu = _build(device_function)
+
+
+# ---- cases and shape checks ----------------------------------------------------------------------
+
+def _sequences(rng):
+    """(k, u, h0 or None): one step; three chunks with T not a multiple of CHUNK; and more than one
+    block of 256 threads in every launch (batch * chunks * channels and batch * channels)."""
+    for batch, steps, channels, carried in ((1, 1, 1, False), (2, 130, 3, True), (3, 65, 90, False)):
+        k, u = (rng.normal(size=(batch, steps, channels)).astype(np.float32) for _ in range(2))
+        h0 = np.abs(rng.normal(size=(batch, channels))).astype(np.float32) if carried else None
+        yield k, u, h0
+
+
+def _forward_cases(rng):
+    for k, u, h0 in _sequences(rng):
+        yield (k, u) if h0 is None else (k, u, h0)
+
+
+def _backward_cases(rng):
+    for k, u, h0 in _sequences(rng):
+        h = reference_scan_forward(k, u, h0).astype(np.float32)
+        grad_h = rng.normal(size=k.shape).astype(np.float32)
+        yield (grad_h, k, u, h) if h0 is None else (grad_h, k, u, h, h0)
+
+
+def _step_cases(rng):
+    for batch, channels, carried in ((1, 1, False), (2, 5, True), (3, 100, True)):
+        k, u = (rng.normal(size=(batch, channels)).astype(np.float32) for _ in range(2))
+        yield (k, u, np.abs(rng.normal(size=(batch, channels))).astype(np.float32)) if carried else (k, u)
+
+
+def _check(k, u, state, dims, *more):
+    """k, u (and grad_h, h) of one shape with `dims` axes; the state, if any, (batch, channels)."""
+    arrays = (k, u, *more)
+    shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
+    require(len(k.shape) == dims and all(tuple(a.shape) == tuple(k.shape) for a in arrays),
+            f"the scan takes arrays of one shape with {dims} axes, got {shapes}")
+    if state is not None:
+        want = (k.shape[0], k.shape[dims - 1])
+        require(tuple(state.shape) == want, f"the scan's state is (batch, channels) {want}, got {tuple(state.shape)}")
 
 
 # ---- NumPy reference (float64, sequential) ---------------------------------------------------------
 
 def _gates64(k, u):
-    k, u = np.asarray(k, np.float64), np.asarray(u, np.float64)
+    k, u = f64(k), f64(u)
     z = 1.0 / (1.0 + np.exp(-k))
     su = 1.0 / (1.0 + np.exp(-u))
     g = np.where(u >= 0, u + 0.5, su)
@@ -62,32 +109,38 @@ def _gates64(k, u):
     return z, g, dg
 
 
-def reference_forward(k, u, h0=None):
+@op(cases=_forward_cases, tolerance=FORWARD_TOLERANCE)
+def reference_scan_forward(k, u, h0=None):
+    _check(k, u, h0, 3)
     z, g, _ = _gates64(k, u)
     h = np.empty(z.shape, dtype=np.float64)
-    state = np.zeros((z.shape[0], z.shape[2])) if h0 is None else np.asarray(h0, np.float64)
+    state = np.zeros((z.shape[0], z.shape[2])) if h0 is None else f64(h0)
     for t in range(z.shape[1]):
         state = (1.0 - z[:, t]) * state + z[:, t] * g[:, t]
         h[:, t] = state
     return h
 
 
-def reference_step(k, u, h_prev=None):
+@op(cases=_step_cases, tolerance=FORWARD_TOLERANCE)
+def reference_scan_step(k, u, h_prev=None):
+    _check(k, u, h_prev, 2)
     z, g, _ = _gates64(k, u)
-    return z * g if h_prev is None else h_prev + z * (g - np.asarray(h_prev, np.float64))
+    return z * g if h_prev is None else f64(h_prev) + z * (g - f64(h_prev))
 
 
-def reference_backward(grad_h, k, u, h, h0=None):
+@op(cases=_backward_cases, tolerance=BACKWARD_TOLERANCE)
+def reference_scan_backward(grad_h, k, u, h, h0=None):
     """(dk, du, dh0) of a loss whose gradient with respect to the outputs h is grad_h."""
+    _check(k, u, h0, 3, grad_h, h)
     z, g, dg = _gates64(k, u)
     a = 1.0 - z
     batch, steps, channels = z.shape
-    previous = np.concatenate([np.zeros((batch, 1, channels)) if h0 is None else
-                               np.asarray(h0, np.float64)[:, None], np.asarray(h, np.float64)[:, :-1]], axis=1)
+    previous = np.concatenate([np.zeros((batch, 1, channels)) if h0 is None else f64(h0)[:, None],
+                               f64(h)[:, :-1]], axis=1)
     lam = np.zeros((batch, channels))
     dk, du = np.empty_like(z), np.empty_like(z)
     for t in range(steps - 1, -1, -1):
-        lam = np.asarray(grad_h[:, t], np.float64) + (a[:, t + 1] * lam if t + 1 < steps else 0.0)
+        lam = f64(grad_h[:, t]) + (a[:, t + 1] * lam if t + 1 < steps else 0.0)
         dk[:, t] = z[:, t] * (1.0 - z[:, t]) * lam * (g[:, t] - previous[:, t])
         du[:, t] = lam * z[:, t] * dg[:, t]
     return dk, du, a[:, 0] * lam
@@ -102,12 +155,14 @@ def _cpu_forward(k, u, h0, h):
         b, c = bc // channels, bc % channels
         state = h0[b, c]
         for t in range(steps):
-            z = cpu_sigmoid(k[b, t, c])
-            state = cpu_sigmoid(-k[b, t, c]) * state + z * cpu_candidate(u[b, t, c])
+            z = _sigmoid_cpu(k[b, t, c])
+            state = _sigmoid_cpu(-k[b, t, c]) * state + z * _candidate_cpu(u[b, t, c])
             h[b, t, c] = state
 
 
-def cpu_forward(k, u, h0=None):
+@op
+def cpu_scan_forward(k, u, h0=None):
+    _check(k, u, h0, 3)
     h0 = np.zeros((k.shape[0], k.shape[2]), np.float32) if h0 is None else np.ascontiguousarray(h0, np.float32)
     h = np.empty(k.shape, dtype=np.float32)
     _cpu_forward(np.ascontiguousarray(k, np.float32), np.ascontiguousarray(u, np.float32), h0, h)
@@ -122,17 +177,19 @@ def _cpu_backward(grad_h, k, u, h, h0, dk, du, dh0):
         lam = np.float32(0.0)
         for t in range(steps - 1, -1, -1):
             if t + 1 < steps:
-                lam = grad_h[b, t, c] + cpu_sigmoid(-k[b, t + 1, c]) * lam
+                lam = grad_h[b, t, c] + _sigmoid_cpu(-k[b, t + 1, c]) * lam
             else:
                 lam = grad_h[b, t, c]
-            z = cpu_sigmoid(k[b, t, c])
+            z = _sigmoid_cpu(k[b, t, c])
             before = h[b, t - 1, c] if t > 0 else h0[b, c]
-            dk[b, t, c] = z * (np.float32(1.0) - z) * lam * (cpu_candidate(u[b, t, c]) - before)
-            du[b, t, c] = lam * z * cpu_candidate_slope(u[b, t, c])
-        dh0[b, c] = cpu_sigmoid(-k[b, 0, c]) * lam
+            dk[b, t, c] = z * (np.float32(1.0) - z) * lam * (_candidate_cpu(u[b, t, c]) - before)
+            du[b, t, c] = lam * z * _candidate_slope_cpu(u[b, t, c])
+        dh0[b, c] = _sigmoid_cpu(-k[b, 0, c]) * lam
 
 
-def cpu_backward(grad_h, k, u, h, h0=None):
+@op
+def cpu_scan_backward(grad_h, k, u, h, h0=None):
+    _check(k, u, h0, 3, grad_h, h)
     f32 = lambda x: np.ascontiguousarray(x, np.float32)  # noqa: E731
     h0 = np.zeros((k.shape[0], k.shape[2]), np.float32) if h0 is None else f32(h0)
     dk, du = np.empty(k.shape, np.float32), np.empty(k.shape, np.float32)
@@ -141,16 +198,14 @@ def cpu_backward(grad_h, k, u, h, h0=None):
     return dk, du, dh0
 
 
-def cpu_step(k, u, h_prev=None):
-    h0 = None if h_prev is None else np.asarray(h_prev, np.float32)[:, None, :][:, 0]
-    return cpu_forward(np.asarray(k, np.float32)[:, None, :], np.asarray(u, np.float32)[:, None, :], h0)[:, 0]
+@op
+def cpu_scan_step(k, u, h_prev=None):
+    _check(k, u, h_prev, 2)
+    h = cpu_scan_forward(np.asarray(k, np.float32)[:, None, :], np.asarray(u, np.float32)[:, None, :], h_prev)
+    return h[:, 0]
 
 
 # ---- CUDA: chunked forward ----------------------------------------------------------------------------
-
-F32_3D = numba.float32[:, :, ::1]
-F32_2D = numba.float32[:, ::1]
-
 
 @device_function
 def chunk_of_thread(i, n_chunks, channels):
@@ -169,9 +224,9 @@ def forward_chunks_cuda(k, u, chunk_a, chunk_b):
         prod = np.float32(1.0)
         acc = np.float32(0.0)
         for t in range(j * CHUNK, min(steps, (j + 1) * CHUNK)):
-            a = gpu_sigmoid(-k[b, t, c])
+            a = _sigmoid_gpu(-k[b, t, c])
             prod *= a
-            acc = a * acc + gpu_sigmoid(k[b, t, c]) * gpu_candidate(u[b, t, c])
+            acc = a * acc + _sigmoid_gpu(k[b, t, c]) * _candidate_gpu(u[b, t, c])
         chunk_a[b, j, c] = prod
         chunk_b[b, j, c] = acc
 
@@ -198,20 +253,18 @@ def forward_apply_cuda(k, u, incoming, h):
         b, j, c = chunk_of_thread(i, n_chunks, channels)
         state = incoming[b, j, c]
         for t in range(j * CHUNK, min(steps, (j + 1) * CHUNK)):
-            state = gpu_sigmoid(-k[b, t, c]) * state + gpu_sigmoid(k[b, t, c]) * gpu_candidate(u[b, t, c])
+            state = _sigmoid_gpu(-k[b, t, c]) * state + _sigmoid_gpu(k[b, t, c]) * _candidate_gpu(u[b, t, c])
             h[b, t, c] = state
-
-
-def _launch(n):
-    return (n + 127) // 128, 128
 
 
 def _device_zeros(shape):
     return cuda.to_device(np.zeros(shape, dtype=np.float32))
 
 
-def cuda_forward(k, u, h0=None):
+@op
+def cuda_scan_forward(k, u, h0=None):
     """k, u: (batch, T, channels) float32 (device or host); returns h on the device."""
+    _check(k, u, h0, 3)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
     h0 = _device_zeros((batch, channels)) if h0 is None else h0
@@ -219,9 +272,9 @@ def cuda_forward(k, u, h0=None):
         cuda.device_array((batch, n_chunks, channels), np.float32)
     incoming = cuda.device_array((batch, n_chunks, channels), np.float32)
     h = cuda.device_array((batch, steps, channels), np.float32)
-    forward_chunks_cuda[_launch(batch * n_chunks * channels)](k, u, chunk_a, chunk_b)
-    forward_carry_cuda[_launch(batch * channels)](chunk_a, chunk_b, h0, incoming)
-    forward_apply_cuda[_launch(batch * n_chunks * channels)](k, u, incoming, h)
+    forward_chunks_cuda[blocks(batch * n_chunks * channels)](k, u, chunk_a, chunk_b)
+    forward_carry_cuda[blocks(batch * channels)](chunk_a, chunk_b, h0, incoming)
+    forward_apply_cuda[blocks(batch * n_chunks * channels)](k, u, incoming, h)
     return h
 
 
@@ -231,14 +284,16 @@ def step_cuda(k, u, h_prev, h):
     i = cuda.grid(1)
     if i < k.size:
         b, c = i // k.shape[1], i % k.shape[1]
-        z = gpu_sigmoid(k[b, c])
-        h[b, c] = h_prev[b, c] + z * (gpu_candidate(u[b, c]) - h_prev[b, c])
+        z = _sigmoid_gpu(k[b, c])
+        h[b, c] = h_prev[b, c] + z * (_candidate_gpu(u[b, c]) - h_prev[b, c])
 
 
-def cuda_step(k, u, h_prev=None):
+@op
+def cuda_scan_step(k, u, h_prev=None):
+    _check(k, u, h_prev, 2)
     h_prev = _device_zeros(k.shape) if h_prev is None else h_prev
     h = cuda.device_array(k.shape, np.float32)
-    step_cuda[_launch(k.shape[0] * k.shape[1])](k, u, h_prev, h)
+    step_cuda[blocks(k.shape[0] * k.shape[1])](k, u, h_prev, h)
     return h
 
 
@@ -255,7 +310,7 @@ def backward_chunks_cuda(grad_h, k, chunk_a, chunk_b):
         prod = np.float32(1.0)
         acc = np.float32(0.0)
         for t in range(min(steps, (j + 1) * CHUNK) - 1, j * CHUNK - 1, -1):
-            a_next = gpu_sigmoid(-k[b, t + 1, c]) if t + 1 < steps else np.float32(0.0)
+            a_next = _sigmoid_gpu(-k[b, t + 1, c]) if t + 1 < steps else np.float32(0.0)
             prod *= a_next
             acc = grad_h[b, t, c] + a_next * acc
         chunk_a[b, j, c] = prod
@@ -284,17 +339,19 @@ def backward_apply_cuda(grad_h, k, u, h, h0, after, dk, du, dh0):
         b, j, c = chunk_of_thread(i, n_chunks, channels)
         lam = after[b, j, c]
         for t in range(min(steps, (j + 1) * CHUNK) - 1, j * CHUNK - 1, -1):
-            a_next = gpu_sigmoid(-k[b, t + 1, c]) if t + 1 < steps else np.float32(0.0)
+            a_next = _sigmoid_gpu(-k[b, t + 1, c]) if t + 1 < steps else np.float32(0.0)
             lam = grad_h[b, t, c] + a_next * lam
-            z = gpu_sigmoid(k[b, t, c])
+            z = _sigmoid_gpu(k[b, t, c])
             before = h[b, t - 1, c] if t > 0 else h0[b, c]
-            dk[b, t, c] = z * (np.float32(1.0) - z) * lam * (gpu_candidate(u[b, t, c]) - before)
-            du[b, t, c] = lam * z * gpu_candidate_slope(u[b, t, c])
+            dk[b, t, c] = z * (np.float32(1.0) - z) * lam * (_candidate_gpu(u[b, t, c]) - before)
+            du[b, t, c] = lam * z * _candidate_slope_gpu(u[b, t, c])
         if j == 0:
-            dh0[b, c] = gpu_sigmoid(-k[b, 0, c]) * lam
+            dh0[b, c] = _sigmoid_gpu(-k[b, 0, c]) * lam
 
 
-def cuda_backward(grad_h, k, u, h, h0=None):
+@op
+def cuda_scan_backward(grad_h, k, u, h, h0=None):
+    _check(k, u, h0, 3, grad_h, h)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
     h0 = _device_zeros((batch, channels)) if h0 is None else h0
@@ -302,7 +359,7 @@ def cuda_backward(grad_h, k, u, h, h0=None):
     chunk_a, chunk_b, after = (cuda.device_array(shape, np.float32) for _ in range(3))
     dk, du = cuda.device_array(k.shape, np.float32), cuda.device_array(k.shape, np.float32)
     dh0 = cuda.device_array((batch, channels), np.float32)
-    backward_chunks_cuda[_launch(batch * n_chunks * channels)](grad_h, k, chunk_a, chunk_b)
-    backward_carry_cuda[_launch(batch * channels)](chunk_a, chunk_b, after)
-    backward_apply_cuda[_launch(batch * n_chunks * channels)](grad_h, k, u, h, h0, after, dk, du, dh0)
+    backward_chunks_cuda[blocks(batch * n_chunks * channels)](grad_h, k, chunk_a, chunk_b)
+    backward_carry_cuda[blocks(batch * channels)](chunk_a, chunk_b, after)
+    backward_apply_cuda[blocks(batch * n_chunks * channels)](grad_h, k, u, h, h0, after, dk, du, dh0)
     return dk, du, dh0

@@ -1,11 +1,11 @@
-"""Softmax along each row (fp32), forward and backward, as a float64 NumPy reference
-(`reference_*`), a numba CPU twin (`cpu_*`) and a CUDA kernel (`cuda_*`):
+"""Softmax along each row (fp32), forward and backward:
 
-    p = softmax(x) along each row              (the row maximum is subtracted first)
-    dx = p * (dp - sum_j dp p)                 the backward, from the output p
+    softmax_rows(x (rows, d))                 p = softmax(x) along each row (row maximum subtracted first)
+    softmax_rows_backward(dp, p)              dx = p * (dp - sum_j dp p), from the output p
 
-Twins agree with the reference to 1e-5 of the largest entry + 1e-6 relative, and the reference
-backward matches central finite differences (tests/test_dnc.py).
+On the GPU one block of ROW_THREADS threads per row shares the block reductions of
+`reductions`. References compute in float64; twins agree to 1e-5 relative + 1e-6 absolute, and the
+reference backward matches central finite differences (tests/test_float_layers.py).
 """
 
 import math
@@ -13,28 +13,35 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import SIMULATED, cuda, kernel
-from eggnog.kernels.reductions import block_sum, row_max_and_exp_sum
+from eggnog.kernels.cuda_api import F32_2D, cuda, f64, kernel
+from eggnog.kernels.reductions import block_total, row_max_and_exp_sum
+from eggnog.kernels.registry import op
 
-# Threads per block (one block per row, a power of two for the tree reductions). The simulator runs
-# every thread as a Python thread, so it gets narrower blocks; the code path is the same for any power of two.
-ROW_THREADS = 32 if SIMULATED else 128
-
-F32_2D = numba.float32[:, ::1]
+ROW_THREADS = 128  # one block per row; a power of two for the tree reductions
+TOLERANCE = (1e-5, 1e-6)
 
 
-def _f64(a):
-    return np.asarray(a, np.float64)
+def _softmax_rows_cases(rng):
+    """Several rows (blocks); widths of one entry, below, at and across the block's threads."""
+    for rows, width in ((2, 1), (3, 127), (2, 128), (4, 300)):
+        yield ((rng.normal(size=(rows, width)) * 3.0).astype(np.float32),)
 
 
+def _softmax_rows_backward_cases(rng):
+    for (x,) in _softmax_rows_cases(rng):
+        yield rng.normal(size=x.shape).astype(np.float32), reference_softmax_rows(x).astype(np.float32)
+
+
+@op(cases=_softmax_rows_cases, tolerance=TOLERANCE)
 def reference_softmax_rows(x):
-    z = _f64(x)
+    z = f64(x)
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
 
+@op(cases=_softmax_rows_backward_cases, tolerance=TOLERANCE)
 def reference_softmax_rows_backward(dp, p):
-    dp, p = _f64(dp), _f64(p)
+    dp, p = f64(dp), f64(p)
     return p * (dp - (dp * p).sum(axis=1, keepdims=True))
 
 
@@ -65,14 +72,16 @@ def _cpu_softmax_rows_backward(dp, p, dx):
             dx[i, j] = p[i, j] * (dp[i, j] - dot)
 
 
+@op
 def cpu_softmax_rows(x):
-    p = np.empty_like(x)
+    p = np.empty(x.shape, np.float32)
     _cpu_softmax_rows(x, p)
     return p
 
 
+@op
 def cpu_softmax_rows_backward(dp, p):
-    dx = np.empty_like(p)
+    dx = np.empty(p.shape, np.float32)
     _cpu_softmax_rows_backward(dp, p, dx)
     return dx
 
@@ -99,18 +108,19 @@ def softmax_rows_backward_cuda(dp, p, dx):
     acc = np.float32(0.0)
     for j in range(t, d, ROW_THREADS):
         acc += dp[i, j] * p[i, j]
-    partial[t] = acc
-    dot = block_sum(partial, t)
+    dot = block_total(acc, partial, t)
     for j in range(t, d, ROW_THREADS):
         dx[i, j] = p[i, j] * (dp[i, j] - dot)
 
 
+@op
 def cuda_softmax_rows(x):
     p = cuda.device_array(x.shape, np.float32)
     softmax_rows_cuda[x.shape[0], ROW_THREADS](x, p)
     return p
 
 
+@op
 def cuda_softmax_rows_backward(dp, p):
     dx = cuda.device_array(p.shape, np.float32)
     softmax_rows_backward_cuda[p.shape[0], ROW_THREADS](dp, p, dx)

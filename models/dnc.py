@@ -44,10 +44,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.dnc_elementwise import SIGMOID, TANH
-from eggnog.kernels.dnc_ops import ops_for
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.activations import SIGMOID, TANH
+from eggnog.kernels.registry import ops_for
+from eggnog.models.dnc_windows import concat_columns, put_rows, take_columns, take_rows
 from eggnog.models.flat_params import FlatParams
+from eggnog.runtime.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,8 @@ class DncModel(FlatParams):
         hn_all, reads_all = ops.empty((steps * batch, h)), ops.empty((steps * batch, rw))
         cache = {"tokens": tokens, "steps": [], "mem0": mem, "mem0_ln": mem_ln}
         for t in range(steps):
-            x = ops.take_rows(x_all, t * batch, batch)
-            u = ops.concat_columns([x, reads])
+            x = take_rows(ops, x_all, t * batch, batch)
+            u = concat_columns(ops, [x, reads])
             un, u_mean, u_rstd = ops.layernorm(u, p["input_norm.weight"], p["input_norm.bias"])
             pre = ops.matmul(un, p["controller.weight_ih"])
             ops.accumulate(pre, ops.matmul(hid, p["controller.weight_hh"]))
@@ -185,11 +186,11 @@ class DncModel(FlatParams):
             h_new, c_new = ops.lstm_cell(gates, cell)
             hn, h_mean, h_rstd = ops.layernorm(h_new, p["controller_norm.weight"], p["controller_norm.bias"])
             iface = ops.add_bias(ops.matmul(hn, p["heads.weight"]), p["heads.bias"])
-            rk = ops.take_columns(iface, 0, rw)
-            wk = ops.take_columns(iface, rw, w)
-            erase = ops.activation(ops.take_columns(iface, rw + w, w), SIGMOID)
-            add = ops.activation(ops.take_columns(iface, rw + 2 * w, w), TANH)
-            strength = ops.activation(ops.take_columns(iface, rw + 3 * w, 1), SIGMOID).reshape(batch)
+            rk = take_columns(ops, iface, 0, rw)
+            wk = take_columns(ops, iface, rw, w)
+            erase = ops.activation(take_columns(ops, iface, rw + w, w), SIGMOID)
+            add = ops.activation(take_columns(ops, iface, rw + 2 * w, w), TANH)
+            strength = ops.activation(take_columns(ops, iface, rw + 3 * w, 1), SIGMOID).reshape(batch)
             # write, addressed on the memory before it
             wkn = ops.layernorm(wk, p["write_keys_norm.weight"], p["write_keys_norm.bias"])
             pw = ops.softmax_rows(ops.bmm(wkn[0].reshape(batch, 1, w), mem_ln[0].reshape(batch, m, w),
@@ -201,15 +202,15 @@ class DncModel(FlatParams):
             pr = ops.softmax_rows(ops.bmm(rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w),
                                           False, True).reshape(batch * r, m))
             reads = ops.bmm(pr.reshape(batch, r, m), mem_new.reshape(batch, m, w), False, False).reshape(batch, rw)
-            ops.put_rows(hn_all, t * batch, hn)
-            ops.put_rows(reads_all, t * batch, reads)
+            put_rows(ops, hn_all, t * batch, hn)
+            put_rows(ops, reads_all, t * batch, reads)
             if keep:
                 cache["steps"].append(dict(
                     u=u, un=un, u_stats=(u_mean, u_rstd), h_prev=hid, c_prev=cell, gates=gates, h=h_new, c=c_new,
                     hn=hn, h_stats=(h_mean, h_rstd), rk=rk, wk=wk, erase=erase, add=add, strength=strength, wkn=wkn,
                     pw=pw, mem_prev=mem, mem_prev_ln=mem_ln, mem=mem_new, mem_ln=mem_new_ln, rkn=rkn, pr=pr))
             hid, cell, mem, mem_ln = h_new, c_new, mem_new, mem_new_ln
-        out = ops.concat_columns([hn_all, reads_all])
+        out = concat_columns(ops, [hn_all, reads_all])
         on, o_mean, o_rstd = ops.layernorm(out, p["pre_output_norm.weight"], p["pre_output_norm.bias"])
         logits = ops.add_bias(ops.matmul(on, p["fc_proj.weight"]), p["fc_proj.bias"])
         cache.update(out=out, on=on, o_stats=(o_mean, o_rstd), shape=(batch, steps))
@@ -240,7 +241,7 @@ class DncModel(FlatParams):
         don, g["fc_proj.weight"] = ops.matmul_backward(dlogits, cache["on"], p["fc_proj.weight"])
         g["fc_proj.bias"] = ops.column_sum(dlogits)
         dout = ln_back(don, cache["out"], cache["o_stats"], "pre_output_norm")
-        dhn_all, dreads_all = ops.take_columns(dout, 0, h), ops.take_columns(dout, h, rw)
+        dhn_all, dreads_all = take_columns(ops, dout, 0, h), take_columns(ops, dout, h, rw)
         dh, dc, dr = ops.zeros((batch, h)), ops.zeros((batch, h)), ops.zeros((batch, rw))
         dmem = ops.zeros((batch, m, w))      # into mem_t (the memory after step t's write)
         dmem_ln = ops.zeros((batch, m, w))   # into LN_mem(mem_t), from step t+1's write addressing
@@ -249,7 +250,7 @@ class DncModel(FlatParams):
             s = cache["steps"][t]
             mem3 = s["mem"].reshape(batch, m, w)
             # read
-            dreads = ops.take_rows(dreads_all, t * batch, batch)
+            dreads = take_rows(ops, dreads_all, t * batch, batch)
             ops.accumulate(dreads, dr)
             dreads = dreads.reshape(batch, r, w)
             dpr = ops.bmm(dreads, mem3, False, True)
@@ -269,7 +270,7 @@ class DncModel(FlatParams):
             # heads
             drk = ln_back(drkn.reshape(batch * r, w), s["rk"].reshape(batch * r, w), s["rkn"][1:], "read_keys_norm")
             dwk = ln_back(dwkn, s["wk"], s["wkn"][1:], "write_keys_norm")
-            diface = ops.concat_columns([
+            diface = concat_columns(ops, [
                 drk.reshape(batch, rw), dwk, ops.activation_backward(derase, s["erase"], SIGMOID),
                 ops.activation_backward(dadd, s["add"], TANH),
                 ops.activation_backward(dstrength.reshape(batch, 1), s["strength"].reshape(batch, 1), SIGMOID)])
@@ -277,7 +278,7 @@ class DncModel(FlatParams):
             acc("heads.weight", dheads)
             acc("heads.bias", ops.column_sum(diface))
             # controller
-            ops.accumulate(dhn, ops.take_rows(dhn_all, t * batch, batch))
+            ops.accumulate(dhn, take_rows(ops, dhn_all, t * batch, batch))
             dh_total = ln_back(dhn, s["h"], s["h_stats"], "controller_norm")
             ops.accumulate(dh_total, dh)
             dgates, dc = ops.lstm_cell_backward(dh_total, dc, s["gates"], s["c_prev"], s["c"])
@@ -287,8 +288,8 @@ class DncModel(FlatParams):
             acc("controller.weight_ih", dwih)
             acc("controller.weight_hh", dwhh)
             du = ln_back(dun, s["u"], s["u_stats"], "input_norm")
-            ops.put_rows(dx_all, t * batch, ops.take_columns(du, 0, e))
-            dr = ops.take_columns(du, e, rw)
+            put_rows(ops, dx_all, t * batch, take_columns(ops, du, 0, e))
+            dr = take_columns(ops, du, e, rw)
         # LN_mem of the zero memory at the start still feeds the first write's addressing
         ln_back(dmem_ln.reshape(batch * m, w), cache["mem0"], cache["mem0_ln"][1:], "memory_norm")
         g["controller.bias_hh"] = g["controller.bias_ih"]

@@ -9,7 +9,7 @@ GRU (no activations: the int8 clips are the non-linearity):
     f  = clip(x@Wf + s@Uf + bf);  fh = ((f + 127) * s) >> 8
     hh = clip(x@Wh + fh@Uh + bh); h  = s + (((f + 127) * (hh - s)) >> 8)
 
-Every matrix product is the scaled int8 matmul of kernels.int_matmul; parameters count
+Every matrix product is the scaled int8 matmul `int_matmul`; parameters count
 513*D + n_layer*(4*D + 12*D^2). With `noise` given, each member sees its own EGGROLL perturbation.
 """
 
@@ -93,7 +93,7 @@ class EggModel:
 
     def member_vectors(self, ops, params, prefixes, first_member, count, sigma_shift, perturbed):
         """Each member's (perturbed) copy of every vector parameter: constant over an epoch."""
-        return {t.name: ops.vector(params[t.name], prefixes[t.name], first_member, count, sigma_shift, perturbed)
+        return {t.name: ops.egg_vector(params[t.name], prefixes[t.name], first_member, count, sigma_shift, perturbed)
                 for t in self.tensors if t.kind == "vector"}
 
     def step(self, ops, params, vectors, tokens, states, prefixes, first_member, sigma_shift, perturbed):
@@ -101,21 +101,21 @@ class EggModel:
         array per layer) are replaced by the new hidden states."""
 
         def mm(x, name):
-            return ops.matmul(x, params[name], prefixes[name], first_member, sigma_shift, perturbed)
+            return ops.int_matmul(x, params[name], prefixes[name], first_member, sigma_shift, perturbed)
 
         for state in states:
-            ops.reset(state, tokens)
-        x = ops.embedding(tokens, params["embedding"], prefixes["embedding"], first_member, sigma_shift, perturbed)
+            ops.egg_reset(state, tokens)
+        x = ops.egg_embedding(tokens, params["embedding"], prefixes["embedding"], first_member, sigma_shift, perturbed)
         for layer in range(self.cfg.n_layer):
             p = f"layers.{layer}."
             s = states[layer]
-            h_in = ops.l1_norm(x, vectors[p + "ln1"])
-            f, fh = ops.gru_forget(mm(h_in, p + "gru.wf"), mm(s, p + "gru.uf"), vectors[p + "gru.bf"], s)
-            h = ops.gru_output(mm(h_in, p + "gru.wh"), mm(fh, p + "gru.uh"), vectors[p + "gru.bh"], f, s)
+            h_in = ops.egg_l1_norm(x, vectors[p + "ln1"])
+            f, fh = ops.egg_gru_forget(mm(h_in, p + "gru.wf"), mm(s, p + "gru.uf"), vectors[p + "gru.bf"], s)
+            h = ops.egg_gru_output(mm(h_in, p + "gru.wh"), mm(fh, p + "gru.uh"), vectors[p + "gru.bh"], f, s)
             states[layer] = h
-            x = ops.clip_add(x, h)
-            x = ops.clip_add(x, mm(mm(ops.l1_norm(x, vectors[p + "ln2"]), p + "mlp.up"), p + "mlp.down"))
-        return mm(ops.l1_norm(x, vectors["ln_out"]), "head")
+            x = ops.egg_clip_add(x, h)
+            x = ops.egg_clip_add(x, mm(mm(ops.egg_l1_norm(x, vectors[p + "ln2"]), p + "mlp.up"), p + "mlp.down"))
+        return mm(ops.egg_l1_norm(x, vectors["ln_out"]), "head")
 
     def architecture(self):
         """Per-tensor table and resolved configuration, for print_arch."""

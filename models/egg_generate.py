@@ -3,7 +3,7 @@
 import numpy as np
 
 from eggnog.kernels.backend import to_host
-from eggnog.kernels.egg_ops import ops_for
+from eggnog.kernels.registry import ops_for
 from eggnog.models.sampling import egg_logits_to_nats
 
 

@@ -24,10 +24,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels import lstm_cell
-from eggnog.runtime.errors import BadInput
-from eggnog.kernels.float_ops import ops_for
+from eggnog.kernels.registry import BACKENDS, ops_for
 from eggnog.models.flat_params import FlatParams
+from eggnog.runtime.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -66,13 +65,9 @@ def tensor_specs(cfg):
 
 
 def _ops(backend):
-    if backend not in ("numpy", "cpu", "cuda"):
+    if backend not in BACKENDS:
         raise BadInput(f"unknown backend {backend!r}: choose numpy, cpu or cuda")
-    ops = ops_for(backend)
-    prefix = {"numpy": "reference_", "cpu": "cpu_", "cuda": "cuda_"}[backend]
-    for name in ("forward", "backward", "input_projection", "input_projection_backward", "scale_rows"):
-        setattr(ops, "lstm_" + name, getattr(lstm_cell, prefix + name))
-    return ops
+    return ops_for(backend)
 
 
 class LstmModel(FlatParams):
@@ -173,7 +168,7 @@ class LstmModel(FlatParams):
         p = self._params(ops, flat)
         logits, cache = self.forward(ops, p, batch.inputs, keep=True)
         loss, dlogits, weights = self._masked(ops, logits, batch)
-        dlogits = ops.lstm_scale_rows(dlogits, ops.to_device(weights.astype(ops.dtype)))
+        dlogits = ops.scale_rows(dlogits, ops.to_device(weights.astype(ops.dtype)))
         return loss, self.flatten(self.backward(ops, p, cache, dlogits), ops)
 
     def logits(self, backend, flat, inputs):

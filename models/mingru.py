@@ -1,4 +1,4 @@
-"""The MinGRU byte LM (lucidrains minLM as gruboros trains it), fp32, on the kernels of float_ops:
+"""The MinGRU byte LM (lucidrains minLM as gruboros trains it), fp32, on the registry's kernels:
 
     x = embed(bytes)                                       256 -> dim
     depth x:  x += out_proj(minGRU(RMSNorm(x)))            inner width dim * expansion_factor;

@@ -1,12 +1,11 @@
-"""The DNC (models/dnc.py) and its kernels (kernels/layernorm.py, softmax_rows.py, batched_matmul.py,
-dnc_cell.py, dnc_memory.py, dnc_elementwise.py, assembled by dnc_ops.py).
-
-Parameter counts follow the notes' formula (Figure-1 configs from shapes alone); the loss and its
-BPTT gradient agree across the float64 reference, the CPU twins and CUDA on the simulator (fp32 vs
-float64: 1e-5 relative for the loss, 1e-4 of the largest entry for gradients), and equal central
-finite differences of the float64 loss for entries of every tensor. Each new kernel matches its
-float64 reference (1e-5 of the largest entry + 1e-6 relative, as tests/test_float_layers.py), and
-each reference backward matches finite differences. Simulated launches are kept tiny and few.
+"""The DNC (models/dnc.py): parameter counts follow the notes' formula (Figure-1 configs from shapes
+alone); the loss and its BPTT gradient agree across the float64 reference, the CPU twins and CUDA on
+the simulator (fp32 vs float64: 1e-5 relative for the loss, 1e-4 of the largest entry for gradients),
+and equal central finite differences of the float64 loss for entries of every tensor. The reference
+backward of each kernel the DNC uses (kernels/norms.py, softmax_rows.py, dnc_cell.py, dnc_memory.py,
+activations.py) matches finite differences; the window helpers (models/dnc_windows.py) compose
+copy_window the same way on every backend. The kernels' agreement across backends is
+tests/test_kernel_ops.py's. Simulated launches are kept tiny and few.
 """
 
 import math
@@ -14,10 +13,13 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.kernels import batched_matmul, dnc_cell, dnc_elementwise, dnc_memory, dnc_ops, norms, softmax_rows
+from eggnog.kernels import activations, dnc_cell, dnc_memory, norms, softmax_rows
+from eggnog.kernels.activations import SIGMOID, TANH
 from eggnog.kernels.backend import to_host
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.registry import ops_for
 from eggnog.models.dnc import DncConfig, DncModel, formula_params
+from eggnog.models.dnc_windows import concat_columns, put_rows, take_columns, take_rows
+from eggnog.runtime.errors import BadInput
 from eggnog.zorn.batch import TaskBatch
 
 RNG = np.random.default_rng(5)
@@ -25,14 +27,8 @@ RNG = np.random.default_rng(5)
 TINY = DncConfig(vocab_size=7, input_size=3, hidden_size=4, memory_size=3, head_size=3, num_reads=2)
 
 
-def f32(*shape, scale=1.0):
-    return (RNG.normal(size=shape) * scale).astype(np.float32)
-
-
-def close(got, ref, tol=1e-5):
-    got, ref = np.asarray(to_host(got), np.float64), np.asarray(ref, np.float64)
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    assert np.all(np.abs(got - ref) <= tol * np.abs(ref).max() + 1e-6 * np.abs(ref)), np.abs(got - ref).max()
+def f32(*shape):
+    return RNG.normal(size=shape).astype(np.float32)
 
 
 def batch_of(cfg, batch, steps, mask=None):
@@ -190,118 +186,60 @@ def fd_check(loss, arrays, grads, indices=2):
             assert grad[index] == pytest.approx((plus - minus) / 2e-6, rel=1e-5, abs=1e-8), (k, index)
 
 
-def test_layernorm():
-    x, w, b, dy = f32(3, 40, scale=2.0) + 1.0, f32(40), f32(40), f32(3, 40)
-    y, mean, rstd = norms.reference_layernorm(x, w, b)
-    dx, dw, db = norms.reference_layernorm_backward(dy, x, w, mean, rstd)
-    for forward, backward in ((norms.cpu_layernorm, norms.cpu_layernorm_backward),
-                              (norms.cuda_layernorm, norms.cuda_layernorm_backward)):
-        got = forward(x, w, b)
-        for g, r in zip(got, (y, mean, rstd)):
-            close(g, r)
-        for g, r in zip(backward(dy, x, w, mean.astype(np.float32), rstd.astype(np.float32)), (dx, dw, db)):
-            close(g, r)
-    x64, w64, b64, dy64 = (a[:2, :5].astype(np.float64) if a.ndim == 2 else a[:5].astype(np.float64)
-                           for a in (x, w, b, dy))
-    _, m64, r64 = norms.reference_layernorm(x64, w64, b64)
-    fd_check(lambda: float((norms.reference_layernorm(x64, w64, b64)[0] * dy64).sum()), [x64, w64, b64],
-             norms.reference_layernorm_backward(dy64, x64, w64, m64, r64))
+def test_layernorm_backward_matches_finite_differences():
+    x, w, b, dy = (RNG.normal(size=shape) for shape in ((2, 5), (5,), (5,), (2, 5)))
+    x = 2.0 * x + 1.0
+    _, mean, rstd = norms.reference_layernorm(x, w, b)
+    fd_check(lambda: float((norms.reference_layernorm(x, w, b)[0] * dy).sum()), [x, w, b],
+             norms.reference_layernorm_backward(dy, x, w, mean, rstd))
 
 
-def test_softmax_rows():
-    x, dp = f32(3, 37, scale=3.0), f32(3, 37)
-    p = softmax_rows.reference_softmax_rows(x)
-    dx = softmax_rows.reference_softmax_rows_backward(dp, p)
-    for forward, backward in ((softmax_rows.cpu_softmax_rows, softmax_rows.cpu_softmax_rows_backward),
-                              (softmax_rows.cuda_softmax_rows, softmax_rows.cuda_softmax_rows_backward)):
-        close(forward(x), p)
-        close(backward(dp, p.astype(np.float32)), dx)
-    x64, dp64 = x[:2, :6].astype(np.float64), dp[:2, :6].astype(np.float64)
-    fd_check(lambda: float((softmax_rows.reference_softmax_rows(x64) * dp64).sum()), [x64],
-             [softmax_rows.reference_softmax_rows_backward(dp64, softmax_rows.reference_softmax_rows(x64))])
+def test_softmax_rows_backward_matches_finite_differences():
+    x, dp = 3.0 * RNG.normal(size=(2, 6)), RNG.normal(size=(2, 6))
+    fd_check(lambda: float((softmax_rows.reference_softmax_rows(x) * dp).sum()), [x],
+             [softmax_rows.reference_softmax_rows_backward(dp, softmax_rows.reference_softmax_rows(x))])
 
 
-@pytest.mark.parametrize("transpose_a,transpose_b", [(False, True), (True, False)])
-def test_bmm(transpose_a, transpose_b):
-    a = f32(2, 5, 3) if transpose_a else f32(2, 3, 5)
-    b = f32(2, 4, 5) if transpose_b else f32(2, 5, 4)
-    ref = batched_matmul.reference_bmm(a, b, transpose_a, transpose_b)
-    assert ref.shape == (2, 3, 4)
-    close(batched_matmul.cpu_bmm(a, b, transpose_a, transpose_b), ref)
-    close(batched_matmul.cuda_bmm(a, b, transpose_a, transpose_b), ref)
-
-
-def test_lstm_cell():
-    gates, c_prev, dh, dc = f32(2, 12, scale=2.0), f32(2, 3), f32(2, 3), f32(2, 3)
-    h, c = dnc_cell.reference_lstm_cell(gates, c_prev)
-    dgates, dc_prev = dnc_cell.reference_lstm_cell_backward(dh, dc, gates, c_prev, c)
-    for forward, backward in ((dnc_cell.cpu_lstm_cell, dnc_cell.cpu_lstm_cell_backward),
-                              (dnc_cell.cuda_lstm_cell, dnc_cell.cuda_lstm_cell_backward)):
-        got_h, got_c = forward(gates, c_prev)
-        close(got_h, h)
-        close(got_c, c)
-        got_dg, got_dc = backward(dh, dc, gates, c_prev, c.astype(np.float32))
-        close(got_dg, dgates)
-        close(got_dc, dc_prev)
-    g64, c64, dh64, dc64 = (a.astype(np.float64) for a in (gates, c_prev, dh, dc))
+def test_lstm_cell_backward_matches_finite_differences():
+    gates, c_prev, dh, dc = 2.0 * RNG.normal(size=(2, 12)), *(RNG.normal(size=(2, 3)) for _ in range(3))
 
     def loss():
-        h_, c_ = dnc_cell.reference_lstm_cell(g64, c64)
-        return float((h_ * dh64).sum() + (c_ * dc64).sum())
+        h, c = dnc_cell.reference_lstm_cell(gates, c_prev)
+        return float((h * dh).sum() + (c * dc).sum())
 
-    fd_check(loss, [g64, c64], dnc_cell.reference_lstm_cell_backward(dh64, dc64, g64, c64,
-                                                               dnc_cell.reference_lstm_cell(g64, c64)[1]), indices=4)
+    c = dnc_cell.reference_lstm_cell(gates, c_prev)[1]
+    fd_check(loss, [gates, c_prev], dnc_cell.reference_lstm_cell_backward(dh, dc, gates, c_prev, c), indices=4)
 
 
-def test_memory_write():
-    mem, p, s = f32(2, 5, 3), softmax_rows.reference_softmax_rows(f32(2, 5)).astype(np.float32), f32(2) ** 2
-    e, a, dout = f32(2, 3) ** 2, np.tanh(f32(2, 3)), f32(2, 5, 3)
-    ref = dnc_memory.reference_memory_write(mem, p, s, e, a)
-    ref_grads = dnc_memory.reference_memory_write_backward(dout, mem, p, s, e, a)
-    for forward, backward in ((dnc_memory.cpu_memory_write, dnc_memory.cpu_memory_write_backward),
-                              (dnc_memory.cuda_memory_write, dnc_memory.cuda_memory_write_backward)):
-        close(forward(mem, p, s, e, a), ref)
-        for got, want in zip(backward(dout, mem, p, s, e, a), ref_grads):
-            close(got, want)
-    args = [v.astype(np.float64) for v in (mem, p, s, e, a)]
+def test_memory_write_backward_matches_finite_differences():
+    mem, p, s = RNG.normal(size=(2, 5, 3)), softmax_rows.reference_softmax_rows(RNG.normal(size=(2, 5))), \
+        RNG.normal(size=2) ** 2
+    e, a, dout = RNG.normal(size=(2, 3)) ** 2, np.tanh(RNG.normal(size=(2, 3))), RNG.normal(size=(2, 5, 3))
+    args = [mem, p, s, e, a]
     fd_check(lambda: float((dnc_memory.reference_memory_write(*args) * dout).sum()), args,
              dnc_memory.reference_memory_write_backward(dout, *args))
 
 
-@pytest.mark.parametrize("kind", [dnc_elementwise.SIGMOID, dnc_elementwise.TANH])
-def test_activation(kind):
-    x, dy = f32(3, 7, scale=2.0), f32(3, 7)
-    y = dnc_elementwise.reference_activation(x, kind)
-    dx = dnc_elementwise.reference_activation_backward(dy, y, kind)
-    for forward, backward in ((dnc_elementwise.cpu_activation, dnc_elementwise.cpu_activation_backward),
-                              (dnc_elementwise.cuda_activation, dnc_elementwise.cuda_activation_backward)):
-        close(forward(x, kind), y)
-        close(backward(dy, y.astype(np.float32), kind), dx)
-    x64 = x.astype(np.float64)
-    fd_check(lambda: float((dnc_elementwise.reference_activation(x64, kind) * dy).sum()), [x64],
-             [dnc_elementwise.reference_activation_backward(dy, dnc_elementwise.reference_activation(x64, kind), kind)])
+@pytest.mark.parametrize("kind", [SIGMOID, TANH])
+def test_activation_backward_matches_finite_differences(kind):
+    x, dy = 2.0 * RNG.normal(size=(3, 7)), RNG.normal(size=(3, 7))
+    fd_check(lambda: float((activations.reference_activation(x, kind) * dy).sum()), [x],
+             [activations.reference_activation_backward(dy, activations.reference_activation(x, kind), kind)])
 
 
-def test_window_copy_scale_rows_and_accumulate():
-    src, dst = f32(4, 6), f32(5, 7)
-    want = dst.astype(np.float64)
-    want[1:4, 2:6] = src[0:3, 1:5]
-    for backend in ("cpu", "cuda"):
-        ops = dnc_ops.ops_for(backend)
-        d = ops.to_device(dst.copy())
-        ops.copy_window(ops.to_device(src), d, 0, 1, 1, 2, 3, 4)
-        close(d, want)
-    x, s = f32(3, 4), f32(3)
-    ref = dnc_ops.ops_for("numpy")
-    for backend in ("cpu", "cuda"):  # scale_rows is kernels/lstm_cell.py's
-        close(dnc_ops.ops_for(backend).scale_rows(x, s), ref.scale_rows(x, s))
-    ops = dnc_ops.ops_for("cuda")
-    acc = ops.to_device(x.copy())
-    ops.accumulate(acc, ops.to_device(x))
-    close(acc, 2.0 * x.astype(np.float64))
-    # the column/row helpers compose copy_window the same way on every backend
-    cpu = dnc_ops.ops_for("cpu")
-    parts = [f32(2, 3), f32(2, 1)]
-    close(cpu.concat_columns(parts), ref.concat_columns(parts))
-    close(cpu.take_columns(src, 2, 3), src[:, 2:5].astype(np.float64))
-    close(cpu.take_rows(src, 1, 2), src[1:3].astype(np.float64))
+@pytest.mark.parametrize("backend", ["numpy", "cpu", "cuda"])
+def test_windows_compose_copy_window(backend):
+    ops = ops_for(backend)
+    src, parts = f32(4, 6), [f32(2, 3), f32(2, 1)]
+
+    def same(got, want):  # copies are exact
+        assert np.array_equal(to_host(got), want)
+
+    same(concat_columns(ops, [ops.to_device(q) for q in parts]), np.concatenate(parts, axis=1))
+    same(take_columns(ops, ops.to_device(src), 2, 3), src[:, 2:5])
+    same(take_rows(ops, ops.to_device(src), 1, 2), src[1:3])
+    dst = ops.zeros((5, 6))
+    put_rows(ops, dst, 2, ops.to_device(src[:3]))
+    want = np.zeros((5, 6))
+    want[2:5] = src[:3]
+    same(dst, want)

@@ -1,12 +1,11 @@
-"""The EGG model: parameter layout and count, a forward pass pinned bit for bit, and the CPU twin
-equal to the NumPy reference over several tokens with carried state and document resets."""
-
-import hashlib
+"""The EGG model: parameter layout and count, and the CPU twin equal to the NumPy reference over
+several tokens with carried state and document resets (test_fixtures_egg.py checks the forward
+against nano-egg's own outputs)."""
 
 import numpy as np
 import pytest
 
-from eggnog.kernels.egg_ops import ops_for
+from eggnog.kernels.registry import ops_for
 from eggnog.runtime.errors import BadInput
 from eggnog.models.egg import EggConfig, EggModel
 
@@ -46,18 +45,8 @@ def run(backend, model, flat, members=4, first=0, perturbed=True):
     for t in range(windows.shape[1] - 1):
         logits = model.step(ops, params, vectors, np.ascontiguousarray(windows[:, t]), states, prefixes, first, 4,
                             perturbed)
-        total += ops.loglik(logits, np.ascontiguousarray(windows[:, t + 1]))
+        total += ops.egg_loglik(logits, np.ascontiguousarray(windows[:, t + 1]))
     return total, logits, np.stack(states)
-
-
-def test_forward_pinned_to_reference_values():
-    model = EggModel(EggConfig(2, 16))
-    flat = model.init_params(0)
-    assert hashlib.sha256(flat.tobytes()).hexdigest()[:16] == "f2dd61e036fdb110"
-    total, logits, states = run("numpy", model, flat)
-    assert total.tolist() == [-1781, -1729, -1748, -1734]
-    assert logits[0, :8].tolist() == [-14, 3, 40, -19, 32, 42, 2, 8]
-    assert hashlib.sha256(states.tobytes()).hexdigest()[:16] == "19ce42c5e7b3f558"
 
 
 @pytest.mark.parametrize("first,perturbed", [(0, True), (6, True), (0, False)])
@@ -96,7 +85,7 @@ def test_simulated_cuda_path_equals_reference():
     for t in range(2):
         logits = model.step(ops, params, vectors, sim.to_device(np.ascontiguousarray(windows[:, t])), states,
                             prefixes, 2, 4, True)
-        total += to_host(ops.loglik(logits, sim.to_device(np.ascontiguousarray(windows[:, t + 1]))))
+        total += to_host(ops.egg_loglik(logits, sim.to_device(np.ascontiguousarray(windows[:, t + 1]))))
     ref_ops = ops_for("numpy")
     ref_params = model.views(flat)
     ref_vectors = model.member_vectors(ref_ops, ref_params, prefixes, 2, 2, 4, True)
@@ -105,6 +94,6 @@ def test_simulated_cuda_path_equals_reference():
     for t in range(2):
         ref_logits = model.step(ref_ops, ref_params, ref_vectors, np.ascontiguousarray(windows[:, t]), ref_states,
                                 prefixes, 2, 4, True)
-        ref_total += ref_ops.loglik(ref_logits, np.ascontiguousarray(windows[:, t + 1]))
+        ref_total += ref_ops.egg_loglik(ref_logits, np.ascontiguousarray(windows[:, t + 1]))
     assert np.array_equal(total, ref_total) and np.array_equal(to_host(logits), ref_logits)
     assert np.array_equal(to_host(states[0]), ref_states[0])

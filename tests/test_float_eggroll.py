@@ -9,7 +9,7 @@ import pytest
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig, zscore_fitness
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.float_ops import ops_for
+from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.training.optimizers import make_optimizer
 
@@ -34,7 +34,7 @@ def test_zscore_fitness_global_and_group():
 
 
 def test_update_equals_the_formula_with_full_matrices():
-    es = strategy(6, rank=2, fitness="group", group_size=2)
+    es = strategy(6, perturbation_rank=2, fitness="group", group_size=2)
     losses = RNG.normal(size=6)
     got = es.gradient(losses)
     f = zscore_fitness(losses, 2, "group")
@@ -92,7 +92,7 @@ def test_the_noise_changes_with_the_epoch_unless_reused():
 
 
 @pytest.mark.parametrize("overrides,ranks,message", [
-    ({"rank": 0}, 1, "rank must be positive"),
+    ({"perturbation_rank": 0}, 1, "--perturbation-rank must be positive"),
     ({"sigma": 0.0}, 1, "sigma must be a positive"),
     ({"sigma": float("nan")}, 1, "sigma must be a positive"),
     ({"group_size": 3}, 1, "group size must be even"),

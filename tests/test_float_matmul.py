@@ -1,46 +1,53 @@
-"""fp32 linear-layer products: forward and both backward products, CPU twin and tiled CUDA kernel
-(simulator) against float64; tolerance 1e-5 of the largest reference entry. Shapes off the tile."""
+"""Properties of the fp32 matrix products beyond the generated agreement tests
+(tests/test_kernel_ops.py): the reference backward is the gradient of the forward (finite
+differences), the batched product's transposes mean what they say, and misshaped arguments are
+refused on every backend."""
 
 import numpy as np
 import pytest
 
-from eggnog.kernels import float_matmul as fm
-from eggnog.kernels.backend import to_host
+from eggnog.kernels.float_matmul import reference_bmm, reference_matmul, reference_matmul_backward
+from eggnog.kernels.registry import ops_for
+from eggnog.runtime.errors import BadInput
 
 RNG = np.random.default_rng(5)
 
 
-def close(got, ref):
-    got = np.asarray(to_host(got), np.float64)
-    assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
-
-
-@pytest.mark.parametrize("rows,d_in,d_out", [(5, 20, 17), (16, 16, 16), (3, 40, 33)])
-def test_forward_and_backward_products(rows, d_in, d_out):
-    x = RNG.normal(size=(rows, d_in)).astype(np.float32)
-    w = RNG.normal(size=(d_out, d_in)).astype(np.float32)
-    dy = RNG.normal(size=(rows, d_out)).astype(np.float32)
-    y = fm.reference_forward(x, w)
-    dx, dw = fm.reference_backward(dy, x, w)
-    for forward, backward in ((fm.cpu_forward, fm.cpu_backward), (fm.cuda_forward, fm.cuda_backward)):
-        close(forward(x, w), y)
-        got_dx, got_dw = backward(dy, x, w)
-        close(got_dx, dx)
-        close(got_dw, dw)
-
-
 def test_backward_is_the_gradient_of_the_forward():
-    x, w = RNG.normal(size=(4, 6)), RNG.normal(size=(3, 6))
-    dy = RNG.normal(size=(4, 3))
-    dx, dw = fm.reference_backward(dy, x, w)
+    x, w, dy = RNG.normal(size=(4, 6)), RNG.normal(size=(3, 6)), RNG.normal(size=(4, 3))
+    dx, dw = reference_matmul_backward(dy, x, w)
     eps = 1e-6
-    plus, minus = w.copy(), w.copy()
-    plus[2, 5] += eps
-    minus[2, 5] -= eps
-    numeric = ((fm.reference_forward(x, plus) - fm.reference_forward(x, minus)) * dy).sum() / (2 * eps)
-    assert dw[2, 5] == pytest.approx(numeric, rel=1e-6)
-    plus, minus = x.copy(), x.copy()
-    plus[1, 0] += eps
-    minus[1, 0] -= eps
-    numeric = ((fm.reference_forward(plus, w) - fm.reference_forward(minus, w)) * dy).sum() / (2 * eps)
-    assert dx[1, 0] == pytest.approx(numeric, rel=1e-6)
+    for grad, which, index in ((dw, "w", (2, 5)), (dx, "x", (1, 0))):
+        plus, minus = {"x": x.copy(), "w": w.copy()}, {"x": x.copy(), "w": w.copy()}
+        plus[which][index] += eps
+        minus[which][index] -= eps
+        numeric = ((reference_matmul(**plus) - reference_matmul(**minus)) * dy).sum() / (2 * eps)
+        assert grad[index] == pytest.approx(numeric, rel=1e-6)
+
+
+def test_bmm_transposes_each_operand_of_each_batch_entry():
+    a, b = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 4, 5))
+    a_t, b_t = np.ascontiguousarray(a.transpose(0, 2, 1)), np.ascontiguousarray(b.transpose(0, 2, 1))
+    for n in range(2):
+        want = a[n] @ b[n]
+        assert np.allclose(reference_bmm(a, b)[n], want)
+        assert np.allclose(reference_bmm(a_t, b, transpose_a=True)[n], want)
+        assert np.allclose(reference_bmm(a, b_t, transpose_b=True)[n], want)
+        assert np.allclose(reference_bmm(a_t, b_t, True, True)[n], want)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu", "cuda"])
+def test_misshaped_arguments_are_refused(backend):
+    ops = ops_for(backend)
+
+    def d(*shape):
+        return ops.to_device(np.zeros(shape, np.float32))
+
+    with pytest.raises(BadInput, match="a linear layer takes"):
+        ops.matmul(d(4, 5), d(3, 6))
+    with pytest.raises(BadInput, match="the gradient of a linear layer"):
+        ops.matmul_backward(d(4, 2), d(4, 5), d(3, 5))
+    with pytest.raises(BadInput, match="batch or inner sizes differ"):
+        ops.bmm(d(2, 3, 4), d(2, 3, 5))
+    with pytest.raises(BadInput, match="batch or inner sizes differ"):
+        ops.bmm(d(2, 3, 4), d(1, 4, 5))

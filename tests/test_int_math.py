@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from eggnog.kernels import egg_ops
-from eggnog.kernels.backend import to_host
 from eggnog.kernels.int_math import EXP2, build, iroot, matmul_divisor
 
 S_MIN, S_MAX = 256 * int(EXP2[1]), 256 * int(EXP2[255])  # sums of 256 EXP2 terms of y' in [1, 255]
@@ -57,13 +56,10 @@ def table_loglik(logits, targets):
 
 
 @pytest.mark.parametrize("scale", [16, 127])
-def test_loglik_three_ways_and_against_the_table(scale):
+def test_loglik_against_the_table(scale):
     rng = np.random.default_rng(scale)
     logits = np.clip(rng.normal(0, scale, (40, 256)), -127, 127).astype(np.int8)
     logits[0] = 127
     logits[1] = -127
     targets = rng.integers(0, 256, 40).astype(np.uint8)
-    ref = egg_ops.reference_loglik(logits, targets)
-    assert np.array_equal(ref, table_loglik(logits, targets))
-    assert np.array_equal(ref, egg_ops.cpu_loglik(logits, targets))
-    assert np.array_equal(ref, to_host(egg_ops.cuda_loglik(logits, targets)))
+    assert np.array_equal(egg_ops.reference_egg_loglik(logits, targets), table_loglik(logits, targets))

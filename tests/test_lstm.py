@@ -1,10 +1,11 @@
 """The FlashRNN-style multi-head LSTM (kernels/lstm_cell.py, models/lstm.py) on its three backends
-(float64 NumPy reference, fp32 CPU twins, CUDA on the simulator).
+(float64 NumPy reference, fp32 CPU twins, CUDA on the simulator); the kernels' agreement across
+backends is tests/test_kernel_ops.py's.
 
-Tolerances: fp32 against float64 within 1e-5 relative to the largest entry, for the cell kernels,
-the loss and the BPTT gradient alike (observed ~1e-7 at these sizes); the float64 gradient matches
-central finite differences (step 1e-6) to 1e-6 relative to the largest gradient entry, for every
-parameter of a tiny model.
+Tolerances: fp32 against float64 within 1e-5 relative to the largest entry, for the loss and the BPTT
+gradient (observed ~1e-7 at these sizes); the float64 gradient matches central finite differences
+(step 1e-6) to 1e-6 relative to the largest gradient entry, for every parameter of a tiny model, and
+the reference step backward matches finite differences of the reference step.
 """
 
 import math
@@ -108,32 +109,19 @@ def test_initialisation_and_storage_order():
 
 # ---- the cell kernels alone ----------------------------------------------------------------------------
 
-def test_cell_kernels_match_the_reference():
-    batch, heads, size = 2, 2, 3
+def test_recurrent_gradient_is_the_sum_of_outer_products():
+    batch, heads, size, steps = 2, 2, 3, 3
     hidden = heads * size
-    r = RNG.normal(0, 0.6, (4, heads, size, size)).astype(np.float32)
-    bias = RNG.normal(0, 0.3, 4 * hidden).astype(np.float32)
-    wx = RNG.normal(0, 1, (batch, 4 * hidden)).astype(np.float32)
-    h_prev, c_prev = (RNG.normal(0, 1, (batch, hidden)).astype(np.float32) for _ in range(2))
-    dh, dc, extra = (RNG.normal(0, 1, (batch, hidden)).astype(np.float32) for _ in range(3))
-    h_ref, c_ref, gates_ref = lstm_cell.reference_forward_step(wx, r, bias, h_prev, c_prev)
-    gates = gates_ref.astype(np.float32)
-    back_ref = lstm_cell.reference_backward_step(dh, dc, r, gates, c_ref, c_prev, extra)
-    draw = RNG.normal(0, 1, (3, batch, 4 * hidden)).astype(np.float32)
-    hs = RNG.normal(0, 1, (4, batch, hidden)).astype(np.float32)
-    dr_ref = lstm_cell.reference_recurrent_grad(draw, hs, heads)
-    # the recurrent gradient is the sum over time and batch of draw_g,n (x) h_prev_n
-    assert np.allclose(dr_ref[2, 1], sum(np.outer(draw[t, b, 2 * hidden + size:2 * hidden + 2 * size],
-                                                  hs[t, b, size:]) for t in range(3) for b in range(batch)))
-    for backend in ("cpu", "cuda"):
-        fwd = getattr(lstm_cell, backend + "_forward_step")(wx, r, bias, h_prev, c_prev)
-        for got, ref in zip(fwd, (h_ref, c_ref, gates_ref)):
-            assert relative(got, ref) <= 1e-5, backend
-        back = getattr(lstm_cell, backend + "_backward_step")(dh, dc, r, gates, c_ref.astype(np.float32),
-                                                              c_prev, extra)
-        for got, ref in zip(back, back_ref):
-            assert relative(got, ref) <= 1e-5, backend
-        assert relative(getattr(lstm_cell, backend + "_recurrent_grad")(draw, hs, heads), dr_ref) <= 1e-5
+    draw = RNG.normal(0, 1, (steps, batch, 4 * hidden))
+    hs = RNG.normal(0, 1, (steps + 1, batch, hidden))
+    dr = lstm_cell.reference_lstm_recurrent_grad(draw, hs, heads)
+    assert dr.shape == (4, heads, size, size)
+    for g in range(4):
+        for n in range(heads):
+            rows = slice(g * hidden + n * size, g * hidden + (n + 1) * size)
+            want = sum(np.outer(draw[t, b, rows], hs[t, b, n * size:(n + 1) * size])
+                       for t in range(steps) for b in range(batch))
+            assert np.allclose(dr[g, n], want, rtol=1e-12, atol=1e-12)
 
 
 def test_backward_step_is_the_gradient_of_the_forward_step():
@@ -146,11 +134,11 @@ def test_backward_step_is_the_gradient_of_the_forward_step():
     dh, dc = RNG.normal(0, 1, (batch, hidden)), RNG.normal(0, 1, (batch, hidden))
 
     def objective(wx_, h_prev_, c_prev_):
-        h, c, _ = lstm_cell.reference_forward_step(wx_, r, bias, h_prev_, c_prev_)
+        h, c, _ = lstm_cell.reference_lstm_forward_step(wx_, r, bias, h_prev_, c_prev_)
         return float((dh * h).sum() + (dc * c).sum())
 
-    _, c, gates = lstm_cell.reference_forward_step(wx, r, bias, h_prev, c_prev)
-    draw, dh_prev, dc_prev = lstm_cell.reference_backward_step(dh, dc, r, gates, c, c_prev)
+    _, c, gates = lstm_cell.reference_lstm_forward_step(wx, r, bias, h_prev, c_prev)
+    draw, dh_prev, dc_prev = lstm_cell.reference_lstm_backward_step(dh, dc, r, gates, c, c_prev)
     for got, arg in ((draw, 0), (dh_prev, 1), (dc_prev, 2)):
         for index in np.ndindex(got.shape):
             args = [wx.copy(), h_prev.copy(), c_prev.copy()]

@@ -11,7 +11,7 @@ import pytest
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.float_ops import ops_for
+from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.models.mingru_sizing import parse_size, solve_dims
 from eggnog.training.optimizers import make_optimizer
@@ -120,7 +120,7 @@ def test_initialisation_makes_every_block_the_identity():
 def test_population_forward_equals_explicitly_perturbed_members(backend, freeze):
     model = tiny_model(dim=4, depth=1)
     flat = noisy_params(model)
-    cfg = FloatEggrollConfig(population=4, rank=2, sigma=0.05, group_size=2, freeze_vectors=freeze)
+    cfg = FloatEggrollConfig(population=4, perturbation_rank=2, sigma=0.05, group_size=2, freeze_vectors=freeze)
     strategy = FloatEggroll(model, cfg, 7, ops_for(backend), make_optimizer("sgd", flat.copy(), 0.1), epoch=3)
     ops = ops_for(backend)
     window = tokens(4, 3)[:, :-1]
@@ -134,7 +134,7 @@ def test_population_forward_equals_explicitly_perturbed_members(backend, freeze)
         for name, (shape, kind) in strategy.kinds.items():
             if kind == "matrix":
                 a, b = strategy.pair_noise(name, pair)
-                own[name] += sign * cfg.sigma / math.sqrt(cfg.rank) * (a[0].astype(np.float64) @ b[0].T)
+                own[name] += sign * cfg.sigma / math.sqrt(cfg.perturbation_rank) * (a[0].astype(np.float64) @ b[0].T)
             elif not freeze:
                 own[name] += sign * cfg.sigma * strategy.pair_noise(name, pair)[0]
         alone, _, _ = model.forward(reference, own, window[member:member + 1])

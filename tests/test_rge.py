@@ -25,7 +25,7 @@ def loss_fn(params):
 
 
 def trainer(params=None, **overrides):
-    cfg = RgeConfig(**{"probes": 8, "lr": 0.05, "epsilon": 1e-3, **overrides})
+    cfg = RgeConfig(**{"probes": 8, "lr": 0.05, "sigma": 1e-3, **overrides})
     return RgeTrainer(cfg, MODEL.init_params(2) if params is None else params, CPU, init_world(), seed=9)
 
 
@@ -80,7 +80,7 @@ def test_a_non_finite_loss_stops_before_the_update():
 
 
 @pytest.mark.parametrize("overrides,ranks,message", [
-    ({"epsilon": 0.0}, 1, "--epsilon must be a positive"),
+    ({"sigma": 0.0}, 1, "--sigma must be a positive"),
     ({"lr": -1.0}, 1, "--lr must be a positive"),
     ({"probes": 6}, 4, "cannot be split evenly over 4 ranks"),
     ({"probes": 4, "antithetic": True}, 4, "antithetic probes come in pairs"),

@@ -1,14 +1,19 @@
-"""MinGRU scan: float64 sequential reference, fp32 CPU twin and chunked CUDA kernels (simulator).
-Tolerances: forward relative error <= 1e-5 against the float64 reference (any T up to 65,536);
-gradients within 1e-5 of the largest reference gradient."""
+"""Properties of the MinGRU scan beyond the generated agreement tests (tests/test_kernel_ops.py):
+accuracy over 65,536 steps (forward relative error <= 1e-5 against the float64 reference; gradients
+within 1e-5 of the largest reference gradient), a carried state continues a sequence as is,
+`scan_step` equals the parallel scan, the reference gradients equal finite differences, and misshaped
+arguments are refused."""
 
 import numpy as np
 import pytest
 
-from eggnog.kernels import scan
 from eggnog.kernels.backend import to_host
+from eggnog.kernels.registry import ops_for
+from eggnog.kernels.scan import reference_scan_backward, reference_scan_forward
+from eggnog.runtime.errors import BadInput
 
 RNG = np.random.default_rng(2026)
+BACKENDS = ("cpu", "cuda")
 
 
 def inputs(batch, steps, channels, with_h0=True):
@@ -19,52 +24,57 @@ def inputs(batch, steps, channels, with_h0=True):
 
 
 def max_relative(got, ref):
-    return float(np.max(np.abs(np.asarray(got, np.float64) - ref) / np.abs(ref)))
+    return float(np.max(np.abs(np.asarray(to_host(got), np.float64) - ref) / np.abs(ref)))
 
 
 def max_scaled(got, ref):
-    return float(np.max(np.abs(np.asarray(got, np.float64) - ref)) / np.max(np.abs(ref)))
+    return float(np.max(np.abs(np.asarray(to_host(got), np.float64) - ref)) / np.max(np.abs(ref)))
 
 
-def test_long_sequence_accuracy_all_implementations():
+@pytest.fixture(scope="module")
+def long_sequence():
+    """T = 65,536 inputs, an output gradient, and the float64 reference forward and backward."""
     k, u, _ = inputs(1, 65_536, 2, with_h0=False)
-    ref = scan.reference_forward(k, u)
-    assert max_relative(scan.cpu_forward(k, u), ref) <= 1e-5
-    assert max_relative(to_host(scan.cuda_forward(k, u)), ref) <= 1e-5
+    grad_h = RNG.normal(size=k.shape).astype(np.float32)
+    h = reference_scan_forward(k, u)
+    return k, u, grad_h, h, reference_scan_backward(grad_h, k, u, h)
 
 
-@pytest.mark.parametrize("steps", [1, 63, 64, 65, 200])
-def test_any_length_with_carried_state(steps):
-    k, u, h0 = inputs(2, steps, 3)
-    ref = scan.reference_forward(k, u, h0)
-    assert max_relative(scan.cpu_forward(k, u, h0), ref) <= 1e-5
-    assert max_relative(to_host(scan.cuda_forward(k, u, h0)), ref) <= 1e-5
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_long_sequence_accuracy(backend, long_sequence):
+    ops = ops_for(backend)
+    k, u, grad_h, ref, ref_grads = long_sequence
+    h = ops.scan_forward(ops.to_device(k), ops.to_device(u))
+    assert max_relative(h, ref) <= 1e-5
+    got = ops.scan_backward(ops.to_device(grad_h), ops.to_device(k), ops.to_device(u), h)
+    for g, r in zip(got, ref_grads):
+        assert max_scaled(g, r) <= 1e-5
 
 
-def test_parallel_equals_step_by_step():
-    k, u, h0 = inputs(2, 130, 4)
-    parallel = scan.cpu_forward(k, u, h0)
-    state_cpu, state_gpu = h0, h0
-    for t in range(k.shape[1]):
-        state_cpu = scan.cpu_step(k[:, t], u[:, t], state_cpu)
-        assert np.allclose(state_cpu, parallel[:, t], rtol=1e-5, atol=0)
-    for t in range(3):
-        state_gpu = to_host(scan.cuda_step(np.ascontiguousarray(k[:, t]), np.ascontiguousarray(u[:, t]), state_gpu))
-        assert np.allclose(state_gpu, parallel[:, t], rtol=1e-5, atol=0)
-    assert np.allclose(scan.reference_step(k[:, 0], u[:, 0]), scan.reference_forward(k[:, :1], u[:, :1])[:, 0])
-
-
-def test_chunked_continuation_uses_the_state_as_is():
+def test_a_carried_state_continues_the_sequence_as_is():
+    ops = ops_for("cpu")
     k, u, _ = inputs(1, 256, 3, with_h0=False)
-    whole = scan.reference_forward(k, u)
-    first = scan.cpu_forward(k[:, :100], u[:, :100])
-    second = scan.cpu_forward(k[:, 100:], u[:, 100:], first[:, -1])  # positive state, no g() again
-    assert max_relative(np.concatenate([first, second], axis=1), whole) <= 1e-5
+    first = ops.scan_forward(k[:, :100], u[:, :100])
+    second = ops.scan_forward(np.ascontiguousarray(k[:, 100:]), np.ascontiguousarray(u[:, 100:]),
+                              ops.last_step(first))  # positive state, no g() again
+    assert max_relative(np.concatenate([first, second], axis=1), reference_scan_forward(k, u)) <= 1e-5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_step_by_step_equals_the_parallel_scan(backend):
+    ops = ops_for(backend)
+    k, u, h0 = inputs(2, 70, 4)
+    parallel = to_host(ops.scan_forward(ops.to_device(k), ops.to_device(u), ops.to_device(h0)))
+    state = None
+    for t in range(k.shape[1] if backend == "cpu" else 3):
+        k_t, u_t = (ops.to_device(np.ascontiguousarray(a[:, t])) for a in (k, u))
+        state = ops.scan_step(k_t, u_t, ops.to_device(h0) if state is None else state)
+        assert np.allclose(to_host(state), parallel[:, t], rtol=1e-5, atol=0)
 
 
 def finite_difference(k, u, h0, weights, which, index, eps=1e-6):
     def loss(kk, uu, hh):
-        return float((scan.reference_forward(kk, uu, hh) * weights).sum())
+        return float((reference_scan_forward(kk, uu, hh) * weights).sum())
 
     args = [k.astype(np.float64), u.astype(np.float64), h0.astype(np.float64)]
     plus, minus = [a.copy() for a in args], [a.copy() for a in args]
@@ -77,8 +87,8 @@ def test_reference_gradients_match_finite_differences():
     k, u, h0 = inputs(2, 40, 3)
     u[0, 7, 1], u[1, 8, 2] = 0.3, -0.3  # both branches of g
     weights = RNG.normal(size=k.shape)
-    h = scan.reference_forward(k, u, h0)
-    dk, du, dh0 = scan.reference_backward(weights, k, u, h, h0)
+    h = reference_scan_forward(k, u, h0)
+    dk, du, dh0 = reference_scan_backward(weights, k, u, h, h0)
     for index in [(0, 0, 0), (0, 7, 1), (1, 8, 2), (1, 39, 0), (0, 20, 2)]:
         assert dk[index] == pytest.approx(finite_difference(k, u, h0, weights, 0, index), rel=1e-5, abs=1e-8)
         assert du[index] == pytest.approx(finite_difference(k, u, h0, weights, 1, index), rel=1e-5, abs=1e-8)
@@ -86,13 +96,18 @@ def test_reference_gradients_match_finite_differences():
         assert dh0[index] == pytest.approx(finite_difference(k, u, h0, weights, 2, index), rel=1e-5, abs=1e-8)
 
 
-@pytest.mark.parametrize("steps,channels,with_h0", [(150, 3, True), (64, 2, False), (65_536, 1, False)])
-def test_twin_gradients_match_reference(steps, channels, with_h0):
-    k, u, h0 = inputs(1, steps, channels, with_h0)
-    grad_h = RNG.normal(size=k.shape).astype(np.float32)
-    h32 = scan.cpu_forward(k, u, h0)
-    ref = scan.reference_backward(grad_h, k, u, scan.reference_forward(k, u, h0), h0)
-    cpu = scan.cpu_backward(grad_h, k, u, h32, h0)
-    sim = [to_host(x) for x in scan.cuda_backward(grad_h, k, u, h32, h0)]
-    for r, c, s in zip(ref, cpu, sim):
-        assert max_scaled(c, r) <= 1e-5 and max_scaled(s, r) <= 1e-5
+@pytest.mark.parametrize("backend", ["numpy", *BACKENDS])
+def test_misshaped_arguments_are_refused(backend):
+    ops = ops_for(backend)
+
+    def d(*shape):
+        return ops.to_device(np.zeros(shape, np.float32))
+
+    with pytest.raises(BadInput, match="arrays of one shape with 3 axes"):
+        ops.scan_forward(d(2, 5, 3), d(2, 5, 4))
+    with pytest.raises(BadInput, match="state is"):
+        ops.scan_forward(d(2, 5, 3), d(2, 5, 3), d(3, 2))
+    with pytest.raises(BadInput, match="arrays of one shape"):
+        ops.scan_backward(d(2, 4, 3), d(2, 5, 3), d(2, 5, 3), d(2, 5, 3))
+    with pytest.raises(BadInput, match="arrays of one shape with 2 axes"):
+        ops.scan_step(d(2, 1, 3), d(2, 1, 3))

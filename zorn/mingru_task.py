@@ -3,7 +3,7 @@ cross-entropy in bits of a TaskBatch, from one flat parameter vector, and its BP
 
 import numpy as np
 
-from eggnog.kernels.float_ops import ops_for
+from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 
 

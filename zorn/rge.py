@@ -26,11 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels import perturb
 from eggnog.kernels.backend import to_host
+from eggnog.kernels.registry import ops_for
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.step_clock import UNTIMED
 from eggnog.kernels.noise_math import stream_key
 from eggnog.training.optimizers import AdamW, Sgd
+from eggnog.training.run_config import flag
 
 SOLVERS = ("cdrge", "fdras")
 DIST_MODES = ("reduce", "seeds")
@@ -41,20 +43,22 @@ PROBE_TENSOR_ID = 0x50524F42  # "PROB": noise tensor id of CD-RGE probe directio
 
 @dataclass(frozen=True)
 class RgeConfig:
-    solver: str = "cdrge"
-    probes: int = 32  # total over all ranks
-    lr: float = 0.1
-    epsilon: float | None = None  # None: tied to lr
-    optimizer: str = "sgd"
-    beta1: float = 0.9
-    beta2: float = 0.999
-    distribution: str = "rademacher"
-    antithetic: bool = False
-    dist_mode: str = "seeds"
+    solver: str = flag("cdrge", "cdrge or fdras.")
+    probes: int = flag(32, "Probes per step over all ranks.", per_rank=("probes_per_rank", "meta_perturbations"))
+    lr: float = flag(0.1, "Learning rate.")
+    sigma: float | None = flag(None, "Perturbation size.", aliases=("epsilon",),
+                               default_text="tied to --lr, as the authors ran it")
+    optimizer: str = flag("sgd", "sgd, momentum or adam on the estimate.")
+    beta1: float = flag(0.9, "Momentum / Adam first moment.")
+    beta2: float = flag(0.999, "Adam second moment.")
+    distribution: str = flag("rademacher", "Probe directions: rademacher, normal or uniform.")
+    antithetic: bool = flag(False, "Probes in +z/-z pairs.")
+    dist_mode: str = flag("seeds", "reduce (probe sums reduced to rank 0, which broadcasts the parameters) or seeds "
+                                   "(every rank applies every probe).")
 
     @property
     def eps(self):
-        return self.lr if self.epsilon is None else self.epsilon
+        return self.lr if self.sigma is None else self.sigma
 
     def check(self, ranks=1):
         for name, value, choices in (("solver", self.solver, SOLVERS), ("dist-mode", self.dist_mode, DIST_MODES),
@@ -72,7 +76,7 @@ class RgeConfig:
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise BadInput(f"--lr must be a positive number, got {self.lr}")
         if not (self.eps > 0 and math.isfinite(self.eps)):
-            raise BadInput(f"--epsilon must be a positive number, got {self.eps}")
+            raise BadInput(f"--sigma must be a positive number, got {self.eps}")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise BadInput(f"betas must lie in [0, 1), got {self.beta1}, {self.beta2}")
 
@@ -106,7 +110,7 @@ class RgeTrainer:
     def __init__(self, cfg: RgeConfig, params, backend, world, seed):
         cfg.check(world.size)
         self.cfg, self.backend, self.world, self.seed = cfg, backend, world, seed
-        self.ops = _Ops(backend.name)
+        self.ops = ops_for(backend.name)
         self.theta = backend.to_device(np.array(params, np.float32))
         self.work = backend.empty(self.theta.shape, np.float32)
         self.per_rank = cfg.probes // world.size
@@ -147,38 +151,52 @@ class RgeTrainer:
         scale = 2.0 * cfg.eps if cfg.solver == "cdrge" else cfg.eps
         return ((plus - minus) / (scale * cfg.probes) * signs).astype(np.float32)
 
-    def step(self, loss_fn, step):
+    def step(self, loss_fn, step, clock=UNTIMED):
         """One training step; returns the mean of the probe losses (as the authors report it).
-        Raises NonFiniteLoss before touching the parameters when any probe loss is NaN or infinite."""
+        Raises NonFiniteLoss before touching the parameters when any probe loss is NaN or infinite.
+        `clock` times its phases: the probes (eval), the collectives (exchange), the rest (update)."""
         cfg, world, ops = self.cfg, self.world, self.ops
-        plus, minus, table = self._evaluate_all(loss_fn, step)
+        with clock.phase("eval"):
+            plus, minus = self.evaluate(loss_fn, step)
+        with clock.phase("exchange"):
+            table = self._gather(plus, minus)
         if not np.isfinite(table[:, 1:]).all():
             raise NonFiniteLoss(step)
         if cfg.dist_mode == "seeds":
-            self._update(*self._all_probes(table, step))
+            with clock.phase("update"):
+                self._update(*self._all_probes(table, step))
         else:
-            keys, signs = self._signed_keys(step)
-            partial = self.backend.zeros(self.theta.shape, np.float32)
-            ops.apply_probes(partial, keys, self.coefficients(plus, minus, signs), cfg.distribution)
-            total = world.reduce_sum(to_host(partial))
-            host = self.host_params() if world.is_root else np.empty(self.theta.shape, np.float32)
-            if world.is_root:
-                if self.optimizer is None:
-                    host -= np.float32(cfg.lr) * total
-                else:
-                    self.optimizer.step(total)
-                    host = self.optimizer.train_params()
-            world.bcast_array(host)
-            if self.optimizer is not None and not world.is_root:
-                self.optimizer.train_params()[...] = host
-            self.theta = self.backend.to_device(host)
+            with clock.phase("update"):
+                keys, signs = self._signed_keys(step)
+                partial = self.backend.zeros(self.theta.shape, np.float32)
+                ops.apply_probes_(partial, keys, self.coefficients(plus, minus, signs), cfg.distribution)
+                partial = to_host(partial)
+            with clock.phase("exchange"):
+                total = world.reduce_sum(partial)
+            with clock.phase("update"):
+                host = self.host_params() if world.is_root else np.empty(self.theta.shape, np.float32)
+                if world.is_root:
+                    if self.optimizer is None:
+                        host -= np.float32(cfg.lr) * total
+                    else:
+                        self.optimizer.step(total)
+                        host = self.optimizer.train_params()
+            with clock.phase("exchange"):
+                world.bcast_array(host)
+            with clock.phase("update"):
+                if self.optimizer is not None and not world.is_root:
+                    self.optimizer.train_params()[...] = host
+                self.theta = self.backend.to_device(host)
         losses = table[:, 1:] if cfg.solver == "cdrge" else table[:, 1]
         return float(losses.mean())
 
     def _evaluate_all(self, loss_fn, step):
         """This rank's (L+, L-) and the (probe, L+, L-) table of every rank's probes."""
         plus, minus = self.evaluate(loss_fn, step)
-        return plus, minus, self.world.allgather_array(np.stack([self.mine.astype(np.float64), plus, minus], axis=1))
+        return plus, minus, self._gather(plus, minus)
+
+    def _gather(self, plus, minus):
+        return self.world.allgather_array(np.stack([self.mine.astype(np.float64), plus, minus], axis=1))
 
     def _all_probes(self, table, step):
         """Keys and coefficients of every probe from the gathered (probe, L+, L-) table."""
@@ -193,25 +211,17 @@ class RgeTrainer:
         _, _, table = self._evaluate_all(loss_fn, step)
         keys, coefs = self._all_probes(table, step)
         grad = self.backend.zeros(self.theta.shape, np.float32)
-        self.ops.apply_probes(grad, keys, coefs, self.cfg.distribution)
+        self.ops.apply_probes_(grad, keys, coefs, self.cfg.distribution)
         return to_host(grad)
 
     def _update(self, keys, coefs):
         """theta -= lr * sum_i c_i z_i (fused), or the optimiser's step on that sum."""
         cfg, ops = self.cfg, self.ops
         if self.optimizer is None:
-            ops.apply_probes(self.theta, keys, (-cfg.lr * coefs).astype(np.float32), cfg.distribution)
+            ops.apply_probes_(self.theta, keys, (-cfg.lr * coefs).astype(np.float32), cfg.distribution)
             return
         grad = self.backend.zeros(self.theta.shape, np.float32)
-        ops.apply_probes(grad, keys, coefs, cfg.distribution)
+        ops.apply_probes_(grad, keys, coefs, cfg.distribution)
         self.optimizer.step(to_host(grad))
         self.theta = self.backend.to_device(self.optimizer.train_params())
 
-
-class _Ops:
-    """The perturbation kernels of one backend."""
-
-    def __init__(self, name):
-        prefix = {"cpu": "cpu_", "cuda": "cuda_"}[name]
-        self.perturbed_copy = getattr(perturb, prefix + "perturbed_copy")
-        self.apply_probes = getattr(perturb, prefix + "apply_probes_")

@@ -36,8 +36,8 @@ def test_model_loss_and_gradient_match_the_cpu_twin(model):
 def test_scan_accuracy_at_64k_steps():
     rng = np.random.default_rng(4)
     k, u = (rng.normal(size=(8, 65_536, 64)).astype(np.float32) for _ in range(2))
-    ref = scan.reference_forward(k[:1, :, :4], u[:1, :, :4])
-    got = to_host(scan.cuda_forward(k, u))[:1, :, :4]
+    ref = scan.reference_scan_forward(k[:1, :, :4], u[:1, :, :4])
+    got = to_host(scan.cuda_scan_forward(k, u))[:1, :, :4]
     assert float(np.max(np.abs(got - ref) / np.abs(ref))) <= 1e-5
 
 
