@@ -12,12 +12,15 @@ import numba
 import numpy as np
 from numba import config, cuda
 
+from eggnog.runtime.errors import BadInput
+
 # NUMBA_ENABLE_CUDASIM=1 (read by numba at import) runs kernels on the simulator.
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
 # Signature types: C-contiguous arrays of the launchers, and the scalar types they pass.
 F32_1D, F32_2D, F32_3D, F32_4D = (numba.float32[::1], numba.float32[:, ::1], numba.float32[:, :, ::1],
                                   numba.float32[:, :, :, ::1])
+F16_1D = numba.types.float16[::1]
 I8_1D, I8_2D = numba.int8[::1], numba.int8[:, ::1]
 I64_1D, I64_2D = numba.int64[::1], numba.int64[:, ::1]
 U8_1D, U8_2D = numba.uint8[::1], numba.uint8[:, ::1]
@@ -72,6 +75,12 @@ def grid2(width, height, block=(32, 8)):
 def f64(a):
     """A host array as float64: what NumPy references compute in."""
     return np.asarray(a, np.float64)
+
+
+def require(condition, message):
+    """Refuse arguments whose shapes do not fit: one sentence, as the user error BadInput."""
+    if not condition:
+        raise BadInput(message)
 
 
 def launch_type(value):

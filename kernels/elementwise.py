@@ -19,18 +19,12 @@ bit-identical. Shapes that do not fit raise BadInput (a CUDA kernel would read p
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, kernel
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import op
 from eggnog.runtime.errors import BadInput
 
 ROUNDED = (1e-7, 0.0)  # one fp32 rounding of the exact result
 SUMMED = (1e-5, 1e-5)
-
-
-def require(condition, message):
-    """Refuse arguments whose shapes do not fit (one sentence, as BadInput)."""
-    if not condition:
-        raise BadInput(message)
 
 
 def _flat(a):

@@ -14,8 +14,7 @@ CPU path); references compute in float64. Twins agree to 1e-5 relative + 1e-5 ab
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel
-from eggnog.kernels.elementwise import require
+from eggnog.kernels.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import op
 
 TILE = 16

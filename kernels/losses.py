@@ -13,8 +13,7 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_2D, U8_1D, cuda, f64, kernel
-from eggnog.kernels.elementwise import require
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, U8_1D, cuda, f64, kernel, require
 from eggnog.kernels.reductions import row_max_and_exp_sum
 from eggnog.kernels.registry import op
 

@@ -15,8 +15,7 @@ BadInput.
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_3D, U8_2D, blocks, cuda, f64, kernel
-from eggnog.kernels.elementwise import require
+from eggnog.kernels.cuda_api import F32_1D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import op
 
 TOLERANCE = (1e-5, 1e-5)

@@ -55,7 +55,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
-from eggnog.kernels.cuda_api import F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, kernel
+from eggnog.kernels.cuda_api import F16_1D, F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, kernel
 from eggnog.kernels.noise_math import MASK32, TWO_POW_M24, stream_key
 from eggnog.kernels.registry import op
 from eggnog.kernels.rng import (cpu_bits_of, cpu_normal_f32, cpu_rademacher, cpu_round1, gpu_bits_of, gpu_normal_f32,
@@ -67,7 +67,6 @@ _CODE = {name: code for code, name in enumerate(DISTRIBUTIONS)}
 
 MAX_BLOCKS = 4096  # grid-stride loops cover the rest; a test lowers it to exercise the stride
 HALF_CHUNK = 1 << 16  # CPU float16 copies go through a float32 scratch of this many elements
-F16_1D = numba.types.float16[::1]
 EPS = float(np.finfo(np.float32).eps)
 
 

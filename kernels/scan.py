@@ -26,8 +26,7 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
-from eggnog.kernels.elementwise import require
+from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel, require
 from eggnog.kernels.registry import op
 
 CHUNK = 64
