@@ -33,6 +33,7 @@ def main(
     from eggnog.models.mingru_generate import generate_mingru
     from eggnog.models.sampling import Sampler, escape_byte
     from eggnog.runtime.checkpoint import load_checkpoint
+    from eggnog.runtime.rundir import current_names
     from eggnog.training.mingru_run import model_config_of
 
     sampler = Sampler(temperature, min_p, presence_penalty, top_k, top_p)
@@ -49,8 +50,8 @@ def main(
     arrays, record = load_checkpoint(checkpoint)
     meta = record.get("meta", {})
     if meta.get("model") == "egg":
-        cfg = meta["config"]
-        model, generate = EggModel(EggConfig(cfg["n_layer"], cfg["n_embd"])), generate_egg
+        cfg = current_names(meta["config"])
+        model, generate = EggModel(EggConfig(cfg["depth"], cfg["dim"])), generate_egg
     elif meta.get("model") == "mingru":
         model, generate = MinGruModel(model_config_of(meta)), generate_mingru
     else:

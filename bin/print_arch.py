@@ -5,20 +5,22 @@ import json
 import typer
 
 from eggnog.runtime.cli import user_errors
+from eggnog.training.mingru_run import DEFAULT_DEPTH, DEFAULT_DIM, MinGruRunConfig
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 MODELS = ("egg", "mingru", "lstm", "dnc")
+EGG_DEPTH, EGG_DIM = 6, 256  # nano-egg's size
 
 
 @app.command()
 @user_errors
 def main(
     model: str = typer.Argument(..., help="Model family: egg, mingru, lstm or dnc."),
-    n_layer: int = typer.Option(6, help="EGG blocks."),
-    n_embd: int = typer.Option(256, help="EGG width."),
+    dim: int = typer.Option(None, "--dim", "--n-embd", help="Width of the EGG or the MinGRU.",
+                            show_default=f"EGG {EGG_DIM}; MinGRU from --params, else {DEFAULT_DIM}"),
+    depth: int = typer.Option(None, "--depth", "--n-layer", help="Blocks of the EGG or the MinGRU.",
+                              show_default=f"EGG {EGG_DEPTH}; MinGRU from --params, else {DEFAULT_DEPTH}"),
     params: str = typer.Option(None, help="MinGRU parameter budget, k/m/g = 1024^n (gruboros sizing)."),
-    dim: int = typer.Option(None, help="MinGRU width."),
-    depth: int = typer.Option(None, help="MinGRU blocks."),
     expansion_factor: float = typer.Option(1.5, help="MinGRU inner width / dim."),
     ff_mult: float = typer.Option(4.0, help="MinGRU feed-forward width / dim."),
     hidden_size: int = typer.Option(240, help="LSTM hidden size H (all heads); DNC controller width."),
@@ -33,12 +35,14 @@ def main(
     from eggnog.runtime.errors import BadInput
     from eggnog.models.egg import EggConfig, EggModel
     from eggnog.models.mingru import MinGruModel
-    from eggnog.training.mingru_run import MinGruRunConfig
 
     if model not in MODELS:
         raise BadInput(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
     if model == "egg":
-        arch = EggModel(EggConfig(n_layer, n_embd)).architecture()
+        depth, dim = EGG_DEPTH if depth is None else depth, EGG_DIM if dim is None else dim
+        if depth < 1 or dim < 1:
+            raise BadInput(f"--depth and --dim must be positive, got {depth} and {dim}")
+        arch = EggModel(EggConfig(depth, dim)).architecture()
     elif model == "lstm":
         from eggnog.models.lstm import LstmConfig, LstmModel
 

@@ -1,5 +1,5 @@
 """Float EGGROLL for the MinGRU LM: antithetic low-rank Gaussian perturbations, z-scored fitness,
-the update through an optimiser of zorn/optim.py.
+the update through an optimiser of training/optimizers.py.
 
 Member m belongs to pair p = m // 2 with sign s = +1 (even m) or -1 (odd m). For a matrix M
 (rows, cols) the pair draws A (rows, r) and B (cols, r) from one counter-based normal stream keyed
@@ -25,6 +25,7 @@ import numpy as np
 
 from eggnog.evolution.fitness import check_population
 from eggnog.runtime.errors import BadInput
+from eggnog.training.run_config import flag
 from eggnog.kernels.noise_math import prefix_key
 from eggnog.kernels.noise_rows import cpu_normal_rows
 
@@ -34,20 +35,21 @@ TENSOR_ID_BASE = 1  # noise tensor id of the first model tensor; 0 stays free
 
 @dataclass(frozen=True)
 class FloatEggrollConfig:
-    population: int = 128  # total over all ranks
-    rank: int = 1
-    sigma: float = 0.01
-    noise_reuse: int = 1
-    tokens_per_update: int = 128
-    group_size: int = 8
-    fitness: str = "global"
-    freeze_vectors: bool = False
+    population: int = flag(128, "Population over all ranks.",
+                           per_rank=("population_per_rank", "parallel_generations_per_gpu"))
+    perturbation_rank: int = flag(1, "Rank r of each matrix perturbation A B^T / sqrt(r).")
+    sigma: float = flag(0.01, "Perturbation scale.")
+    noise_reuse: int = flag(1, "Steps sharing one perturbation; 0: always the same.")
+    tokens_per_update: int = flag(128, "Bytes each member reads per step.")
+    group_size: int = flag(8, "Members sharing one window (even).")
+    fitness: str = flag("global", "Fitness z-scored over the population (global) or within groups (group).")
+    freeze_vectors: bool = flag(False, "Leave norm weights and biases unperturbed.", off="perturb_vectors")
 
     def check(self, ranks=1):
-        if self.rank < 1:
-            raise BadInput(f"perturbation rank must be positive, got {self.rank}")
+        if self.perturbation_rank < 1:
+            raise BadInput(f"--perturbation-rank must be positive, got {self.perturbation_rank}")
         if self.sigma <= 0 or not math.isfinite(self.sigma):
-            raise BadInput(f"sigma must be a positive number, got {self.sigma}")
+            raise BadInput(f"--sigma must be a positive number, got {self.sigma}")
         check_population(self.population, self.group_size, ranks)
         if self.tokens_per_update < 1 or self.noise_reuse < 0:
             raise BadInput("tokens per update must be positive and noise reuse non-negative")
@@ -123,7 +125,7 @@ class FloatEggroll:
         every backend, so the noise does not depend on where it runs): (A, B) for a matrix, eps (P, n)
         for a vector."""
         shape, kind = self.kinds[name]
-        r = self.cfg.rank
+        r = self.cfg.perturbation_rank
         count = (shape[0] + shape[1]) * r if kind == "matrix" else shape[0]
         prefix = prefix_key(self.seed, self.tensor_ids[name], self.cfg.noise_epoch(self.epoch))
         rows = cpu_normal_rows(prefix, pairs, 0, count)
@@ -138,7 +140,7 @@ class FloatEggroll:
         cfg, ops = self.cfg, self.ops
         pairs = np.arange(self.first_member // 2, (self.first_member + self.members) // 2)
         signs = np.tile(np.array([1.0, -1.0], np.float32), pairs.size)
-        coef = ops.to_device((signs * cfg.sigma / math.sqrt(cfg.rank)).astype(np.float32))
+        coef = ops.to_device((signs * cfg.sigma / math.sqrt(cfg.perturbation_rank)).astype(np.float32))
         views = self.model.views(self.params)
         matrices, vectors = {}, {}
         for name, (shape, kind) in self.kinds.items():
@@ -173,7 +175,7 @@ class FloatEggroll:
         for name, (shape, kind) in self.kinds.items():
             if kind == "matrix":
                 a, b = self.pair_noise(name, pairs)
-                wa = (a * (weight / math.sqrt(cfg.rank))[:, None, None]).transpose(1, 0, 2).reshape(shape[0], -1)
+                wa = (a * (weight / math.sqrt(cfg.perturbation_rank))[:, None, None]).transpose(1, 0, 2).reshape(shape[0], -1)
                 grads[name] = -(wa @ b.transpose(1, 0, 2).reshape(shape[1], -1).T)
             elif cfg.freeze_vectors:
                 grads[name] = np.zeros(shape, np.float32)

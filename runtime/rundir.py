@@ -29,12 +29,24 @@ def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name=
     return Path(answer["path"])
 
 
+# Config keys of runs written before the flags were renamed, and their names now.
+RENAMED = {"epochs": "steps", "n_layer": "depth", "n_embd": "dim", "epsilon": "sigma", "rank": "perturbation_rank"}
+
+
+def current_names(config):
+    """A stored run config (config.json, or a checkpoint's) with renamed keys under their names now."""
+    return {RENAMED.get(k, k): v for k, v in config.items()}
+
+
 def read_config(run_dir):
     path = Path(run_dir) / "config.json"
     try:
-        return json.loads(path.read_text())
+        stored = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise BadInput(f"cannot read run configuration {str(path)!r} ({e})") from None
+    if not isinstance(stored, dict):
+        raise BadInput(f"run configuration {str(path)!r} is not a JSON object")
+    return current_names(stored)
 
 
 def config_from(cls, stored, given):
@@ -46,6 +58,7 @@ def config_from(cls, stored, given):
 
 def check_resume(stored, requested, fixed):
     """Refuse a resumed run that would change a field that must stay fixed, naming every one."""
+    stored = current_names(stored)
     changed = [f"{k} ({stored.get(k)!r} -> {requested[k]!r})" for k in fixed if stored.get(k) != requested[k]]
     if changed:
         raise BadInput("cannot resume with a different " + ", ".join(changed))

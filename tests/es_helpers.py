@@ -6,7 +6,7 @@ from pathlib import Path
 from eggnog.corpus.prepare import prepare
 from eggnog.evolution.es_trainer import EsRunConfig
 
-TINY = dict(n_layer=1, n_embd=8, population=8, group_size=2, tokens_per_update=8, epochs=6, validate_every=2,
+TINY = dict(depth=1, dim=8, population=8, group_size=2, tokens_per_update=8, steps=6, validate_every=2,
             checkpoint_every=3, val_rows=4, val_tokens=16, seed=3)
 
 

@@ -8,20 +8,21 @@ import pytest
 
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.eggroll import IntEggrollConfig
-from eggnog.evolution.es_trainer import EsTrainer
+from eggnog.evolution.es_trainer import EsRunConfig, EsTrainer
 from eggnog.kernels.backend import Backend
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.checkpoint import load_checkpoint
-from eggnog.runtime.rundir import read_jsonl
+from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
+from eggnog.runtime.rundir import RENAMED, read_jsonl
 from eggnog.runtime.world import init_world
+from eggnog.training.launch import resolve
 from tests.es_helpers import TINY, tiny_config, tiny_corpus
 from tests.helpers import assert_user_error, run_script
 
 CPU = Backend("cpu")
 
 
-def train(tmp_path, name, epochs, resume=False):
-    cfg = tiny_config(epochs=epochs)
+def train(tmp_path, name, steps, resume=False):
+    cfg = tiny_config(steps=steps)
     run_dir = tmp_path / name
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     trainer = EsTrainer(cfg, init_world(), CPU, open_corpus(tiny_corpus(tmp_path)))
@@ -43,6 +44,24 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     assert [{k: r[k] for k in keep} for r in a] == [{k: r[k] for k in keep} for r in b]
     # the interrupted run also validated at its end (epoch 2); every validation both made agrees
     assert all(x["val_bpb"] == y["val_bpb"] for x, y in zip(a, b) if "val_bpb" in x and "val_bpb" in y)
+
+
+def test_a_run_written_under_the_older_config_names_resumes_exactly(tmp_path):
+    straight, _ = train(tmp_path, "straight", 4)
+    train(tmp_path, "split", 2)
+    run_dir, older = tmp_path / "split", {now: old for old, now in RENAMED.items()}
+    arrays, record = load_checkpoint(run_dir)
+    record["meta"]["config"] = {older.get(k, k): v for k, v in record["meta"]["config"].items()}
+    assert {"n_layer", "n_embd", "epochs", "rank"} <= set(record["meta"]["config"])
+    save_checkpoint(run_dir / "checkpoints", record["step"], arrays, record["meta"])
+    (run_dir / "config.json").write_text(json.dumps(record["meta"]["config"]))
+    cfg = resolve(EsRunConfig, {"steps": 4}, ranks=1, resume=run_dir)
+    trainer = EsTrainer(cfg, init_world(), CPU, open_corpus(tiny_corpus(tmp_path)))
+    trainer.restore(run_dir)
+    trainer.run(run_dir)
+    resumed, record = load_checkpoint(run_dir)
+    assert record["step"] == 4 and np.array_equal(straight["params"], resumed["params"])
+    assert np.array_equal(straight["states"], resumed["states"])
 
 
 def test_training_moves_parameters_and_states(tmp_path):
@@ -69,7 +88,7 @@ def test_alpha_schedule_and_thresholds():
     (dict(group_size=3), 1, "group size must be even"),
     (dict(population=10, group_size=4), 1, "multiple of the group size"),
     (dict(population=12, group_size=2), 8, "equal slices of whole antithetic pairs"),
-    (dict(rank=2), 1, "rank-1"),
+    (dict(perturbation_rank=2), 1, "rank-1"),
 ])
 def test_impossible_populations(changes, ranks, message):
     with pytest.raises(BadInput, match=message):
@@ -86,23 +105,24 @@ def flags(**overrides):
 def test_script_end_to_end_and_resume(tmp_path):
     corpus = tiny_corpus(tmp_path)
     run_dir = tmp_path / "run"
-    first = run_script("train_es.py", "--data", corpus, "--run-dir", run_dir, "--backend", "cpu", *flags(epochs=4))
+    first = run_script("train_es.py", "--data", corpus, "--run-dir", run_dir, "--backend", "cpu", *flags(steps=4))
     assert first.returncode == 0, first.stderr
     assert "validation baselines: unigram" in first.stdout and "done: 4 epochs" in first.stdout
     config = json.loads((run_dir / "config.json").read_text())
     assert config["population"] == 8 and config["data"] == str(corpus)
     records = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["epoch"] for r in records] == [0, 1, 2, 3]
-    assert set(records[0]) == {"epoch", "train_bpb", "alpha", "moved_fraction", "tokens_per_s", "elapsed_s"}
+    assert set(records[0]) == {"epoch", "train_bpb", "alpha", "moved_fraction", "tokens_per_s", "step_s", "eval_s",
+                               "exchange_s", "update_s", "elapsed_s"}
     assert "val_bpb" in records[1] and "val_bpb" in records[3]
     assert (run_dir / "checkpoints" / "latest").exists() and (run_dir / "checkpoints" / "best").exists()
-    more = run_script("train_es.py", "--resume", run_dir, "--epochs", "6", "--backend", "cpu")
+    more = run_script("train_es.py", "--resume", run_dir, "--steps", "6", "--backend", "cpu")
     assert more.returncode == 0, more.stderr
     assert [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3, 4, 5]
     text = run_script("generate.py", run_dir, "--prompt", "import ", "--length", "20")
     assert text.returncode == 0 and text.stdout.startswith("import ") and len(text.stdout) >= 28
-    changed = run_script("train_es.py", "--resume", run_dir, "--seed", "4", "--n-embd", "16", "--backend", "cpu")
-    assert_user_error(changed, "cannot resume with a different", "seed (3 -> 4)", "n_embd (8 -> 16)")
+    changed = run_script("train_es.py", "--resume", run_dir, "--seed", "4", "--dim", "16", "--backend", "cpu")
+    assert_user_error(changed, "cannot resume with a different", "seed (3 -> 4)", "dim (8 -> 16)")
 
 
 @pytest.mark.parametrize("extra,message", [
@@ -131,11 +151,11 @@ def test_generate_refuses_other_checkpoints(tmp_path):
 
 
 def test_print_arch():
-    table = run_script("print_arch.py", "egg", "--n-layer", "6", "--n-embd", "256")
+    table = run_script("print_arch.py", "egg", "--depth", "6", "--dim", "256")
     assert table.returncode == 0 and "4,856,064" in table.stdout and "layers.5.mlp.down" in table.stdout
-    as_json = run_script("print_arch.py", "egg", "--n-layer", "6", "--n-embd", "256", "--json")
+    as_json = run_script("print_arch.py", "egg", "--n-layer", "6", "--n-embd", "256", "--json")  # nano-egg's names
     arch = json.loads(as_json.stdout)
     assert arch["total_params"] == 4_856_064 and arch["config"]["depth"] == 6 and arch["config"]["dim"] == 256
     assert {"name": "head", "shape": [256, 256], "kind": "matrix", "params": 65536} in arch["tensors"]
     assert_user_error(run_script("print_arch.py", "gpt"), "unknown model 'gpt'")
-    assert_user_error(run_script("print_arch.py", "egg", "--n-embd", "0"), "n_embd >= 1")
+    assert_user_error(run_script("print_arch.py", "egg", "--dim", "0"), "--depth and --dim must be positive")

@@ -32,7 +32,7 @@ def test_train_bptt_then_generate(tmp_path):
 
 def test_train_es_mingru_runs(tmp_path):
     result = run_script("train_es.py", "--model", "mingru", "--data", tiny_corpus(tmp_path), "--run-dir",
-                        tmp_path / "run", "--epochs", "3", "--population", "8", "--group-size", "4",
+                        tmp_path / "run", "--steps", "3", "--population", "8", "--group-size", "4",
                         "--tokens-per-update", "8", *TINY_MODEL)
     assert result.returncode == 0, result.stderr
     assert "float EGGROLL: population 8" in result.stdout and "done: 3 epochs" in result.stdout

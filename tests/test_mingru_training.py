@@ -42,7 +42,7 @@ def test_bptt_loss_falls(tmp_path):
 
 
 def test_float_eggroll_loss_falls(tmp_path):
-    run_dir = run("es", tmp_path, "fall", epochs=60, optimizer="adamw", population=64, group_size=8, lr=0.05)
+    run_dir = run("es", tmp_path, "fall", steps=60, optimizer="adamw", population=64, group_size=8, lr=0.05)
     vals = [r["val_bpb"] for r in read_jsonl(run_dir / "metrics.jsonl") if "val_bpb" in r]
     assert vals[-1] < vals[0] - 0.5
 
@@ -50,10 +50,9 @@ def test_float_eggroll_loss_falls(tmp_path):
 @pytest.mark.parametrize("kind,optimizer,total,first", [("bptt", "sf-adamw", 10, 5), ("bptt", "adamw", 10, 5),
                                                          ("es", "sf-adamw", 8, 4), ("es", "sgd", 8, 4)])
 def test_resume_equals_uninterrupted_run(tmp_path, kind, optimizer, total, first):
-    length = "steps" if kind == "bptt" else "epochs"
-    straight = run(kind, tmp_path, "straight", optimizer=optimizer, **{length: total})
-    run(kind, tmp_path, "split", optimizer=optimizer, **{length: first})
-    resumed = run(kind, tmp_path, "split", resume=True, optimizer=optimizer, **{length: total})
+    straight = run(kind, tmp_path, "straight", optimizer=optimizer, steps=total)
+    run(kind, tmp_path, "split", optimizer=optimizer, steps=first)
+    resumed = run(kind, tmp_path, "split", resume=True, optimizer=optimizer, steps=total)
     a, record = load_checkpoint(straight)
     b, _ = load_checkpoint(resumed)
     assert record["step"] == total and set(a) == set(b)
@@ -64,11 +63,11 @@ def test_resume_equals_uninterrupted_run(tmp_path, kind, optimizer, total, first
 
 
 def test_a_checkpoint_of_another_trainer_or_config_is_refused(tmp_path):
-    es_dir = run("es", tmp_path, "es", epochs=4)
+    es_dir = run("es", tmp_path, "es", steps=4)
     with pytest.raises(BadInput, match="written by 'float-eggroll' training, not 'bptt'"):
         run("bptt", tmp_path, "es", resume=True, steps=8)
     with pytest.raises(BadInput, match=r"different sigma \(0.01 -> 0.02\)"):
-        run("es", tmp_path, "es", resume=True, epochs=8, sigma=0.02)
+        run("es", tmp_path, "es", resume=True, steps=8, sigma=0.02)
     assert (es_dir / "checkpoints" / "latest").exists()
 
 

@@ -14,7 +14,7 @@ from tests.helpers import assert_user_error, run_script
 from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
 
 CPU = Backend("cpu")
-TINY = dict(hidden_size=8, num_heads=2, input_size=4, batch_size=4, probes=4, lr=0.05, epsilon=0.01, steps=6,
+TINY = dict(hidden_size=8, num_heads=2, input_size=4, batch_size=4, probes=4, lr=0.05, sigma=0.01, steps=6,
             checkpoint_every=3, overfit=True)
 
 
@@ -39,7 +39,8 @@ def test_resume_equals_uninterrupted_run(tmp_path, solver, optimizer):
     assert all(np.array_equal(a[k], b[k]) for k in a)
     log = read_jsonl(straight / "metrics.jsonl")
     assert [r["step"] for r in log] == list(range(1, 7))
-    assert {"loss", "eps", "lr", "s_per_step", "probes", "peak_device_bytes", "peak_own_bytes", "mode"} <= set(log[0])
+    assert {"loss", "eps", "lr", "s_per_step", "eval_s", "exchange_s", "update_s", "probes", "peak_process_bytes",
+            "peak_own_bytes", "mode"} <= set(log[0])
 
 
 def test_overfit_stops_below_the_target(tmp_path):
@@ -50,7 +51,7 @@ def test_overfit_stops_below_the_target(tmp_path):
 
 def test_a_nan_loss_stops_with_the_step_and_a_checkpoint(tmp_path):
     with pytest.raises(BadInput, match=r"NaN or infinite at step 1; lower --lr .* step 0"):
-        run(tmp_path, "nan", lr=1e30, epsilon=1e30)
+        run(tmp_path, "nan", lr=1e30, sigma=1e30)
     arrays, record = load_checkpoint(tmp_path / "nan")
     assert record["step"] == 0 and np.isfinite(arrays["params"]).all()
 
@@ -64,8 +65,8 @@ def test_train_rge_script_runs(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--hidden-size", "10", "--num-heads", "3"], "divisible"),
-    (["--epsilon", "0"], "--epsilon must be a positive"),
-    (["--epsilon", "-0.1"], "--epsilon must be a positive"),
+    (["--sigma", "0"], "--sigma must be a positive"),
+    (["--epsilon", "-0.1"], "--sigma must be a positive"),
     (["--task", "juggle"], "unknown task"),
     (["--min-seq-len", "6", "--max-seq-len", "3"], "min"),
     (["--solver", "adjoint"], "unknown --solver"),

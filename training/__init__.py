@@ -1,1 +1,2 @@
-"""What every trainer shares: optimisers, the BPTT trainer, MinGRU runs and the launcher of a run."""
+"""What every trainer shares: optimisers, run configs and the command lines generated from them, the
+launcher of a run, the MinGRU runs' common parts and the MinGRU BPTT trainer."""

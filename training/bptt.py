@@ -11,31 +11,35 @@ the optimiser's evaluation point (x for Schedule-Free AdamW).
 
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
 from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.float_ops import ops_for
+from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import check_resume, metrics_log
+from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
 from eggnog.training.mingru_run import (MinGruRunConfig, load_mingru, restore_optimizer, run_meta,
                              save_mingru)
+from eggnog.training.run_config import flag, redefault
 
 
 @dataclass(frozen=True)
 class BpttRunConfig(MinGruRunConfig):
-    optimizer: str = "sf-adamw"
-    lr: float = 2.5e-3
-    chunk_size: int = 128
-    context_chunks: int = 4
-    batch_size: int = 8  # total over all ranks
-    grad_accum: int = 1
-    steps: int = 1500
+    run_name = "bptt"
+
+    optimizer: str = redefault(MinGruRunConfig, "optimizer", "sf-adamw")
+    lr: float = redefault(MinGruRunConfig, "lr", 2.5e-3)
+    chunk_size: int = flag(128, "Bytes per TBPTT chunk.")
+    context_chunks: int = flag(4, "Chunks per sample, the state carried between them.")
+    batch_size: int = flag(8, "Samples per chunk step over all ranks.")
+    grad_accum: int = flag(1, "Chunk steps per optimizer step.")
+    steps: int = flag(1500, "Optimizer steps in total.", changeable=True)
 
     def check(self, ranks=1):
         self.model_config()
@@ -52,10 +56,17 @@ class BpttRunConfig(MinGruRunConfig):
     def window(self):
         return self.chunk_size * self.context_chunks + 1
 
+    def describe(self, trainer):
+        return super().describe(trainer) + [
+            f"batch {self.batch_size} x {self.chunk_size} bytes per chunk, {self.context_chunks} chunks per sample, "
+            f"{self.grad_accum} chunk(s) per step"]
+
+    def summarize(self, summary):
+        return f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; " + self.val_summary(summary)
+
 
 # A resumed run must agree on these; steps, logging and validation may change.
-RESUME_FIXED = tuple(f.name for f in fields(BpttRunConfig)
-                     if f.name not in ("steps", "validate_every", "checkpoint_every", "val_rows", "val_tokens"))
+RESUME_FIXED = BpttRunConfig.fixed_on_resume()
 
 
 class BpttTrainer:
@@ -108,24 +119,28 @@ class BpttTrainer:
         piece = window[:, c * cfg.chunk_size:(c + 1) * cfg.chunk_size + 1]
         return piece[:, :-1], piece[:, 1:]
 
-    def train_step(self):
-        """One optimiser step; returns the mean training loss (bits/byte) of its chunks."""
+    def train_step(self, clock=UNTIMED):
+        """One optimiser step; returns the mean training loss (bits/byte) of its chunks. `clock`
+        times its phases: forward and backward (eval), the allreduce (exchange), the optimiser (update)."""
         cfg, ops = self.cfg, self.ops
         p = self.model.views(ops.to_device(self.optimizer.train_params()))
         grad, losses = None, []
         for a in range(cfg.grad_accum):
             inputs, targets = self.chunk(self.step * cfg.grad_accum + a)
-            loss, grads, self.states = self.model.loss_and_grad(ops, p, inputs, targets, self.states)
-            flat = self.model.flatten(grads, ops)
-            grad = flat if grad is None else grad + flat
+            with clock.phase("eval"):
+                loss, grads, self.states = self.model.loss_and_grad(ops, p, inputs, targets, self.states)
+                flat = self.model.flatten(grads, ops)
+                grad = flat if grad is None else grad + flat
             losses.append(loss)
-        summed = self.world.allreduce_sum(np.concatenate([grad, np.array(losses, np.float32)]))
+        with clock.phase("exchange"):
+            summed = self.world.allreduce_sum(np.concatenate([grad, np.array(losses, np.float32)]))
         scale = np.float32(1.0 / (cfg.grad_accum * self.world.size))
         loss = float(summed[self.model.n_params:].sum() * scale)
         if not math.isfinite(loss):
             raise BadInput(f"the training loss is not finite at step {self.step}; lower --lr (the last "
                            f"checkpoint holds the last good state)")
-        self.optimizer.step(summed[:self.model.n_params] * scale)
+        with clock.phase("update"):
+            self.optimizer.step(summed[:self.model.n_params] * scale)
         self.step += 1
         return loss
 
@@ -136,14 +151,16 @@ class BpttTrainer:
         cfg, log = self.cfg, metrics_log(self.world, run_dir)
         started, start_step = time.perf_counter(), self.step
         bar = progress(cfg.steps, self.world, "steps", initial=self.step)
-        tokens = cfg.batch_size * cfg.chunk_size * cfg.grad_accum
+        tokens = cfg.batch_size * cfg.chunk_size * cfg.grad_accum  # predicted bytes of all ranks per step
         val = None
+        clock = StepClock(self.backend.synchronize)
         while self.step < cfg.steps:
-            tick = time.perf_counter()
-            loss = self.train_step()
-            seconds = time.perf_counter() - tick
+            clock.start()
+            loss = self.train_step(clock)
+            split = clock.split()
             record = {"step": self.step, "train_bpb": round(loss, 5), "lr": cfg.lr,
-                      "tokens_per_s": round(tokens / seconds, 1), "elapsed_s": round(time.perf_counter() - started, 3)}
+                      "tokens_per_s": round(tokens / split["step_s"], 1), **rounded(split),
+                      "elapsed_s": round(time.perf_counter() - started, 3)}
             last = self.step == cfg.steps
             improved = False
             if self.step % cfg.validate_every == 0 or last:

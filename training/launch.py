@@ -1,37 +1,71 @@
-"""The start of a MinGRU training script, shared by bin/train_bptt.py and `bin/train_es.py --model
-mingru`: merge the flags with a resumed run's config, check everything before anything is written,
-pick the backend and corpus, create (or reopen) the run directory, print the header, run."""
+"""The start of every training run, whatever its script: turn per-rank flags into totals, merge the
+flags with a resumed run's config, check everything before anything is written, pick the backend and
+corpus, create (or reopen) the run directory, print the header, run, print the closing line."""
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 from eggnog.corpus.default import default_corpus
 from eggnog.corpus.reader import open_corpus
 from eggnog.kernels.backend import select_backend
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import config_from, create_run_dir, read_config
 from eggnog.runtime.world import init_world
-from eggnog.training.mingru_run import describe
+from eggnog.training.run_config import option_name
 
 
-def launch(config_cls, trainer_cls, given, resume, run_dir, backend, name, describe_run, describe_summary):
-    world = init_world()
+def given_fields(config_cls, flags, ranks):
+    """The config fields set by `flags` (by name, only those given), per-rank values made totals; a
+    total and a per-rank value that disagree are refused."""
+    names = {f.name for f in fields(config_cls)}
+    given = {k: v for k, v in flags.items() if k in names and v is not None}
+    for f in fields(config_cls):
+        per_rank = f.metadata.get("per_rank")
+        if not per_rank or flags.get(per_rank[0]) is None:
+            continue
+        value = flags[per_rank[0]]
+        if given.get(f.name, value * ranks) != value * ranks:
+            raise BadInput(f"{option_name(f.name)} {given[f.name]} disagrees with {option_name(per_rank[0])} "
+                           f"{value} on {ranks} rank(s)")
+        given[f.name] = value * ranks
+    return given
+
+
+def resolve(config_cls, flags, ranks, resume=None):
+    """The run's checked config: the flags over the resumed run's stored config. (Whether a resumed
+    run keeps what it must is checked against its checkpoint, which also knows the model.)"""
     stored = read_config(resume) if resume is not None else {}
-    cfg = config_from(config_cls, stored, given).resolved()
-    cfg.check(world.size)
-    chosen = select_backend(backend, world.local_rank)
-    corpus = open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
+    cfg = config_from(config_cls, stored, given_fields(config_cls, flags, ranks)).resolved()
+    cfg.check(ranks)
+    return cfg
+
+
+def open_run_corpus(cfg, world):
+    """--data, or the embedded default corpus (built once, by rank 0 first)."""
+    return open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
+
+
+def launch(config_cls, trainer_cls, flags):
+    """Run `trainer_cls(cfg, world, backend, corpus)` on the config the flags give; flags: fields and
+    their per-rank companions by name, and run_dir, resume, backend. Returns the trainer's summary."""
+    world = init_world()
+    resume, run_dir = flags.get("resume"), flags.get("run_dir")
+    cfg = resolve(config_cls, flags, world.size, resume)
+    chosen = select_backend(flags.get("backend"), world.local_rank)
+    corpus = open_run_corpus(cfg, world) if cfg.uses_corpus else None
     trainer = trainer_cls(cfg, world, chosen, corpus)
     if resume is not None:
         trainer.restore(resume)
-    path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=name)
+    path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=cfg.run_name)
     if world.is_root:
-        val = corpus.meta.get("splits", {}).get("val", {})
-        print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}")
-        print(describe(cfg, trainer.model))
-        print(describe_run(trainer))
+        mode = cfg.mode(world)
+        print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}"
+              + (f"  mode: {mode}" if mode else ""))
+        for line in cfg.describe(trainer):
+            print(line)
+        val = corpus.meta.get("splits", {}).get("val", {}) if cfg.validates and corpus is not None else {}
         if val:
             print(f"validation baselines: unigram {val['unigram_bpb']:.3f}, bigram {val['bigram_bpb']:.3f} bits/byte")
     summary = trainer.run(path)
     if world.is_root:
-        print(f"{describe_summary(summary)}; val {summary['val_bpb']:.3f} bits/byte "
-              f"(best {summary['best_val_bpb']:.3f})")
+        print(cfg.summarize(summary))
     return summary

@@ -1,4 +1,4 @@
-"""What the two MinGRU training runs (BPTT in zorn/bptt.py, float EGGROLL in
+"""What the two MinGRU training runs (BPTT in training/bptt.py, float EGGROLL in
 evolution/float_es_trainer.py) share: model size and optimiser flags, the resolved model, the
 checkpoint layout and resume checks.
 
@@ -17,29 +17,32 @@ from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.models.mingru_sizing import parse_size, solve_dims
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.training.optimizers import OPTIMIZERS, checkpoint_arrays, make_optimizer, state_from_checkpoint
+from eggnog.training.run_config import RunConfig, flag
 
 DEFAULT_DIM, DEFAULT_DEPTH = 64, 2  # laptop size when neither --params nor --dim/--depth is given
 
 
 @dataclass(frozen=True)
-class MinGruRunConfig:
-    params: str | None = None
-    dim: int | None = None
-    depth: int | None = None
-    expansion_factor: float = 1.5
-    ff_mult: float = 4.0
-    optimizer: str = "adamw"
-    lr: float = 3e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    seed: int = 0
-    validate_every: int = 25
-    checkpoint_every: int = 100
-    val_rows: int = 32
-    val_tokens: int = 512
-    data: str | None = None
+class MinGruRunConfig(RunConfig):
+    params: str | None = flag(None, "Parameter budget with k/m/g = 1024^n suffixes, solved into --dim and --depth "
+                                    "as gruboros does.", default_text="none", metavar="<size>")
+    dim: int | None = flag(None, "MinGRU width.", default_text=f"{DEFAULT_DIM} without --params")
+    depth: int | None = flag(None, "MinGRU blocks.", default_text=f"{DEFAULT_DEPTH} without --params")
+    expansion_factor: float = flag(1.5, "minGRU inner width / dim.")
+    ff_mult: float = flag(4.0, "Feed-forward width / dim.")
+    optimizer: str = flag("adamw", "sf-adamw, adamw or sgd.")
+    lr: float = flag(3e-3, "Learning rate.")
+    beta1: float = flag(0.9, "First moment decay (SGD: unused).")
+    beta2: float = flag(0.999, "Second moment decay.")
+    weight_decay: float = flag(0.0, "Weight decay.")
+    warmup_steps: int = flag(0, "Linear warm-up steps (sf-adamw).")
+    seed: int = flag(0, "Seed of initialisation, noise and data.")
+    validate_every: int = flag(25, "Steps between validations.", changeable=True)
+    checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)
+    val_rows: int = flag(32, "Validation rows, each from a zero state.", changeable=True)
+    val_tokens: int = flag(512, "Bytes scored per validation row.", changeable=True)
+    data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
+                            metavar="<path>")
 
     def resolved(self):
         """The same config with dim and depth solved (from --params when given)."""
@@ -62,6 +65,13 @@ class MinGruRunConfig:
     def make_optimizer(self, params):
         return make_optimizer(self.optimizer, params, self.lr, self.beta1, self.beta2, self.weight_decay,
                               self.warmup_steps)
+
+    def describe(self, trainer):
+        return [describe(self, trainer.model)]
+
+    @staticmethod
+    def val_summary(summary):
+        return f"val {summary['val_bpb']:.3f} bits/byte (best {summary['best_val_bpb']:.3f})"
 
 
 def model_config_of(meta):

@@ -1,0 +1,64 @@
+"""What a run config is: a frozen dataclass whose fields are the script's flags, each carrying its
+help in `flag(...)` metadata (so the command line is generated from the code and its defaults), and
+the few answers the launcher asks of it (run name, header lines, closing line)."""
+
+from dataclasses import field, fields
+
+
+def option_name(name):
+    """The flag of a field: `foo_bar` -> `--foo-bar`."""
+    return "--" + name.replace("_", "-")
+
+
+def flag(default, help, *, aliases=(), per_rank=None, default_text=None, changeable=False, off=None,
+         metavar=None):
+    """A dataclass field that is also a command-line flag named after it (`foo_bar` -> `--foo-bar`).
+
+    aliases: older names also accepted (`("n_embd",)` -> `--n-embd`).
+    per_rank: (name, *aliases) of a companion flag giving the value per MPI rank; the launcher turns it
+        into the total (value x ranks).
+    default_text: what the default means when it is None (e.g. "tied to --lr").
+    changeable: the field may differ when a run is resumed (step budget, logging, validation sample).
+    off: the name of a boolean flag's negative form (default `no_<name>`).
+    """
+    meta = {"help": help, "aliases": tuple(aliases), "per_rank": tuple(per_rank or ()),
+            "default_text": default_text, "changeable": changeable, "off": off, "metavar": metavar}
+    return field(default=default, metadata=meta)
+
+
+def redefault(base, name, default):
+    """Field `name` of dataclass `base` with another default and the same flag metadata."""
+    return field(default=default, metadata=base.__dataclass_fields__[name].metadata)
+
+
+class RunConfig:
+    """Mixed into every run config (after the dataclass bases): what the launcher asks besides the
+    fields. Subclasses override what differs."""
+
+    run_name = "run"  # a run directory defaults to runs/<run_name>-<time>
+    validates = True  # prints the corpus's validation baselines in its header
+
+    @classmethod
+    def fixed_on_resume(cls):
+        """Fields a resumed run must keep."""
+        return tuple(f.name for f in fields(cls) if not f.metadata.get("changeable"))
+
+    def resolved(self):
+        """The config with every derived field filled in (e.g. sizes solved from a budget)."""
+        return self
+
+    @property
+    def uses_corpus(self):
+        return True
+
+    def mode(self, world):
+        """How the run is spread over ranks, when that is a choice (printed in the header)."""
+        return None
+
+    def describe(self, trainer):
+        """Header lines about the model and the method."""
+        return []
+
+    def summarize(self, summary):
+        """The closing line from the trainer's summary."""
+        return "done"
