@@ -1,24 +1,31 @@
-"""fp32 linear-layer matmuls: time and GFLOP/s of the forward and backward products over (rows, in, out).
+"""fp32 linear-layer matmuls of kernels/float_matmul.py against a stated baseline on the same device:
+time and GFLOP/s of the forward and backward products over (rows, in, out), and ours as a fraction
+of the baseline's GFLOP/s.
 
     python bench/matmul_throughput.py [--shapes ROWSxINxOUT,...] [--backend cpu|cuda] [--repeat N]
 
 Forward is y = x W^T (2·rows·in·out FLOP); backward is dx = dy W and dW = dy^T x together
-(4·rows·in·out FLOP). CUDA timings are of the kernels on device-resident inputs, synchronised,
-including the allocation of the outputs that `kernels.float_matmul` makes on every call; no host copy.
+(4·rows·in·out FLOP). Both sides allocate their outputs on every call, as the kernels do.
+
+- CPU: ours is the CPU twin (`cpu_matmul`, `cpu_matmul_backward`), which itself calls NumPy's float32
+  matmul, so the fraction shows only what the twin adds (contiguous copies); the baseline is NumPy's
+  float32 matmul (BLAS sgemm; the JSON names the BLAS library).
+- GPU: ours is the tiled CUDA kernel (`cuda_matmul`, `cuda_matmul_backward`) on device-resident
+  inputs, synchronised, no host copy; the baseline is cuBLAS sgemm through CuPy, or through PyTorch
+  with TF32 off, whichever is importable (CuPy first), on the same device arrays. With neither, only
+  ours is timed. The table also gives ours as a fraction of the device's nominal fp32 peak:
+  SMs × FP32 lanes per SM × 2 FLOP per FMA × CLOCK_RATE, the clock the device reports (usually its
+  maximum boost clock), not a measured one.
 
 The default shapes suit a CPU. The GPU shapes that matter are the layer products of a MinGRU LM at
 rows = 8·4096 with in = out = 1536, and the gruboros chunk (rows 2048, dim 1024 → 2·3072 and back):
 
     python bench/matmul_throughput.py --backend cuda --shapes 32768x1536x1536,2048x1024x6144,2048x3072x1024
-
-On a GPU (not the simulator) the table also gives the fraction of the device's fp32 peak, computed
-from its attributes as SMs × FP32 lanes per SM × 2 FLOP per FMA × CLOCK_RATE: the nominal peak at the
-clock the device reports (usually its maximum boost clock), not a measured one. On the CPU it gives
-the speed-up of the twin (float32 BLAS) over the float64 NumPy reference.
 """
 
 import os
 import sys
+from typing import Callable, NamedTuple
 
 import numpy as np
 import typer
@@ -26,8 +33,8 @@ import typer
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.errors import BadInput  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -73,6 +80,46 @@ def parse_shapes(shapes):
     return parsed
 
 
+def forward_product(x, w):
+    return x @ w.T
+
+
+def backward_products(dy, x, w):
+    return dy @ w, dy.T @ x
+
+
+class Baseline(NamedTuple):
+    name: str
+    wrap: Callable  # a view of one of our arrays in the baseline's library, without a copy
+    sync: Callable
+
+
+def cpu_baseline():
+    blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+    library = " ".join(filter(None, (blas.get("name"), blas.get("version")))) or "unknown"
+    return Baseline(f"NumPy {np.__version__} float32 matmul (BLAS sgemm: {library})", np.asarray, lambda: None)
+
+
+def gpu_baseline(device_index):
+    """cuBLAS sgemm through CuPy or PyTorch (TF32 off); None when neither is importable."""
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        cupy.cuda.Device(device_index).use()
+        return Baseline(f"CuPy {cupy.__version__} matmul (cuBLAS sgemm)", cupy.asarray,
+                        cupy.cuda.runtime.deviceSynchronize)
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False  # plain fp32 FMA, as our kernel
+    device = torch.device("cuda", device_index)
+    return Baseline(f"PyTorch {torch.__version__} matmul (cuBLAS sgemm, TF32 off)",
+                    lambda a: torch.as_tensor(a, device=device), lambda: torch.cuda.synchronize(device))
+
+
 @app.command()
 @user_errors
 def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOUT."),
@@ -84,45 +131,50 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
         raise BadInput(f"--repeat must be at least 1, not {repeat}")
     parsed = parse_shapes(shapes)
     chosen = select_backend(backend)
+    gpu = chosen.name == "cuda"
     peak, extra = None, {}
-    if chosen.name == "cuda" and not chosen.simulated:
-        from eggnog.kernels.cuda_api import cuda
+    if gpu:
+        forward, backward = mm.cuda_matmul, mm.cuda_matmul_backward
+        baseline = None if chosen.simulated else gpu_baseline(chosen.device_index)
+        if not chosen.simulated:
+            from eggnog.kernels.cuda_api import cuda
 
-        peak, extra = fp32_peak(cuda.get_current_device())
-        if peak:
-            extra["fp32_peak_GFLOP_per_s"] = round(peak / 1e9, 1)
-        else:
-            print(f"no fp32 peak known for this device ({extra}); fraction_of_fp32_peak is left out")
-    elif chosen.name == "cpu":
+            peak, extra = fp32_peak(cuda.get_current_device())
+            extra["fp32_peak_GFLOP_per_s"] = round(peak / 1e9, 1) if peak else None
+    else:
+        forward, backward = mm.cpu_matmul, mm.cpu_matmul_backward
+        baseline = cpu_baseline()
         # other work on the machine shows here: BLAS timings halve when a core is busy elsewhere
         extra = {"cpu_threads": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2)}
+    extra["ours"] = "CUDA kernel (float_matmul)" if gpu else "CPU twin (float_matmul)"
+    extra["baseline"] = baseline.name if baseline else None
+    if baseline is None:
+        print("no baseline on this device (neither CuPy nor PyTorch importable): timing ours only")
     rows = []
     for text, (batch, d_in, d_out) in parsed:
         rng = np.random.default_rng(0)
-        x = rng.normal(size=(batch, d_in)).astype(np.float32)
-        w = rng.normal(size=(d_out, d_in)).astype(np.float32)
-        dy = rng.normal(size=(batch, d_out)).astype(np.float32)
-        if chosen.name == "cuda":
-            x, w, dy = (chosen.to_device(a) for a in (x, w, dy))
-            forward, backward = mm.cuda_forward, mm.cuda_backward
-        else:
-            forward, backward = mm.cpu_forward, mm.cpu_backward
+        x, w, dy = (rng.normal(size=s).astype(np.float32) for s in ((batch, d_in), (d_out, d_in), (batch, d_out)))
+        x, w, dy = (chosen.to_device(a) for a in (x, w, dy))
         products = batch * d_in * d_out
-        for name, fn, flop in (("forward", lambda: forward(x, w), 2 * products),
-                               ("backward", lambda: backward(dy, x, w), 4 * products)):
-            seconds = median_seconds(fn, repeat=repeat, sync=chosen.synchronize)
-            row = {"op": name, "shape": text, "ms": round(seconds * 1e3, 3),
-                   "GFLOP_per_s": round(flop / seconds / 1e9, 1)}
+        for name, flop, ours, theirs, args in (("forward", 2 * products, forward, forward_product, (x, w)),
+                                               ("backward", 4 * products, backward, backward_products, (dy, x, w))):
+            seconds = median_seconds(lambda: ours(*args), repeat=repeat, sync=chosen.synchronize)
+            row = {"op": name, "shape": text, "ours_ms": round(seconds * 1e3, 3),
+                   "ours_GFLOP_per_s": round(flop / seconds / 1e9, 1),
+                   "baseline_ms": None, "baseline_GFLOP_per_s": None, "fraction_of_baseline": None}
+            if baseline:
+                views = [baseline.wrap(a) for a in args]
+                base = median_seconds(lambda: theirs(*views), repeat=repeat, sync=baseline.sync)
+                row.update(baseline_ms=round(base * 1e3, 3), baseline_GFLOP_per_s=round(flop / base / 1e9, 1),
+                           fraction_of_baseline=round(base / seconds, 3))
             if peak:
                 row["fraction_of_fp32_peak"] = round(flop / seconds / peak, 3)
-            elif chosen.name == "cpu":
-                ref = (lambda: mm.reference_forward(x, w)) if name == "forward" else \
-                    (lambda: mm.reference_backward(dy, x, w))
-                row["speedup_vs_numpy"] = round(median_seconds(ref, repeat=1, warmup=0) / seconds, 1)
             rows.append(row)
-    columns = ["op", "shape", "ms", "GFLOP_per_s"] + \
-        [c for c in ("fraction_of_fp32_peak", "speedup_vs_numpy") if c in rows[0]]
-    print_table(rows, columns)
+    columns = ["op", "shape", "ours_ms", "ours_GFLOP_per_s", "baseline_ms", "baseline_GFLOP_per_s",
+               "fraction_of_baseline"] + (["fraction_of_fp32_peak"] if peak else [])
+    print_table([{c: "-" if r[c] is None else r[c] for c in columns} for r in rows], columns)
+    if baseline:
+        print(f"baseline: {baseline.name}")
     print(f"wrote {write_result('matmul_throughput', chosen.device_name, rows, extra)}")
 
 

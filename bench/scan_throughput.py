@@ -51,9 +51,9 @@ def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(Non
         k, u, g = (rng.normal(size=(batch, steps, channels)).astype(np.float32) for _ in range(3))
         if chosen.name == "cuda":
             k, u, g = (chosen.to_device(x) for x in (k, u, g))
-            forward, backward = scan.cuda_forward, scan.cuda_backward
+            forward, backward = scan.cuda_scan_forward, scan.cuda_scan_backward
         else:
-            forward, backward = scan.cpu_forward, scan.cpu_backward
+            forward, backward = scan.cpu_scan_forward, scan.cpu_scan_backward
         h = forward(k, u)
         elements = batch * steps * channels
         for name, fn, nbytes in (("forward", lambda: forward(k, u), 12 * elements),
@@ -63,8 +63,8 @@ def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(Non
             if peak:
                 row["fraction_of_copy_bw"] = round(nbytes / seconds / peak, 3)
             elif chosen.name == "cpu":
-                ref = (lambda: scan.reference_forward(k, u)) if name == "forward" else \
-                    (lambda: scan.reference_backward(g, k, u, h))
+                ref = (lambda: scan.reference_scan_forward(k, u)) if name == "forward" else \
+                    (lambda: scan.reference_scan_backward(g, k, u, h))
                 row["speedup_vs_numpy"] = round(median_seconds(ref, repeat=1, warmup=0) / seconds, 1)
             rows.append(row)
     columns = ["op", "shape", "ms", "GB_per_s"] + [c for c in ("fraction_of_copy_bw", "speedup_vs_numpy") if c in rows[0]]

@@ -6,12 +6,16 @@ in bench/results/.
     python bench/table1.py --sizes 100k,1M                       # what fits on a CPU in reasonable time
     python bench/table1.py --sizes 100k,1M,10M,100M,1.1B --ranks 8 --backend cuda
 
-Every cell runs in its own process (bench/table1_cell.py; distributed cells under `mpiexec -n
---ranks`), on one fixed batch of --batch-size sequences of 2 + 10 tokens, timing --steps steps after
---warmup. A cell is skipped, with the reason recorded, when its estimated memory exceeds what the
-device has free, when it has no such form (BPTT is not distributed), or when its estimated run time
-(one timed forward pass times the passes of its steps) exceeds --max-cell-seconds. Distributed cells on one device (all ranks sharing one GPU, or the CPU) are
-labelled so: they measure the algorithm and its communication, not a multi-GPU speed-up.
+Every cell runs twice, each time in its own processes (bench/table1_cell.py; distributed cells under
+`mpiexec -n --ranks`), on one fixed batch of --batch-size sequences of 2 + 10 tokens: once timing
+--steps steps after --warmup (seconds per step and its split into eval, exchange and update), once
+measuring memory over one step after --warmup (peak of the process and of its own arrays, per rank;
+training/memory.py says what each figure is on the CPU and on a GPU). A cell is skipped, with the
+reason recorded, when its estimated memory exceeds what the device has free, when it has no such
+form (BPTT is not distributed), or when its estimated run time (one timed forward pass times the
+passes of its steps) exceeds --max-cell-seconds. Distributed cells on one device (all ranks sharing
+one GPU, or the CPU) are labelled so: they measure the algorithm and its communication, not a
+multi-GPU speed-up.
 """
 
 import json
@@ -54,9 +58,10 @@ def available_bytes(backend):
     return int(info["MemAvailable"].split()[0]) * 1024
 
 
-def run_cell(size, method, mode, ranks, args, backend, timeout):
+def run_cell(size, method, mode, ranks, args, backend, timeout, measure):
+    steps = args["steps"] if measure == "time" else 1
     command = [sys.executable, os.path.join(HERE, "table1_cell.py"), "--size", size, "--method", method,
-               "--mode", mode, "--steps", str(args["steps"]), "--warmup", str(args["warmup"]),
+               "--mode", mode, "--measure", measure, "--steps", str(steps), "--warmup", str(args["warmup"]),
                "--batch-size", str(args["batch_size"]), "--task", args["task"], "--backend", backend,
                "--max-seconds", str(timeout)]
     env = dict(os.environ, EGGNOG_PROGRESS="0",
@@ -72,6 +77,11 @@ def run_cell(size, method, mode, ranks, args, backend, timeout):
     if out.returncode or not lines:
         return {"skipped": f"failed (exit {out.returncode}): " + (out.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(lines[-1])
+
+
+def largest_mib(per_rank):
+    known = [v for v in per_rank or [] if v is not None]
+    return round(max(known) / 2**20) if known else "-"
 
 
 def chart(rows, path):
@@ -131,7 +141,13 @@ def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: 
                 elif not ok:
                     row["skipped"] = f"needs about {gib} GiB per process, more than is free"
                 else:
-                    row.update(run_cell(size, method, mode, ranks, args, device, max_cell_seconds))
+                    row.update(run_cell(size, method, mode, ranks, args, device, max_cell_seconds, "time"))
+                    if "skipped" not in row:
+                        memory = run_cell(size, method, mode, ranks, args, device, max_cell_seconds, "memory")
+                        if "skipped" in memory:
+                            row["memory_skipped"] = memory["skipped"]
+                        else:
+                            row.update({k: v for k, v in memory.items() if k not in row})
                 if mode != "series":
                     row["note"] = shared
                 rows.append(row)
@@ -139,12 +155,12 @@ def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: 
     table = [{"method": r["method"], "mode": r["mode"], "size": r["size"],
               "s_per_step": round(r["s_per_step"], 4) if "s_per_step" in r else "-",
               "A40": r["a40_s_per_step"] if r["a40_s_per_step"] is not None else "-",
-              "peak_MiB": round(r["peak_device_bytes"] / 2**20) if "peak_device_bytes" in r else "-",
-              "own_MiB": round(r["peak_own_bytes"] / 2**20) if r.get("peak_own_bytes") is not None else "-",
-              "note": r.get("skipped", r.get("note", ""))} for r in rows]
-    print_table(table, ["method", "mode", "size", "s_per_step", "A40", "peak_MiB", "own_MiB", "note"])
+              "process_MiB": largest_mib(r.get("peak_process_bytes")), "own_MiB": largest_mib(r.get("peak_own_bytes")),
+              "note": r.get("skipped", r.get("memory_skipped", r.get("note", "")))} for r in rows]
+    print_table(table, ["method", "mode", "size", "s_per_step", "A40", "process_MiB", "own_MiB", "note"])
+    print("memory: the largest over ranks; the JSON has every rank's")
     device_name = next((r["device"] for r in rows if "device" in r), device)
-    extra = {"batch_size": batch_size, "task": task, "steps": steps, "warmup": warmup,
+    extra = {"batch_size": batch_size, "task": task, "steps": steps, "warmup": warmup, "memory_steps": 1,
              "a40_source": "authors' corrected README table (A40 46 GB, distributed = 8 GPUs)"}
     path = write_result("table1", device_name, rows, extra)
     chart(rows, path.with_suffix(".png"))

@@ -2,7 +2,7 @@
 fitness exchange across ranks, validation, metrics, checkpoints and exact resume."""
 
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -16,37 +16,50 @@ from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoin
 from eggnog.runtime.progress import progress
 from eggnog.runtime import rundir
 from eggnog.runtime.rundir import metrics_log
+from eggnog.runtime.step_clock import StepClock, rounded
+from eggnog.training.run_config import RunConfig, flag, redefault
 
 @dataclass(frozen=True)
-class EsRunConfig(IntEggrollConfig):
+class EsRunConfig(IntEggrollConfig, RunConfig):
     """The strategy's hyperparameters (nano-egg's names and defaults) plus the run's; the population,
     group size and model default to a size that trains on a laptop CPU in minutes."""
 
-    population: int = 512
-    group_size: int = 64
-    seed: int = 0
-    n_layer: int = 1
-    n_embd: int = 64
-    epochs: int = 1000
-    validate_every: int = 25
-    checkpoint_every: int = 100
-    val_rows: int = 64
-    val_tokens: int = 256
-    data: str | None = None
+    run_name = "es"
+
+    population: int = redefault(IntEggrollConfig, "population", 512)
+    group_size: int = redefault(IntEggrollConfig, "group_size", 64)
+    seed: int = flag(0, "Seed of initialisation and noise.")
+    depth: int = flag(1, "EGG blocks.", aliases=("n_layer",))
+    dim: int = flag(64, "EGG width D.", aliases=("n_embd",))
+    steps: int = flag(1000, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)
+    validate_every: int = flag(25, "Steps between validations.", changeable=True)
+    checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)
+    val_rows: int = flag(64, "Validation rows, each from a zero state.", changeable=True)
+    val_tokens: int = flag(256, "Bytes scored per validation row.", changeable=True)
+    data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
+                            metavar="<path>")
 
     def model(self):
-        return EggConfig(self.n_layer, self.n_embd)
+        return EggConfig(self.depth, self.dim)
 
     def check(self, ranks=1):
-        self.model()
-        super().check(ranks)
-        for name in ("epochs", "validate_every", "checkpoint_every", "val_rows", "val_tokens"):
+        for name in ("depth", "dim", "steps", "validate_every", "checkpoint_every", "val_rows", "val_tokens"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        self.model()
+        super().check(ranks)
+
+    def describe(self, trainer):
+        return [f"EGG {self.depth}x{self.dim}: {trainer.model.n_params:,} int8 parameters; population "
+                f"{self.population} ({trainer.members} per rank), {self.tokens_per_update} bytes per member per epoch"]
+
+    def summarize(self, summary):
+        return (f"done: {summary['epochs']} epochs in {summary['elapsed_s']:.0f} s; val {summary['val_bpb']:.3f} "
+                f"bits/byte (best {summary['best_val_bpb']:.3f})")
 
 
-# A resumed run must agree on these; the rest (epochs, logging, validation sample) may change.
-RESUME_FIXED = tuple(f.name for f in fields(IntEggrollConfig)) + ("seed", "n_layer", "n_embd", "data")
+# A resumed run must agree on these; the rest (steps, logging, validation sample) may change.
+RESUME_FIXED = EsRunConfig.fixed_on_resume()
 
 
 def check_resume(stored, requested):
@@ -70,7 +83,7 @@ class EsTrainer:
         self.best_val = None
         self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
                                    first_member=self.first, members=self.members)
-        self.states = [backend.zeros((self.members, cfg.n_embd), np.int8) for _ in range(cfg.n_layer)]
+        self.states = [backend.zeros((self.members, cfg.dim), np.int8) for _ in range(cfg.depth)]
 
     # ---- checkpoints -------------------------------------------------------------------------
     def save(self, best=False):
@@ -96,7 +109,7 @@ class EsTrainer:
         self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
                                    epoch=record["step"], first_member=self.first, members=self.members)
         mine = arrays["states"][self.first:self.first + self.members]
-        self.states = [self.backend.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.cfg.n_layer)]
+        self.states = [self.backend.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.cfg.depth)]
         self.best_val = meta.get("best_val_bpb")
 
     # ---- one epoch -----------------------------------------------------------------------------
@@ -123,7 +136,7 @@ class EsTrainer:
         if rows.size:
             probe = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, self.strategy.params,
                                epoch=self.strategy.epoch, members=rows.size)
-            states = [self.backend.zeros((rows.size, self.cfg.n_embd), np.int8) for _ in range(self.cfg.n_layer)]
+            states = [self.backend.zeros((rows.size, self.cfg.dim), np.int8) for _ in range(self.cfg.depth)]
             total = float(probe.evaluate(windows, states, perturbed=False).sum())
         total = float(self.world.allgather_array(np.array([total])).sum())
         return bits_per_byte(total, self.val_rows * self.val_tokens)
@@ -132,21 +145,26 @@ class EsTrainer:
         self.run_dir = run_dir
         cfg, log = self.cfg, metrics_log(self.world, run_dir)
         start_epoch, started = self.strategy.epoch, time.perf_counter()
-        bar = progress(cfg.epochs, self.world, "epochs", initial=start_epoch)
+        bar = progress(cfg.steps, self.world, "epochs", initial=start_epoch)
         val_bpb = None
-        for epoch in range(start_epoch, cfg.epochs):
-            tick = time.perf_counter()
+        clock = StepClock(self.backend.synchronize)
+        for epoch in range(start_epoch, cfg.steps):
+            clock.start()
             windows = self.streams.member_batch(epoch, self.first, self.members, cfg.group_size)
-            scores = self.strategy.evaluate(windows, self.states)
-            fitness, total = self.exchange(scores)
+            with clock.phase("eval"):
+                scores = self.strategy.evaluate(windows, self.states)
+            with clock.phase("exchange"):
+                fitness, total = self.exchange(scores)
             alpha = cfg.alpha_at(epoch)
-            moved = self.strategy.tell(fitness)
-            seconds = time.perf_counter() - tick
+            with clock.phase("update"):
+                moved = self.strategy.tell(fitness)
+            split = clock.split()
+            # member-tokens evaluated by all ranks per second of the whole step
             record = {"epoch": epoch, "train_bpb": round(bits_per_byte(total, cfg.population * cfg.tokens_per_update), 5),
                       "alpha": alpha, "moved_fraction": round(moved, 6),
-                      "tokens_per_s": round(cfg.population * cfg.tokens_per_update / seconds, 1),
-                      "elapsed_s": round(time.perf_counter() - started, 3)}
-            last = epoch == cfg.epochs - 1
+                      "tokens_per_s": round(cfg.population * cfg.tokens_per_update / split["step_s"], 1),
+                      **rounded(split), "elapsed_s": round(time.perf_counter() - started, 3)}
+            last = epoch == cfg.steps - 1
             if (epoch + 1) % cfg.validate_every == 0 or last:
                 val_bpb = self.validate()
                 record["val_bpb"] = round(val_bpb, 5)
@@ -160,5 +178,5 @@ class EsTrainer:
                 self.save(best=improved)
         bar.close()
         log.close()
-        return {"epochs": cfg.epochs, "val_bpb": val_bpb, "best_val_bpb": self.best_val,
+        return {"epochs": cfg.steps, "val_bpb": val_bpb, "best_val_bpb": self.best_val,
                 "elapsed_s": time.perf_counter() - started}

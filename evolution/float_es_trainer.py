@@ -3,38 +3,49 @@ split the population, exchange only every member's loss (one float64 each), and 
 optimiser step; validation, metrics, checkpoints and exact resume as the other runs."""
 
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.float_ops import ops_for
+from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import check_resume, metrics_log
+from eggnog.runtime.step_clock import StepClock, rounded
 from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
+from eggnog.training.run_config import flag, redefault
 
 
 @dataclass(frozen=True)
 class FloatEsRunConfig(FloatEggrollConfig, MinGruRunConfig):
     """Float EGGROLL's hyperparameters plus the run's; sized to train on a laptop CPU in minutes."""
 
-    lr: float = 1e-2
-    epochs: int = 600
+    run_name = "es-mingru"
+
+    lr: float = redefault(MinGruRunConfig, "lr", 1e-2)
+    steps: int = flag(600, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)
 
     def check(self, ranks=1):
         self.model_config()
         self.check_run()
         FloatEggrollConfig.check(self, ranks)
-        if self.epochs < 1:
-            raise BadInput(f"--epochs must be positive, got {self.epochs}")
+        if self.steps < 1:
+            raise BadInput(f"--steps must be positive, got {self.steps}")
+
+    def describe(self, trainer):
+        return super().describe(trainer) + [
+            f"float EGGROLL: population {self.population} ({trainer.members} per rank), perturbation rank "
+            f"{self.perturbation_rank}, sigma {self.sigma}, {self.tokens_per_update} bytes per member per epoch"]
+
+    def summarize(self, summary):
+        return f"done: {summary['epochs']} epochs in {summary['elapsed_s']:.0f} s; " + self.val_summary(summary)
 
 
-RESUME_FIXED = tuple(f.name for f in fields(FloatEsRunConfig)
-                     if f.name not in ("epochs", "validate_every", "checkpoint_every", "val_rows", "val_tokens"))
+RESUME_FIXED = FloatEsRunConfig.fixed_on_resume()
 
 
 class FloatEsTrainer:
@@ -80,19 +91,27 @@ class FloatEsTrainer:
     def run(self, run_dir):
         cfg, log = self.cfg, metrics_log(self.world, run_dir)
         started = time.perf_counter()
-        bar = progress(cfg.epochs, self.world, "epochs", initial=self.strategy.epoch)
+        bar = progress(cfg.steps, self.world, "epochs", initial=self.strategy.epoch)
         val = None
-        while self.strategy.epoch < cfg.epochs:
-            epoch, tick = self.strategy.epoch, time.perf_counter()
-            losses = self.world.allgather_array(self.strategy.evaluate(self.windows(epoch)))
-            self.strategy.tell(losses)
-            seconds = time.perf_counter() - tick
+        clock = StepClock(self.backend.synchronize)
+        while self.strategy.epoch < cfg.steps:
+            epoch = self.strategy.epoch
+            clock.start()
+            windows = self.windows(epoch)
+            with clock.phase("eval"):
+                mine = self.strategy.evaluate(windows)
+            with clock.phase("exchange"):
+                losses = self.world.allgather_array(mine)
+            with clock.phase("update"):
+                self.strategy.tell(losses)
+            split = clock.split()
+            # member-tokens evaluated by all ranks per second of the whole step
             record = {"epoch": epoch, "train_bpb": round(float(losses.mean()), 5),
-                      "tokens_per_s": round(cfg.population * cfg.tokens_per_update / seconds, 1),
-                      "elapsed_s": round(time.perf_counter() - started, 3)}
+                      "tokens_per_s": round(cfg.population * cfg.tokens_per_update / split["step_s"], 1),
+                      **rounded(split), "elapsed_s": round(time.perf_counter() - started, 3)}
             done = self.strategy.epoch
             improved = False
-            if done % cfg.validate_every == 0 or done == cfg.epochs:
+            if done % cfg.validate_every == 0 or done == cfg.steps:
                 val = self.validate()
                 record["val_bpb"] = round(val, 5)
                 improved = self.best_val is None or val < self.best_val
@@ -100,7 +119,7 @@ class FloatEsTrainer:
             log.write(**record)
             bar.update(1)
             bar.set_postfix(train=record["train_bpb"], val=val)
-            if improved or done % cfg.checkpoint_every == 0 or done == cfg.epochs:
+            if improved or done % cfg.checkpoint_every == 0 or done == cfg.steps:
                 self.save(run_dir, best=improved)
         bar.close()
         log.close()

@@ -1,4 +1,4 @@
-"""zorn.optim against hand-written float64 references of the published update rules.
+"""training.optimizers against hand-written float64 references of the published update rules.
 
 The references below are written out independently of the module, from:
 - facebookresearch/schedule_free `AdamWScheduleFree.step` (current release: lr = lr0 * sched, bias correction

@@ -1,6 +1,7 @@
 """The zero-order RNN training run behind bin/train_rge.py: a task, a model (LSTM, DNC or MinGRU),
 and a solver (CD-RGE, FDRAS, or the BPTT baseline), logging per step the loss, eps, lr, seconds
-per step, probes and peak memory, with checkpoints, exact resume and a stop on non-finite loss.
+per step and where they went (probes, exchange, update), probes and peak memory, with checkpoints,
+exact resume and a stop on non-finite loss.
 
 Losses are mask-weighted cross-entropy in bits per predicted token. In overfit mode (the paper's
 Table 1 workload: one fixed batch) the run stops once the loss is below `target_loss`; the default
@@ -8,15 +9,16 @@ Table 1 workload: one fixed batch) the run stops once the loss is below `target_
 """
 
 import math
-import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
-from eggnog.runtime.memory import MemoryMeter
+from eggnog.training.memory import MemoryMeter
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import check_resume, metrics_log
+from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
+from eggnog.training.run_config import RunConfig, flag
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
 
@@ -25,29 +27,33 @@ SOLVERS = ("cdrge", "fdras", "bptt")
 
 
 @dataclass(frozen=True)
-class RgeRunConfig(RgeConfig):
-    model: str = "lstm"
-    solver: str = "cdrge"
-    input_size: int = 16  # defaults: a tiny LSTM that trains on a laptop; Table 1 sizes in bench/table1_grid.py
-    hidden_size: int = 32
-    num_heads: int = 4  # LSTM heads
-    memory_size: int = 16  # DNC rows
-    head_size: int = 16  # DNC row width
-    num_reads: int = 1  # DNC read heads
-    dim: int = 64  # MinGRU
-    depth: int = 2
-    expansion_factor: float = 1.5
-    ff_mult: float = 4.0
-    task: str = "copy"
-    batch_size: int = 8
-    min_seq_len: int = 2
-    max_seq_len: int = 5
-    overfit: bool = False
-    target_loss: float = 0.1 / math.log(2)
-    steps: int = 1000
-    seed: int = 0
-    checkpoint_every: int = 50
-    data: str | None = None
+class RgeRunConfig(RgeConfig, RunConfig):
+    run_name = "rge"
+    validates = False
+
+    model: str = flag("lstm", "lstm, dnc or mingru.")
+    solver: str = flag("cdrge", "cdrge, fdras or bptt (the baseline).")
+    # defaults: a tiny LSTM that trains on a laptop; Table 1 sizes in bench/table1_grid.py
+    input_size: int = flag(16, "Embedding width E.")
+    hidden_size: int = flag(32, "LSTM/DNC hidden width H.")
+    num_heads: int = flag(4, "LSTM heads N (H divisible by N).")
+    memory_size: int = flag(16, "DNC memory rows.")
+    head_size: int = flag(16, "DNC memory row width.")
+    num_reads: int = flag(1, "DNC read heads.")
+    dim: int = flag(64, "MinGRU width.")
+    depth: int = flag(2, "MinGRU blocks.")
+    expansion_factor: float = flag(1.5, "MinGRU inner width / dim.")
+    ff_mult: float = flag(4.0, "MinGRU feed-forward width / dim.")
+    task: str = flag("copy", "copy, repeat_copy, reverse, sort, add or char_lm.")
+    batch_size: int = flag(8, "Sequences per step.")
+    min_seq_len: int = flag(2, "Shortest sample (curriculum lower bound).")
+    max_seq_len: int = flag(5, "Longest sample (curriculum upper bound).")
+    overfit: bool = flag(False, "One fixed batch of 2 + 10 tokens; stop below --target-loss (Table 1).")
+    target_loss: float = flag(0.1 / math.log(2), "Overfit stop, bits per token (the default is 0.1 nats).")
+    steps: int = flag(1000, "Step budget.", changeable=True)
+    seed: int = flag(0, "Seed of initialisation, probes and data.")
+    checkpoint_every: int = flag(50, "Steps between checkpoints.", changeable=True)
+    data: str | None = flag(None, "Corpus for char_lm.", default_text="the embedded stdlib corpus", metavar="<path>")
 
     def check(self, ranks=1):
         if self.model not in MODELS:
@@ -64,8 +70,25 @@ class RgeRunConfig(RgeConfig):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
 
+    @property
+    def uses_corpus(self):
+        return self.task == "char_lm"
 
-RESUME_FIXED = tuple(f.name for f in fields(RgeRunConfig) if f.name not in ("steps", "checkpoint_every"))
+    def mode(self, world):
+        return "series" if self.solver == "bptt" or world.size == 1 else self.dist_mode
+
+    def describe(self, trainer):
+        probes = "" if self.solver == "bptt" else f" with {self.probes} {self.distribution} probes, eps {self.eps}"
+        return [f"{self.model}: {trainer.model.n_params:,} parameters; {self.solver}{probes}, lr {self.lr}, "
+                f"{self.optimizer}; task {self.task}, batch {self.batch_size}"
+                + (" (overfit one batch)" if self.overfit else "")]
+
+    def summarize(self, summary):
+        status = "reached the target loss" if summary["reached_target"] else "ran its step budget"
+        return f"done: {summary['steps']} steps, loss {summary['loss']:.4f} bits/token ({status})"
+
+
+RESUME_FIXED = RgeRunConfig.fixed_on_resume()
 
 
 def build_model(cfg):
@@ -97,32 +120,6 @@ def open_task_corpus(cfg, world):
 def build_task(cfg, corpus):
     task = make_task(cfg.task, cfg.min_seq_len, cfg.max_seq_len, cfg.seed, corpus)
     return overfit_task(task, cfg.batch_size) if cfg.overfit else task
-
-
-class Timer:
-    """Seconds of one step: CUDA events on a GPU (device time), the wall clock elsewhere."""
-
-    def __init__(self, backend):
-        self.cuda = backend.name == "cuda" and not backend.simulated
-
-    def __enter__(self):
-        if self.cuda:
-            from eggnog.kernels.cuda_api import cuda
-
-            self.start, self.end = cuda.event(), cuda.event()
-            self.start.record()
-        self.tick = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        if self.cuda:
-            from eggnog.kernels.cuda_api import cuda
-
-            self.end.record()
-            self.end.synchronize()
-            self.seconds = cuda.event_elapsed_time(self.start, self.end) / 1e3
-        else:
-            self.seconds = time.perf_counter() - self.tick
 
 
 class RgeRun:
@@ -168,36 +165,38 @@ class RgeRun:
         self.step = int(record["step"])
 
     # ---- training ------------------------------------------------------------------------------
-    def train_step(self, batch):
+    def train_step(self, batch, clock=UNTIMED):
         name = self.backend.name
         if self.rge is not None:
-            return self.rge.step(lambda p: self.model.loss(name, p, batch), self.step)
-        loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch)
+            return self.rge.step(lambda p: self.model.loss(name, p, batch), self.step, clock)
+        with clock.phase("eval"):
+            loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch)
         if not math.isfinite(loss):
             raise NonFiniteLoss(self.step)
-        self.optimizer.step(grad)
+        with clock.phase("update"):
+            self.optimizer.step(grad)
         return loss
 
     def run(self, run_dir):
         cfg, world = self.cfg, self.world
-        log, meter = metrics_log(world, run_dir), MemoryMeter(self.backend.name)
+        log, meter, clock = metrics_log(world, run_dir), MemoryMeter(self.backend), StepClock(self.backend.synchronize)
         probes = 0 if cfg.solver == "bptt" else cfg.probes
-        mode = "series" if cfg.solver == "bptt" or world.size == 1 else cfg.dist_mode
+        mode = cfg.mode(world)
         bar = progress(cfg.steps, world, "steps", initial=self.step)
         loss, reached = None, False
         try:
             while self.step < cfg.steps and not reached:
                 batch = self.task.batch(self.step, cfg.batch_size)
                 meter.reset()
-                with Timer(self.backend) as timer:
-                    loss = self.train_step(batch)
-                meter.sample()
+                clock.start()
+                loss = self.train_step(batch, clock)
+                split = clock.split()
                 self.step += 1
                 reached = cfg.overfit and loss < cfg.target_loss
+                timing = rounded(split)
                 log.write(step=self.step, loss=round(loss, 6), eps=None if cfg.solver == "bptt" else cfg.eps,
-                          lr=cfg.lr, s_per_step=round(timer.seconds, 5), probes=probes, solver=cfg.solver,
-                          mode=mode, ranks=world.size, peak_device_bytes=int(meter.peak_device),
-                          peak_own_bytes=meter.peak_own)
+                          lr=cfg.lr, s_per_step=timing.pop("step_s"), **timing, probes=probes, solver=cfg.solver,
+                          mode=mode, ranks=world.size, **meter.peaks())
                 bar.update(1)
                 bar.set_postfix(loss=round(loss, 4))
                 if self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps:

@@ -1,0 +1,165 @@
+"""Peak memory of this process over a window that `reset()` opens, as two figures:
+
+- process: all the memory the process holds. On the CPU (and the CUDA simulator), the peak resident
+  set size: VmHWM of /proc/self/status, reset by writing "5" to /proc/self/clear_refs (Linux); None
+  where that reset is refused, because the only portable figure, ru_maxrss, is a lifetime peak. On a
+  GPU, the device memory NVML reports for this process id (context, arrays, numba's pending frees):
+  the largest value seen by `sample()`; None without pynvml or when NVML lists no process with this
+  id (a container with its own process ids).
+- own: the arrays the process allocated itself. On the CPU only with `trace_host=True`, through
+  tracemalloc: NumPy and Python allocations, not arrays made inside compiled (njit) code.
+  tracemalloc slows every allocation, so it belongs in a run that is not timed. On a GPU, the bytes
+  of live numba device allocations: their exact peak when `count_device_allocations()` ran before
+  the CUDA context was created, otherwise the largest total seen by `sample()`.
+
+`sources()` names the measure behind each figure, for results to record.
+"""
+
+import os
+import re
+import tracemalloc
+import weakref
+
+_counting_manager = None
+
+
+def _counting_manager_class():
+    """numba's own device allocator, also keeping the live and peak bytes it has handed out."""
+    global _counting_manager
+    if _counting_manager is None:
+        from eggnog.kernels.cuda_api import cuda
+
+        base = cuda.cudadrv.driver.NumbaCUDAMemoryManager
+
+        class CountingMemoryManager(base):
+            live = peak = 0
+
+            def memalloc(self, size):
+                memory = super().memalloc(size)
+                self.live += size
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(memory._mem, self._freed, size)  # the pointer numba frees
+                return memory
+
+            def _freed(self, size):
+                self.live -= size
+
+        _counting_manager = CountingMemoryManager
+    return _counting_manager
+
+
+def count_device_allocations():
+    """Count this process's numba device allocations exactly (the own peak on a GPU). Takes effect
+    only for a CUDA context created after this call: call it before selecting the backend."""
+    from eggnog.kernels.cuda_api import SIMULATED, cuda
+
+    if not SIMULATED:
+        cuda.set_memory_manager(_counting_manager_class())
+
+
+def _reset_resident_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _resident_peak():
+    with open("/proc/self/status") as f:
+        return int(re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+
+
+def _nvml():
+    """pynvml, initialised; None when it is not installed or NVML does not start."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # ImportError, or an NVMLError of a driver without NVML
+        return None
+
+
+def _nvml_process_bytes(nvml):
+    """Device bytes NVML attributes to this process over all GPUs; None when it lists none."""
+    try:
+        used = [p.usedGpuMemory for i in range(nvml.nvmlDeviceGetCount())
+                for p in nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(i))
+                if p.pid == os.getpid() and p.usedGpuMemory is not None]
+    except nvml.NVMLError:  # e.g. not supported under MIG or in some containers
+        return None
+    return sum(used) if used else None
+
+
+class MemoryMeter:
+    def __init__(self, backend, trace_host=False):
+        """`backend`: a kernels.backend.Backend."""
+        self.gpu = backend.name == "cuda" and not backend.simulated
+        self.trace_host = trace_host and not self.gpu
+        if self.trace_host and not tracemalloc.is_tracing():
+            tracemalloc.start()
+        self._manager = self._nvml = None
+        if self.gpu:
+            from eggnog.kernels.cuda_api import cuda
+
+            self._manager = cuda.current_context().memory_manager
+            self._nvml = _nvml()
+        self.nvml = self._nvml is not None
+        self.counting = self.gpu and isinstance(self._manager, _counting_manager_class())
+        self.reset()
+
+    def reset(self):
+        """Start a new measurement window (peaks from here on)."""
+        self.peak_process = self.peak_own = None
+        if self.gpu:
+            if self.counting:
+                self._manager.peak = self._manager.live
+        else:
+            self._resettable = _reset_resident_peak()
+            if self.trace_host:
+                tracemalloc.reset_peak()
+        self.sample()
+
+    def _live_device_bytes(self):
+        from eggnog.kernels.cuda_api import cuda
+
+        driver = cuda.cudadrv.driver
+        return sum(m.size for m in list(self._manager.allocations.values())
+                   if isinstance(m, driver.AutoFreePointer) and not isinstance(m, driver.MappedMemory))
+
+    def sample(self):
+        """Take the current figures into the peaks (on a GPU the process figure and, without exact
+        counting, the own figure exist only as sampled here)."""
+        if not self.gpu:
+            return
+        process = _nvml_process_bytes(self._nvml) if self._nvml else None
+        if process is not None:
+            self.peak_process = max(self.peak_process or 0, process)
+        own = self._manager.peak if self.counting else self._live_device_bytes()
+        self.peak_own = max(self.peak_own or 0, own)
+
+    def peaks(self):
+        """{"peak_process_bytes": int or None, "peak_own_bytes": int or None} of the window so far."""
+        if self.gpu:
+            self.sample()
+            return {"peak_process_bytes": self.peak_process, "peak_own_bytes": self.peak_own}
+        return {"peak_process_bytes": _resident_peak() if self._resettable else None,
+                "peak_own_bytes": tracemalloc.get_traced_memory()[1] if self.trace_host else None}
+
+    def sources(self):
+        """What each figure measures, in words."""
+        if self.gpu:
+            own = "numba device allocations, exact peak" if self.counting else \
+                "numba device allocations, largest sampled total"
+            return {"process": "NVML per-process device memory, largest sampled" if self.nvml else None, "own": own}
+        return {"process": "resident set high-water mark (VmHWM after clear_refs)" if self._resettable else None,
+                "own": "tracemalloc (NumPy and Python allocations)" if self.trace_host else None}
+
+    def stop(self):
+        if self.trace_host and tracemalloc.is_tracing():
+            tracemalloc.stop()
+        if self._nvml:
+            self._nvml.nvmlShutdown()
+            self._nvml = None
