@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README runs it: serial tests (CUDA kernels on numba's simulator,
-# PTX compiled for sm_90), then the MPI tests on 4 ranks. Any failure, including pytest's
+# PTX compiled for sm_90); then, when a GPU is visible, the GPU layer on it (kernels at full size
+# against their CPU twins); then the MPI tests on 4 ranks. Any failure, including pytest's
 # "no tests collected" (exit 5), fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,21 @@ step() {
     fi
 }
 
+gpu_visible() {
+    NUMBA_ENABLE_CUDASIM=0 python -c \
+        "from eggnog.kernels.backend import gpu_usable; raise SystemExit(0 if gpu_usable() else 1)" 2>/dev/null
+}
+
 step python -m pytest -q tests
-# One numba thread per rank: 4 ranks share this machine's cores.
-step timeout 900 env NUMBA_NUM_THREADS=1 mpiexec -n 4 python -m pytest -q tests/mpi --timeout=600
-echo "all test layers passed"
+if gpu_visible; then
+    echo "GPU visible: running the GPU layer (tests/gpu) on it"
+    step env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q -rs tests/gpu
+    gpu_layer="ran on the GPU"
+else
+    echo "no GPU visible: the GPU layer (tests/gpu) was skipped"
+    gpu_layer="skipped (no GPU)"
+fi
+# One numba thread per rank: 4 ranks share this machine's cores. Every MPI test checks the world
+# has EGGNOG_MPI_RANKS ranks (a launcher of another MPI would start 4 worlds of one).
+step timeout 900 env NUMBA_NUM_THREADS=1 EGGNOG_MPI_RANKS=4 mpiexec -n 4 python -m pytest -q tests/mpi --timeout=600
+echo "all test layers passed; GPU layer: $gpu_layer"

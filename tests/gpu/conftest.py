@@ -1,5 +1,6 @@
 """Tests that need a real GPU: run them with `NUMBA_ENABLE_CUDASIM=0 python -m pytest tests/gpu`.
-In the default run (simulator) or on a machine without a GPU they are skipped."""
+In the default run (simulator) or on a machine without a GPU they are skipped; with
+EGGNOG_REQUIRE_GPU=1 (tests/run.sh sets it when it sees a GPU) that is an error instead."""
 
 import os
 
@@ -14,6 +15,8 @@ def pytest_collection_modifyitems(config, items):
         reason = "needs a real GPU: run with NUMBA_ENABLE_CUDASIM=0"
     elif not gpu_usable():
         reason = "no usable GPU on this machine"
+    if reason and os.environ.get("EGGNOG_REQUIRE_GPU") == "1":
+        raise pytest.UsageError(f"EGGNOG_REQUIRE_GPU=1 but the GPU tests cannot run: {reason}")
     if reason:
         for item in items:
             if "tests/gpu" in str(item.fspath).replace(os.sep, "/"):

@@ -1,4 +1,8 @@
-"""MPI tests run as `mpiexec -n 4 python -m pytest tests/mpi` (and pass at size 1 too).
+"""MPI tests run as `mpiexec -n 4 python -m pytest tests/mpi`; the serial run does not collect them.
+
+Every test first checks that the world has the size it was launched with (EGGNOG_MPI_RANKS, 4 when
+unset): an mpiexec from another MPI than mpi4py's starts four worlds of one rank each, in which every
+comparison across rank counts would compare a run with itself and pass.
 
 Each rank gets its own pytest temp directory; only rank 0 reports in full. Assertions that guard
 a collective must be collective (`parallel_assert`), or one failing rank hangs the others.
@@ -26,6 +30,21 @@ def world():
     from eggnog.runtime.world import init_world
 
     return init_world()
+
+
+RANKS_VAR = "EGGNOG_MPI_RANKS"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def launched_size(world):
+    """The world size every test needs, asserted on every rank before the test runs."""
+    from eggnog.runtime.world import launcher_size
+
+    expected = int(os.environ.get(RANKS_VAR, "4"))
+    assert world.all_true(world.size == expected), (
+        f"MPI world of {world.size} rank(s), expected {expected} ({RANKS_VAR}); the launcher started "
+        f"{launcher_size()}: launch with the mpiexec of the MPI that mpi4py loads")
+    return expected
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ def test_rank_count_invariance(world, shared_dir, parallel_assert, fast_fitness)
             continue
         group = world.first_ranks(size)
         if group is not None:
-            cfg = tiny_config(epochs=4, fast_fitness=fast_fitness)
+            cfg = tiny_config(steps=4, fast_fitness=fast_fitness)
             run_dir = os.path.join(shared_dir, f"ranks-{size}-{fast_fitness}")
             if group.is_root:
                 os.makedirs(os.path.join(run_dir, "checkpoints"))
