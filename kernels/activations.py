@@ -14,7 +14,7 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, I32, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.cuda_api import F32_1D, I32, blocks, cuda, device_function, f64, flat, kernel
 from eggnog.kernels.registry import op
 
 SIGMOID, TANH = 0, 1
@@ -50,10 +50,6 @@ def _build(jit):
 
 _gelu_cpu, _gelu_slope_cpu, _activate_cpu, _activate_slope_cpu = _build(numba.njit)
 _gelu_gpu, _gelu_slope_gpu, _activate_gpu, _activate_slope_gpu = _build(device_function)
-
-
-def _flat(a):
-    return a.reshape(a.size)
 
 
 def _shapes(rng):
@@ -109,14 +105,14 @@ def _cpu_gelu_backward(dy, x, dx):
 @op
 def cpu_gelu(x):
     y = np.empty(x.shape, x.dtype)
-    _cpu_gelu(_flat(x), _flat(y))
+    _cpu_gelu(flat(x), flat(y))
     return y
 
 
 @op
 def cpu_gelu_backward(dy, x):
     dx = np.empty(x.shape, x.dtype)
-    _cpu_gelu_backward(_flat(dy), _flat(x), _flat(dx))
+    _cpu_gelu_backward(flat(dy), flat(x), flat(dx))
     return dx
 
 
@@ -137,14 +133,14 @@ def gelu_backward_cuda(dy, x, dx):
 @op
 def cuda_gelu(x):
     y = cuda.device_array(x.shape, np.float32)
-    gelu_cuda[blocks(x.size)](_flat(x), _flat(y))
+    gelu_cuda[blocks(x.size)](flat(x), flat(y))
     return y
 
 
 @op
 def cuda_gelu_backward(dy, x):
     dx = cuda.device_array(x.shape, np.float32)
-    gelu_backward_cuda[blocks(x.size)](_flat(dy), _flat(x), _flat(dx))
+    gelu_backward_cuda[blocks(x.size)](flat(dy), flat(x), flat(dx))
     return dx
 
 
@@ -191,7 +187,7 @@ def _cpu_activation_backward(dy, y, dx, kind):
 def cpu_activation(x, kind):
     _check_kind(kind)
     y = np.empty(x.shape, x.dtype)
-    _cpu_activation(_flat(x), _flat(y), np.int32(kind))
+    _cpu_activation(flat(x), flat(y), np.int32(kind))
     return y
 
 
@@ -199,7 +195,7 @@ def cpu_activation(x, kind):
 def cpu_activation_backward(dy, y, kind):
     _check_kind(kind)
     dx = np.empty(y.shape, y.dtype)
-    _cpu_activation_backward(_flat(dy), _flat(y), _flat(dx), np.int32(kind))
+    _cpu_activation_backward(flat(dy), flat(y), flat(dx), np.int32(kind))
     return dx
 
 
@@ -221,7 +217,7 @@ def activation_backward_cuda(dy, y, dx, kind):
 def cuda_activation(x, kind):
     _check_kind(kind)
     y = cuda.device_array(x.shape, np.float32)
-    activation_cuda[blocks(x.size)](_flat(x), _flat(y), np.int32(kind))
+    activation_cuda[blocks(x.size)](flat(x), flat(y), np.int32(kind))
     return y
 
 
@@ -229,5 +225,5 @@ def cuda_activation(x, kind):
 def cuda_activation_backward(dy, y, kind):
     _check_kind(kind)
     dx = cuda.device_array(y.shape, np.float32)
-    activation_backward_cuda[blocks(y.size)](_flat(dy), _flat(y), _flat(dx), np.int32(kind))
+    activation_backward_cuda[blocks(y.size)](flat(dy), flat(y), flat(dx), np.int32(kind))
     return dx

@@ -62,14 +62,25 @@ def device_function(fn):
     return cuda.jit(device=True)(fn)
 
 
-def blocks(n, threads=THREADS):
-    """(grid, block) of a 1-D launch covering n elements."""
-    return (max(1, (n + threads - 1) // threads), threads)
+def blocks(n, threads=THREADS, max_blocks=None):
+    """(grid, block) of a 1-D launch covering n elements; a grid-stride kernel may cap the grid at
+    `max_blocks` and loop over the rest."""
+    grid = max(1, (n + threads - 1) // threads)
+    return (grid if max_blocks is None else min(grid, max_blocks)), threads
 
 
 def grid2(width, height, block=(32, 8)):
     """(grid, block) of a 2-D launch: x over `width`, y over `height`."""
     return ((width + block[0] - 1) // block[0], (height + block[1] - 1) // block[1]), block
+
+
+def flat(a):
+    """A 1-D view of a contiguous array (host or device), for element-wise kernels."""
+    return a.reshape(a.size)
+
+
+def device_zeros(shape, dtype=np.float32):
+    return cuda.to_device(np.zeros(shape, dtype))
 
 
 def f64(a):

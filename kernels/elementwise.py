@@ -19,20 +19,12 @@ bit-identical. Shapes that do not fit raise BadInput (a CUDA kernel would read p
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, kernel, require
-from eggnog.kernels.registry import op
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
+from eggnog.kernels.registry import normal32, op
 from eggnog.runtime.errors import BadInput
 
 ROUNDED = (1e-7, 0.0)  # one fp32 rounding of the exact result
 SUMMED = (1e-5, 1e-5)
-
-
-def _flat(a):
-    return a.reshape(a.size)
-
-
-def _normal(rng, *shape, scale=1.0):
-    return (rng.normal(size=shape) * scale).astype(np.float32)
 
 
 # ---- add -------------------------------------------------------------------------------------------
@@ -40,7 +32,7 @@ def _normal(rng, *shape, scale=1.0):
 def _add_cases(rng):
     """One element, a partial block, several blocks of 256 threads; mixed magnitudes so the add rounds."""
     for shape in ((1,), (3, 85), (2, 3, 50)):
-        yield _normal(rng, *shape, scale=3.0), _normal(rng, *shape, scale=1e-3)
+        yield normal32(rng, *shape, scale=3.0), normal32(rng, *shape, scale=1e-3)
 
 
 def _check_add(a, b):
@@ -71,7 +63,7 @@ def add_cuda(a, b, out):
 def cuda_add(a, b):
     _check_add(a, b)
     out = cuda.device_array(a.shape, np.float32)
-    add_cuda[blocks(a.size)](_flat(a), _flat(b), _flat(out))
+    add_cuda[blocks(a.size)](flat(a), flat(b), flat(out))
     return out
 
 
@@ -79,7 +71,7 @@ def cuda_add(a, b):
 
 def _add_bias_cases(rng):
     for rows, cols in ((1, 1), (13, 23), (3, 300)):
-        yield _normal(rng, rows, cols, scale=2.0), _normal(rng, cols)
+        yield normal32(rng, rows, cols, scale=2.0), normal32(rng, cols)
 
 
 def _check_add_bias(x, bias):
@@ -120,7 +112,7 @@ def cuda_add_bias(x, bias):
 def _column_sum_cases(rng):
     """Columns (threads) below and across a block of 256; one row and several."""
     for rows, cols in ((1, 1), (5, 255), (12, 300)):
-        yield (_normal(rng, rows, cols, scale=5.0),)
+        yield (normal32(rng, rows, cols, scale=5.0),)
 
 
 @op(cases=_column_sum_cases, tolerance=SUMMED)
@@ -154,8 +146,8 @@ def cuda_column_sum(x):
 
 def _member_affine_cases(rng):
     for members, steps, width in ((1, 1, 1), (3, 5, 7), (2, 3, 50)):
-        yield (_normal(rng, members, steps, width, scale=2.0), _normal(rng, members, width),
-               _normal(rng, members, width))
+        yield (normal32(rng, members, steps, width, scale=2.0), normal32(rng, members, width),
+               normal32(rng, members, width))
 
 
 def _check_member_affine(x, scale, shift):
@@ -208,7 +200,7 @@ def cuda_member_affine(x, scale, shift):
 
 def _last_step_cases(rng):
     for batch, steps, width in ((1, 1, 1), (3, 5, 7), (2, 3, 150)):
-        yield (_normal(rng, batch, steps, width),)
+        yield (normal32(rng, batch, steps, width),)
 
 
 def _check_last_step(h):
@@ -248,7 +240,7 @@ def cuda_last_step(h):
 
 def _copy_window_cases(rng):
     """An empty window, one element, and windows of several blocks at offsets in both matrices."""
-    src, dst = _normal(rng, 20, 40), _normal(rng, 30, 25)
+    src, dst = normal32(rng, 20, 40), normal32(rng, 30, 25)
     yield src, dst, 0, 0, 0, 0, 0, 5
     yield src, dst, 19, 39, 29, 24, 1, 1
     yield src, dst, 2, 3, 5, 1, 17, 20
@@ -300,7 +292,7 @@ def cuda_copy_window(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
 
 def _accumulate_cases(rng):
     for shape in ((1,), (3, 85), (2, 3, 50)):
-        yield _normal(rng, *shape, scale=3.0), _normal(rng, *shape)
+        yield normal32(rng, *shape, scale=3.0), normal32(rng, *shape)
 
 
 def _check_accumulate(dst, src):
@@ -330,14 +322,14 @@ def accumulate_cuda(dst, src):
 @op
 def cuda_accumulate(dst, src):
     _check_accumulate(dst, src)
-    accumulate_cuda[blocks(dst.size)](_flat(dst), _flat(src))
+    accumulate_cuda[blocks(dst.size)](flat(dst), flat(src))
 
 
 # ---- scale_rows ---------------------------------------------------------------------------------------
 
 def _scale_rows_cases(rng):
     for rows, cols in ((1, 1), (13, 23), (3, 300)):
-        yield _normal(rng, rows, cols, scale=2.0), _normal(rng, rows)
+        yield normal32(rng, rows, cols, scale=2.0), normal32(rng, rows)
 
 
 def _check_scale_rows(x, scale):

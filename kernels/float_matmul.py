@@ -15,14 +15,10 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel, require
-from eggnog.kernels.registry import op
+from eggnog.kernels.registry import normal32, op
 
 TILE = 16
 TOLERANCE = (1e-5, 1e-5)
-
-
-def _normal(rng, *shape):
-    return rng.normal(size=shape).astype(np.float32)
 
 
 def _layer_shapes():
@@ -32,12 +28,12 @@ def _layer_shapes():
 
 def _matmul_cases(rng):
     for rows, d_in, d_out in _layer_shapes():
-        yield _normal(rng, rows, d_in), _normal(rng, d_out, d_in)
+        yield normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
 def _matmul_backward_cases(rng):
     for rows, d_in, d_out in _layer_shapes():
-        yield _normal(rng, rows, d_out), _normal(rng, rows, d_in), _normal(rng, d_out, d_in)
+        yield normal32(rng, rows, d_out), normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
 def _check_layer(x, w, dy=None):
@@ -134,8 +130,8 @@ def _bmm_cases(rng):
     for batch, rows, inner, cols in ((1, 1, 1, 1), (2, 9, 5, 17)):
         for transpose_a in (False, True):
             for transpose_b in (False, True):
-                a = _normal(rng, batch, *((inner, rows) if transpose_a else (rows, inner)))
-                b = _normal(rng, batch, *((cols, inner) if transpose_b else (inner, cols)))
+                a = normal32(rng, batch, *((inner, rows) if transpose_a else (rows, inner)))
+                b = normal32(rng, batch, *((cols, inner) if transpose_b else (inner, cols)))
                 yield a, b, transpose_a, transpose_b
 
 

@@ -16,13 +16,9 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import F32_1D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
-from eggnog.kernels.registry import op
+from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (1e-5, 1e-5)
-
-
-def _normal(rng, *shape, scale=1.0):
-    return (rng.normal(size=shape) * scale).astype(np.float32)
 
 
 def _tokens(rng, members, steps):
@@ -35,18 +31,18 @@ def _tokens(rng, members, steps):
 def _project_cases(rng):
     """One element, and outputs across one and two blocks of 256 threads."""
     for members, steps, d_in, rank in ((1, 1, 1, 1), (3, 5, 7, 2), (4, 23, 12, 3)):
-        yield _normal(rng, members, steps, d_in, scale=2.0), _normal(rng, members, d_in, rank)
+        yield normal32(rng, members, steps, d_in, scale=2.0), normal32(rng, members, d_in, rank)
 
 
 def _project_rows_cases(rng):
     for members, steps, rank in ((1, 1, 1), (3, 5, 2), (4, 23, 3)):
-        yield _tokens(rng, members, steps), _normal(rng, members, 256, rank)
+        yield _tokens(rng, members, steps), normal32(rng, members, 256, rank)
 
 
 def _expand_cases(rng):
     for members, steps, width, rank in ((1, 1, 1, 1), (3, 7, 13, 2), (2, 3, 50, 4)):
-        yield (_normal(rng, members, steps, width), _normal(rng, members, steps, rank, scale=2.0),
-               _normal(rng, members, width, rank), _normal(rng, members, scale=0.5))
+        yield (normal32(rng, members, steps, width), normal32(rng, members, steps, rank, scale=2.0),
+               normal32(rng, members, width, rank), normal32(rng, members, scale=0.5))
 
 
 def _check_project(x, b):

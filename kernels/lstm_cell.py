@@ -43,9 +43,10 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import BOOL, F32_1D, F32_2D, F32_3D, F32_4D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_3D, F32_4D, blocks, cuda, device_function, device_zeros,
+                                      f64, kernel)
 from eggnog.kernels.float_matmul import tiled_product
-from eggnog.kernels.registry import op
+from eggnog.kernels.registry import normal32, op
 
 THREADS = 128
 TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
@@ -156,13 +157,9 @@ def _shape(r):
 
 # ---- cases of the generated tests ---------------------------------------------------------------------
 
-def _normal(rng, *shape, scale=1.0):
-    return (scale * rng.normal(size=shape)).astype(np.float32)
-
-
 def _weights(rng, heads, size):
     hidden = heads * size
-    return _normal(rng, 4, heads, size, size, scale=0.6), _normal(rng, 4 * hidden, scale=0.3)
+    return normal32(rng, 4, heads, size, size, scale=0.6), normal32(rng, 4 * hidden, scale=0.3)
 
 
 # (batch, heads, head size): a few units; 150 units = two 128-thread blocks
@@ -173,17 +170,17 @@ def _forward_step_cases(rng):
     for batch, heads, size in STEP_SHAPES:
         hidden = heads * size
         r, bias = _weights(rng, heads, size)
-        yield _normal(rng, batch, 4 * hidden), r, bias, _normal(rng, batch, hidden), _normal(rng, batch, hidden)
+        yield normal32(rng, batch, 4 * hidden), r, bias, normal32(rng, batch, hidden), normal32(rng, batch, hidden)
 
 
 def _backward_step_cases(rng):
     for batch, heads, size in STEP_SHAPES:
         hidden = heads * size
         r, bias = _weights(rng, heads, size)
-        c_prev = _normal(rng, batch, hidden)
-        _, c, gates = reference_lstm_forward_step(_normal(rng, batch, 4 * hidden), r, bias,
-                                                  _normal(rng, batch, hidden), c_prev)
-        dh, dc, extra = (_normal(rng, batch, hidden) for _ in range(3))
+        c_prev = normal32(rng, batch, hidden)
+        _, c, gates = reference_lstm_forward_step(normal32(rng, batch, 4 * hidden), r, bias,
+                                                  normal32(rng, batch, hidden), c_prev)
+        dh, dc, extra = (normal32(rng, batch, hidden) for _ in range(3))
         yield dh, dc, r, gates.astype(np.float32), c.astype(np.float32), c_prev, extra
 
 
@@ -191,7 +188,7 @@ def _recurrent_grad_cases(rng):
     """dR of 4 N D^2 elements: 72 (one block), 288 (three blocks)."""
     for steps, batch, heads, size in ((3, 2, 2, 3), (2, 3, 2, 6)):
         hidden = heads * size
-        yield _normal(rng, steps, batch, 4 * hidden), _normal(rng, steps + 1, batch, hidden), heads
+        yield normal32(rng, steps, batch, 4 * hidden), normal32(rng, steps + 1, batch, hidden), heads
 
 
 SEQUENCE = (3, 2, 2, 3)  # steps, batch, heads, head size: the sequence ops launch once or twice per step
@@ -201,16 +198,16 @@ def _forward_cases(rng):
     steps, batch, heads, size = SEQUENCE
     hidden = heads * size
     r, bias = _weights(rng, heads, size)
-    yield _normal(rng, steps, batch, 4 * hidden), r, bias, _normal(rng, 2, hidden), True
+    yield normal32(rng, steps, batch, 4 * hidden), r, bias, normal32(rng, 2, hidden), True
 
 
 def _backward_cases(rng):
     steps, batch, heads, size = SEQUENCE
     hidden = heads * size
     r, bias = _weights(rng, heads, size)
-    hs, cs, gates = reference_lstm_forward(_normal(rng, steps, batch, 4 * hidden), r, bias, _normal(rng, 2, hidden),
+    hs, cs, gates = reference_lstm_forward(normal32(rng, steps, batch, 4 * hidden), r, bias, normal32(rng, 2, hidden),
                                            True)
-    yield (_normal(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
+    yield (normal32(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
            gates.astype(np.float32))
 
 
@@ -220,12 +217,12 @@ PROJECTION = (20, 17, 24)
 
 def _projection_cases(rng):
     rows, inner, cols = PROJECTION
-    yield _normal(rng, rows, inner), _normal(rng, inner, cols)
+    yield normal32(rng, rows, inner), normal32(rng, inner, cols)
 
 
 def _projection_backward_cases(rng):
     rows, inner, cols = PROJECTION
-    yield _normal(rng, rows, cols), _normal(rng, rows, inner), _normal(rng, inner, cols)
+    yield normal32(rng, rows, cols), normal32(rng, rows, inner), normal32(rng, inner, cols)
 
 
 # ---- NumPy reference (float64) ------------------------------------------------------------------
@@ -446,10 +443,6 @@ def broadcast_state_cuda(states0, h, c):
         c[b, j] = states0[1, j]
 
 
-def _zeros(shape):
-    return cuda.to_device(np.zeros(shape, np.float32))
-
-
 @op
 def cuda_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     batch, hidden = h_prev.shape
@@ -467,7 +460,7 @@ def cuda_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
     dc_prev, dh_prev = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
     grid = blocks(batch * hidden, THREADS)
     backward_gates_cuda[grid](dh, dc, gates, c, c_prev, draw, dc_prev)
-    extra = _zeros((batch, hidden)) if dh_extra is None else dh_extra
+    extra = device_zeros((batch, hidden)) if dh_extra is None else dh_extra
     backward_recurrent_cuda[grid](draw, r, extra, dh_prev)
     return draw, dh_prev, dc_prev
 
@@ -503,7 +496,8 @@ def cuda_lstm_backward(dh_out, r, hs, cs, gates):
     """Device (draw, dR, dh0, dc0) of full BPTT through the stored forward (keep=True)."""
     steps, batch, hidden = dh_out.shape
     draw = cuda.device_array(gates.shape, np.float32)
-    dh, dc, zeros = cuda.device_array((batch, hidden), np.float32), _zeros((batch, hidden)), _zeros((batch, hidden))
+    dh = cuda.device_array((batch, hidden), np.float32)
+    dc, zeros = device_zeros((batch, hidden)), device_zeros((batch, hidden))
     grid = blocks(batch * hidden, THREADS)
     for t in range(steps - 1, -1, -1):
         # dh is read by the gate kernel before the recurrent kernel overwrites it; dc is updated in place

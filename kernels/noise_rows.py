@@ -92,6 +92,5 @@ def cuda_normal_rows(prefix, members, start, count):
         members = cuda.to_device(_check(members, start, count))
     out = cuda.device_array((members.size, count), np.float32)
     if out.size:
-        grid, threads = blocks(out.size)
-        normal_rows_cuda[min(grid, MAX_BLOCKS), threads](out, np.int64(prefix), members, np.int64(start))
+        normal_rows_cuda[blocks(out.size, max_blocks=MAX_BLOCKS)](out, np.int64(prefix), members, np.int64(start))
     return out

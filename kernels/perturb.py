@@ -55,7 +55,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
-from eggnog.kernels.cuda_api import F16_1D, F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, kernel
+from eggnog.kernels.cuda_api import F16_1D, F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.noise_math import MASK32, TWO_POW_M24, stream_key
 from eggnog.kernels.registry import op
 from eggnog.kernels.rng import (cpu_bits_of, cpu_normal_f32, cpu_rademacher, cpu_round1, gpu_bits_of, gpu_normal_f32,
@@ -143,11 +143,6 @@ def _keys(keys, coefs):
     return keys, coefs
 
 
-def _grid(n):
-    grid, threads = blocks(n)
-    return min(grid, MAX_BLOCKS), threads
-
-
 # ---- cases of the generated tests ---------------------------------------------------------------------
 # 300 elements: two 256-thread blocks, the second partly idle; the last case of each op ends at stream
 # index 2^32 - 1. Parameters span several magnitudes; α and c_i stay small enough that the fp32
@@ -194,10 +189,6 @@ def _apply_probes_cases(rng):
 
 # ---- NumPy reference ----------------------------------------------------------------------------------
 
-def _f64(a):
-    return np.asarray(a, np.float64)
-
-
 @op(cases=_noise_cases, tolerance=(4 * EPS, 4 * EPS))  # rng's normal_float32 tolerance; others exact
 def reference_noise(key, count, distribution, start=0):
     code = distribution_code(distribution)
@@ -214,7 +205,7 @@ def reference_noise(key, count, distribution, start=0):
 def _shifted(theta, key, alpha, distribution, start):
     """fl32(θ + α z), the sum in float64."""
     z = reference_noise(key, theta.size, distribution, start)
-    return (_f64(theta) + float(np.float32(alpha)) * _f64(z)).astype(np.float32)
+    return (f64(theta) + float(np.float32(alpha)) * f64(z)).astype(np.float32)
 
 
 @op(cases=_perturb_cases, tolerance=(6 * EPS, 6 * EPS))
@@ -238,9 +229,9 @@ def reference_apply_probes_(theta, keys, coefs, distribution, start=0):
     """θ ← fl32(θ + Σ_i c_i z_i) in place, the sum in float64; returns θ."""
     _vector(theta)
     keys, coefs = _keys(keys, coefs)
-    acc = _f64(theta).copy()
+    acc = f64(theta).copy()
     for (ka, kb), c in zip(keys, coefs):
-        acc += float(c) * _f64(reference_noise((ka, kb), theta.size, distribution, start))
+        acc += float(c) * f64(reference_noise((ka, kb), theta.size, distribution, start))
     theta[...] = acc.astype(np.float32)
     return theta
 
@@ -366,7 +357,8 @@ def cuda_noise(key, count, distribution, start=0):
     rng_reference.check_slice(start, count)
     out = cuda.device_array(count, np.float32)
     if count:
-        noise_cuda[_grid(count)](out, np.int64(ka), np.int64(kb), np.int64(start), np.int64(code))
+        grid = blocks(count, max_blocks=MAX_BLOCKS)
+        noise_cuda[grid](out, np.int64(ka), np.int64(kb), np.int64(start), np.int64(code))
     return out
 
 
@@ -378,8 +370,8 @@ def cuda_perturb_(theta, key, alpha, distribution, start=0):
     _vector(theta)
     rng_reference.check_slice(start, theta.size)
     if theta.size:
-        axpz_cuda[_grid(theta.size)](theta, theta, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha),
-                                     np.int64(code))
+        grid = blocks(theta.size, max_blocks=MAX_BLOCKS)
+        axpz_cuda[grid](theta, theta, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha), np.int64(code))
     return theta
 
 
@@ -391,8 +383,8 @@ def cuda_perturbed_copy(theta, out, key, alpha, distribution, start=0):
     _copy_target(theta, out)
     rng_reference.check_slice(start, theta.size)
     if theta.size:
-        axpz_cuda[_grid(theta.size)](theta, out, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha),
-                                     np.int64(code))
+        grid = blocks(theta.size, max_blocks=MAX_BLOCKS)
+        axpz_cuda[grid](theta, out, np.int64(ka), np.int64(kb), np.int64(start), np.float32(alpha), np.int64(code))
     return out
 
 
@@ -408,5 +400,6 @@ def cuda_apply_probes_(theta, keys, coefs, distribution, start=0):
         raise ValueError("device keys must be int64 (n, 2) and coefs float32 (n,)")
     rng_reference.check_slice(start, theta.size)
     if theta.size and coefs.size:
-        apply_probes_cuda[_grid(theta.size)](theta, keys, coefs, np.int64(start), np.int64(code))
+        grid = blocks(theta.size, max_blocks=MAX_BLOCKS)
+        apply_probes_cuda[grid](theta, keys, coefs, np.int64(start), np.int64(code))
     return theta

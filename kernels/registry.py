@@ -32,6 +32,11 @@ class Op:
 OPS: dict[str, Op] = {}
 
 
+def normal32(rng, *shape, scale=1.0):
+    """A float32 case array of normal values: what most float ops' cases are made of."""
+    return (rng.normal(size=shape) * scale).astype(np.float32)
+
+
 def op(fn=None, *, cases=None, tolerance=None):
     """Record a function named reference_<op>, cpu_<op> or cuda_<op> as <op>'s implementation on that
     backend. Use bare (`@op`) or, on the reference, with `cases=` and `tolerance=`."""

@@ -42,11 +42,6 @@ def _check(kind, start, count, k):
         raise ValueError(f"uniform_int8 needs 0 <= k <= 127, got {k}")
 
 
-def _grid(count):
-    grid, block = blocks(count)
-    return min(grid, MAX_BLOCKS), block
-
-
 # Slices at the stream's start, in its middle and at its end (index 2^32 - 1), over several blocks;
 # one empty.
 SLICES = ((0, 300), (123_456_789, 300), (2**32 - 300, 300), (5, 0))
@@ -117,8 +112,8 @@ def cuda_random_int8(kind, key, start, count, k):
     _check(kind, start, count, k)
     out = cuda.device_array(count, np.int8)
     if count:
-        fill_int8_cuda[_grid(count)](out, np.int64(key[0]), np.int64(key[1]), np.int64(start), np.int64(kind),
-                                     np.int64(k))
+        grid = blocks(count, max_blocks=MAX_BLOCKS)
+        fill_int8_cuda[grid](out, np.int64(key[0]), np.int64(key[1]), np.int64(start), np.int64(kind), np.int64(k))
     return out
 
 
@@ -157,7 +152,8 @@ def cuda_random_normal(key, start, count):
     rng_reference.check_slice(start, count)
     out = cuda.device_array(count, np.float32)
     if count:
-        fill_normal_cuda[_grid(count)](out, np.int64(key[0]), np.int64(key[1]), np.int64(start))
+        grid = blocks(count, max_blocks=MAX_BLOCKS)
+        fill_normal_cuda[grid](out, np.int64(key[0]), np.int64(key[1]), np.int64(start))
     return out
 
 

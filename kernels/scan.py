@@ -26,7 +26,7 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel, require
+from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, device_function, device_zeros, f64, kernel, require
 from eggnog.kernels.registry import op
 
 CHUNK = 64
@@ -256,17 +256,13 @@ def forward_apply_cuda(k, u, incoming, h):
             h[b, t, c] = state
 
 
-def _device_zeros(shape):
-    return cuda.to_device(np.zeros(shape, dtype=np.float32))
-
-
 @op
 def cuda_scan_forward(k, u, h0=None):
     """k, u: (batch, T, channels) float32 (device or host); returns h on the device."""
     _check(k, u, h0, 3)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
-    h0 = _device_zeros((batch, channels)) if h0 is None else h0
+    h0 = device_zeros((batch, channels)) if h0 is None else h0
     chunk_a, chunk_b = cuda.device_array((batch, n_chunks, channels), np.float32), \
         cuda.device_array((batch, n_chunks, channels), np.float32)
     incoming = cuda.device_array((batch, n_chunks, channels), np.float32)
@@ -290,7 +286,7 @@ def step_cuda(k, u, h_prev, h):
 @op
 def cuda_scan_step(k, u, h_prev=None):
     _check(k, u, h_prev, 2)
-    h_prev = _device_zeros(k.shape) if h_prev is None else h_prev
+    h_prev = device_zeros(k.shape) if h_prev is None else h_prev
     h = cuda.device_array(k.shape, np.float32)
     step_cuda[blocks(k.shape[0] * k.shape[1])](k, u, h_prev, h)
     return h
@@ -353,7 +349,7 @@ def cuda_scan_backward(grad_h, k, u, h, h0=None):
     _check(k, u, h0, 3, grad_h, h)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
-    h0 = _device_zeros((batch, channels)) if h0 is None else h0
+    h0 = device_zeros((batch, channels)) if h0 is None else h0
     shape = (batch, n_chunks, channels)
     chunk_a, chunk_b, after = (cuda.device_array(shape, np.float32) for _ in range(3))
     dk, du = cuda.device_array(k.shape, np.float32), cuda.device_array(k.shape, np.float32)
