@@ -1,7 +1,6 @@
 """The integer EGGROLL training run behind bin/train_es.py: data streams, per-member hidden states,
 fitness exchange across ranks, validation, metrics, checkpoints and exact resume."""
 
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -13,11 +12,9 @@ from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
-from eggnog.runtime.progress import progress
 from eggnog.runtime import rundir
-from eggnog.runtime.rundir import metrics_log
-from eggnog.runtime.step_clock import StepClock, rounded
 from eggnog.training.run_config import RunConfig, flag, redefault
+from eggnog.training.run_loop import run_steps
 
 @dataclass(frozen=True)
 class EsRunConfig(IntEggrollConfig, RunConfig):
@@ -71,7 +68,6 @@ class EsTrainer:
         """Checks everything about the run (so bad input stops before a run directory exists)."""
         cfg.check(world.size)
         self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
-        self.run_dir = None
         self.model = EggModel(cfg.model())
         self.members = cfg.population // world.size
         self.first = world.rank * self.members
@@ -86,16 +82,16 @@ class EsTrainer:
         self.states = [backend.zeros((self.members, cfg.dim), np.int8) for _ in range(cfg.depth)]
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def save(self, best=False):
+    def save(self, run_dir, best=False):
         states = np.stack([to_host(s) for s in self.states], axis=1)  # (members, layers, dim)
         gathered = self.world.allgather_array(states)
         if self.world.is_root:
             meta = {"config": asdict(self.cfg), "model": "egg", "best_val_bpb": self.best_val,
                     "data_position": {"epoch": self.strategy.epoch}}
-            path = save_checkpoint(self.run_dir / "checkpoints", self.strategy.epoch,
+            path = save_checkpoint(run_dir / "checkpoints", self.strategy.epoch,
                                    {"params": self.strategy.host_params(), "states": gathered}, meta)
             if best:
-                mark_best(self.run_dir / "checkpoints", path)
+                mark_best(run_dir / "checkpoints", path)
         self.world.barrier()
 
     def restore(self, path):
@@ -141,42 +137,23 @@ class EsTrainer:
         total = float(self.world.allgather_array(np.array([total])).sum())
         return bits_per_byte(total, self.val_rows * self.val_tokens)
 
+    def steps_done(self):
+        return self.strategy.epoch
+
+    def loop_step(self, clock):
+        cfg, epoch = self.cfg, self.strategy.epoch
+        windows = self.streams.member_batch(epoch, self.first, self.members, cfg.group_size)
+        with clock.phase("eval"):
+            scores = self.strategy.evaluate(windows, self.states)
+        with clock.phase("exchange"):
+            fitness, total = self.exchange(scores)
+        alpha = cfg.alpha_at(epoch)
+        with clock.phase("update"):
+            moved = self.strategy.tell(fitness)
+        tokens = cfg.population * cfg.tokens_per_update  # member-tokens evaluated by all ranks
+        return {"epoch": epoch, "train_bpb": round(bits_per_byte(total, tokens), 5), "alpha": alpha,
+                "moved_fraction": round(moved, 6)}, tokens
+
     def run(self, run_dir):
-        self.run_dir = run_dir
-        cfg, log = self.cfg, metrics_log(self.world, run_dir)
-        start_epoch, started = self.strategy.epoch, time.perf_counter()
-        bar = progress(cfg.steps, self.world, "epochs", initial=start_epoch)
-        val_bpb = None
-        clock = StepClock(self.backend.synchronize)
-        for epoch in range(start_epoch, cfg.steps):
-            clock.start()
-            windows = self.streams.member_batch(epoch, self.first, self.members, cfg.group_size)
-            with clock.phase("eval"):
-                scores = self.strategy.evaluate(windows, self.states)
-            with clock.phase("exchange"):
-                fitness, total = self.exchange(scores)
-            alpha = cfg.alpha_at(epoch)
-            with clock.phase("update"):
-                moved = self.strategy.tell(fitness)
-            split = clock.split()
-            # member-tokens evaluated by all ranks per second of the whole step
-            record = {"epoch": epoch, "train_bpb": round(bits_per_byte(total, cfg.population * cfg.tokens_per_update), 5),
-                      "alpha": alpha, "moved_fraction": round(moved, 6),
-                      "tokens_per_s": round(cfg.population * cfg.tokens_per_update / split["step_s"], 1),
-                      **rounded(split), "elapsed_s": round(time.perf_counter() - started, 3)}
-            last = epoch == cfg.steps - 1
-            if (epoch + 1) % cfg.validate_every == 0 or last:
-                val_bpb = self.validate()
-                record["val_bpb"] = round(val_bpb, 5)
-            log.write(**record)
-            bar.update(1)
-            bar.set_postfix(train=record["train_bpb"], val=val_bpb)
-            improved = val_bpb is not None and "val_bpb" in record and (self.best_val is None or val_bpb < self.best_val)
-            if improved:
-                self.best_val = val_bpb
-            if improved or (epoch + 1) % cfg.checkpoint_every == 0 or last:
-                self.save(best=improved)
-        bar.close()
-        log.close()
-        return {"epochs": cfg.steps, "val_bpb": val_bpb, "best_val_bpb": self.best_val,
-                "elapsed_s": time.perf_counter() - started}
+        val_bpb, seconds = run_steps(self, run_dir, "epochs")
+        return {"epochs": self.cfg.steps, "val_bpb": val_bpb, "best_val_bpb": self.best_val, "elapsed_s": seconds}

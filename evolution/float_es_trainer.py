@@ -2,7 +2,6 @@
 split the population, exchange only every member's loss (one float64 each), and apply the same
 optimiser step; validation, metrics, checkpoints and exact resume as the other runs."""
 
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -13,11 +12,10 @@ from eggnog.runtime.errors import BadInput
 from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
-from eggnog.runtime.progress import progress
-from eggnog.runtime.rundir import check_resume, metrics_log
-from eggnog.runtime.step_clock import StepClock, rounded
+from eggnog.runtime.rundir import check_resume
 from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
 from eggnog.training.run_config import flag, redefault
+from eggnog.training.run_loop import run_steps
 
 
 @dataclass(frozen=True)
@@ -88,40 +86,21 @@ class FloatEsTrainer:
     def validate(self):
         return val_bpb(self.model, self.ops, self.strategy.optimizer.eval_params(), self.val, self.world)
 
+    def steps_done(self):
+        return self.strategy.epoch
+
+    def loop_step(self, clock):
+        cfg, epoch = self.cfg, self.strategy.epoch
+        windows = self.windows(epoch)
+        with clock.phase("eval"):
+            mine = self.strategy.evaluate(windows)
+        with clock.phase("exchange"):
+            losses = self.world.allgather_array(mine)
+        with clock.phase("update"):
+            self.strategy.tell(losses)
+        # member-tokens evaluated by all ranks
+        return {"epoch": epoch, "train_bpb": round(float(losses.mean()), 5)}, cfg.population * cfg.tokens_per_update
+
     def run(self, run_dir):
-        cfg, log = self.cfg, metrics_log(self.world, run_dir)
-        started = time.perf_counter()
-        bar = progress(cfg.steps, self.world, "epochs", initial=self.strategy.epoch)
-        val = None
-        clock = StepClock(self.backend.synchronize)
-        while self.strategy.epoch < cfg.steps:
-            epoch = self.strategy.epoch
-            clock.start()
-            windows = self.windows(epoch)
-            with clock.phase("eval"):
-                mine = self.strategy.evaluate(windows)
-            with clock.phase("exchange"):
-                losses = self.world.allgather_array(mine)
-            with clock.phase("update"):
-                self.strategy.tell(losses)
-            split = clock.split()
-            # member-tokens evaluated by all ranks per second of the whole step
-            record = {"epoch": epoch, "train_bpb": round(float(losses.mean()), 5),
-                      "tokens_per_s": round(cfg.population * cfg.tokens_per_update / split["step_s"], 1),
-                      **rounded(split), "elapsed_s": round(time.perf_counter() - started, 3)}
-            done = self.strategy.epoch
-            improved = False
-            if done % cfg.validate_every == 0 or done == cfg.steps:
-                val = self.validate()
-                record["val_bpb"] = round(val, 5)
-                improved = self.best_val is None or val < self.best_val
-                self.best_val = val if improved else self.best_val
-            log.write(**record)
-            bar.update(1)
-            bar.set_postfix(train=record["train_bpb"], val=val)
-            if improved or done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                self.save(run_dir, best=improved)
-        bar.close()
-        log.close()
-        return {"epochs": self.strategy.epoch, "val_bpb": val, "best_val_bpb": self.best_val,
-                "elapsed_s": time.perf_counter() - started}
+        val, seconds = run_steps(self, run_dir, "epochs")
+        return {"epochs": self.strategy.epoch, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds}

@@ -10,7 +10,6 @@ the optimiser's evaluation point (x for Schedule-Free AdamW).
 """
 
 import math
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -21,12 +20,12 @@ from eggnog.runtime.errors import BadInput
 from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
-from eggnog.runtime.progress import progress
-from eggnog.runtime.rundir import check_resume, metrics_log
-from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
+from eggnog.runtime.rundir import check_resume
+from eggnog.runtime.step_clock import UNTIMED
 from eggnog.training.mingru_run import (MinGruRunConfig, load_mingru, restore_optimizer, run_meta,
                              save_mingru)
 from eggnog.training.run_config import flag, redefault
+from eggnog.training.run_loop import run_steps
 
 
 @dataclass(frozen=True)
@@ -147,33 +146,17 @@ class BpttTrainer:
     def validate(self):
         return val_bpb(self.model, self.ops, self.optimizer.eval_params(), self.val, self.world)
 
-    def run(self, run_dir):
-        cfg, log = self.cfg, metrics_log(self.world, run_dir)
-        started, start_step = time.perf_counter(), self.step
-        bar = progress(cfg.steps, self.world, "steps", initial=self.step)
+    def steps_done(self):
+        return self.step
+
+    def loop_step(self, clock):
+        cfg = self.cfg
+        loss = self.train_step(clock)
         tokens = cfg.batch_size * cfg.chunk_size * cfg.grad_accum  # predicted bytes of all ranks per step
-        val = None
-        clock = StepClock(self.backend.synchronize)
-        while self.step < cfg.steps:
-            clock.start()
-            loss = self.train_step(clock)
-            split = clock.split()
-            record = {"step": self.step, "train_bpb": round(loss, 5), "lr": cfg.lr,
-                      "tokens_per_s": round(tokens / split["step_s"], 1), **rounded(split),
-                      "elapsed_s": round(time.perf_counter() - started, 3)}
-            last = self.step == cfg.steps
-            improved = False
-            if self.step % cfg.validate_every == 0 or last:
-                val = self.validate()
-                record["val_bpb"] = round(val, 5)
-                improved = self.best_val is None or val < self.best_val
-                self.best_val = min(val, self.best_val) if self.best_val is not None else val
-            log.write(**record)
-            bar.update(1)
-            bar.set_postfix(train=record["train_bpb"], val=val)
-            if improved or self.step % cfg.checkpoint_every == 0 or last:
-                self.save(run_dir, best=improved)
-        bar.close()
-        log.close()
-        return {"steps": self.step, "val_bpb": val, "best_val_bpb": self.best_val,
-                "elapsed_s": time.perf_counter() - started, "ran_steps": self.step - start_step}
+        return {"step": self.step, "train_bpb": round(loss, 5), "lr": cfg.lr}, tokens
+
+    def run(self, run_dir):
+        start_step = self.step
+        val, seconds = run_steps(self, run_dir, "steps")
+        return {"steps": self.step, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds,
+                "ran_steps": self.step - start_step}
