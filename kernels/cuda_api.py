@@ -35,21 +35,24 @@ class KernelSpec:
     pyfunc: object
     signatures: tuple
     float64_free: bool
+    tensor_cores: bool  # its hot loop must issue IMMA/HMMA (checked on the SASS)
+    block: int  # threads per block of its launcher (for the occupancy of the static report)
 
 
 KERNELS: list[KernelSpec] = []
 LAUNCHES: dict[str, set] = {}  # kernel name -> argument-type tuples seen on the simulator
 
 
-def kernel(*signatures, float64_free=True):
-    """`cuda.jit` that also records the kernel for the PTX check.
+def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS):
+    """`cuda.jit` that also records the kernel for the PTX check and the static report (`block`: the
+    threads per block its launcher uses; `tensor_cores`: its hot loop is meant to run on tensor cores).
 
     Compilation stays lazy (no signatures are passed to `cuda.jit`), so importing a kernel module
     needs no GPU; `signatures` are the types the launchers pass.
     """
 
     def wrap(fn):
-        spec = KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free)
+        spec = KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free, tensor_cores, block)
         KERNELS.append(spec)
         compiled = cuda.jit(fn)
         return _RecordingKernel(spec.name, compiled) if SIMULATED else compiled

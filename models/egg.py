@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from eggnog.runtime.errors import BadInput
+from eggnog.kernels.egg_epoch import VOCAB, egg_layout
 from eggnog.kernels.noise_math import prefix_key, stream_key
 from eggnog.kernels.rng_reference import gaussian_int8
 
-VOCAB = 256
 INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
 LN_ONE = 16  # 1.0 in fixed point
 
@@ -50,20 +50,8 @@ class Tensor:
 
 
 def tensor_specs(cfg):
-    d = cfg.n_embd
-    specs = [("embedding", (VOCAB, d), "embedding")]
-    for layer in range(cfg.n_layer):
-        p = f"layers.{layer}."
-        specs += [(p + "ln1", (d,), "vector"), (p + "gru.wf", (d, d), "matrix"), (p + "gru.uf", (d, d), "matrix"),
-                  (p + "gru.wh", (d, d), "matrix"), (p + "gru.uh", (d, d), "matrix"), (p + "gru.bf", (d,), "vector"),
-                  (p + "gru.bh", (d,), "vector"), (p + "ln2", (d,), "vector"), (p + "mlp.up", (4 * d, d), "matrix"),
-                  (p + "mlp.down", (d, 4 * d), "matrix")]
-    specs += [("ln_out", (d,), "vector"), ("head", (VOCAB, d), "matrix")]
-    tensors, offset = [], 0
-    for tensor_id, (name, shape, kind) in enumerate(specs):
-        tensors.append(Tensor(name, shape, kind, tensor_id, offset))
-        offset += int(np.prod(shape))
-    return tensors
+    return [Tensor(name, shape, kind, tensor_id, offset)
+            for tensor_id, (name, shape, kind, offset) in enumerate(egg_layout(cfg.n_layer, cfg.n_embd))]
 
 
 class EggModel:
