@@ -1,16 +1,20 @@
-"""EGGROLL population evaluation: tokens/s of `IntEggroll.evaluate` with perturbations (noise
-regenerated on the fly inside the kernels) against the same kernels without perturbation (plain
-batched inference of the same model), per population.
+"""EGGROLL population evaluation: member-tokens/s of `IntEggroll.evaluate` (one `egg_epoch` call per
+evaluation) with perturbations (noise regenerated inside the kernel) against the same call without
+perturbation (plain batched inference of the same model), per population.
 
     python bench/eggroll_throughput.py --depth 6 --dim 256 --populations 1024,8192,32768
 
 Only `evaluate` is timed: the byte windows (on the host, uploaded by `evaluate` as in training) and
-the hidden states (on the device) are made before the timed region, the log-likelihoods stay on the
-device until one copy at the end of each call, and the device is synchronised before each clock
-reading. ratio = perturbed tokens/s ÷ plain tokens/s, the measure
+the hidden states (on the device) are made before the timed region, and the device is synchronised
+before each clock reading. ratio = perturbed member-tokens/s ÷ plain member-tokens/s, the measure
 behind the EGGROLL paper's 91% (noise stored) and 69% (noise generated on the fly) of inference
 throughput. Memory is that of one more perturbed evaluation, outside the timed runs
 (training/memory.py says what each figure measures).
+
+On the CPU the rows also give the int8 MAC rate of the twin: matmul MACs per member-token
+(n_layer * 12 * D^2 + 256 * D) plus, when perturbed, the rank-1 terms (x . B and the scaling by A:
+d_in + d_out per matmul, and D + 1 for the embedding row), against the CPU's int8 dot-product peak
+(bench/cpu_int8_peak.py: stated from the clock, and measured).
 """
 
 import os
@@ -25,6 +29,14 @@ from bench.report import median_seconds, print_table, write_result  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+
+
+def macs_per_token(model, perturbed):
+    """int8 multiply-adds of one member reading one byte: the matmuls, and the rank-1 terms."""
+    total = sum(t.size for t in model.tensors if t.kind == "matrix")
+    if perturbed:
+        total += sum(t.shape[0] + t.shape[1] for t in model.tensors if t.kind == "matrix") + model.cfg.n_embd + 1
+    return total
 
 
 @app.command()
@@ -49,27 +61,48 @@ def main(depth: int = typer.Option(1, "--depth", "--n-layer", help="EGG blocks."
     chosen = select_backend(backend)
     model = EggModel(EggConfig(depth, dim))
     params = model.init_params(0)
+    peak = None
+    if chosen.name == "cpu":
+        from bench.cpu_int8_peak import peaks
+
+        peak = peaks()
     rows, meter = [], None
     for population in sizes:
         cfg = IntEggrollConfig(population=population, tokens_per_update=tokens)
         cfg.check()
         strategy = IntEggroll(model, cfg, 0, chosen, params)
         windows = np.random.default_rng(0).integers(1, 256, (population, tokens + 1), dtype=np.uint8)
-        states = {p: [chosen.zeros((population, dim), np.int8) for _ in range(depth)] for p in (True, False)}
+        states = {p: chosen.zeros((depth, population, dim), np.int8) for p in (True, False)}
         seconds = {p: median_seconds(lambda p=p: strategy.evaluate(windows, states[p], perturbed=p), repeat=repeat,
                                      sync=chosen.synchronize) for p in (True, False)}
         meter = meter or MemoryMeter(chosen)
         meter.reset()
         strategy.evaluate(windows, states[True])
-        rows.append({"population": population, "tokens": tokens,
-                     "perturbed_tokens_per_s": round(population * tokens / seconds[True]),
-                     "plain_tokens_per_s": round(population * tokens / seconds[False]),
-                     "ratio": round(seconds[False] / seconds[True], 3), **meter.peaks()})
+        row = {"population": population, "tokens": tokens,
+               "perturbed_tokens_per_s": round(population * tokens / seconds[True]),
+               "plain_tokens_per_s": round(population * tokens / seconds[False]),
+               "ratio": round(seconds[False] / seconds[True], 3)}
+        if peak is not None:
+            for p, name in ((True, "perturbed"), (False, "plain")):
+                gmacs = population * tokens * macs_per_token(model, p) / seconds[p] / 1e9
+                row[f"{name}_gmacs"] = round(gmacs, 1)
+                row[f"{name}_pct_of_stated_peak"] = round(100 * gmacs / peak["stated_gmacs"], 1) \
+                    if peak["stated_gmacs"] else None
+                row[f"{name}_pct_of_measured_peak"] = round(100 * gmacs / peak["measured_gmacs"], 1)
+        rows.append({**row, **meter.peaks()})
     meter.stop()
-    print_table(rows, ["population", "tokens", "perturbed_tokens_per_s", "plain_tokens_per_s", "ratio"])
-    path = write_result(f"eggroll_throughput-egg{depth}x{dim}", chosen.device_name, rows,
-                        {"model": f"egg {depth}x{dim}", "params": model.n_params, "backend": chosen.name,
-                         "repeat": repeat, "memory": meter.sources()})
+    columns = ["population", "tokens", "perturbed_tokens_per_s", "plain_tokens_per_s", "ratio"]
+    if peak is not None:
+        columns += ["perturbed_gmacs", "perturbed_pct_of_stated_peak", "perturbed_pct_of_measured_peak"]
+        print(f"int8 peak: stated {peak['stated_gmacs']:.1f} GMAC/s ({peak['formula']}, {peak['clock_ghz']} GHz, "
+              f"{peak['threads']} threads); measured {peak['measured_gmacs']} GMAC/s")
+    print_table(rows, columns)
+    extra = {"model": f"egg {depth}x{dim}", "params": model.n_params, "backend": chosen.name, "repeat": repeat,
+             "memory": meter.sources(), "macs_per_token": {"plain": macs_per_token(model, False),
+                                                           "perturbed": macs_per_token(model, True)}}
+    if peak is not None:
+        extra["int8_peak"] = peak
+    path = write_result(f"eggroll_throughput-egg{depth}x{dim}", chosen.device_name, rows, extra)
     print(f"wrote {path}")
 
 

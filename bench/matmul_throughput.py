@@ -9,13 +9,19 @@ Forward is y = x W^T (2·rows·in·out FLOP); backward is dx = dy W and dW = dy^
 
 - CPU: ours is the CPU twin (`cpu_matmul`, `cpu_matmul_backward`), which itself calls NumPy's float32
   matmul, so the fraction shows only what the twin adds (contiguous copies); the baseline is NumPy's
-  float32 matmul (BLAS sgemm; the JSON names the BLAS library).
+  float32 matmul (BLAS sgemm; the JSON names the BLAS library and the thread count it runs on: the
+  backend caps BLAS at one thread unless EGGNOG_BLAS_THREADS or BLAS's own variable says otherwise).
 - GPU: ours is the tiled CUDA kernel (`cuda_matmul`, `cuda_matmul_backward`) on device-resident
   inputs, synchronised, no host copy; the baseline is cuBLAS sgemm through CuPy, or through PyTorch
   with TF32 off, whichever is importable (CuPy first), on the same device arrays. With neither, only
   ours is timed. The table also gives ours as a fraction of the device's nominal fp32 peak:
   SMs × FP32 lanes per SM × 2 FLOP per FMA × CLOCK_RATE, the clock the device reports (usually its
   maximum boost clock), not a measured one.
+- GPU, library rows: the forward product of every shape by cuBLAS/cuBLASLt on the same device, as
+  a user of a library would get it: `torch.matmul` in fp32 (TF32 off), TF32 and bf16, `torch._int_mm`
+  for int8 (s8·s8 → s32, the integer EGG's arithmetic) and `cupy.matmul` in fp32. Each library is
+  imported only here; one that is not installed gives rows that say so. TFLOP_per_s counts 2
+  operations per multiply-add in every precision (for int8 they are integer operations).
 
 The default shapes suit a CPU. The GPU shapes that matter are the layer products of a MinGRU LM at
 rows = 8·4096 with in = out = 1536, and the gruboros chunk (rows 2048, dim 1024 → 2·3072 and back):
@@ -23,6 +29,7 @@ rows = 8·4096 with in = out = 1536, and the gruboros chunk (rows 2048, dim 1024
     python bench/matmul_throughput.py --backend cuda --shapes 32768x1536x1536,2048x1024x6144,2048x3072x1024
 """
 
+import importlib
 import os
 import sys
 from typing import Callable, NamedTuple
@@ -120,6 +127,81 @@ def gpu_baseline(device_index):
                     lambda a: torch.as_tensor(a, device=device), lambda: torch.cuda.synchronize(device))
 
 
+# (library, precision, what runs): the library rows of the GPU table
+LIBRARY_PRODUCTS = (
+    ("torch", "fp32", "torch.matmul, TF32 off (cuBLAS sgemm)"),
+    ("torch", "tf32", "torch.matmul, TF32 on (cuBLAS)"),
+    ("torch", "bf16", "torch.matmul in bfloat16 (cuBLAS/cuBLASLt)"),
+    ("torch", "int8", "torch._int_mm, int8 in, int32 out (cuBLASLt)"),
+    ("cupy", "fp32", "cupy.matmul (cuBLAS sgemm)"),
+)
+
+
+def torch_product(torch, precision, batch, d_in, d_out, device_index):
+    """x W^T in one precision on the device, and the device's synchronise."""
+    device = torch.device("cuda", device_index)
+    gen = torch.Generator(device=device).manual_seed(0)
+    if precision == "int8":
+        x, w = (torch.randint(-128, 128, s, dtype=torch.int8, device=device, generator=gen)
+                for s in ((batch, d_in), (d_out, d_in)))
+        product = lambda: torch._int_mm(x, w.t())  # noqa: E731
+    else:
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        x, w = (torch.randn(s, device=device, generator=gen).to(dtype) for s in ((batch, d_in), (d_out, d_in)))
+        mode = "high" if precision == "tf32" else "highest"  # "highest": no TF32 for fp32 products
+
+        def product():
+            torch.set_float32_matmul_precision(mode)
+            return x @ w.t()
+    return product, lambda: torch.cuda.synchronize(device)
+
+
+def cupy_product(cupy, precision, batch, d_in, d_out, device_index):
+    cupy.cuda.Device(device_index).use()
+    gen = cupy.random.default_rng(0)
+    x, w = (gen.standard_normal(s, dtype=cupy.float32) for s in ((batch, d_in), (d_out, d_in)))
+    return (lambda: cupy.matmul(x, w.T)), cupy.cuda.runtime.deviceSynchronize
+
+
+PRODUCT_BUILDERS = {"torch": torch_product, "cupy": cupy_product}
+
+
+def library_rows(parsed, device_index, repeat, importer=importlib.import_module):
+    """The forward product of every shape by PyTorch's and CuPy's cuBLAS/cuBLASLt on one device, per
+    precision; rows of a library that is not installed say so, a product it refuses says why."""
+    modules = {}
+    for name in PRODUCT_BUILDERS:
+        try:
+            modules[name] = importer(name)
+        except ImportError:
+            modules[name] = None
+    rows = []
+    for text, (batch, d_in, d_out) in parsed:
+        for library, precision, what in LIBRARY_PRODUCTS:
+            module = modules[library]
+            row = {"library": library, "version": getattr(module, "__version__", None), "precision": precision,
+                   "op": "forward", "shape": text, "ms": None, "TFLOP_per_s": None, "runs": what,
+                   "note": "" if module else "not installed"}
+            if module is not None:
+                try:
+                    product, sync = PRODUCT_BUILDERS[library](module, precision, batch, d_in, d_out, device_index)
+                    seconds = median_seconds(product, repeat=repeat, sync=sync)
+                    row.update(ms=round(seconds * 1e3, 3), TFLOP_per_s=round(2 * batch * d_in * d_out / seconds / 1e12, 2))
+                except (RuntimeError, ValueError) as e:  # e.g. a shape _int_mm does not take
+                    row["note"] = "refused: " + (str(e).strip().splitlines() or [type(e).__name__])[0]
+            rows.append(row)
+    if modules["torch"] is not None:
+        modules["torch"].set_float32_matmul_precision("highest")
+    return rows
+
+
+def blas_threads():
+    """Thread counts of the BLAS libraries in this process (the backend caps them; see kernels/backend.py)."""
+    from threadpoolctl import threadpool_info
+
+    return {p["internal_api"]: p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+
 @app.command()
 @user_errors
 def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOUT."),
@@ -145,7 +227,8 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
         forward, backward = mm.cpu_matmul, mm.cpu_matmul_backward
         baseline = cpu_baseline()
         # other work on the machine shows here: BLAS timings halve when a core is busy elsewhere
-        extra = {"cpu_threads": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2)}
+        extra = {"cpu_threads": os.cpu_count(), "blas_threads": blas_threads(),
+                 "load_average_1min": round(os.getloadavg()[0], 2)}
     extra["ours"] = "CUDA kernel (float_matmul)" if gpu else "CPU twin (float_matmul)"
     extra["baseline"] = baseline.name if baseline else None
     if baseline is None:
@@ -175,6 +258,11 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
     print_table([{c: "-" if r[c] is None else r[c] for c in columns} for r in rows], columns)
     if baseline:
         print(f"baseline: {baseline.name}")
+    if gpu and not chosen.simulated:
+        extra["library_rows"] = library_rows(parsed, chosen.device_index, repeat)
+        library_columns = ["library", "precision", "op", "shape", "ms", "TFLOP_per_s", "note"]
+        print_table([{c: "-" if r[c] is None else r[c] for c in library_columns} for r in extra["library_rows"]],
+                    library_columns)
     print(f"wrote {write_result('matmul_throughput', chosen.device_name, rows, extra)}")
 
 

@@ -1,7 +1,7 @@
 """Integer EGGROLL (nano-egg): antithetic rank-1 int8 perturbations, sign fitness, z-test gated
 +-1 updates. The strategy is explicit state (parameters, epoch, seed) and two steps:
 
-    scores = strategy.evaluate(windows, states)   # this rank's slice of the population
+    scores = strategy.evaluate(windows, states)   # this rank's slice; states (n_layer, members, D)
     strategy.tell(fitness_of_all_pairs)          # identical on every rank
 
 Member g belongs to pair g // 2 and carries sign +1 (even g) or -1 (odd g); noise of tensor t at
@@ -75,26 +75,17 @@ class IntEggroll:
 
     def evaluate(self, windows, states, perturbed=True):
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
-        byte window; `states` (one (members, D) array per layer, on the backend) carry over."""
+        byte window, as int64 on the host; `states` ((n_layer, members, D) int8 on the backend) carry
+        over and are updated in place. One `egg_epoch` call: every byte and layer of every member runs
+        inside it, and only the sums leave the device."""
         from eggnog.kernels.backend import to_host
 
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
-        params = self.model.views(self.params)
-        vectors = self.model.member_vectors(self.ops, params, prefixes, self.first_member, windows.shape[0],
-                                            self.cfg.sigma_shift, perturbed)
-        device_windows = self.backend.to_device(np.ascontiguousarray(windows.T))  # (T + 1, members)
-        # one row per step, kept on the device: a copy to the host per step would wait for each step
-        steps = windows.shape[1] - 1
-        logliks = self.backend.empty((steps, windows.shape[0]), np.int64)
-        for t in range(steps):
-            logits = self.model.step(self.ops, params, vectors, device_windows[t], states, prefixes,
-                                     self.first_member, self.cfg.sigma_shift, perturbed)
-            row = self.ops.egg_loglik(logits, device_windows[t + 1])
-            if self.backend.name == "cuda":
-                logliks[t].copy_to_device(row)
-            else:
-                logliks[t] = row
-        return to_host(logliks).sum(axis=0)
+        by_id = np.array([prefixes[t.name] for t in self.model.tensors], dtype=np.int64)  # tensors are in id order
+        scores = self.ops.egg_epoch(self.params, self.backend.to_device(np.ascontiguousarray(windows, dtype=np.uint8)),
+                                    states, self.backend.to_device(by_id), self.first_member, self.cfg.sigma_shift,
+                                    perturbed)
+        return to_host(scores)
 
     def tell(self, fitness):
         """Apply the update from the fitness of every pair of the population; returns the fraction of

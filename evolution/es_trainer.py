@@ -79,11 +79,11 @@ class EsTrainer:
         self.best_val = None
         self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
                                    first_member=self.first, members=self.members)
-        self.states = [backend.zeros((self.members, cfg.dim), np.int8) for _ in range(cfg.depth)]
+        self.states = backend.zeros((cfg.depth, self.members, cfg.dim), np.int8)  # (layers, members, dim)
 
     # ---- checkpoints -------------------------------------------------------------------------
     def save(self, run_dir, best=False):
-        states = np.stack([to_host(s) for s in self.states], axis=1)  # (members, layers, dim)
+        states = np.ascontiguousarray(to_host(self.states).transpose(1, 0, 2))  # stored as (members, layers, dim)
         gathered = self.world.allgather_array(states)
         if self.world.is_root:
             meta = {"config": asdict(self.cfg), "model": "egg", "best_val_bpb": self.best_val,
@@ -105,7 +105,7 @@ class EsTrainer:
         self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
                                    epoch=record["step"], first_member=self.first, members=self.members)
         mine = arrays["states"][self.first:self.first + self.members]
-        self.states = [self.backend.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.cfg.depth)]
+        self.states = self.backend.to_device(np.ascontiguousarray(mine.transpose(1, 0, 2)))
         self.best_val = meta.get("best_val_bpb")
 
     # ---- one epoch -----------------------------------------------------------------------------
@@ -132,7 +132,7 @@ class EsTrainer:
         if rows.size:
             probe = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, self.strategy.params,
                                epoch=self.strategy.epoch, members=rows.size)
-            states = [self.backend.zeros((rows.size, self.cfg.dim), np.int8) for _ in range(self.cfg.depth)]
+            states = self.backend.zeros((self.cfg.depth, rows.size, self.cfg.dim), np.int8)
             total = float(probe.evaluate(windows, states, perturbed=False).sum())
         total = float(self.world.allgather_array(np.array([total])).sum())
         return bits_per_byte(total, self.val_rows * self.val_tokens)

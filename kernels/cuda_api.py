@@ -65,6 +65,19 @@ def device_function(fn):
     return cuda.jit(device=True)(fn)
 
 
+def allow_dynamic_shared(dispatcher, args, nbytes):
+    """Let the kernel compiled for `args` take `nbytes` of dynamic shared memory: above 48 KiB the
+    driver needs the per-function opt-in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)."""
+    if SIMULATED or nbytes <= 48 * 1024:
+        return
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    compiled = dispatcher.compile(tuple(launch_type(a) for a in args))
+    function = compiled._codelibrary.get_cufunc()
+    attribute = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attribute, int(nbytes), function.handle, function.device.id)
+
+
 def blocks(n, threads=THREADS, max_blocks=None):
     """(grid, block) of a 1-D launch covering n elements; a grid-stride kernel may cap the grid at
     `max_blocks` and loop over the rest."""

@@ -135,14 +135,14 @@ def cpu_lstm_cell_backward(dh, dc, gates, c_prev, c):
     return dgates, dc_prev
 
 
-@kernel((F32_2D, F32_2D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D, F32_2D, F32_2D), block=THREADS)
 def lstm_cell_cuda(gates, c_prev, h, c):
     k = cuda.grid(1)
     if k < c_prev.size:
         _gpu_lstm_at(gates, c_prev, h, c, k // c_prev.shape[1], k % c_prev.shape[1])
 
 
-@kernel((F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D), block=THREADS)
 def lstm_cell_backward_cuda(dh, dc, gates, c_prev, c, dgates, dc_prev):
     k = cuda.grid(1)
     if k < c_prev.size:

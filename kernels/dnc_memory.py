@@ -150,21 +150,21 @@ def cpu_memory_write_backward(dout, mem, p, s, e, a):
     return dmem, dp, ds, de, da
 
 
-@kernel((F32_3D, F32_2D, F32_1D, F32_2D, F32_2D, F32_3D))
+@kernel((F32_3D, F32_2D, F32_1D, F32_2D, F32_2D, F32_3D), block=THREADS)
 def memory_write_cuda(mem, p, s, e, a, out):
     k = cuda.grid(1)
     if k < mem.shape[0] * mem.shape[1]:
         _gpu_write_row(mem, p, s, e, a, out, k)
 
 
-@kernel((F32_3D, F32_3D, F32_2D, F32_1D, F32_2D, F32_2D, F32_3D, F32_2D))
+@kernel((F32_3D, F32_3D, F32_2D, F32_1D, F32_2D, F32_2D, F32_3D, F32_2D), block=THREADS)
 def memory_write_rows_cuda(dout, mem, p, s, e, a, dmem, dw):
     k = cuda.grid(1)
     if k < mem.shape[0] * mem.shape[1]:
         _gpu_backward_row(dout, mem, p, s, e, a, dmem, dw, k)
 
 
-@kernel((F32_3D, F32_3D, F32_2D, F32_1D, F32_2D, F32_2D, F32_1D, F32_2D, F32_2D))
+@kernel((F32_3D, F32_3D, F32_2D, F32_1D, F32_2D, F32_2D, F32_1D, F32_2D, F32_2D), block=THREADS)
 def memory_write_columns_cuda(dout, mem, p, s, dw, dp, ds, de, da):
     k = cuda.grid(1)
     if k < mem.shape[0] * (mem.shape[2] + 1):

@@ -13,11 +13,13 @@ CUDA kernel carry a tile of members through every byte and layer in one call, so
 or forked per byte; all three agree bit for bit.
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from eggnog.kernels.egg_ops import (reference_egg_clip_add, reference_egg_embedding, reference_egg_gru_forget,
                                     reference_egg_gru_output, reference_egg_l1_norm, reference_egg_loglik,
-                                    reference_egg_vector)
+                                    reference_egg_reset, reference_egg_vector)
 from eggnog.kernels.int_matmul import reference_int_matmul
 from eggnog.kernels.registry import op
 
@@ -63,20 +65,24 @@ def _case(rng, n_layer, dim, members, steps, first, sigma_shift, perturbed):
         if name.rsplit(".", 1)[-1].startswith("ln"):
             params[offset:offset + shape[0]] = 16 + rng.integers(-3, 4, shape[0])
     windows = rng.integers(1, 256, (members, steps + 1)).astype(np.uint8)
-    windows[::3, 1] = 0  # documents start mid-window: states reset
+    windows[::3, 0] = 0  # documents start: states reset
     states = np.clip(np.rint(rng.normal(0, 40, (n_layer, members, dim))), -127, 127).astype(np.int8)
     prefixes = rng.integers(0, 1 << 32, len(layout)).astype(np.int64)
     return params, windows, states, prefixes, first, sigma_shift, perturbed
 
 
 def _cases(rng):
-    """Two layers, members off the GPU's member tile, odd first members, an unperturbed run."""
-    yield _case(rng, 2, 64, 20, 3, 3, 4, True)
+    """Two layers, members off the GPU's member tile, an odd first member, states carried from byte to
+    byte in an unperturbed run. dim 64 is the fused kernel's smallest width; each case is one simulated
+    block of 256 threads, about a minute on the simulator."""
+    yield _case(rng, 2, 64, 20, 1, 3, 4, True)
     yield _case(rng, 1, 64, 9, 2, 0, 0, False)
 
 
-@op(cases=_cases)
-def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True):
+def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shift, perturbed, host):
+    """The epoch as a sequence of per-op calls (`ops`: egg_ops and int_matmul of one backend), one
+    byte at a time, over `windows` as (T + 1, members) columns; `host` brings a backend array to NumPy. The reference, and the CUDA fallback for
+    widths the fused kernel does not take."""
     n_layer, members, dim = states.shape
     layout = egg_layout(n_layer, dim)
 
@@ -85,26 +91,70 @@ def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_s
         return params[offset:offset + int(np.prod(shape))].reshape(shape)
 
     def mm(x, tid):
-        return reference_int_matmul(x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed)
+        return ops.int_matmul(x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed)
 
-    vec = {tid: reference_egg_vector(tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed)
+    vec = {tid: ops.egg_vector(tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed)
            for tid, (_, _, kind, _) in enumerate(layout) if kind == "vector"}
     ln_out, head = head_tensors(n_layer)
     total = np.zeros(members, np.int64)
-    for t in range(windows.shape[1] - 1):
-        tokens = np.ascontiguousarray(windows[:, t])
-        states[:, tokens == 0] = 0
-        x = reference_egg_embedding(tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed)
+    for t in range(windows.shape[0] - 1):
+        tokens, targets = windows[t], windows[t + 1]
+        x = ops.egg_embedding(tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed)
         for layer in range(n_layer):
             tid = lambda which: layer_tensor(layer, which)  # noqa: E731
             s = states[layer]
-            h_in = reference_egg_l1_norm(x, vec[tid(LN1)])
-            f, fh = reference_egg_gru_forget(mm(h_in, tid(WF)), mm(s, tid(UF)), vec[tid(BF)], s)
-            h = reference_egg_gru_output(mm(h_in, tid(WH)), mm(fh, tid(UH)), vec[tid(BH)], f, s)
+            ops.egg_reset(s, tokens)
+            h_in = ops.egg_l1_norm(x, vec[tid(LN1)])
+            f, fh = ops.egg_gru_forget(mm(h_in, tid(WF)), mm(s, tid(UF)), vec[tid(BF)], s)
+            h = ops.egg_gru_output(mm(h_in, tid(WH)), mm(fh, tid(UH)), vec[tid(BH)], f, s)
             states[layer] = h
-            x = reference_egg_clip_add(x, h)
-            up = mm(reference_egg_l1_norm(x, vec[tid(LN2)]), tid(UP))
-            x = reference_egg_clip_add(x, mm(up, tid(DOWN)))
-        logits = mm(reference_egg_l1_norm(x, vec[ln_out]), head)
-        total += reference_egg_loglik(logits, np.ascontiguousarray(windows[:, t + 1]))
+            x = ops.egg_clip_add(x, h)
+            up = mm(ops.egg_l1_norm(x, vec[tid(LN2)]), tid(UP))
+            x = ops.egg_clip_add(x, mm(up, tid(DOWN)))
+        logits = mm(ops.egg_l1_norm(x, vec[ln_out]), head)
+        total += host(ops.egg_loglik(logits, targets))
     return total
+
+
+REFERENCE_OPS = SimpleNamespace(int_matmul=reference_int_matmul, egg_vector=reference_egg_vector,
+                                egg_embedding=reference_egg_embedding, egg_reset=reference_egg_reset,
+                                egg_l1_norm=reference_egg_l1_norm, egg_gru_forget=reference_egg_gru_forget,
+                                egg_gru_output=reference_egg_gru_output, egg_clip_add=reference_egg_clip_add,
+                                egg_loglik=reference_egg_loglik)
+
+
+@op(cases=_cases)
+def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True):
+    columns = np.ascontiguousarray(windows.T)  # (T + 1, members): one contiguous row per byte
+    return per_op_epoch(REFERENCE_OPS, params, columns, states, prefixes, first_member, sigma_shift, perturbed,
+                        np.asarray)
+
+
+@op
+def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True):
+    """The fused kernel where the width allows (egg_epoch_cuda.fused_width), else the per-op kernels."""
+    from eggnog.kernels import egg_epoch_cuda
+    from eggnog.kernels.backend import to_host
+
+    cuda = egg_epoch_cuda.cuda
+    if egg_epoch_cuda.fused_width(states.shape[2]):
+        windows, prefixes = (a if hasattr(a, "copy_to_host") else cuda.to_device(a) for a in (windows, prefixes))
+        out = egg_epoch_cuda.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed)
+        return out.copy_to_host()
+    from eggnog.kernels.registry import ops_for
+
+    columns = cuda.to_device(np.ascontiguousarray(to_host(windows).T))
+    return per_op_epoch(ops_for("cuda"), params, columns, states, to_host(prefixes), first_member, sigma_shift,
+                        perturbed, to_host)
+
+
+@op
+def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True):
+    """The CPU twin (egg_epoch_cpu): tiles of members in parallel, bytes and layers inside."""
+    from eggnog.kernels.egg_epoch_cpu import run_epoch
+
+    n_layer, _, dim = states.shape
+    layers = [[layer_tensor(layer, which) for which in (LN1, WF, UF, WH, UH, BF, BH, LN2, UP, DOWN)]
+              for layer in range(n_layer)]
+    return run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, egg_layout(n_layer, dim),
+                     layers, (0, *head_tensors(n_layer)))

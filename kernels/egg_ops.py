@@ -259,7 +259,7 @@ def cpu_egg_l1_norm(x, w):
     return out
 
 
-@kernel((I8_2D, I8_2D, I8_2D))
+@kernel((I8_2D, I8_2D, I8_2D), block=ROW_THREADS)
 def l1_norm_cuda(x, w, out):
     """One block per member: a block sum of |x|, then every thread writes its outputs."""
     i, t, dim = cuda.blockIdx.x, cuda.threadIdx.x, x.shape[1]

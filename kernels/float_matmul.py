@@ -70,7 +70,7 @@ def cpu_matmul_backward(dy, x, w):
     return np.ascontiguousarray(dy @ w), np.ascontiguousarray(dy.T @ x)
 
 
-@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL))
+@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=TILE * TILE)
 def matmul_cuda(a, b, c, transpose_a, transpose_b):
     """c = op(a) op(b); op transposes when asked. One thread per output element of a TILE x TILE tile."""
     tx = cuda.threadIdx.x

@@ -85,7 +85,7 @@ def cpu_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True):
     return out
 
 
-@kernel((I8_2D, I64_1D, I64, I64))
+@kernel((I8_2D, I64_1D, I64, I64), block=DOT_THREADS)
 def noise_dot_cuda(x, s_out, prefix, first_member):
     """s_out[i] = x_i . B_p for every member: one block per member, a shared-memory reduction."""
     i = cuda.blockIdx.x
@@ -101,7 +101,7 @@ def noise_dot_cuda(x, s_out, prefix, first_member):
         s_out[i] = total
 
 
-@kernel((I8_2D, I8_2D, I64_1D, I8_2D, I64, I64, I64, BOOL, I64))
+@kernel((I8_2D, I8_2D, I64_1D, I8_2D, I64, I64, I64, BOOL, I64), block=TILE * TILE)
 def perturbed_matmul_cuda(x, w, s, out, prefix, first_member, shift, perturbed, divisor):
     tx = cuda.threadIdx.x  # output within the tile
     ty = cuda.threadIdx.y  # member within the tile

@@ -114,7 +114,7 @@ def cpu_int_update(theta, fitness, prefix, kind, threshold, use_clt):
     (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound)
 
 
-@kernel((I8_2D, I8_1D, I64, BOOL, I64))
+@kernel((I8_2D, I8_1D, I64, BOOL, I64), block=TILE * TILE)
 def matrix_update_cuda(theta, fitness, prefix, use_clt, bound):
     """One thread per element of a 16 x 16 tile; pairs are staged through shared memory in chunks,
     each thread generating noise for one (pair, row) and one (pair, column) of the chunk."""

@@ -74,7 +74,7 @@ def cpu_cross_entropy(logits, targets):
     return loss, grad
 
 
-@kernel((F32_2D, U8_1D, F32_1D, F32_2D))
+@kernel((F32_2D, U8_1D, F32_1D, F32_2D), block=ROW_THREADS)
 def cross_entropy_cuda(logits, targets, loss, grad):
     """One block per row: a max, a sum of exponentials, then the softmax gradient."""
     i, t = cuda.blockIdx.x, cuda.threadIdx.x

@@ -404,35 +404,35 @@ def cpu_lstm_input_projection_backward(dwx, x, w_in):
 
 # ---- CUDA kernels ---------------------------------------------------------------------------------------
 
-@kernel((F32_2D, F32_4D, F32_1D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, BOOL))
+@kernel((F32_2D, F32_4D, F32_1D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, BOOL), block=THREADS)
 def forward_step_cuda(wx, r, bias, h_prev, c_prev, h, c, gates, keep):
     i = cuda.grid(1)
     if i < h.size:
         _gpu_forward_element(wx, r, bias, h_prev, c_prev, h, c, gates, keep, i)
 
 
-@kernel((F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D), block=THREADS)
 def backward_gates_cuda(dh, dc, gates, c, c_prev, draw, dc_prev):
     i = cuda.grid(1)
     if i < dh.size:
         _gpu_backward_gates_element(dh, dc, gates, c, c_prev, draw, dc_prev, i)
 
 
-@kernel((F32_2D, F32_4D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_4D, F32_2D, F32_2D), block=THREADS)
 def backward_recurrent_cuda(draw, r, dh_extra, dh_prev):
     i = cuda.grid(1)
     if i < dh_prev.size:
         _gpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)
 
 
-@kernel((F32_3D, F32_3D, F32_4D))
+@kernel((F32_3D, F32_3D, F32_4D), block=THREADS)
 def recurrent_grad_cuda(draw, hs, dr):
     e = cuda.grid(1)
     if e < dr.size:
         _gpu_recurrent_grad_element(draw, hs, dr, e)
 
 
-@kernel((F32_2D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D, F32_2D), block=THREADS)
 def broadcast_state_cuda(states0, h, c):
     """h[b] = states0[0], c[b] = states0[1] for every batch row."""
     batch, hidden = h.shape

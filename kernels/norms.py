@@ -113,7 +113,7 @@ def cpu_rmsnorm_backward(dy, x, w, rstd):
     return dx, cpu_column_sum(dw_rows)
 
 
-@kernel((F32_2D, F32_1D, F32_2D, F32_1D))
+@kernel((F32_2D, F32_1D, F32_2D, F32_1D), block=ROW_THREADS)
 def rmsnorm_cuda(x, w, y, rstd):
     i, t, d = cuda.blockIdx.x, cuda.threadIdx.x, x.shape[1]
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
@@ -127,7 +127,7 @@ def rmsnorm_cuda(x, w, y, rstd):
         y[i, j] = x[i, j] * r * w[j]
 
 
-@kernel((F32_2D, F32_2D, F32_1D, F32_1D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D, F32_1D, F32_1D, F32_2D, F32_2D), block=ROW_THREADS)
 def rmsnorm_backward_cuda(dy, x, w, rstd, dx, dw_rows):
     i, t, d = cuda.blockIdx.x, cuda.threadIdx.x, x.shape[1]
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
@@ -228,7 +228,7 @@ def cpu_layernorm_backward(dy, x, w, mean, rstd):
     return dx, cpu_column_sum(dw_rows), cpu_column_sum(dy)
 
 
-@kernel((F32_2D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D))
+@kernel((F32_2D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D), block=ROW_THREADS)
 def layernorm_cuda(x, w, b, y, mean, rstd):
     """One block per row: the mean, then the centred sum of squares."""
     i, t, d = cuda.blockIdx.x, cuda.threadIdx.x, x.shape[1]
@@ -249,7 +249,7 @@ def layernorm_cuda(x, w, b, y, mean, rstd):
         y[i, j] = (x[i, j] - m) * r * w[j] + b[j]
 
 
-@kernel((F32_2D, F32_2D, F32_1D, F32_1D, F32_1D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D, F32_1D, F32_1D, F32_1D, F32_2D, F32_2D), block=ROW_THREADS)
 def layernorm_backward_cuda(dy, x, w, mean, rstd, dx, dw_rows):
     i, t, d = cuda.blockIdx.x, cuda.threadIdx.x, x.shape[1]
     partial = cuda.shared.array(ROW_THREADS, numba.float32)

@@ -43,21 +43,30 @@ def jit_kernels():
     return sorted(found)
 
 
-def compile_all(cc=(9, 0)):
-    """Yield dicts with name, signature, ptx, f64 instruction count and dp4a count."""
+def compile_all(cc=(9, 0), with_ptx=False, only=None):
+    """Yield dicts with name, signature, f64 instruction count, dp4a count and the kernel's declared
+    properties; with `with_ptx`, also the PTX text itself (for the static report's ptxas pass); with
+    `only`, just the kernels whose name contains that text."""
     _require_compiler(cc)
     import_families()
     for spec in KERNELS:
+        if only is not None and only not in spec.name:
+            continue
         for sig in spec.signatures:
             ptx, _ = cuda.compile_ptx(spec.pyfunc, sig, cc=cc)
-            yield {
+            row = {
                 "name": spec.name,
                 "signature": str(sig),
                 "float64_free": spec.float64_free,
+                "tensor_cores": spec.tensor_cores,
+                "block": spec.block,
                 "f64_instructions": len(F64_INSTRUCTION.findall(ptx)),
                 "dp4a_instructions": ptx.count("dp4a."),
                 "ptx_bytes": len(ptx),
             }
+            if with_ptx:
+                row["ptx"] = ptx
+            yield row
 
 
 def main():

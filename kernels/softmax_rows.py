@@ -86,7 +86,7 @@ def cpu_softmax_rows_backward(dp, p):
     return dx
 
 
-@kernel((F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D), block=ROW_THREADS)
 def softmax_rows_cuda(x, p):
     """One block per row: a max, a sum of exponentials, then the normalised values."""
     i = cuda.blockIdx.x
@@ -99,7 +99,7 @@ def softmax_rows_cuda(x, p):
         p[i, j] = math.exp(x[i, j] - top) * inv
 
 
-@kernel((F32_2D, F32_2D, F32_2D))
+@kernel((F32_2D, F32_2D, F32_2D), block=ROW_THREADS)
 def softmax_rows_backward_cuda(dp, p, dx):
     i = cuda.blockIdx.x
     t = cuda.threadIdx.x

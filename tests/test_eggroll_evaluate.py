@@ -1,6 +1,6 @@
-"""IntEggroll.evaluate sums each member's log-likelihood on the device and returns what the per-step
-sum of the NumPy reference gives, on the CPU twin and on the CUDA kernels (simulator), perturbed or
-not, with the states carried."""
+"""IntEggroll.evaluate (one egg_epoch call) returns what the per-step sum of the NumPy per-op model
+gives, on the CPU twin and on the CUDA kernel (simulator), perturbed or not, with the states carried
+in one (n_layer, members, D) array."""
 
 import numpy as np
 import pytest
@@ -35,8 +35,8 @@ def test_evaluate_equals_the_reference_sum(backend, perturbed):
     first = 2
     strategy = IntEggroll(model, IntEggrollConfig(population=8, sigma_shift=4), 0, backend, flat, first_member=first,
                           members=WINDOWS.shape[0])
-    states = [backend.zeros((WINDOWS.shape[0], 8), np.int8)]
+    states = backend.zeros((1, WINDOWS.shape[0], 8), np.int8)
     scores = strategy.evaluate(WINDOWS, states, perturbed=perturbed)
     expected, expected_states = reference(model, flat, perturbed, first)
     assert scores.dtype == np.int64 and np.array_equal(scores, expected)
-    assert np.array_equal(to_host(states[0]), expected_states[0])
+    assert np.array_equal(to_host(states), np.stack(expected_states))

@@ -130,11 +130,11 @@ def test_egg_loglik(gpu):
 def eggroll_epoch(backend, model, cfg, params, windows, states):
     """One epoch as the trainer runs it on one rank: evaluate, sign fitness, update."""
     strategy = IntEggroll(model, cfg, SEED, backend, params, epoch=EPOCH)
-    carried = [backend.to_device(s.copy()) for s in states]
+    carried = backend.to_device(states.copy())
     scores = strategy.evaluate(windows, carried)
     fitness = pair_signs(scores)
     moved = strategy.tell(fitness)
-    return scores, np.stack([to_host(s) for s in carried]), strategy.host_params(), fitness, moved
+    return scores, to_host(carried), strategy.host_params(), fitness, moved
 
 
 def test_eggroll_epoch(gpu):
@@ -142,7 +142,7 @@ def test_eggroll_epoch(gpu):
     cfg = IntEggrollConfig(population=POPULATION, tokens_per_update=TOKENS)
     params = model.init_params(SEED)
     windows = tokens_with_resets(POPULATION * (TOKENS + 1)).reshape(POPULATION, TOKENS + 1)
-    states = [int8((POPULATION, DIM), 30) for _ in range(LAYERS)]
+    states = int8((LAYERS, POPULATION, DIM), 30)
     scores, carried, after, fitness, moved = eggroll_epoch(gpu, model, cfg, params, windows, states)
     ref_scores, ref_carried, ref_after, _, ref_moved = eggroll_epoch(Backend("cpu"), model, cfg, params, windows,
                                                                      states)

@@ -1,0 +1,127 @@
+"""Static performance report of every registered CUDA kernel for sm_90 (H100), without a GPU.
+
+    python bench/sass_report.py
+
+Each signature a launcher uses is compiled to PTX by numba (kernels/ptx.py), assembled with
+`ptxas -arch=sm_90 -O3 -v` and disassembled with `cuobjdump -sass` (the nvidia-cuda-nvcc,
+-cuobjdump and -nvdisasm wheels of the dev extra; no driver needed). Per kernel: registers, spills,
+local memory (stack frame), static shared memory, occupancy at the launcher's block size
+(KernelSpec.block) against the stated sm_90 limits, and the instruction mix of the innermost loops
+(tensor-core MMA, IDP4A, FFMA, f64, 64-bit integer halves, calls, global/shared accesses by width).
+Shared-memory kernels show the "Shared memory:" paragraph of their docstring, where the author argues
+the absence of bank conflicts (SASS cannot show them), or are flagged "not argued". A roofline section
+estimates headline workloads from the kernels' loop structure against the H100 SXM peaks
+(bench/sass_roofline.py; kernel modules add their own through ROOFLINE_WORKLOADS / roofline()).
+
+Writes bench/results/sass_report-sm90-<date>.json and .md. Without the tools: one sentence, exit 2.
+
+    python bench/sass_report.py --only egg_epoch_cuda   # those kernels, their loops' SASS, no files
+"""
+
+import os
+import sys
+import time
+from collections import Counter
+
+# The report compiles for a real target; the simulator (which tests switch on) cannot.
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import typer  # noqa: E402
+
+from bench import sass_parse  # noqa: E402
+from bench.report import print_table, write_result  # noqa: E402
+from bench.sass_checks import loop_total, observations, problems, shared_memory_argument  # noqa: E402
+from bench.sass_limits import occupancy, stated_limits  # noqa: E402
+from bench.sass_markdown import render, summary_table  # noqa: E402
+from bench.sass_roofline import BUILT_IN, estimate, hot_loop, module_workloads  # noqa: E402
+from bench.sass_tools import ARCH, assemble, find_tools, tool_version  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.errors import BadInput  # noqa: E402
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+PREFIX = "eggnog.kernels."
+
+
+def kernel_rows(tools, only=None):
+    """One analysed row per registered kernel signature (with `only`, of the kernels whose name
+    contains it, each with its SASS listing)."""
+    from eggnog.kernels.cuda_api import KERNELS
+    from eggnog.kernels.ptx import compile_all
+
+    rows, seen = [], Counter()
+    for compiled in compile_all(with_ptx=True, only=only):
+        ptx = compiled.pop("ptx")
+        spec = next(s for s in KERNELS if s.name == compiled["name"])
+        seen[spec.name] += 1
+        log, sass = assemble(ptx, tools)
+        resources = sass_parse.parse_ptxas(log)
+        label = spec.name.removeprefix(PREFIX) + (f" [sig {seen[spec.name]}]" if len(spec.signatures) > 1 else "")
+        dynamic = sass_parse.uses_dynamic_shared(ptx)
+        row = {"kernel": label, **compiled, "registers": resources["registers"], "barriers": resources["barriers"],
+               "smem": resources["smem"], "dynamic_shared": dynamic, "stack_frame": resources["stack_frame"],
+               "spill_stores": resources["spill_stores"], "spill_loads": resources["spill_loads"],
+               "occupancy": occupancy(resources["registers"], resources["smem"], spec.block),
+               "sass": sass_parse.analyze_sass(sass),
+               "shared_memory_argument": shared_memory_argument(spec.pyfunc) if resources["smem"] or dynamic else None}
+        row["innermost_loop_mix"] = loop_total(row)
+        row["problems"] = problems(row)
+        if only is not None:
+            row["listing"] = sass
+        rows.append(row)
+    return rows
+
+
+def roofline_rows(rows):
+    from eggnog.kernels.cuda_api import KERNELS
+
+    workloads = [make() for make in BUILT_IN] + module_workloads(spec.pyfunc.__module__ for spec in KERNELS)
+    return [estimate(w, hot_loop([r for r in rows if r["name"] == w["kernel"]])) for w in workloads]
+
+
+def print_loops(row):
+    """The SASS of a kernel's innermost loops, for reading what the counts came from."""
+    functions = list(sass_parse.parse_sass(row["listing"]).values())
+    for loop in row["sass"]["innermost_loops"]:
+        print(f"\n{row['kernel']}: loop {loop['start']:#06x}-{loop['end']:#06x}, depth {loop['depth']}, "
+              f"{loop['instructions']} instructions")
+        for ins in functions[loop["function"]]:
+            if loop["start"] <= ins.address <= loop["end"]:
+                print(f"  {ins.address:#06x}  {ins.predicate:5} {ins.opcode} {', '.join(ins.operands)}")
+
+
+@app.command()
+@user_errors
+def main(only: str = typer.Option(None, help="Analyse only kernels whose name contains this text, print the SASS "
+                                             "of their innermost loops, and write no result files.")):
+    tools = find_tools()
+    start = time.perf_counter()
+    rows = kernel_rows(tools, only)
+    seconds = time.perf_counter() - start
+    if not rows:
+        raise BadInput(f"no registered kernel name contains {only!r}")
+    table = summary_table(rows)
+    print_table(table, list(table[0]))
+    if only is not None:
+        for row in rows:
+            print_loops(row)
+        return
+    roofline = roofline_rows(rows)
+    for w in roofline:
+        print(f"roofline: {w['name']}: {w['units_per_s']:.3g} {w['unit']}/s ({w['bound']}-bound), "
+              f"{w['fraction_of_reference']:.2%} of the {w['reference_limit']} limit")
+    extra = {"target": f"static {ARCH} (ptxas -O3), no GPU", "tools": {n: tool_version(p) for n, p in tools.items()},
+             "limits": stated_limits(), "kernels": len(rows), "compile_and_assemble_seconds": round(seconds, 1),
+             "definitions": {"loops": " ".join(sass_parse.__doc__.split("\n\n", 1)[1].split()),
+                             "int64": sass_parse.INT64_RULES, "f64": sass_parse.F64_RULES,
+                             "widths": sass_parse.WIDTH_RULES},
+             "observations": observations(rows), "roofline": roofline,
+             "problems": {r["kernel"]: r["problems"] for r in rows if r["problems"]}}
+    path = write_result("sass_report", "sm90", rows, extra)
+    markdown = path.with_suffix(".md")
+    markdown.write_text(render(path))
+    print(f"{len(rows)} kernel signatures in {seconds:.0f} s; wrote {path} and {markdown}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,168 @@
+"""Warp-level int8 tensor-core product and 128-bit loads, as CUDA device functions.
+
+    d0, d1, d2, d3 = mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+    w0, w1, w2, w3 = load_global_v4(words, index)      # words[index:index + 4], index % 4 == 0
+    w0, w1, w2, w3 = load_shared_v4(words, index)      # the same from a shared array (one LDS.128)
+
+`mma_s8_16832` is PTX `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` (SASS IMMA.16832.S8.S8):
+D (16x8, int32) = A (16x32, int8) @ B (32x8, int8) + C over one warp. Registers hold four int8 each,
+lowest byte first. Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k32", .s8), with
+g = lane // 4 and q = lane % 4:
+
+    a0: A[g,     4q : 4q+4]     a1: A[g + 8, 4q : 4q+4]
+    a2: A[g, 16+4q : 20+4q]     a3: A[g + 8, 16+4q : 20+4q]
+    b0: B[4q : 4q+4, g]         b1: B[16+4q : 20+4q, g]
+    c0, c1: C[g, 2q], C[g, 2q+1]      c2, c3: C[g + 8, 2q], C[g + 8, 2q+1]
+
+numba's simulator cannot run inline PTX, so under NUMBA_ENABLE_CUDASIM=1 both functions are Python:
+the simulated mma gathers the 32 lanes' fragment registers at a per-warp barrier, builds A and B
+from the layout above, and hands each lane its C fragment, exactly as the hardware distributes it.
+Kernels that call it are therefore tested on their fragment loads and stores too.
+"""
+
+import threading
+
+import numpy as np
+
+from eggnog.kernels.cuda_api import SIMULATED
+
+MMA_M, MMA_N, MMA_K = 16, 8, 32
+
+
+def unpack_s8(word):
+    """The four signed bytes of a 32-bit register, lowest first."""
+    return np.array([int(word) & 0xFFFFFFFF], dtype=np.uint32).view(np.int8).astype(np.int64)
+
+
+def fragments_to_matrices(a_regs, b_regs):
+    """A (16x32) and B (32x8) from the 32 lanes' registers: a_regs (32, 4), b_regs (32, 2)."""
+    a = np.zeros((MMA_M, MMA_K), np.int64)
+    b = np.zeros((MMA_K, MMA_N), np.int64)
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        for reg, (row, col) in enumerate(((g, 4 * q), (g + 8, 4 * q), (g, 16 + 4 * q), (g + 8, 16 + 4 * q))):
+            a[row, col:col + 4] = unpack_s8(a_regs[lane][reg])
+        for reg, k in enumerate((4 * q, 16 + 4 * q)):
+            b[k:k + 4, g] = unpack_s8(b_regs[lane][reg])
+    return a, b
+
+
+def c_positions(lane):
+    """(row, col) of c0..c3 in the 16x8 result for one lane."""
+    g, q = lane // 4, lane % 4
+    return ((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))
+
+
+def _wrap32(v):
+    return int(np.array([v & 0xFFFFFFFF], np.uint32).view(np.int32)[0])
+
+
+class _WarpExchange:
+    """The registers of one simulated warp's lanes, met at a barrier."""
+
+    def __init__(self):
+        self.barrier = threading.Barrier(32)
+        self.a = [None] * 32
+        self.b = [None] * 32
+        self.c = [None] * 32
+        self.d = None
+
+
+_exchanges = {}
+_exchanges_lock = threading.Lock()
+
+
+def _exchange_of(thread):
+    key = (id(thread._manager), thread.thread_id // 32)
+    with _exchanges_lock:
+        if key not in _exchanges:
+            _exchanges[key] = _WarpExchange()
+        return _exchanges[key]
+
+
+def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    thread = threading.current_thread()
+    lane = thread.thread_id % 32
+    ex = _exchange_of(thread)
+    ex.a[lane], ex.b[lane], ex.c[lane] = (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)
+    if ex.barrier.wait() == 0:  # one lane computes the warp's product
+        a, b = fragments_to_matrices(ex.a, ex.b)
+        d = a @ b
+        for other in range(32):
+            for i, (row, col) in enumerate(c_positions(other)):
+                d[row, col] += int(ex.c[other][i])
+        ex.d = d
+    ex.barrier.wait()
+    out = tuple(np.int32(_wrap32(int(ex.d[row, col]))) for row, col in c_positions(lane))
+    ex.barrier.wait()  # nobody reuses the exchange before every lane has read its result
+    return out
+
+
+def simulated_load_v4(words, index):
+    return words[index], words[index + 1], words[index + 2], words[index + 3]
+
+
+def _build_intrinsics():
+    from llvmlite import ir
+    from numba.core import types
+    from numba.cuda.cgutils import get_item_pointer
+    from numba.cuda.extending import intrinsic
+
+    i32 = ir.IntType(32)
+
+    @intrinsic
+    def mma_s8_16832(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        sig = types.UniTuple(types.int32, 4)(*([types.int32] * 10))
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32] * 10)
+            asm = ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                   "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
+            call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r," + ",".join(["r"] * 10)), list(args))
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(call, i) for i in range(4)])
+
+        return sig, codegen
+
+    @intrinsic
+    def load_global_v4(typingctx, words, index):
+        """ld.global.nc.v4: four int32 words of a read-only array, 16-byte aligned by the caller."""
+        sig = types.UniTuple(types.int32, 4)(words, types.int64)
+
+        def codegen(context, builder, signature, args):
+            array_type, _ = signature.args
+            array, idx = args
+            ary = context.make_array(array_type)(context, builder, value=array)
+            ptr = get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32.as_pointer()])
+            asm = "ld.global.nc.v4.u32 {$0,$1,$2,$3}, [$4];"
+            call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r,l"), [ptr])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(call, i) for i in range(4)])
+
+        return sig, codegen
+
+    @intrinsic
+    def load_shared_v4(typingctx, words, index):
+        """Four int32 words of a shared array as one 16-byte vector load (LDS.128), 16-byte aligned by the
+        caller: the compiler cannot prove the alignment of a dynamic shared array by itself."""
+        sig = types.UniTuple(types.int32, 4)(words, types.int64)
+
+        def codegen(context, builder, signature, args):
+            array_type, _ = signature.args
+            array, idx = args
+            ary = context.make_array(array_type)(context, builder, value=array)
+            ptr = get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
+            shared = builder.addrspacecast(ptr, ir.PointerType(i32, addrspace=3))
+            vector = builder.load(builder.bitcast(shared, ir.PointerType(ir.VectorType(i32, 4), addrspace=3)),
+                                  align=16)
+            words4 = [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(4)]
+            return context.make_tuple(builder, signature.return_type, words4)
+
+        return sig, codegen
+
+    return mma_s8_16832, load_global_v4, load_shared_v4
+
+
+if SIMULATED:
+    mma_s8_16832, load_global_v4, load_shared_v4 = simulated_mma_s8_16832, simulated_load_v4, simulated_load_v4
+else:
+    mma_s8_16832, load_global_v4, load_shared_v4 = _build_intrinsics()
