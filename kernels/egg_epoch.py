@@ -81,8 +81,8 @@ def _cases(rng):
 
 def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shift, perturbed, host):
     """The epoch as a sequence of per-op calls (`ops`: egg_ops and int_matmul of one backend), one
-    byte at a time, over `windows` as (T + 1, members) columns; `host` brings a backend array to NumPy. The reference, and the CUDA fallback for
-    widths the fused kernel does not take."""
+    byte at a time, over `windows` as (T + 1, members) columns; `host` brings a backend array to NumPy.
+    The reference, and the CUDA fallback for widths the fused kernel does not take."""
     n_layer, members, dim = states.shape
     layout = egg_layout(n_layer, dim)
 

@@ -240,6 +240,23 @@ def _stage(kind, sh8, sh32, part, params32, noise8, states, vecs, a_off, a_pitch
                       perturbed)
 
 
+@device_function
+def _gate(kind, sh8, sh32, part, params32, noise8, states, vecs, w1_off, seg1, w2_off, seg2, a2_off, first_dst,
+          bias_slot, n_vectors, h_off, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members,
+          noise_len, shift, dshift, perturbed, tid):
+    """A GRU gate: H W1 stored at first_dst, then A2 W2 added to it in the `kind` epilogue (barriers)."""
+    _row_dots(sh8, h_off, px, dim, noise8, noise_len, seg1, first_member, m0, members, part, DOT1, perturbed, tid)
+    _row_dots(sh8, a2_off, px, dim, noise8, noise_len, seg2, first_member, m0, members, part, DOT2, perturbed, tid)
+    cuda.syncthreads()
+    _stage(STORE, sh8, sh32, part, params32, noise8, states, vecs, h_off, px, w1_off, dim, dim, seg1, DOT1, first_dst,
+           px, 0, n_vectors, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len,
+           shift, dshift, perturbed, tid)
+    _stage(kind, sh8, sh32, part, params32, noise8, states, vecs, a2_off, px, w2_off, dim, dim, seg2, DOT2, 0, px,
+           bias_slot, n_vectors, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len,
+           shift, dshift, perturbed, tid)
+    cuda.syncthreads()
+
+
 # ---- the kernel ---------------------------------------------------------------------------------
 
 @kernel((I8_1D, I32_1D, U8_2D, I8_1D, I64_1D, I64_1D, I64_1D, I64_1D, I64_1D, I8_1D, I8_1D, I64_1D, I32_1D, I64, I64,
@@ -319,32 +336,15 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
                 keep = m < members and part[TOKENS + rr] != 0
                 sh8[st_off + rr * px + j] = states[state_at + m * dim + j] if keep else 0
             _l1_norm_rows(sh8, part, x_off, h_off, px, vecs, 4 * layer, n_vectors, m0, members, dim, log2_dim, tid)
-            # forget gate
-            _row_dots(sh8, h_off, px, dim, noise8, noise_len, noise_off[lt + WF], first_member, m0, members, part,
-                      DOT1, perturbed, tid)
-            _row_dots(sh8, st_off, px, dim, noise8, noise_len, noise_off[lt + UF], first_member, m0, members, part,
-                      DOT2, perturbed, tid)
-            cuda.syncthreads()
-            _stage(STORE, sh8, sh32, part, params32, noise8, states, vecs, h_off, px, param_off[lt + WF], dim, dim,
-                   noise_off[lt + WF], DOT1, f_off, px, 0, n_vectors, x_off, f_off, fh_off, st_off, px, state_at, dim,
-                   first_member, m0, members, noise_len, shift, d_shift, perturbed, tid)
-            _stage(FORGET, sh8, sh32, part, params32, noise8, states, vecs, st_off, px, param_off[lt + UF], dim, dim,
-                   noise_off[lt + UF], DOT2, 0, px, 4 * layer + 1, n_vectors, x_off, f_off, fh_off, st_off, px,
-                   state_at, dim, first_member, m0, members, noise_len, shift, d_shift, perturbed, tid)
-            cuda.syncthreads()
-            # new state and residual
-            _row_dots(sh8, h_off, px, dim, noise8, noise_len, noise_off[lt + WH], first_member, m0, members, part,
-                      DOT1, perturbed, tid)
-            _row_dots(sh8, fh_off, px, dim, noise8, noise_len, noise_off[lt + UH], first_member, m0, members, part,
-                      DOT2, perturbed, tid)
-            cuda.syncthreads()
-            _stage(STORE, sh8, sh32, part, params32, noise8, states, vecs, h_off, px, param_off[lt + WH], dim, dim,
-                   noise_off[lt + WH], DOT1, st_off, px, 0, n_vectors, x_off, f_off, fh_off, st_off, px, state_at,
-                   dim, first_member, m0, members, noise_len, shift, d_shift, perturbed, tid)
-            _stage(OUTPUT, sh8, sh32, part, params32, noise8, states, vecs, fh_off, px, param_off[lt + UH], dim, dim,
-                   noise_off[lt + UH], DOT2, 0, px, 4 * layer + 2, n_vectors, x_off, f_off, fh_off, st_off, px,
-                   state_at, dim, first_member, m0, members, noise_len, shift, d_shift, perturbed, tid)
-            cuda.syncthreads()
+            # forget gate f, fh; then the new state (into the states and the residual)
+            _gate(FORGET, sh8, sh32, part, params32, noise8, states, vecs, param_off[lt + WF], noise_off[lt + WF],
+                  param_off[lt + UF], noise_off[lt + UF], st_off, f_off, 4 * layer + 1, n_vectors, h_off, x_off, f_off,
+                  fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len, shift, d_shift, perturbed,
+                  tid)
+            _gate(OUTPUT, sh8, sh32, part, params32, noise8, states, vecs, param_off[lt + WH], noise_off[lt + WH],
+                  param_off[lt + UH], noise_off[lt + UH], fh_off, st_off, 4 * layer + 2, n_vectors, h_off, x_off,
+                  f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len, shift, d_shift,
+                  perturbed, tid)
             # MLP: x = clip(x + down(up(L1(x))))
             _l1_norm_rows(sh8, part, x_off, h_off, px, vecs, 4 * layer + 3, n_vectors, m0, members, dim, log2_dim,
                           tid)
@@ -406,19 +406,25 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
 
 # ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
 
-ROOFLINE_WORKLOADS = ("EGG 6x256, population 32768",)
+ROOFLINE_WORKLOADS = ("EGG 6x256, population 32768", "EGG 6x256, population 32768, unperturbed")
 
 
 def roofline(workload, n_layer=6, dim=256):
     """Operations and bytes per member-token from this kernel's loop structure: each block reads every
-    weight once per byte for its MEMBERS members (from L2: the model fits), and each member reads its
-    pair's noise rows (d_in + d_out per matmul), its vectors, and its states (read and written) once per
-    byte. At population 32768 those per-member scratch arrays (hundreds of MB) stream from HBM."""
+    weight once per byte for its MEMBERS members (from L2: the model fits); each pair's noise rows (d_in
+    + d_out per matmul; not unperturbed) are read once per byte for both its members, whose rows sit in
+    neighbouring lanes of the same load instructions (row dots: threads 2r, 2r + 1; epilogue: lanes g and
+    g ^ 1); each member reads its vectors and its states (read and written) once per byte. At population
+    32768 those per-member scratch arrays (hundreds of MB) stream from HBM. The unperturbed row is plain
+    batched inference of the same kernel: the ratio of the two is the static estimate of perturbed /
+    plain throughput."""
+    perturbed = not workload.endswith("unperturbed")
     layout = egg_layout(n_layer, dim)
     matrices = [shape for _, shape, kind, _ in layout if kind == "matrix"]
     macs = sum(d_out * d_in for d_out, d_in in matrices)
-    per_member = (sum(d_out + d_in for d_out, d_in in matrices) + dim + 1  # noise rows, embedding noise
-                  + (4 * n_layer + 1) * dim + 2 * n_layer * dim + 2)  # vectors, states in and out, 2 window bytes
+    pair_noise = sum(d_out + d_in for d_out, d_in in matrices) + dim + 1  # + the embedding's
+    noise = pair_noise / 2 if perturbed else 0
+    per_member = noise + (4 * n_layer + 1) * dim + 2 * n_layer * dim + 2  # vectors, states in and out, 2 bytes
     return {
         "name": f"{workload}: fused epoch (egg_epoch_cuda)",
         "kernel": f"{__name__}.egg_epoch_cuda",
@@ -428,6 +434,6 @@ def roofline(workload, n_layer=6, dim=256):
         "reference_limit": "int8_tensor",
         "bytes_per_unit": {"hbm": per_member, "l2": per_member + macs / MEMBERS},
         "basis": (f"{macs} int8 MACs per member-token on IMMA; weights {macs} B read once per byte per block of "
-                  f"{MEMBERS} members (L2); {per_member} B per member-token of noise rows, vectors, states and "
-                  "window bytes, with no credit for the pair partner's L1 hits."),
+                  f"{MEMBERS} members (L2); {per_member} B per member-token of "
+                  + ("half a pair's noise rows, " if perturbed else "") + "vectors, states and window bytes."),
     }

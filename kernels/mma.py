@@ -110,6 +110,12 @@ def _build_intrinsics():
 
     i32 = ir.IntType(32)
 
+    def element_pointer(context, builder, signature, args):
+        array_type, _ = signature.args
+        array, idx = args
+        ary = context.make_array(array_type)(context, builder, value=array)
+        return get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
+
     @intrinsic
     def mma_s8_16832(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         sig = types.UniTuple(types.int32, 4)(*([types.int32] * 10))
@@ -119,7 +125,8 @@ def _build_intrinsics():
             asm = ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
                    "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
             call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r," + ",".join(["r"] * 10)), list(args))
-            return context.make_tuple(builder, signature.return_type, [builder.extract_value(call, i) for i in range(4)])
+            words4 = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, words4)
 
         return sig, codegen
 
@@ -129,14 +136,12 @@ def _build_intrinsics():
         sig = types.UniTuple(types.int32, 4)(words, types.int64)
 
         def codegen(context, builder, signature, args):
-            array_type, _ = signature.args
-            array, idx = args
-            ary = context.make_array(array_type)(context, builder, value=array)
-            ptr = get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
             fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32.as_pointer()])
             asm = "ld.global.nc.v4.u32 {$0,$1,$2,$3}, [$4];"
-            call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r,l"), [ptr])
-            return context.make_tuple(builder, signature.return_type, [builder.extract_value(call, i) for i in range(4)])
+            pointer = element_pointer(context, builder, signature, args)
+            call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r,l"), [pointer])
+            words4 = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, words4)
 
         return sig, codegen
 
@@ -147,10 +152,7 @@ def _build_intrinsics():
         sig = types.UniTuple(types.int32, 4)(words, types.int64)
 
         def codegen(context, builder, signature, args):
-            array_type, _ = signature.args
-            array, idx = args
-            ary = context.make_array(array_type)(context, builder, value=array)
-            ptr = get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
+            ptr = element_pointer(context, builder, signature, args)
             shared = builder.addrspacecast(ptr, ir.PointerType(i32, addrspace=3))
             vector = builder.load(builder.bitcast(shared, ir.PointerType(ir.VectorType(i32, 4), addrspace=3)),
                                   align=16)
