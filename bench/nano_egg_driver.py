@@ -45,6 +45,14 @@ def stand_in(name):
     return False
 
 
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    except OSError:
+        return None
+
+
 def import_nano_egg(directory, opts):
     """nano-egg's run.py as a module: it parses sys.argv with tyro when imported."""
     sys.argv = ["run.py", "--seed", str(opts.seed), "--n-layer", str(opts.depth), "--n-embd", str(opts.dim),
@@ -107,7 +115,7 @@ def time_mode(nano, m, inputs, targets, perturbed, repeat):
     start = time.perf_counter()
     generate = compiled_generate(nano, m, inputs, states, 0 if perturbed else None)
     compile_s = time.perf_counter() - start
-    times = []
+    times, load_before = [], loadavg()
     for epoch in range(repeat + 1):  # call 0 is the warm-up
         start = time.perf_counter()
         scores, states = generate(m["log2_table"], m["noiser_params"], m["params"], inputs, targets, states,
@@ -115,6 +123,7 @@ def time_mode(nano, m, inputs, targets, perturbed, repeat):
         jax.block_until_ready((scores, states))
         times.append(time.perf_counter() - start)
     return {"seconds": times[1:], "warmup_s": times[0], "compile_s": compile_s,
+            "loadavg": {"before": load_before, "after": loadavg()},
             "score_sum": int(jax.device_get(scores).astype("int64").sum())}
 
 

@@ -29,32 +29,44 @@ from eggnog.kernels.cuda_api import SIMULATED
 MMA_M, MMA_N, MMA_K = 16, 8, 32
 
 
-def unpack_s8(word):
-    """The four signed bytes of a 32-bit register, lowest first."""
-    return np.array([int(word) & 0xFFFFFFFF], dtype=np.uint32).view(np.int8).astype(np.int64)
+def _fragment_maps():
+    """Where each byte of each lane's registers sits in A and B, and where each C element sits, as
+    index arrays in (lane, register, byte) order: the layout above, written once."""
+    a_rows, a_cols, b_rows, b_cols, c_rows, c_cols = [], [], [], [], [], []
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        for row, col in ((g, 4 * q), (g + 8, 4 * q), (g, 16 + 4 * q), (g + 8, 16 + 4 * q)):
+            a_rows += [row] * 4
+            a_cols += range(col, col + 4)
+        for k in (4 * q, 16 + 4 * q):
+            b_rows += range(k, k + 4)
+            b_cols += [g] * 4
+        c_rows += [g, g, g + 8, g + 8]
+        c_cols += [2 * q, 2 * q + 1, 2 * q, 2 * q + 1]
+    return tuple(np.array(v) for v in (a_rows, a_cols, b_rows, b_cols, c_rows, c_cols))
+
+
+A_ROWS, A_COLS, B_ROWS, B_COLS, C_ROWS, C_COLS = _fragment_maps()
+
+
+def _bytes_of(registers):
+    """The signed bytes of 32-bit registers (any nesting), lowest byte first."""
+    words = np.array(registers, dtype=np.int64).ravel() & 0xFFFFFFFF
+    return words.astype(np.uint32).view(np.int8).astype(np.int64)
 
 
 def fragments_to_matrices(a_regs, b_regs):
     """A (16x32) and B (32x8) from the 32 lanes' registers: a_regs (32, 4), b_regs (32, 2)."""
     a = np.zeros((MMA_M, MMA_K), np.int64)
     b = np.zeros((MMA_K, MMA_N), np.int64)
-    for lane in range(32):
-        g, q = lane // 4, lane % 4
-        for reg, (row, col) in enumerate(((g, 4 * q), (g + 8, 4 * q), (g, 16 + 4 * q), (g + 8, 16 + 4 * q))):
-            a[row, col:col + 4] = unpack_s8(a_regs[lane][reg])
-        for reg, k in enumerate((4 * q, 16 + 4 * q)):
-            b[k:k + 4, g] = unpack_s8(b_regs[lane][reg])
+    a[A_ROWS, A_COLS] = _bytes_of(a_regs)
+    b[B_ROWS, B_COLS] = _bytes_of(b_regs)
     return a, b
 
 
 def c_positions(lane):
     """(row, col) of c0..c3 in the 16x8 result for one lane."""
-    g, q = lane // 4, lane % 4
-    return ((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))
-
-
-def _wrap32(v):
-    return int(np.array([v & 0xFFFFFFFF], np.uint32).view(np.int32)[0])
+    return tuple(zip(C_ROWS[4 * lane:4 * lane + 4].tolist(), C_COLS[4 * lane:4 * lane + 4].tolist()))
 
 
 class _WarpExchange:
@@ -85,15 +97,17 @@ def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     lane = thread.thread_id % 32
     ex = _exchange_of(thread)
     ex.a[lane], ex.b[lane], ex.c[lane] = (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)
-    if ex.barrier.wait() == 0:  # one lane computes the warp's product
-        a, b = fragments_to_matrices(ex.a, ex.b)
-        d = a @ b
-        for other in range(32):
-            for i, (row, col) in enumerate(c_positions(other)):
-                d[row, col] += int(ex.c[other][i])
-        ex.d = d
+    if ex.barrier.wait() == 0:  # one lane computes the warp's product, wrapped to 32 bits
+        try:
+            a, b = fragments_to_matrices(ex.a, ex.b)
+            d = a @ b
+            d[C_ROWS, C_COLS] += np.array(ex.c, dtype=np.int64).ravel()
+            ex.d = (d & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+        except BaseException:
+            ex.barrier.abort()  # the other lanes raise too, instead of waiting for ever
+            raise
     ex.barrier.wait()
-    out = tuple(np.int32(_wrap32(int(ex.d[row, col]))) for row, col in c_positions(lane))
+    out = tuple(ex.d[C_ROWS[4 * lane + i], C_COLS[4 * lane + i]] for i in range(4))
     ex.barrier.wait()  # nobody reuses the exchange before every lane has read its result
     return out
 
