@@ -72,11 +72,11 @@ def _case(rng, n_layer, dim, members, steps, first, sigma_shift, perturbed):
 
 
 def _cases(rng):
-    """Two layers, members off the GPU's member tile, an odd first member, states carried from byte to
-    byte in an unperturbed run. dim 64 is the fused kernel's smallest width; each case is one simulated
-    block of 256 threads, about a minute on the simulator."""
-    yield _case(rng, 2, 64, 20, 1, 3, 4, True)
-    yield _case(rng, 1, 64, 9, 2, 0, 0, False)
+    """A width the fused CUDA kernel does not take (its per-op fallback runs), an odd first member, two
+    bytes. The fused kernel matched the reference on the simulator when written, but a simulated
+    128-member block is far too slow for this suite; tests/gpu runs it at 6 x 256 against the twin."""
+    yield _case(rng, 1, 8, 9, 2, 3, 4, True)
+    yield _case(rng, 1, 8, 9, 2, 0, 0, False)
 
 
 def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shift, perturbed, host):
