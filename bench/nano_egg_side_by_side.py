@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ import typer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.report import print_table, write_result  # noqa: E402
+from bench.report import print_table, timed_runs, write_result  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
 from eggnog.runtime.errors import BadInput  # noqa: E402
 
@@ -72,15 +71,7 @@ def loadavg():
 
 
 def seconds_of(fn, repeat, sync):
-    fn()  # warm-up: compilation and first touch of the buffers
-    sync()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return times
+    return timed_runs(fn, repeat, 1, sync)  # one warm-up: compilation and first touch of the buffers
 
 
 def median(times):

@@ -34,7 +34,8 @@ def commit():
         return "unknown"
 
 
-def median_seconds(fn, repeat=5, warmup=1, sync=lambda: None):
+def timed_runs(fn, repeat=5, warmup=1, sync=lambda: None):
+    """Seconds of each of `repeat` calls after `warmup` untimed ones, the device synchronised around each."""
     for _ in range(warmup):
         fn()
     sync()
@@ -44,6 +45,11 @@ def median_seconds(fn, repeat=5, warmup=1, sync=lambda: None):
         fn()
         sync()
         times.append(time.perf_counter() - start)
+    return times
+
+
+def median_seconds(fn, repeat=5, warmup=1, sync=lambda: None):
+    times = timed_runs(fn, repeat, warmup, sync)
     return sorted(times)[len(times) // 2]
 
 
