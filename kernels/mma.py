@@ -15,7 +15,7 @@ g = lane // 4 and q = lane % 4:
     c0, c1: C[g, 2q], C[g, 2q+1]      c2, c3: C[g + 8, 2q], C[g + 8, 2q+1]
 
 numba's simulator cannot run inline PTX, so under NUMBA_ENABLE_CUDASIM=1 both functions are Python:
-the simulated mma gathers the 32 lanes' fragment registers at a per-warp barrier, builds A and B
+the simulated mma gathers the 32 lanes' fragment registers once all 32 have arrived, builds A and B
 from the layout above, and hands each lane its C fragment, exactly as the hardware distributes it.
 Kernels that call it are therefore tested on their fragment loads and stores too.
 """
@@ -69,46 +69,56 @@ def c_positions(lane):
     return tuple(zip(C_ROWS[4 * lane:4 * lane + 4].tolist(), C_COLS[4 * lane:4 * lane + 4].tolist()))
 
 
-class _WarpExchange:
-    """The registers of one simulated warp's lanes, met at a barrier."""
+class _WarpCall:
+    """One mma of one simulated warp: the lanes' registers, complete when the 32nd lane arrives."""
 
     def __init__(self):
-        self.barrier = threading.Barrier(32)
-        self.a = [None] * 32
-        self.b = [None] * 32
-        self.c = [None] * 32
+        self.a, self.b, self.c = [None] * 32, [None] * 32, [None] * 32
+        self.arrived = self.left = 0
+        self.done = threading.Event()
         self.d = None
 
 
-_exchanges = {}
-_exchanges_lock = threading.Lock()
+_calls = {}
+_calls_lock = threading.Lock()
 
 
-def _exchange_of(thread):
-    key = (id(thread._manager), thread.thread_id // 32)
-    with _exchanges_lock:
-        if key not in _exchanges:
-            _exchanges[key] = _WarpExchange()
-        return _exchanges[key]
+def _warp_product(call):
+    a, b = fragments_to_matrices(call.a, call.b)
+    d = a @ b
+    d[C_ROWS, C_COLS] += np.array(call.c, dtype=np.int64).ravel()
+    return (d & 0xFFFFFFFF).astype(np.uint32).view(np.int32)  # wrapped to 32 bits, as the hardware does
 
 
 def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     thread = threading.current_thread()
     lane = thread.thread_id % 32
-    ex = _exchange_of(thread)
-    ex.a[lane], ex.b[lane], ex.c[lane] = (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)
-    if ex.barrier.wait() == 0:  # one lane computes the warp's product, wrapped to 32 bits
+    # a lane's n-th mma meets the other lanes' n-th: mma.sync requires the warp to call it in step
+    n = getattr(thread, "mma_calls", 0)
+    thread.mma_calls = n + 1
+    key = (thread._manager, thread.thread_id // 32, n)
+    with _calls_lock:
+        call = _calls.get(key)
+        if call is None:
+            call = _calls[key] = _WarpCall()
+        call.a[lane], call.b[lane], call.c[lane] = (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)
+        call.arrived += 1
+        last = call.arrived == 32
+    if last:
         try:
-            a, b = fragments_to_matrices(ex.a, ex.b)
-            d = a @ b
-            d[C_ROWS, C_COLS] += np.array(ex.c, dtype=np.int64).ravel()
-            ex.d = (d & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-        except BaseException:
-            ex.barrier.abort()  # the other lanes raise too, instead of waiting for ever
-            raise
-    ex.barrier.wait()
-    out = tuple(ex.d[C_ROWS[4 * lane + i], C_COLS[4 * lane + i]] for i in range(4))
-    ex.barrier.wait()  # nobody reuses the exchange before every lane has read its result
+            call.d = _warp_product(call)
+        finally:
+            call.done.set()  # on an error the other lanes find no product and raise too
+    while not call.done.wait(0.05):
+        if thread.abort:  # another thread of the block failed: this warp will never be complete
+            raise RuntimeError("block aborted while this lane waited in mma")
+    if call.d is None:
+        raise RuntimeError("the warp's mma failed in another lane")
+    out = tuple(call.d[C_ROWS[4 * lane + i], C_COLS[4 * lane + i]] for i in range(4))
+    with _calls_lock:
+        call.left += 1
+        if call.left == 32:
+            del _calls[key]
     return out
 
 

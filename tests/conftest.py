@@ -8,6 +8,11 @@ os.environ.setdefault("EGGNOG_PROGRESS", "0")
 
 import pytest  # noqa: E402
 
+if os.environ["NUMBA_ENABLE_CUDASIM"] == "1":
+    from tests.simulator_threads import install
+
+    install()
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # tests/mpi runs only when named, under mpiexec (`mpiexec -n 4 python -m pytest tests/mpi`): in a

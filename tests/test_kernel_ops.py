@@ -70,8 +70,7 @@ def test_reference_twin_and_kernel_agree(name):
 
 def test_every_kernel_was_launched_with_its_registered_signatures():
     """Kept last in this module: the op tests above have filled LAUNCHES (missing ones are run here)."""
-    # the tensor-core kernel's simulator run is too slow for this suite (see egg_epoch's cases); tests/gpu runs it
-    registered = {spec.name: set(spec.signatures) for spec in KERNELS if not spec.tensor_cores}
+    registered = {spec.name: set(spec.signatures) for spec in KERNELS}
     if set(registered) - set(LAUNCHES):
         for entry in OPS.values():
             for args in cases_of(entry):
