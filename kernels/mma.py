@@ -1,8 +1,14 @@
-"""Warp-level int8 tensor-core product and 128-bit loads, as CUDA device functions.
+"""Warp-level tensor-core products (int8 and TF32) and 128-bit loads, as CUDA device functions.
 
     d0, d1, d2, d3 = mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+    d0, d1, d2, d3 = mma_tf32_1688(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)   # float32 registers
+    t = to_tf32(x)                                     # x rounded to TF32 (cvt.rna: nearest, ties away)
     w0, w1, w2, w3 = load_global_v4(words, index)      # words[index:index + 4], index % 4 == 0
     w0, w1, w2, w3 = load_shared_v4(words, index)      # the same from a shared array (one LDS.128)
+    v0, v1 = load_shared_f32x2(values, index)          # values[index:index + 2] of a shared float32 array
+    v0, v1, v2, v3 = load_shared_f32x4(values, index)  # values[index:index + 4], the same (one LDS.128)
+    v0, v1, v2, v3 = load_global_f32x4(matrix, row, col)    # matrix[row, col:col + 4], float32
+    store_shared_f32x4(values, index, v0, v1, v2, v3)  # values[index:index + 4] = ... (one STS.128)
 
 `mma_s8_16832` is PTX `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` (SASS IMMA.16832.S8.S8):
 D (16x8, int32) = A (16x32, int8) @ B (32x8, int8) + C over one warp. Registers hold four int8 each,
@@ -13,6 +19,13 @@ g = lane // 4 and q = lane % 4:
     a2: A[g, 16+4q : 20+4q]     a3: A[g + 8, 16+4q : 20+4q]
     b0: B[4q : 4q+4, g]         b1: B[16+4q : 20+4q, g]
     c0, c1: C[g, 2q], C[g, 2q+1]      c2, c3: C[g + 8, 2q], C[g + 8, 2q+1]
+
+`mma_tf32_1688` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (SASS HMMA.1688.F32.TF32):
+D (16x8, fp32) = A (16x8) @ B (8x8) + C, A and B in TF32 (fp32 with a 10-bit mantissa: the kernel
+rounds them with `to_tf32` first). Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32):
+
+    a0: A[g, q]   a1: A[g + 8, q]   a2: A[g, q + 4]   a3: A[g + 8, q + 4]
+    b0: B[q, g]   b1: B[q + 4, g]   c0..c3: as above
 
 numba's simulator cannot run inline PTX, so under NUMBA_ENABLE_CUDASIM=1 both functions are Python:
 the simulated mma gathers the 32 lanes' fragment registers once all 32 have arrived, builds A and B
@@ -31,7 +44,7 @@ MMA_M, MMA_N, MMA_K = 16, 8, 32
 
 def _fragment_maps():
     """Where each byte of each lane's registers sits in A and B, and where each C element sits, as
-    index arrays in (lane, register, byte) order: the layout above, written once."""
+    index arrays in (lane, register, byte) order: the int8 layout above, written once."""
     a_rows, a_cols, b_rows, b_cols, c_rows, c_cols = [], [], [], [], [], []
     for lane in range(32):
         g, q = lane // 4, lane % 4
@@ -46,7 +59,21 @@ def _fragment_maps():
     return tuple(np.array(v) for v in (a_rows, a_cols, b_rows, b_cols, c_rows, c_cols))
 
 
+def _tf32_fragment_maps():
+    """The same for the TF32 layout: one element per register, (lane, register) order."""
+    a_rows, a_cols, b_rows, b_cols = [], [], [], []
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        a_rows += [g, g + 8, g, g + 8]
+        a_cols += [q, q, q + 4, q + 4]
+        b_rows += [q, q + 4]
+        b_cols += [g, g]
+    return tuple(np.array(v) for v in (a_rows, a_cols, b_rows, b_cols))
+
+
 A_ROWS, A_COLS, B_ROWS, B_COLS, C_ROWS, C_COLS = _fragment_maps()
+TF32_A_ROWS, TF32_A_COLS, TF32_B_ROWS, TF32_B_COLS = _tf32_fragment_maps()
+TF32_K = 8
 
 
 def _bytes_of(registers):
@@ -61,6 +88,24 @@ def fragments_to_matrices(a_regs, b_regs):
     b = np.zeros((MMA_K, MMA_N), np.int64)
     a[A_ROWS, A_COLS] = _bytes_of(a_regs)
     b[B_ROWS, B_COLS] = _bytes_of(b_regs)
+    return a, b
+
+
+def round_tf32(x):
+    """float32 values rounded to TF32 as cvt.rna.tf32.f32 does: to the nearest 10-bit mantissa, ties away
+    from zero (adding half a unit to the magnitude bits carries into the exponent when it must)."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+def tf32_fragments_to_matrices(a_regs, b_regs):
+    """A (16x8) and B (8x8) in float64 from the 32 lanes' TF32 registers: a_regs (32, 4), b_regs (32, 2).
+    The tensor core reads only the TF32 bits of a register: the low 13 mantissa bits are dropped."""
+    a = np.zeros((MMA_M, TF32_K))
+    b = np.zeros((TF32_K, MMA_N))
+    truncate = lambda regs: (np.array(regs, np.float32).ravel().view(np.uint32) & 0xFFFFE000).view(np.float32)  # noqa: E731
+    a[TF32_A_ROWS, TF32_A_COLS] = truncate(a_regs)
+    b[TF32_B_ROWS, TF32_B_COLS] = truncate(b_regs)
     return a, b
 
 
@@ -83,14 +128,25 @@ _calls = {}
 _calls_lock = threading.Lock()
 
 
-def _warp_product(call):
-    a, b = fragments_to_matrices(call.a, call.b)
+def _s8_product(a_regs, b_regs, c_regs):
+    a, b = fragments_to_matrices(a_regs, b_regs)
     d = a @ b
-    d[C_ROWS, C_COLS] += np.array(call.c, dtype=np.int64).ravel()
+    d[C_ROWS, C_COLS] += np.array(c_regs, dtype=np.int64).ravel()
     return (d & 0xFFFFFFFF).astype(np.uint32).view(np.int32)  # wrapped to 32 bits, as the hardware does
 
 
-def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+def _tf32_product(a_regs, b_regs, c_regs):
+    # products of TF32 values are exact in float64; the sum is rounded to fp32 once (the hardware's
+    # accumulation order and rounding are its own: results agree to fp32 accumulation error)
+    a, b = tf32_fragments_to_matrices(a_regs, b_regs)
+    d = a @ b
+    d[C_ROWS, C_COLS] += np.array(c_regs, dtype=np.float32).ravel()
+    return d.astype(np.float32)
+
+
+def _warp_call(product, a_regs, b_regs, c_regs):
+    """Meet the other 31 lanes of this thread's warp at their matching call, apply `product` to the
+    lanes' registers once, and return this lane's four result registers."""
     thread = threading.current_thread()
     lane = thread.thread_id % 32
     # a lane's n-th mma meets the other lanes' n-th: mma.sync requires the warp to call it in step
@@ -101,12 +157,12 @@ def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         call = _calls.get(key)
         if call is None:
             call = _calls[key] = _WarpCall()
-        call.a[lane], call.b[lane], call.c[lane] = (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)
+        call.a[lane], call.b[lane], call.c[lane] = a_regs, b_regs, c_regs
         call.arrived += 1
         last = call.arrived == 32
     if last:
         try:
-            call.d = _warp_product(call)
+            call.d = product(call.a, call.b, call.c)
         finally:
             call.done.set()  # on an error the other lanes find no product and raise too
     while not call.done.wait(0.05):
@@ -122,8 +178,32 @@ def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     return out
 
 
+def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    return _warp_call(_s8_product, (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3))
+
+
+def simulated_mma_tf32_1688(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    return _warp_call(_tf32_product, (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3))
+
+
+def simulated_to_tf32(x):
+    return np.float32(round_tf32(x))
+
+
 def simulated_load_v4(words, index):
     return words[index], words[index + 1], words[index + 2], words[index + 3]
+
+
+def simulated_load_2(values, index):
+    return values[index], values[index + 1]
+
+
+def simulated_load_row4(matrix, row, col):
+    return matrix[row, col], matrix[row, col + 1], matrix[row, col + 2], matrix[row, col + 3]
+
+
+def simulated_store_4(values, index, v0, v1, v2, v3):
+    values[index], values[index + 1], values[index + 2], values[index + 3] = v0, v1, v2, v3
 
 
 def _build_intrinsics():
@@ -135,8 +215,8 @@ def _build_intrinsics():
     i32 = ir.IntType(32)
 
     def element_pointer(context, builder, signature, args):
-        array_type, _ = signature.args
-        array, idx = args
+        array_type = signature.args[0]
+        array, idx = args[:2]
         ary = context.make_array(array_type)(context, builder, value=array)
         return get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
 
@@ -151,6 +231,34 @@ def _build_intrinsics():
             call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r," + ",".join(["r"] * 10)), list(args))
             words4 = [builder.extract_value(call, i) for i in range(4)]
             return context.make_tuple(builder, signature.return_type, words4)
+
+        return sig, codegen
+
+    @intrinsic
+    def mma_tf32_1688(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        sig = types.UniTuple(types.float32, 4)(*([types.float32] * 10))
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4)
+            asm = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                   "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
+            operands = [builder.bitcast(v, i32) for v in args[:6]] + list(args[6:])
+            # C tied to D ("0".."3"): the accumulators stay in their registers from one mma to the next
+            call = builder.call(ir.InlineAsm(fnty, asm, "=f,=f,=f,=f," + ",".join(["r"] * 6 + list("0123"))), operands)
+            values = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def to_tf32(typingctx, x):
+        sig = types.float32(types.float32)
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(i32, [ir.FloatType()])
+            bits = builder.call(ir.InlineAsm(fnty, "cvt.rna.tf32.f32 $0, $1;", "=r,f"), list(args))
+            return builder.bitcast(bits, ir.FloatType())
 
         return sig, codegen
 
@@ -170,6 +278,65 @@ def _build_intrinsics():
         return sig, codegen
 
     @intrinsic
+    def load_global_f32x4(typingctx, matrix, row, col):
+        """ld.global.nc.v4.f32: matrix[row, col:col + 4] of a read-only float32 matrix, 16-byte aligned by
+        the caller."""
+        sig = types.UniTuple(types.float32, 4)(matrix, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+            pointer = get_item_pointer(context, builder, signature.args[0], ary, list(args[1:]), wraparound=False)
+            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [pointer.type])
+            call = builder.call(ir.InlineAsm(fnty, "ld.global.nc.v4.f32 {$0,$1,$2,$3}, [$4];", "=f,=f,=f,=f,l"),
+                                [pointer])
+            values = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def store_shared_f32x4(typingctx, values, index, v0, v1, v2, v3):
+        """values[index:index + 4] = v0..v3 in a float32 shared array as one 16-byte store (STS.128),
+        16-byte aligned by the caller."""
+        sig = types.none(values, types.int64, types.float32, types.float32, types.float32, types.float32)
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            ptr = builder.addrspacecast(element_pointer(context, builder, signature, args[:2]),
+                                        ir.PointerType(f32, addrspace=3))
+            vector = ir.Constant(ir.VectorType(f32, 4), ir.Undefined)
+            for k, v in enumerate(args[2:]):
+                vector = builder.insert_element(vector, v, ir.Constant(i32, k))
+            builder.store(vector, builder.bitcast(ptr, ir.PointerType(ir.VectorType(f32, 4), addrspace=3)), align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def shared_f32_load(n):
+        """values[index:index + n] of a float32 shared array as one 4n-byte load (LDS.64 / LDS.128), 4n-byte
+        aligned by the caller; no negative-index wraparound."""
+
+        @intrinsic
+        def load(typingctx, values, index):
+            sig = types.UniTuple(types.float32, n)(values, types.int64)
+
+            def codegen(context, builder, signature, args):
+                f32 = ir.FloatType()
+                ptr = builder.addrspacecast(element_pointer(context, builder, signature, args),
+                                            ir.PointerType(f32, addrspace=3))
+                vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(f32, n), addrspace=3)),
+                                      align=4 * n)
+                values_n = [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(n)]
+                return context.make_tuple(builder, signature.return_type, values_n)
+
+            return sig, codegen
+
+        return load
+
+    load_shared_f32x2, load_shared_f32x4 = shared_f32_load(2), shared_f32_load(4)
+
+    @intrinsic
     def load_shared_v4(typingctx, words, index):
         """Four int32 words of a shared array as one 16-byte vector load (LDS.128), 16-byte aligned by the
         caller: the compiler cannot prove the alignment of a dynamic shared array by itself."""
@@ -185,10 +352,15 @@ def _build_intrinsics():
 
         return sig, codegen
 
-    return mma_s8_16832, load_global_v4, load_shared_v4
+    return (mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, load_shared_v4, load_global_f32x4, store_shared_f32x4,
+            load_shared_f32x2, load_shared_f32x4)
 
 
 if SIMULATED:
-    mma_s8_16832, load_global_v4, load_shared_v4 = simulated_mma_s8_16832, simulated_load_v4, simulated_load_v4
+    mma_s8_16832, mma_tf32_1688, to_tf32 = simulated_mma_s8_16832, simulated_mma_tf32_1688, simulated_to_tf32
+    load_global_v4 = load_shared_v4 = simulated_load_v4
+    load_global_f32x4, store_shared_f32x4, load_shared_f32x2 = simulated_load_row4, simulated_store_4, simulated_load_2
+    load_shared_f32x4 = simulated_load_v4
 else:
-    mma_s8_16832, load_global_v4, load_shared_v4 = _build_intrinsics()
+    (mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, load_shared_v4, load_global_f32x4, store_shared_f32x4,
+     load_shared_f32x2, load_shared_f32x4) = _build_intrinsics()
