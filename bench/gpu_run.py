@@ -76,7 +76,7 @@ STEPS = (
          (PY, "bench/sass_report.py"), 90),
     Step("scan", "MinGRU scan 8x4096x1536", (PY, "bench/scan_throughput.py", "--shapes", "8x4096x1536",
                                              "--backend", "cuda"), 30),
-    Step("matmul", "fp32 matmul 32768x1536x1536, cuBLAS/cuBLASLt beside it",
+    Step("matmul", "fp32 and TF32 matmul 32768x1536x1536, cuBLAS/cuBLASLt beside it",
          (PY, "bench/matmul_throughput.py", "--shapes", "32768x1536x1536", "--backend", "cuda"), 45),
     # distributed cells would put all ranks on this one GPU: they measure communication, not speed-up
     Step("table1", "Table 1, LSTM 100k-10M, in series (cells over 60 s skipped by the suite itself)",

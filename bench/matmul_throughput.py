@@ -5,7 +5,8 @@ of the baseline's GFLOP/s.
     python bench/matmul_throughput.py [--shapes ROWSxINxOUT,...] [--backend cpu|cuda] [--repeat N]
 
 Forward is y = x W^T (2·rows·in·out FLOP); backward is dx = dy W and dW = dy^T x together
-(4·rows·in·out FLOP). Both sides allocate their outputs on every call, as the kernels do.
+(4·rows·in·out FLOP); forward_tf32 is the forward on TF32 tensor cores (kernels/matmul_tf32.py; on the
+CPU its twin: inputs rounded to TF32, then BLAS sgemm), against cuBLAS with TF32 on (PyTorch) on a GPU. Both sides allocate their outputs on every call, as the kernels do.
 
 - CPU: ours is the CPU twin (`cpu_matmul`, `cpu_matmul_backward`), which itself calls NumPy's float32
   matmul, so the fraction shows only what the twin adds (contiguous copies); the baseline is NumPy's
@@ -99,6 +100,7 @@ class Baseline(NamedTuple):
     name: str
     wrap: Callable  # a view of one of our arrays in the baseline's library, without a copy
     sync: Callable
+    forward: Callable = forward_product
 
 
 def cpu_baseline():
@@ -125,6 +127,23 @@ def gpu_baseline(device_index):
     device = torch.device("cuda", device_index)
     return Baseline(f"PyTorch {torch.__version__} matmul (cuBLAS sgemm, TF32 off)",
                     lambda a: torch.as_tensor(a, device=device), lambda: torch.cuda.synchronize(device))
+
+
+def gpu_tf32_baseline(device_index):
+    """cuBLAS with TF32 on, through PyTorch; None when PyTorch is not importable."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    device = torch.device("cuda", device_index)
+
+    def forward(x, w):
+        torch.backends.cuda.matmul.allow_tf32 = True  # only for this call: the fp32 baseline has it off
+        y = x @ w.T
+        torch.backends.cuda.matmul.allow_tf32 = False
+        return y
+    return Baseline(f"PyTorch {torch.__version__} matmul (cuBLAS, TF32 on)", lambda a: torch.as_tensor(a, device=device),
+                    lambda: torch.cuda.synchronize(device), forward)
 
 
 # (library, precision, what runs): the library rows of the GPU table
@@ -207,6 +226,7 @@ def blas_threads():
 def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOUT."),
          backend: str = typer.Option(None, help="auto, cpu or cuda."), repeat: int = 5):
     from eggnog.kernels import float_matmul as mm
+    from eggnog.kernels import matmul_tf32 as tf32
     from eggnog.kernels.backend import select_backend
 
     if repeat < 1:
@@ -216,21 +236,23 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
     gpu = chosen.name == "cuda"
     peak, extra = None, {}
     if gpu:
-        forward, backward = mm.cuda_matmul, mm.cuda_matmul_backward
+        forward, backward, forward_tf32 = mm.cuda_matmul, mm.cuda_matmul_backward, tf32.cuda_matmul_tf32
         baseline = None if chosen.simulated else gpu_baseline(chosen.device_index)
+        tf32_baseline = None if chosen.simulated else gpu_tf32_baseline(chosen.device_index)
         if not chosen.simulated:
             from eggnog.kernels.cuda_api import cuda
 
             peak, extra = fp32_peak(cuda.get_current_device())
             extra["fp32_peak_GFLOP_per_s"] = round(peak / 1e9, 1) if peak else None
     else:
-        forward, backward = mm.cpu_matmul, mm.cpu_matmul_backward
-        baseline = cpu_baseline()
+        forward, backward, forward_tf32 = mm.cpu_matmul, mm.cpu_matmul_backward, tf32.cpu_matmul_tf32
+        baseline = tf32_baseline = cpu_baseline()
         # other work on the machine shows here: BLAS timings halve when a core is busy elsewhere
         extra = {"cpu_threads": os.cpu_count(), "blas_threads": blas_threads(),
                  "load_average_1min": round(os.getloadavg()[0], 2)}
-    extra["ours"] = "CUDA kernel (float_matmul)" if gpu else "CPU twin (float_matmul)"
+    extra["ours"] = "CUDA kernels (float_matmul, matmul_tf32)" if gpu else "CPU twins (float_matmul, matmul_tf32)"
     extra["baseline"] = baseline.name if baseline else None
+    extra["tf32_baseline"] = tf32_baseline.name if tf32_baseline else None
     if baseline is None:
         print("no baseline on this device (neither CuPy nor PyTorch importable): timing ours only")
     rows = []
@@ -239,15 +261,18 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
         x, w, dy = (rng.normal(size=s).astype(np.float32) for s in ((batch, d_in), (d_out, d_in), (batch, d_out)))
         x, w, dy = (chosen.to_device(a) for a in (x, w, dy))
         products = batch * d_in * d_out
-        for name, flop, ours, theirs, args in (("forward", 2 * products, forward, forward_product, (x, w)),
-                                               ("backward", 4 * products, backward, backward_products, (dy, x, w))):
+        for name, flop, ours, theirs, args, base_of in (
+                ("forward", 2 * products, forward, forward_product, (x, w), baseline),
+                ("backward", 4 * products, backward, backward_products, (dy, x, w), baseline),
+                ("forward_tf32", 2 * products, forward_tf32, tf32_baseline and tf32_baseline.forward, (x, w),
+                 tf32_baseline)):
             seconds = median_seconds(lambda: ours(*args), repeat=repeat, sync=chosen.synchronize)
             row = {"op": name, "shape": text, "ours_ms": round(seconds * 1e3, 3),
                    "ours_GFLOP_per_s": round(flop / seconds / 1e9, 1),
                    "baseline_ms": None, "baseline_GFLOP_per_s": None, "fraction_of_baseline": None}
-            if baseline:
-                views = [baseline.wrap(a) for a in args]
-                base = median_seconds(lambda: theirs(*views), repeat=repeat, sync=baseline.sync)
+            if base_of:
+                views = [base_of.wrap(a) for a in args]
+                base = median_seconds(lambda: theirs(*views), repeat=repeat, sync=base_of.sync)
                 row.update(baseline_ms=round(base * 1e3, 3), baseline_GFLOP_per_s=round(flop / base / 1e9, 1),
                            fraction_of_baseline=round(base / seconds, 3))
             if peak:
@@ -258,6 +283,8 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
     print_table([{c: "-" if r[c] is None else r[c] for c in columns} for r in rows], columns)
     if baseline:
         print(f"baseline: {baseline.name}")
+    if tf32_baseline and tf32_baseline is not baseline:
+        print(f"forward_tf32 baseline: {tf32_baseline.name}")
     if gpu and not chosen.simulated:
         extra["library_rows"] = library_rows(parsed, chosen.device_index, repeat)
         library_columns = ["library", "precision", "op", "shape", "ms", "TFLOP_per_s", "note"]

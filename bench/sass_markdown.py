@@ -92,8 +92,14 @@ def _roofline(roofline):
     lines += _table(table) + [""]
     for w in roofline:
         loop = w["hot_loop"]
-        issue = (f" Hot loop: {loop['warp_macs_per_iteration']} warp MACs in {loop['instructions_per_iteration']} "
-                 f"instructions = {loop['macs_per_clock_per_sm']} MAC per clock per SM at full issue.") if loop else ""
+        if loop is None:
+            issue = ""
+        elif "units_per_warp_iteration" in loop:
+            issue = (f" Hot loop: {loop['units_per_warp_iteration']} {w['unit']}s per warp in "
+                     f"{loop['instructions_per_iteration']} instructions.")
+        else:
+            issue = (f" Hot loop: {loop['warp_macs_per_iteration']} warp MACs in {loop['instructions_per_iteration']} "
+                     f"instructions = {loop['macs_per_clock_per_sm']} MAC per clock per SM at full issue.")
         lines.append(f"- {w['name']}: {w['basis']}{issue}")
     lines += ["", "Kernel modules add workloads by defining `ROOFLINE_WORKLOADS` (workload names) and "
               "`roofline(workload)` returning name, kernel, unit, ops_per_unit, compute_limit, reference_limit, "

@@ -8,13 +8,16 @@ A workload is a dict:
     ops_per_unit     arithmetic operations per unit (2 per multiply-accumulate)
     compute_limit    the H100_SXM key of the peak its arithmetic runs at ("int8_tensor", "bf16_tensor",
                      "tf32_tensor", "fp32_simt"), or None for SIMT integer work with no stated peak
-    reference_limit  the H100_SXM key the result is compared with (the target), e.g. "int8_tensor"
+    reference_limit  the H100_SXM key the result is compared with (the target), e.g. "int8_tensor"; a
+                     bandwidth ("hbm") compares with that bandwidth filled by the workload's own bytes
+    units_per_warp_iteration   (optional) for a streaming loop: units one warp completes per iteration of
+                     the hot loop; the issue ceiling then counts instructions per unit instead of MACs
     bytes_per_unit   {"hbm": bytes, "l2": bytes} moved per unit at each level
     basis            one or two sentences: where the figures come from
 
 Units per second under each ceiling are peak / (ops or bytes per unit); the kernel's hot loop adds an
-issue ceiling (4 schedulers x 1 warp instruction per clock per SM, at the static body's MACs per
-instruction). The estimate is the lowest ceiling.
+issue ceiling (4 schedulers x 1 warp instruction per clock per SM, at the static body's MACs, or units,
+per instruction). The estimate is the lowest ceiling.
 
 Kernel modules add their own workloads through a hook: a module of eggnog.kernels that registers
 kernels may define `ROOFLINE_WORKLOADS` (a sequence of workload names) and `roofline(workload)`, which
@@ -121,13 +124,20 @@ def estimate(workload, loop=None):
         if moved:
             ceilings[level] = H100_SXM[level] / moved
     issue = None
-    if loop is not None:
+    if loop is not None and "units_per_warp_iteration" in workload:  # a streaming loop: units, not MACs
+        issue = {"units_per_warp_iteration": workload["units_per_warp_iteration"],
+                 "instructions_per_iteration": loop["instructions"]}
+        ceilings["issue"] = (SCHEDULERS_PER_SM * SM_COUNT * ISSUE_CLOCK_HZ * workload["units_per_warp_iteration"]
+                             / loop["instructions"])
+    elif loop is not None:
         macs_per_clock_sm = SCHEDULERS_PER_SM * loop["warp_macs"] / loop["instructions"]
         issue = {"warp_macs_per_iteration": loop["warp_macs"], "instructions_per_iteration": loop["instructions"],
                  "macs_per_clock_per_sm": round(macs_per_clock_sm, 2)}
         ceilings["issue"] = 2 * macs_per_clock_sm * SM_COUNT * ISSUE_CLOCK_HZ / ops
     bound = min(ceilings, key=ceilings.get)
-    reference = H100_SXM[workload["reference_limit"]] / ops
+    limit = workload["reference_limit"]
+    # a bandwidth reference: the rate at which the kernel's own traffic would fill that bandwidth
+    reference = H100_SXM[limit] / (workload["bytes_per_unit"][limit] if limit in workload["bytes_per_unit"] else ops)
     return {**{k: workload[k] for k in REQUIRED}, "ceilings_units_per_s": {k: _digits(v) for k, v in ceilings.items()},
             "bound": bound, "units_per_s": _digits(ceilings[bound]), "reference_units_per_s": _digits(reference),
             "fraction_of_reference": _digits(ceilings[bound] / reference), "hot_loop": issue}

@@ -18,7 +18,10 @@ Ops: scan_forward(k, u, h0=None) -> h; scan_backward(grad_h, k, u, h, h0=None) -
 scan_step(k, u, h_prev=None) -> h, one step of (batch, channels) for generation. The NumPy reference
 is sequential in float64; the CPU twin is sequential in fp32 per channel, parallel over channels.
 Both twins agree with the reference to a relative 1e-5 (forward, also at T = 65,536) and to 1e-5 of
-the gradients' scale (backward); shapes that do not fit raise BadInput.
+the gradients' scale (backward); shapes that do not fit raise BadInput. The CUDA kernels build the
+gates from one exp and one approximate reciprocal (rcp.approx, at most 1 ulp; no IEEE division), which
+keeps them within a few ulp of the exact sigmoid: tests/gpu checks the same tolerances on hardware
+(the simulator divides exactly).
 """
 
 import math
@@ -26,7 +29,9 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, device_function, device_zeros, f64, kernel, require
+from eggnog.kernels.cuda_api import (F32_1D, F32_2D, F32_3D, I64, blocks, cuda, device_function, device_zeros, f64,
+                                     kernel, require)
+from eggnog.kernels.fast_math import reciprocal_approx
 from eggnog.kernels.registry import op
 
 CHUNK = 64
@@ -34,27 +39,22 @@ FORWARD_TOLERANCE = (1e-5, 1e-6)  # h > 0: relative
 BACKWARD_TOLERANCE = (1e-5, 1e-5)
 
 
-def _build(jit):
-    @jit
-    def sigmoid(x):
-        return np.float32(1.0) / (np.float32(1.0) + math.exp(-x))
-
-    @jit
-    def candidate(u):
-        return u + np.float32(0.5) if u >= 0 else sigmoid(u)
-
-    @jit
-    def candidate_slope(u):
-        if u >= 0:
-            return np.float32(1.0)
-        s = sigmoid(u)
-        return s * (np.float32(1.0) - s)
-
-    return sigmoid, candidate, candidate_slope
+@numba.njit
+def _sigmoid_cpu(x):
+    return np.float32(1.0) / (np.float32(1.0) + math.exp(-x))
 
 
-_sigmoid_cpu, _candidate_cpu, _candidate_slope_cpu = _build(numba.njit)
-_sigmoid_gpu, _candidate_gpu, _candidate_slope_gpu = _build(device_function)
+@numba.njit
+def _candidate_cpu(u):
+    return u + np.float32(0.5) if u >= 0 else _sigmoid_cpu(u)
+
+
+@numba.njit
+def _candidate_slope_cpu(u):
+    if u >= 0:
+        return np.float32(1.0)
+    s = _sigmoid_cpu(u)
+    return s * (np.float32(1.0) - s)
 
 
 # ---- cases and shape checks ----------------------------------------------------------------------
@@ -204,28 +204,87 @@ def cpu_scan_step(k, u, h_prev=None):
     return h[:, 0]
 
 
-# ---- CUDA: chunked forward ----------------------------------------------------------------------------
+# ---- CUDA -------------------------------------------------------------------------------------------
+# Each thread walks one chunk of one channel with a flat uint64 element index (unsigned: no negative-index
+# wraparound code; the channel stride is added, never multiplied, in the loop). Steps go four at a time,
+# loads first, so a thread has 8-10 independent loads in flight. The gates use one exp and one
+# approximate reciprocal each (fast_math), never an IEEE division: t = exp(-|k|), r = 1 / (1 + t) give
+# sigmoid(k) and sigmoid(-k) as r and t r, so no 1 - z cancellation and no overflow.
 
 @device_function
-def chunk_of_thread(i, n_chunks, channels):
-    """(batch, chunk, channel) of thread i; channels vary fastest so loads coalesce."""
-    return i // (channels * n_chunks), (i // channels) % n_chunks, i % channels
+def _gates_gpu(kv):
+    """(sigmoid(k), sigmoid(-k))."""
+    t = math.exp(-abs(kv))
+    r = reciprocal_approx(np.float32(1.0) + t)
+    return (r, t * r) if kv >= 0 else (t * r, r)
 
 
-@kernel((F32_3D, F32_3D, F32_3D, F32_3D))
-def forward_chunks_cuda(k, u, chunk_a, chunk_b):
+@device_function
+def _candidate_fast(u):
+    """(g(u), g'(u))."""
+    if u >= 0:
+        return u + np.float32(0.5), np.float32(1.0)
+    t = math.exp(u)
+    s = t * reciprocal_approx(np.float32(1.0) + t)
+    return s, s * (np.float32(1.0) - s)
+
+
+@device_function
+def _step_terms(kv, uv):
+    """(a, b) of h = a h_prev + b: a = sigmoid(-k), b = sigmoid(k) g(u)."""
+    z, a = _gates_gpu(kv)
+    g, _ = _candidate_fast(uv)
+    return a, z * g
+
+
+@device_function
+def _four(x, i, s):
+    return x[i], x[i + s], x[i + s + s], x[i + s + s + s]
+
+
+@device_function
+def chunk_start(i, n_chunks, steps, channels):
+    """Flat index of the first element of thread i's chunk, the chunk's length, and (batch, chunk,
+    channel); channels vary fastest over threads so loads coalesce."""
+    b, j, c = i // (channels * n_chunks), (i // channels) % n_chunks, i % channels
+    t0 = j * CHUNK
+    return np.uint64((b * steps + t0) * channels + c), min(steps, t0 + CHUNK) - t0, b, j, c
+
+
+@kernel((F32_1D, F32_1D, F32_3D, F32_3D, I64, I64))
+def forward_chunks_cuda(k, u, chunk_a, chunk_b, steps, channels):
     """Fold each chunk into the affine map state -> A * state + B."""
-    batch, steps, channels = k.shape
-    n_chunks = chunk_a.shape[1]
+    batch, n_chunks = chunk_a.shape[0], chunk_a.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        b, j, c = chunk_of_thread(i, n_chunks, channels)
+        e, n, b, j, c = chunk_start(i, n_chunks, steps, channels)
+        s = np.uint64(channels)
         prod = np.float32(1.0)
         acc = np.float32(0.0)
-        for t in range(j * CHUNK, min(steps, (j + 1) * CHUNK)):
-            a = _sigmoid_gpu(-k[b, t, c])
+        m = 0
+        while m + 4 <= n:
+            k0, k1, k2, k3 = _four(k, e, s)
+            u0, u1, u2, u3 = _four(u, e, s)
+            a, bb = _step_terms(k0, u0)
             prod *= a
-            acc = a * acc + _sigmoid_gpu(k[b, t, c]) * _candidate_gpu(u[b, t, c])
+            acc = a * acc + bb
+            a, bb = _step_terms(k1, u1)
+            prod *= a
+            acc = a * acc + bb
+            a, bb = _step_terms(k2, u2)
+            prod *= a
+            acc = a * acc + bb
+            a, bb = _step_terms(k3, u3)
+            prod *= a
+            acc = a * acc + bb
+            e += s + s + s + s
+            m += 4
+        while m < n:
+            a, bb = _step_terms(k[e], u[e])
+            prod *= a
+            acc = a * acc + bb
+            e += s
+            m += 1
         chunk_a[b, j, c] = prod
         chunk_b[b, j, c] = acc
 
@@ -243,17 +302,42 @@ def forward_carry_cuda(chunk_a, chunk_b, h0, incoming):
             state = chunk_a[b, j, c] * state + chunk_b[b, j, c]
 
 
-@kernel((F32_3D, F32_3D, F32_3D, F32_3D))
-def forward_apply_cuda(k, u, incoming, h):
-    batch, steps, channels = k.shape
-    n_chunks = incoming.shape[1]
+@kernel((F32_1D, F32_1D, F32_3D, F32_1D, I64, I64))
+def forward_apply_cuda(k, u, incoming, h, steps, channels):
+    batch, n_chunks = incoming.shape[0], incoming.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        b, j, c = chunk_of_thread(i, n_chunks, channels)
+        e, n, b, j, c = chunk_start(i, n_chunks, steps, channels)
+        s = np.uint64(channels)
         state = incoming[b, j, c]
-        for t in range(j * CHUNK, min(steps, (j + 1) * CHUNK)):
-            state = _sigmoid_gpu(-k[b, t, c]) * state + _sigmoid_gpu(k[b, t, c]) * _candidate_gpu(u[b, t, c])
-            h[b, t, c] = state
+        m = 0
+        while m + 4 <= n:
+            k0, k1, k2, k3 = _four(k, e, s)
+            u0, u1, u2, u3 = _four(u, e, s)
+            a, bb = _step_terms(k0, u0)
+            state = a * state + bb
+            h[e] = state
+            a, bb = _step_terms(k1, u1)
+            state = a * state + bb
+            h[e + s] = state
+            a, bb = _step_terms(k2, u2)
+            state = a * state + bb
+            h[e + s + s] = state
+            a, bb = _step_terms(k3, u3)
+            state = a * state + bb
+            h[e + s + s + s] = state
+            e += s + s + s + s
+            m += 4
+        while m < n:
+            a, bb = _step_terms(k[e], u[e])
+            state = a * state + bb
+            h[e] = state
+            e += s
+            m += 1
+
+
+def _flat(a):
+    return a.reshape(a.size)
 
 
 @op
@@ -262,14 +346,16 @@ def cuda_scan_forward(k, u, h0=None):
     _check(k, u, h0, 3)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
+    k, u = (a if hasattr(a, "copy_to_host") else cuda.to_device(np.ascontiguousarray(a, np.float32)) for a in (k, u))
     h0 = device_zeros((batch, channels)) if h0 is None else h0
     chunk_a, chunk_b = cuda.device_array((batch, n_chunks, channels), np.float32), \
         cuda.device_array((batch, n_chunks, channels), np.float32)
     incoming = cuda.device_array((batch, n_chunks, channels), np.float32)
     h = cuda.device_array((batch, steps, channels), np.float32)
-    forward_chunks_cuda[blocks(batch * n_chunks * channels)](k, u, chunk_a, chunk_b)
+    dims = (np.int64(steps), np.int64(channels))
+    forward_chunks_cuda[blocks(batch * n_chunks * channels)](_flat(k), _flat(u), chunk_a, chunk_b, *dims)
     forward_carry_cuda[blocks(batch * channels)](chunk_a, chunk_b, h0, incoming)
-    forward_apply_cuda[blocks(batch * n_chunks * channels)](k, u, incoming, h)
+    forward_apply_cuda[blocks(batch * n_chunks * channels)](_flat(k), _flat(u), incoming, _flat(h), *dims)
     return h
 
 
@@ -279,8 +365,9 @@ def step_cuda(k, u, h_prev, h):
     i = cuda.grid(1)
     if i < k.size:
         b, c = i // k.shape[1], i % k.shape[1]
-        z = _sigmoid_gpu(k[b, c])
-        h[b, c] = h_prev[b, c] + z * (_candidate_gpu(u[b, c]) - h_prev[b, c])
+        z, _ = _gates_gpu(k[b, c])
+        g, _ = _candidate_fast(u[b, c])
+        h[b, c] = h_prev[b, c] + z * (g - h_prev[b, c])
 
 
 @op
@@ -292,22 +379,64 @@ def cuda_scan_step(k, u, h_prev=None):
     return h
 
 
-# ---- CUDA: chunked backward -----------------------------------------------------------------------------
+# ---- CUDA: chunked backward (steps from the end of each chunk; lambda needs a = sigmoid(-k) one step on)
 
-@kernel((F32_3D, F32_3D, F32_3D, F32_3D))
-def backward_chunks_cuda(grad_h, k, chunk_a, chunk_b):
+@device_function
+def _forget_after(k, e, s, last):
+    """sigmoid(-k) of the step after element e (0 past the sequence's end)."""
+    if last:
+        return np.float32(0.0)
+    _, a = _gates_gpu(k[e + s])
+    return a
+
+
+@device_function
+def _four_back(x, i, s):
+    return x[i], x[i - s], x[i - s - s], x[i - s - s - s]
+
+
+@device_function
+def _forget(kv):
+    _, a = _gates_gpu(kv)
+    return a
+
+
+@kernel((F32_1D, F32_1D, F32_3D, F32_3D, I64, I64))
+def backward_chunks_cuda(grad_h, k, chunk_a, chunk_b, steps, channels):
     """Fold each chunk of the adjoint recurrence: lambda_start = A * lambda_after_chunk + B."""
-    batch, steps, channels = k.shape
-    n_chunks = chunk_a.shape[1]
+    batch, n_chunks = chunk_a.shape[0], chunk_a.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        b, j, c = chunk_of_thread(i, n_chunks, channels)
+        e, n, b, j, c = chunk_start(i, n_chunks, steps, channels)
+        s = np.uint64(channels)
+        e += np.uint64(n - 1) * s  # the chunk's last element
+        a_next = _forget_after(k, e, s, j * CHUNK + n >= steps)
         prod = np.float32(1.0)
         acc = np.float32(0.0)
-        for t in range(min(steps, (j + 1) * CHUNK) - 1, j * CHUNK - 1, -1):
-            a_next = _sigmoid_gpu(-k[b, t + 1, c]) if t + 1 < steps else np.float32(0.0)
+        m = n
+        while m >= 4:
+            g0, g1, g2, g3 = _four_back(grad_h, e, s)
+            k0, k1, k2, k3 = _four_back(k, e, s)
             prod *= a_next
-            acc = grad_h[b, t, c] + a_next * acc
+            acc = g0 + a_next * acc
+            a_next = _forget(k0)
+            prod *= a_next
+            acc = g1 + a_next * acc
+            a_next = _forget(k1)
+            prod *= a_next
+            acc = g2 + a_next * acc
+            a_next = _forget(k2)
+            prod *= a_next
+            acc = g3 + a_next * acc
+            a_next = _forget(k3)
+            e -= s + s + s + s  # wraps below the first element when the chunk is done: never read
+            m -= 4
+        while m > 0:
+            prod *= a_next
+            acc = grad_h[e] + a_next * acc
+            a_next = _forget(k[e])
+            e -= s
+            m -= 1
         chunk_a[b, j, c] = prod
         chunk_b[b, j, c] = acc
 
@@ -325,23 +454,27 @@ def backward_carry_cuda(chunk_a, chunk_b, after):
             lam = chunk_a[b, j, c] * lam + chunk_b[b, j, c]
 
 
-@kernel((F32_3D, F32_3D, F32_3D, F32_3D, F32_2D, F32_3D, F32_3D, F32_3D, F32_2D))
-def backward_apply_cuda(grad_h, k, u, h, h0, after, dk, du, dh0):
-    batch, steps, channels = k.shape
-    n_chunks = after.shape[1]
+@kernel((F32_1D, F32_1D, F32_1D, F32_1D, F32_2D, F32_3D, F32_1D, F32_1D, F32_2D, I64, I64))
+def backward_apply_cuda(grad_h, k, u, h, h0, after, dk, du, dh0, steps, channels):
+    batch, n_chunks = after.shape[0], after.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        b, j, c = chunk_of_thread(i, n_chunks, channels)
+        first, n, b, j, c = chunk_start(i, n_chunks, steps, channels)
+        s = np.uint64(channels)
+        e = first + np.uint64(n - 1) * s
         lam = after[b, j, c]
-        for t in range(min(steps, (j + 1) * CHUNK) - 1, j * CHUNK - 1, -1):
-            a_next = _sigmoid_gpu(-k[b, t + 1, c]) if t + 1 < steps else np.float32(0.0)
-            lam = grad_h[b, t, c] + a_next * lam
-            z = _sigmoid_gpu(k[b, t, c])
-            before = h[b, t - 1, c] if t > 0 else h0[b, c]
-            dk[b, t, c] = z * (np.float32(1.0) - z) * lam * (_candidate_gpu(u[b, t, c]) - before)
-            du[b, t, c] = lam * z * _candidate_slope_gpu(u[b, t, c])
+        for m in range(n - 1, -1, -1):
+            t = j * CHUNK + m
+            lam = grad_h[e] + _forget_after(k, e, s, t + 1 >= steps) * lam
+            z, _ = _gates_gpu(k[e])
+            g, dg = _candidate_fast(u[e])
+            before = h[e - s] if t > 0 else h0[b, c]
+            dk[e] = z * (np.float32(1.0) - z) * lam * (g - before)
+            du[e] = lam * z * dg
+            e -= s
         if j == 0:
-            dh0[b, c] = _sigmoid_gpu(-k[b, 0, c]) * lam
+            _, a0 = _gates_gpu(k[first])
+            dh0[b, c] = a0 * lam
 
 
 @op
@@ -349,12 +482,50 @@ def cuda_scan_backward(grad_h, k, u, h, h0=None):
     _check(k, u, h0, 3, grad_h, h)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
+    grad_h, k, u, h = (a if hasattr(a, "copy_to_host") else cuda.to_device(np.ascontiguousarray(a, np.float32))
+                       for a in (grad_h, k, u, h))
     h0 = device_zeros((batch, channels)) if h0 is None else h0
     shape = (batch, n_chunks, channels)
     chunk_a, chunk_b, after = (cuda.device_array(shape, np.float32) for _ in range(3))
     dk, du = cuda.device_array(k.shape, np.float32), cuda.device_array(k.shape, np.float32)
     dh0 = cuda.device_array((batch, channels), np.float32)
-    backward_chunks_cuda[blocks(batch * n_chunks * channels)](grad_h, k, chunk_a, chunk_b)
+    dims = (np.int64(steps), np.int64(channels))
+    backward_chunks_cuda[blocks(batch * n_chunks * channels)](_flat(grad_h), _flat(k), chunk_a, chunk_b, *dims)
     backward_carry_cuda[blocks(batch * channels)](chunk_a, chunk_b, after)
-    backward_apply_cuda[blocks(batch * n_chunks * channels)](grad_h, k, u, h, h0, after, dk, du, dh0)
+    backward_apply_cuda[blocks(batch * n_chunks * channels)](_flat(grad_h), _flat(k), _flat(u), _flat(h), h0, after,
+                                                            _flat(dk), _flat(du), dh0, *dims)
     return dk, du, dh0
+
+
+# ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
+
+ROOFLINE_WORKLOADS = ("scan 8x4096x1536 forward: fold pass", "scan 8x4096x1536 forward: apply pass",
+                      "scan 8x4096x1536 backward: fold pass", "scan 8x4096x1536 backward: apply pass")
+_PASSES = {  # workload: (kernel, bytes per element, elements per warp iteration of its hot loop)
+    "scan 8x4096x1536 forward: fold pass": ("forward_chunks_cuda", 8, 128),
+    "scan 8x4096x1536 forward: apply pass": ("forward_apply_cuda", 12, 128),
+    "scan 8x4096x1536 backward: fold pass": ("backward_chunks_cuda", 8, 128),
+    "scan 8x4096x1536 backward: apply pass": ("backward_apply_cuda", 24, 32),
+}
+
+
+def roofline(workload):
+    """One pass of the chunked scan over 8 x 4096 x 1536 fp32 elements (400 MB per array: every pass
+    streams from HBM). Bytes per element are the pass's own reads and writes (the per-chunk arrays add
+    12 B per 64 elements, left out); a forward moves 20 B per element where one read of k, u and one write
+    of h would be 12 B, a backward 32 B where 24 B would do. The reference is HBM bandwidth filled by
+    the pass's own traffic; the issue ceiling counts the hot loop's instructions per element (4 steps
+    per thread and iteration, 1 in the backward apply pass)."""
+    kernel_name, moved, per_iteration = _PASSES[workload]
+    return {
+        "name": f"{workload} ({kernel_name})",
+        "kernel": f"{__name__}.{kernel_name}",
+        "unit": "element",
+        "ops_per_unit": 10,
+        "compute_limit": None,
+        "reference_limit": "hbm",
+        "bytes_per_unit": {"hbm": moved},
+        "units_per_warp_iteration": per_iteration,
+        "basis": (f"{moved} B per element streamed from HBM; a warp completes {per_iteration} elements per hot-loop "
+                  "iteration; about 10 flops per element (no FLOP peak binds)."),
+    }

@@ -1,6 +1,7 @@
 """On a real GPU, at sizes the simulator cannot reach: the MinGRU, LSTM and DNC losses and gradients
 agree with their CPU twins (fp32 both, FMA contraction on the GPU: 1e-4 of the largest gradient),
-the scan holds its accuracy at T = 65,536, and the CD-RGE perturbation kernels match the twins
+the scan (approximate reciprocal in its gates) holds its accuracy at T = 65,536 and its backward
+matches the reference, and the CD-RGE perturbation kernels match the twins
 (Rademacher bit for bit)."""
 
 import numpy as np
@@ -39,6 +40,18 @@ def test_scan_accuracy_at_64k_steps():
     ref = scan.reference_scan_forward(k[:1, :, :4], u[:1, :, :4])
     got = to_host(scan.cuda_scan_forward(k, u))[:1, :, :4]
     assert float(np.max(np.abs(got - ref) / np.abs(ref))) <= 1e-5
+
+
+def test_scan_backward_with_approximate_gates_matches_the_reference():
+    rng = np.random.default_rng(5)
+    k, u, grad_h = (rng.normal(size=(2, 1000, 300)).astype(np.float32) for _ in range(3))
+    h0 = np.abs(rng.normal(size=(2, 300))).astype(np.float32)
+    h = scan.reference_scan_forward(k, u, h0).astype(np.float32)
+    expected = scan.reference_scan_backward(grad_h, k, u, h, h0)
+    got = scan.cuda_scan_backward(grad_h, k, u, h, h0)
+    rtol, atol = scan.BACKWARD_TOLERANCE
+    for g, e in zip(got, expected):
+        assert np.all(np.abs(to_host(g) - e) <= atol * np.abs(e).max() + rtol * np.abs(e))
 
 
 @pytest.mark.parametrize("distribution", ["rademacher", "normal", "uniform"])
