@@ -52,6 +52,15 @@ class Backend:
             cuda.synchronize()
 
 
+def device_free_bytes(backend):
+    """Free memory of a real GPU backend in bytes; None on the CPU and the simulator, whose arrays live
+    in host memory."""
+    if backend.name != "cuda" or backend.simulated:
+        return None
+    free, _ = cuda.current_context().get_memory_info()
+    return int(free)
+
+
 def to_host(array):
     """A NumPy array from a host array, a numba device array or any `__cuda_array_interface__`."""
     if hasattr(array, "copy_to_host"):

@@ -13,7 +13,8 @@ the identity; norms at one; the FF input bias as PyTorch's default U(+-1/sqrt(di
 All parameters live in one flat float32 vector (optimisers and checkpoints see that vector);
 `views` cuts it into named tensors on the backend. `forward` runs every layer as one parallel scan
 over T and returns the per-layer carried states (the last h of each layer, before out_proj);
-`backward` is the exact gradient of the mean cross-entropy (bits) for TBPTT, states detached.
+`backward` is the exact gradient of the mean cross-entropy (bits) for TBPTT, states detached; with
+recomputation it rebuilds each layer's activations from the layer's input (bit for bit the same).
 A `perturbation` (float EGGROLL) adds member-specific low-rank terms to every matrix product and
 member-specific values to norm weights and biases; see evolution/float_eggroll.py.
 """
@@ -147,35 +148,42 @@ class MinGruModel(FlatParams):
         return x, flat_tokens
 
     # ---- forward / backward --------------------------------------------------------------------
-    def forward(self, ops, p, tokens, states=None, perturbation=None, keep=False):
-        """Logits (B*T, 256) for bytes `tokens` (B, T) from per-layer states (list of (B, dim_inner)
-        or None for zero); returns (logits, new states, cache or None)."""
+    def _layer(self, ops, p, layer, x, h0, batch, steps, perturbation):
+        """One block: (its output, its carried state, what its backward pass needs)."""
         cfg = self.cfg
+        b = f"blocks.{layer}."
+        n1, r1 = self._norm(ops, p, b + "gru_norm", x, batch, perturbation)
+        u = self._linear(ops, p, b + "gru_hidden", n1, batch, perturbation)
+        k = self._linear(ops, p, b + "gru_gate", n1, batch, perturbation)
+        h = ops.scan_forward(k.reshape(batch, steps, cfg.dim_inner), u.reshape(batch, steps, cfg.dim_inner), h0)
+        hf = h.reshape(batch * steps, cfg.dim_inner)
+        o = self._linear(ops, p, b + "gru_out", hf, batch, perturbation) if cfg.proj_out else hf
+        x1 = ops.add(x, o)
+        n2, r2 = self._norm(ops, p, b + "ff_norm", x1, batch, perturbation)
+        a = self._bias(ops, p, b + "ff_in_bias", self._linear(ops, p, b + "ff_in", n2, batch, perturbation),
+                       batch, perturbation)
+        ga = ops.gelu(a)
+        f = self._bias(ops, p, b + "ff_out_bias", self._linear(ops, p, b + "ff_out", ga, batch, perturbation),
+                       batch, perturbation)
+        cache = dict(x=x, n1=n1, r1=r1, k=k, u=u, h=h, h0=h0, hf=hf, x1=x1, n2=n2, r2=r2, a=a, ga=ga)
+        return ops.add(x1, f), ops.last_step(h), cache
+
+    def forward(self, ops, p, tokens, states=None, perturbation=None, keep=False, recompute=False):
+        """Logits (B*T, 256) for bytes `tokens` (B, T) from per-layer states (list of (B, dim_inner)
+        or None for zero); returns (logits, new states, cache or None). With `keep`, the cache holds what
+        `backward` needs: every layer's activations, or with `recompute` only each layer's input and state
+        (backward rebuilds the rest, one layer at a time: gradient checkpointing)."""
         batch, steps = tokens.shape
         x, flat_tokens = self._embed(ops, p, tokens, perturbation)
         cache = {"tokens": flat_tokens, "shape": (batch, steps), "layers": []}
         new_states = []
-        for layer in range(cfg.depth):
-            b = f"blocks.{layer}."
-            n1, r1 = self._norm(ops, p, b + "gru_norm", x, batch, perturbation)
-            u = self._linear(ops, p, b + "gru_hidden", n1, batch, perturbation)
-            k = self._linear(ops, p, b + "gru_gate", n1, batch, perturbation)
+        for layer in range(self.cfg.depth):
             h0 = None if states is None else states[layer]
-            h = ops.scan_forward(k.reshape(batch, steps, cfg.dim_inner), u.reshape(batch, steps, cfg.dim_inner), h0)
-            new_states.append(ops.last_step(h))
-            hf = h.reshape(batch * steps, cfg.dim_inner)
-            o = self._linear(ops, p, b + "gru_out", hf, batch, perturbation) if cfg.proj_out else hf
-            x1 = ops.add(x, o)
-            n2, r2 = self._norm(ops, p, b + "ff_norm", x1, batch, perturbation)
-            a = self._bias(ops, p, b + "ff_in_bias", self._linear(ops, p, b + "ff_in", n2, batch, perturbation),
-                           batch, perturbation)
-            ga = ops.gelu(a)
-            f = self._bias(ops, p, b + "ff_out_bias", self._linear(ops, p, b + "ff_out", ga, batch, perturbation),
-                           batch, perturbation)
+            x_next, state, layer_cache = self._layer(ops, p, layer, x, h0, batch, steps, perturbation)
+            new_states.append(state)
             if keep:
-                cache["layers"].append(dict(x=x, n1=n1, r1=r1, k=k, u=u, h=h, h0=h0, hf=hf, x1=x1, n2=n2, r2=r2,
-                                            a=a, ga=ga))
-            x = ops.add(x1, f)
+                cache["layers"].append(dict(x=x, h0=h0) if recompute else layer_cache)
+            x = x_next
         nf, rf = self._norm(ops, p, "norm", x, batch, perturbation)
         logits = self._linear(ops, p, "head", nf, batch, perturbation)
         if keep:
@@ -193,6 +201,8 @@ class MinGruModel(FlatParams):
         dx, g["norm"] = ops.rmsnorm_backward(dnf, cache["x"], p["norm"], cache["rf"])
         for layer in range(cfg.depth - 1, -1, -1):
             b, c = f"blocks.{layer}.", cache["layers"][layer]
+            if "ga" not in c:  # recomputation: the layer's activations from its input, as the forward made them
+                c = self._layer(ops, p, layer, c["x"], c["h0"], batch, steps, None)[2]
             g[b + "ff_out_bias"] = ops.column_sum(dx)
             dga, g[b + "ff_out"] = ops.matmul_backward(dx, c["ga"], p[b + "ff_out"])
             da = ops.gelu_backward(dga, c["a"])
@@ -213,9 +223,9 @@ class MinGruModel(FlatParams):
         g["embed"] = ops.embedding_backward(dx, cache["tokens"], VOCAB)
         return g
 
-    def loss_and_grad(self, ops, p, inputs, targets, states=None):
+    def loss_and_grad(self, ops, p, inputs, targets, states=None, recompute=False):
         """(mean loss in bits, named gradients, new states) for one chunk: inputs and targets (B, T)."""
-        logits, new_states, cache = self.forward(ops, p, inputs, states, keep=True)
+        logits, new_states, cache = self.forward(ops, p, inputs, states, keep=True, recompute=recompute)
         loss, dlogits = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(targets, np.uint8).reshape(-1)))
         grads = self.backward(ops, p, cache, dlogits)
         return float(np.mean(ops.to_host(loss))), grads, new_states

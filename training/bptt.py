@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
-from eggnog.kernels.backend import to_host
+from eggnog.kernels.backend import device_free_bytes, to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruModel
@@ -25,6 +25,7 @@ from eggnog.runtime.step_clock import UNTIMED
 from eggnog.training.mingru_run import (MinGruRunConfig, load_mingru, restore_optimizer, run_meta,
                              save_mingru)
 from eggnog.training.run_config import flag, redefault
+from eggnog.training import memory_plan
 from eggnog.training.run_loop import run_steps
 
 
@@ -39,6 +40,9 @@ class BpttRunConfig(MinGruRunConfig):
     batch_size: int = flag(8, "Samples per chunk step over all ranks.")
     grad_accum: int = flag(1, "Chunk steps per optimizer step.")
     steps: int = flag(1500, "Optimizer steps in total.", changeable=True)
+    recompute: bool = flag(False, "Recompute each block's activations in the backward pass (gradient "
+                                  "checkpointing): one block's activations held instead of all; same gradients.",
+                           changeable=True)
 
     def check(self, ranks=1):
         self.model_config()
@@ -58,7 +62,7 @@ class BpttRunConfig(MinGruRunConfig):
     def describe(self, trainer):
         return super().describe(trainer) + [
             f"batch {self.batch_size} x {self.chunk_size} bytes per chunk, {self.context_chunks} chunks per sample, "
-            f"{self.grad_accum} chunk(s) per step"]
+            f"{self.grad_accum} chunk(s) per step", memory_plan.describe(trainer.memory, self.recompute)]
 
     def summarize(self, summary):
         return f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; " + self.val_summary(summary)
@@ -75,6 +79,10 @@ class BpttTrainer:
         self.ops = ops_for(backend.name)
         self.model = MinGruModel(cfg.model_config())
         self.rows = cfg.batch_size // world.size
+        # before anything is allocated: a run that cannot fit stops here with what it would need
+        self.memory = memory_plan.bptt_memory(self.model.cfg, self.model.n_params, self.rows * cfg.chunk_size,
+                                              cfg.optimizer, cfg.recompute)
+        memory_plan.check_fits(self.memory, memory_plan.host_available(), device_free_bytes(backend), cfg.recompute)
         self.first_row = world.rank * self.rows
         self.sampler = RandomWindows(corpus.train, cfg.window, cfg.seed)
         self.val = val_windows(corpus.val, cfg.val_rows, cfg.val_tokens)
@@ -127,7 +135,8 @@ class BpttTrainer:
         for a in range(cfg.grad_accum):
             inputs, targets = self.chunk(self.step * cfg.grad_accum + a)
             with clock.phase("eval"):
-                loss, grads, self.states = self.model.loss_and_grad(ops, p, inputs, targets, self.states)
+                loss, grads, self.states = self.model.loss_and_grad(ops, p, inputs, targets, self.states,
+                                                                    cfg.recompute)
                 flat = self.model.flatten(grads, ops)
                 grad = flat if grad is None else grad + flat
             losses.append(loss)

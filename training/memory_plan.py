@@ -1,0 +1,69 @@
+"""What a MinGRU BPTT step holds in memory, estimated from the configuration before anything is
+allocated, and the refusal of a run that cannot fit.
+
+Counted in float32 words (4 bytes), P = parameters, n = rows x chunk tokens per forward on this rank,
+d = dim, e = dim_inner, f = ff_inner, L = depth:
+- host, always: the optimiser's vector (P) and state (sf-adamw z, v; adamw m, v: 2P; sgd momentum: P),
+  and the gradient buffers of a step (accumulated, per chunk, the allreduce's input and output: 4P);
+- backend memory (the GPU's, or the host's on the CPU backend): the parameters on the backend (P), the
+  named gradients of a chunk (P), and activations:
+  kept per layer and token  4d + 3e + 2f + 2  (x, n1, k, u, h, x1, n2, the FF's a and GELU(a), two norms)
+  with --recompute only x (d): a layer's cache is rebuilt from it during the backward pass, so one
+  layer's worth is held at a time;
+  the head: logits and their gradient (512 per token), x and its norm (2d + 1);
+  the backward pass's transients of one layer: 8d + 3e + 2f per token.
+The estimate leaves out allocator slack and the CUDA context (a few hundred MB): the refusal keeps
+10% of the available memory free for them.
+"""
+
+from eggnog.runtime.errors import BadInput
+
+WORD = 4
+OPTIMIZER_STATE = {"sf-adamw": 2, "adamw": 2, "sgd": 1}
+HEADROOM = 0.9  # of the available memory that a run may plan to use
+
+
+def bptt_memory(model_cfg, n_params, tokens, optimizer, recompute):
+    """Bytes by holder: {"host": {...}, "backend": {...}} for `tokens` = rows x chunk_size per forward."""
+    d, e, f, depth = model_cfg.dim, model_cfg.dim_inner, model_cfg.ff_inner, model_cfg.depth
+    layer = 4 * d + 3 * e + 2 * f + 2
+    kept = depth * d + layer if recompute else depth * layer
+    activations = tokens * (kept + 512 + 2 * d + 1 + 8 * d + 3 * e + 2 * f)
+    return {
+        "host": {"optimizer": WORD * n_params * (1 + OPTIMIZER_STATE[optimizer]), "gradient buffers": WORD * 4 * n_params},
+        "backend": {"parameters": WORD * n_params, "gradients": WORD * n_params, "activations": WORD * activations},
+    }
+
+
+def describe(plan, recompute):
+    gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
+    parts = [f"{name} {gib(b)}" for holder in ("backend", "host") for name, b in plan[holder].items()]
+    return (f"memory estimate ({'with' if recompute else 'without'} --recompute): " + ", ".join(parts)
+            + f"; backend {gib(sum(plan['backend'].values()))}, host {gib(sum(plan['host'].values()))}")
+
+
+def host_available():
+    """MemAvailable of /proc/meminfo in bytes; None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_fits(plan, host_free, device_free, recompute):
+    """Refuse a plan that needs more than HEADROOM of what is free. device_free: the GPU's free bytes, or
+    None when the backend's memory is the host's (then the two needs add up)."""
+    backend, host = sum(plan["backend"].values()), sum(plan["host"].values())
+    hint = "" if recompute else "; --recompute keeps one layer's activations instead of all"
+    hint += "; a smaller --chunk-size, --batch-size or model needs less"
+    if device_free is not None and backend > HEADROOM * device_free:
+        raise BadInput(f"this run needs about {backend / 2**30:.1f} GiB of GPU memory ({describe(plan, recompute)}) "
+                       f"but {device_free / 2**30:.1f} GiB are free{hint}")
+    need = host + (backend if device_free is None else 0)
+    if host_free is not None and need > HEADROOM * host_free:
+        raise BadInput(f"this run needs about {need / 2**30:.1f} GiB of host memory ({describe(plan, recompute)}) "
+                       f"but {host_free / 2**30:.1f} GiB are available{hint}")
