@@ -71,44 +71,9 @@ def cpu_matmul_tf32(x, w):
 
 
 @device_function
-def _stage_w(src, k0, tile, base, inside, tid):
-    """Rows base..base+127, columns k0..k0+31 of W into its shared tile (row-major, PITCH) as TF32.
-    `inside`: the slice lies wholly inside src, whose rows are a multiple of 4 floats: 128-bit loads and
-    stores, no bounds checks; otherwise element by element, with zeros outside src."""
-    if inside:
-        for i in range(BLOCK_N * BLOCK_K // (4 * THREADS)):
-            e = i * THREADS + tid  # 8 threads per row, 4 floats each
-            r = e >> 3
-            k = (e & 7) << 2
-            v0, v1, v2, v3 = load_global_f32x4(src, base + r, k0 + k)
-            store_shared_f32x4(tile, r * PITCH + k, to_tf32(v0), to_tf32(v1), to_tf32(v2), to_tf32(v3))
-        return
-    rows, cols = src.shape
-    for i in range(BLOCK_N * BLOCK_K // THREADS):
-        e = i * THREADS + tid
-        r = e >> 5
-        k = e & 31
-        v = np.float32(0.0)
-        if base + r < rows and k0 + k < cols:
-            v = src[base + r, k0 + k]
-        tile[r * PITCH + k] = to_tf32(v)
-
-
-@device_function
-def _stage_x(src, k0, tile, base, inside, tid):
-    """The same for x, into row pairs: x[16 t + g + 8 h, k] at word (8 t + g) PAIR_PITCH + 2 k + h."""
-    if inside:
-        for i in range(BLOCK_M * BLOCK_K // (8 * THREADS)):
-            e = i * THREADS + tid  # 8 threads per row pair, 4 floats of each row
-            p = e >> 3
-            r = base + ((p >> 3) << 4) + (p & 7)
-            k = (e & 7) << 2
-            u0, u1, u2, u3 = load_global_f32x4(src, r, k0 + k)
-            v0, v1, v2, v3 = load_global_f32x4(src, r + 8, k0 + k)
-            at = p * PAIR_PITCH + 2 * k
-            store_shared_f32x4(tile, at, to_tf32(u0), to_tf32(v0), to_tf32(u1), to_tf32(v1))
-            store_shared_f32x4(tile, at + 4, to_tf32(u2), to_tf32(v2), to_tf32(u3), to_tf32(v3))
-        return
+def _stage_checked(src, k0, tile, base, pairs, tid):
+    """Rows base..base+127, columns k0..k0+31 of src into a shared tile as TF32, element by element, with
+    zeros outside src; `pairs`: the x layout (row pairs), else the W layout (rows of PITCH)."""
     rows, cols = src.shape
     for i in range(BLOCK_M * BLOCK_K // THREADS):
         e = i * THREADS + tid
@@ -117,7 +82,42 @@ def _stage_x(src, k0, tile, base, inside, tid):
         v = np.float32(0.0)
         if base + r < rows and k0 + k < cols:
             v = src[base + r, k0 + k]
-        tile[((r >> 4) * 8 + (r & 7)) * PAIR_PITCH + 2 * k + ((r >> 3) & 1)] = to_tf32(v)
+        at = ((r >> 4) * 8 + (r & 7)) * PAIR_PITCH + 2 * k + ((r >> 3) & 1) if pairs else r * PITCH + k
+        tile[at] = to_tf32(v)
+
+
+@device_function
+def _stage_w(src, k0, tile, base, inside, tid):
+    """Rows base..base+127, columns k0..k0+31 of W into its shared tile (row-major, PITCH) as TF32.
+    `inside`: the slice lies wholly inside src, whose rows are a multiple of 4 floats: 128-bit loads and
+    stores, no bounds checks; otherwise the checked path."""
+    if not inside:
+        _stage_checked(src, k0, tile, base, False, tid)
+        return
+    for i in range(BLOCK_N * BLOCK_K // (4 * THREADS)):
+        e = i * THREADS + tid  # 8 threads per row, 4 floats each
+        r = e >> 3
+        k = (e & 7) << 2
+        v0, v1, v2, v3 = load_global_f32x4(src, base + r, k0 + k)
+        store_shared_f32x4(tile, r * PITCH + k, to_tf32(v0), to_tf32(v1), to_tf32(v2), to_tf32(v3))
+
+
+@device_function
+def _stage_x(src, k0, tile, base, inside, tid):
+    """The same for x, into row pairs: x[16 t + g + 8 h, k] at word (8 t + g) PAIR_PITCH + 2 k + h."""
+    if not inside:
+        _stage_checked(src, k0, tile, base, True, tid)
+        return
+    for i in range(BLOCK_M * BLOCK_K // (8 * THREADS)):
+        e = i * THREADS + tid  # 8 threads per row pair, 4 floats of each row
+        p = e >> 3
+        r = base + ((p >> 3) << 4) + (p & 7)
+        k = (e & 7) << 2
+        u0, u1, u2, u3 = load_global_f32x4(src, r, k0 + k)
+        v0, v1, v2, v3 = load_global_f32x4(src, r + 8, k0 + k)
+        at = p * PAIR_PITCH + 2 * k
+        store_shared_f32x4(tile, at, to_tf32(u0), to_tf32(v0), to_tf32(u1), to_tf32(v1))
+        store_shared_f32x4(tile, at + 4, to_tf32(u2), to_tf32(v2), to_tf32(u3), to_tf32(v3))
 
 
 @device_function

@@ -238,6 +238,19 @@ def _step_terms(kv, uv):
 
 
 @device_function
+def _fold(prod, acc, kv, uv):
+    """A chunk's affine map (prod a, scan of b) extended by one step."""
+    a, b = _step_terms(kv, uv)
+    return prod * a, a * acc + b
+
+
+@device_function
+def _advance(state, kv, uv):
+    a, b = _step_terms(kv, uv)
+    return a * state + b
+
+
+@device_function
 def _four(x, i, s):
     return x[i], x[i + s], x[i + s + s], x[i + s + s + s]
 
@@ -265,24 +278,14 @@ def forward_chunks_cuda(k, u, chunk_a, chunk_b, steps, channels):
         while m + 4 <= n:
             k0, k1, k2, k3 = _four(k, e, s)
             u0, u1, u2, u3 = _four(u, e, s)
-            a, bb = _step_terms(k0, u0)
-            prod *= a
-            acc = a * acc + bb
-            a, bb = _step_terms(k1, u1)
-            prod *= a
-            acc = a * acc + bb
-            a, bb = _step_terms(k2, u2)
-            prod *= a
-            acc = a * acc + bb
-            a, bb = _step_terms(k3, u3)
-            prod *= a
-            acc = a * acc + bb
+            prod, acc = _fold(prod, acc, k0, u0)
+            prod, acc = _fold(prod, acc, k1, u1)
+            prod, acc = _fold(prod, acc, k2, u2)
+            prod, acc = _fold(prod, acc, k3, u3)
             e += s + s + s + s
             m += 4
         while m < n:
-            a, bb = _step_terms(k[e], u[e])
-            prod *= a
-            acc = a * acc + bb
+            prod, acc = _fold(prod, acc, k[e], u[e])
             e += s
             m += 1
         chunk_a[b, j, c] = prod
@@ -314,23 +317,18 @@ def forward_apply_cuda(k, u, incoming, h, steps, channels):
         while m + 4 <= n:
             k0, k1, k2, k3 = _four(k, e, s)
             u0, u1, u2, u3 = _four(u, e, s)
-            a, bb = _step_terms(k0, u0)
-            state = a * state + bb
+            state = _advance(state, k0, u0)
             h[e] = state
-            a, bb = _step_terms(k1, u1)
-            state = a * state + bb
+            state = _advance(state, k1, u1)
             h[e + s] = state
-            a, bb = _step_terms(k2, u2)
-            state = a * state + bb
+            state = _advance(state, k2, u2)
             h[e + s + s] = state
-            a, bb = _step_terms(k3, u3)
-            state = a * state + bb
+            state = _advance(state, k3, u3)
             h[e + s + s + s] = state
             e += s + s + s + s
             m += 4
         while m < n:
-            a, bb = _step_terms(k[e], u[e])
-            state = a * state + bb
+            state = _advance(state, k[e], u[e])
             h[e] = state
             e += s
             m += 1
@@ -396,9 +394,10 @@ def _four_back(x, i, s):
 
 
 @device_function
-def _forget(kv):
+def _fold_back(prod, acc, a_next, gv, kv):
+    """The adjoint's chunk map extended by one step back; also this step's a, for the step before."""
     _, a = _gates_gpu(kv)
-    return a
+    return prod * a_next, gv + a_next * acc, a
 
 
 @kernel((F32_1D, F32_1D, F32_3D, F32_3D, I64, I64))
@@ -417,24 +416,14 @@ def backward_chunks_cuda(grad_h, k, chunk_a, chunk_b, steps, channels):
         while m >= 4:
             g0, g1, g2, g3 = _four_back(grad_h, e, s)
             k0, k1, k2, k3 = _four_back(k, e, s)
-            prod *= a_next
-            acc = g0 + a_next * acc
-            a_next = _forget(k0)
-            prod *= a_next
-            acc = g1 + a_next * acc
-            a_next = _forget(k1)
-            prod *= a_next
-            acc = g2 + a_next * acc
-            a_next = _forget(k2)
-            prod *= a_next
-            acc = g3 + a_next * acc
-            a_next = _forget(k3)
+            prod, acc, a_next = _fold_back(prod, acc, a_next, g0, k0)
+            prod, acc, a_next = _fold_back(prod, acc, a_next, g1, k1)
+            prod, acc, a_next = _fold_back(prod, acc, a_next, g2, k2)
+            prod, acc, a_next = _fold_back(prod, acc, a_next, g3, k3)
             e -= s + s + s + s  # wraps below the first element when the chunk is done: never read
             m -= 4
         while m > 0:
-            prod *= a_next
-            acc = grad_h[e] + a_next * acc
-            a_next = _forget(k[e])
+            prod, acc, a_next = _fold_back(prod, acc, a_next, grad_h[e], k[e])
             e -= s
             m -= 1
         chunk_a[b, j, c] = prod
