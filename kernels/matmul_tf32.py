@@ -20,12 +20,20 @@ forward and the LSTM input projection until their fitness and loss are measured 
 
 Kernel: a block of 256 threads (8 warps, 2 x 4) computes a 128 x 128 tile of y; each warp a 64 x 32
 tile as 4 x 4 mma.m16n8k8 tiles (64 fp32 accumulators per thread). The k loop stages 32-wide slices of
-x and W in shared memory, converted to TF32 once on the way in. Inside each 8-deep k step, lane q
-holds the PTX ISA's k = q and q + 4 at physical columns 2q and 2q + 1, alike for A and B (a dot product
-does not depend on the order of its terms), so each fragment pair is one 8-byte load (LDS.64). Shared
-rows have a pitch of 40 words: an LDS.64 is served in two phases of 16 lanes (g = 0..3 or 4..7,
-q = 0..3), which read words 40 g + 2q, + 1 at banks 8 (g mod 4) + 2q, + 1: 32 different banks. The
-stores write 32 consecutive words of one row. No bank conflicts either way.
+x and W in shared memory, converted to TF32 once on the way in; slices wholly inside both matrices
+(rows a multiple of 4 floats) move as 128-bit loads and stores. Inside each 8-deep k step, lane q holds
+the PTX ISA's k = q and q + 4 at physical columns 2q and 2q + 1, alike for A and B (a dot product does
+not depend on the order of its terms). x is stored in row pairs, x[16 t + g + 8 h, k] at word
+(8 t + g) 80 + 2 k + h, so a lane's A fragment (rows g, g + 8 at k 2q, 2q + 1) is one LDS.128 in
+register order; W is row-major with a pitch of 40 words, so a B fragment pair is one LDS.64.
+
+Shared memory: fragment loads are conflict-free. An LDS.128 is served in four phases of 8 lanes
+(g = 2i, 2i + 1; q = 0..3): words 80 g + 16 s + 4q .. + 3, 16 banks for each g, 80 = 16 (mod 32) apart.
+An LDS.64 is served in two phases of 16 lanes (g = 0..3 or 4..7): words 40 g + 2q, + 1 at banks
+8 (g mod 4) + 2q, + 1, 32 different banks. Staging W writes 32 consecutive words of one row per phase
+(conflict-free). Staging x is 2-way conflicted: the 8 lanes of a 128-bit store phase write words 8 j .. + 3
+of one row pair (j = 0..7), and j, j + 4 share banks: each of a warp's 4 STS.128 per k slice takes 8
+wavefronts instead of 4, against the warp's 64 mma of that slice.
 """
 
 import numba
