@@ -23,7 +23,8 @@ after the time loop (race-free). The GPU step needs two launches (gate gradients
 through R^T, which reads every d of a head).
 
 Operations (float64 references; the CUDA versions of the sequence ops loop over steps launching the
-step kernels, one thread per unit):
+step kernels, one thread per unit; the CPU twin of lstm_forward runs the whole sequence in one parallel
+call, a (batch row, head) per iteration, with the per-step twin's results bit for bit):
 
     lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
     lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
@@ -136,12 +137,6 @@ def build(jit):
         dr[g, n, d, k] = acc
 
     return sigmoid, forward_element, backward_gates_element, backward_recurrent_element, recurrent_grad_element
-
-
-(cpu_sigmoid, _cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element,
- _cpu_recurrent_grad_element) = build(numba.njit)
-(gpu_sigmoid, _gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element,
- _gpu_recurrent_grad_element) = build(device_function)
 
 
 (cpu_sigmoid, _cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element,
@@ -364,19 +359,55 @@ def cpu_lstm_recurrent_grad(draw, hs, heads):
     return dr
 
 
+@numba.njit(parallel=True)
+def _cpu_forward_sequence(wx, rt, bias, c0, hs, cs, gates, keep):
+    """The whole sequence, one (batch row, head) per parallel iteration with every step inside (no
+    fork/join per step). rt (N, D, 4D) is R with the gate outputs contiguous per input k, so the
+    recurrent product is a run of contiguous multiply-adds; each output sums its terms in the order
+    the step kernel does (wx + bias, then k = 0..D-1), so the results equal the per-step twin's."""
+    steps, batch, _ = wx.shape
+    heads, size, width = rt.shape
+    hidden = heads * size
+    for bn in numba.prange(batch * heads):
+        b, n = bn // heads, bn % heads
+        base = n * size
+        acc = np.empty(width, np.float32)
+        c_head = c0[base:base + size].copy()
+        for t in range(steps):
+            for g in range(4):
+                for d in range(size):
+                    acc[g * size + d] = wx[t, b, g * hidden + base + d] + bias[g * hidden + base + d]
+            for k in range(size):
+                hk = hs[t, b, base + k]
+                for q in range(width):
+                    acc[q] += rt[n, k, q] * hk
+            for d in range(size):
+                ig, fg = cpu_sigmoid(acc[d]), cpu_sigmoid(acc[size + d])
+                zg, og = math.tanh(acc[2 * size + d]), cpu_sigmoid(acc[3 * size + d])
+                cn = fg * c_head[d] + ig * zg
+                c_head[d] = cn
+                hs[t + 1, b, base + d] = og * math.tanh(cn)
+                if keep:
+                    cs[t + 1, b, base + d] = cn
+                    gates[t, b, base + d] = ig
+                    gates[t, b, hidden + base + d] = fg
+                    gates[t, b, 2 * hidden + base + d] = zg
+                    gates[t, b, 3 * hidden + base + d] = og
+
+
 @op
 def cpu_lstm_forward(wx, r, bias, states0, keep=False):
     steps, batch, _ = wx.shape
-    _, _, hidden = _shape(r)
+    heads, size, hidden = _shape(r)
     bias, states0 = bias.reshape(-1), states0.reshape(2, hidden)
     hs = np.empty((steps + 1, batch, hidden), np.float32)
-    cs = np.empty((steps + 1 if keep else 2, batch, hidden), np.float32)  # a two-slot ring unless kept
-    hs[0], cs[0] = states0[0], states0[1]
-    gates = np.empty((steps, batch, 4 * hidden), np.float32) if keep else None
-    scratch = np.empty((1, 1), np.float32)
-    for t in range(steps):
-        c_prev, c = (cs[t], cs[t + 1]) if keep else (cs[t % 2], cs[(t + 1) % 2])
-        _cpu_forward_step(wx[t], r, bias, hs[t], c_prev, hs[t + 1], c, gates[t] if keep else scratch, keep)
+    hs[0] = states0[0]
+    cs = np.empty((steps + 1 if keep else 1, batch, hidden), np.float32)
+    cs[0] = states0[1]
+    gates = np.empty((steps if keep else 1, batch, 4 * hidden), np.float32)
+    rt = np.ascontiguousarray(np.asarray(r, np.float32).transpose(1, 3, 0, 2)).reshape(heads, size, 4 * size)
+    _cpu_forward_sequence(np.ascontiguousarray(wx, np.float32), rt, np.ascontiguousarray(bias, np.float32),
+                          np.ascontiguousarray(states0[1], np.float32), hs, cs, gates, keep)
     return (hs, cs, gates) if keep else (hs, None, None)
 
 
