@@ -95,7 +95,7 @@ def _roofline(roofline):
         if loop is None:
             issue = ""
         elif "units_per_warp_iteration" in loop:
-            issue = (f" Hot loop: {loop['units_per_warp_iteration']} {w['unit']}s per warp in "
+            issue = (f" Hot loop: {loop['units_per_warp_iteration']:g} {w['unit']}s per warp in "
                      f"{loop['instructions_per_iteration']} instructions.")
         else:
             issue = (f" Hot loop: {loop['warp_macs_per_iteration']} warp MACs in {loop['instructions_per_iteration']} "

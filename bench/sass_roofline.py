@@ -10,8 +10,9 @@ A workload is a dict:
                      "tf32_tensor", "fp32_simt"), or None for SIMT integer work with no stated peak
     reference_limit  the H100_SXM key the result is compared with (the target), e.g. "int8_tensor"; a
                      bandwidth ("hbm") compares with that bandwidth filled by the workload's own bytes
-    units_per_warp_iteration   (optional) for a streaming loop: units one warp completes per iteration of
-                     the hot loop; the issue ceiling then counts instructions per unit instead of MACs
+    loads_per_unit   (optional) for a streaming loop: 32-bit global loads per unit; the units a warp
+                     completes per hot-loop iteration are then read from the loop's loads (however far
+                     the compiler unrolled it), and the issue ceiling counts instructions per unit
     bytes_per_unit   {"hbm": bytes, "l2": bytes} moved per unit at each level
     basis            one or two sentences: where the figures come from
 
@@ -124,11 +125,10 @@ def estimate(workload, loop=None):
         if moved:
             ceilings[level] = H100_SXM[level] / moved
     issue = None
-    if loop is not None and "units_per_warp_iteration" in workload:  # a streaming loop: units, not MACs
-        issue = {"units_per_warp_iteration": workload["units_per_warp_iteration"],
-                 "instructions_per_iteration": loop["instructions"]}
-        ceilings["issue"] = (SCHEDULERS_PER_SM * SM_COUNT * ISSUE_CLOCK_HZ * workload["units_per_warp_iteration"]
-                             / loop["instructions"])
+    if loop is not None and "loads_per_unit" in workload:  # a streaming loop: units, not MACs
+        units = 32 * loop["ldg_32"] / workload["loads_per_unit"]
+        issue = {"units_per_warp_iteration": units, "instructions_per_iteration": loop["instructions"]}
+        ceilings["issue"] = SCHEDULERS_PER_SM * SM_COUNT * ISSUE_CLOCK_HZ * units / loop["instructions"]
     elif loop is not None:
         macs_per_clock_sm = SCHEDULERS_PER_SM * loop["warp_macs"] / loop["instructions"]
         issue = {"warp_macs_per_iteration": loop["warp_macs"], "instructions_per_iteration": loop["instructions"],

@@ -95,6 +95,11 @@ def flat(a):
     return a.reshape(a.size)
 
 
+def on_device(a, dtype=None):
+    """`a` itself when it is already a device array, else a contiguous device copy (of `dtype` if given)."""
+    return a if hasattr(a, "copy_to_host") else cuda.to_device(np.ascontiguousarray(a, dtype))
+
+
 def device_zeros(shape, dtype=np.float32):
     return cuda.to_device(np.zeros(shape, dtype))
 

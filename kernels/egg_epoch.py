@@ -136,10 +136,11 @@ def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift,
     """The fused kernel where the width allows (egg_epoch_cuda.fused_width), else the per-op kernels."""
     from eggnog.kernels import egg_epoch_cuda
     from eggnog.kernels.backend import to_host
+    from eggnog.kernels.cuda_api import on_device
 
     cuda = egg_epoch_cuda.cuda
     if egg_epoch_cuda.fused_width(states.shape[2]):
-        windows, prefixes = (a if hasattr(a, "copy_to_host") else cuda.to_device(a) for a in (windows, prefixes))
+        windows, prefixes = on_device(windows), on_device(prefixes)
         out = egg_epoch_cuda.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed)
         return out.copy_to_host()
     from eggnog.kernels.registry import ops_for

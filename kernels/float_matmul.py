@@ -36,7 +36,7 @@ def _matmul_backward_cases(rng):
         yield normal32(rng, rows, d_out), normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
-def _check_layer(x, w, dy=None):
+def check_layer(x, w, dy=None):
     require(len(x.shape) == 2 and len(w.shape) == 2 and x.shape[1] == w.shape[1],
             f"a linear layer takes x (rows, in) and W (out, in), got x {tuple(x.shape)} and W {tuple(w.shape)}")
     if dy is not None:
@@ -47,26 +47,26 @@ def _check_layer(x, w, dy=None):
 
 @op(cases=_matmul_cases, tolerance=TOLERANCE)
 def reference_matmul(x, w):
-    _check_layer(x, w)
+    check_layer(x, w)
     return f64(x) @ f64(w).T
 
 
 @op(cases=_matmul_backward_cases, tolerance=TOLERANCE)
 def reference_matmul_backward(dy, x, w):
-    _check_layer(x, w, dy)
+    check_layer(x, w, dy)
     dy64 = f64(dy)
     return dy64 @ f64(w), dy64.T @ f64(x)
 
 
 @op
 def cpu_matmul(x, w):
-    _check_layer(x, w)
+    check_layer(x, w)
     return np.ascontiguousarray(x @ w.T)
 
 
 @op
 def cpu_matmul_backward(dy, x, w):
-    _check_layer(x, w, dy)
+    check_layer(x, w, dy)
     return np.ascontiguousarray(dy @ w), np.ascontiguousarray(dy.T @ x)
 
 
@@ -113,13 +113,13 @@ def tiled_product(a, b, transpose_a=False, transpose_b=False):
 
 @op
 def cuda_matmul(x, w):
-    _check_layer(x, w)
+    check_layer(x, w)
     return tiled_product(x, w, transpose_b=True)
 
 
 @op
 def cuda_matmul_backward(dy, x, w):
-    _check_layer(x, w, dy)
+    check_layer(x, w, dy)
     return tiled_product(dy, w), tiled_product(dy, x, transpose_a=True)
 
 

@@ -402,9 +402,11 @@ def cpu_lstm_forward(wx, r, bias, states0, keep=False):
     bias, states0 = bias.reshape(-1), states0.reshape(2, hidden)
     hs = np.empty((steps + 1, batch, hidden), np.float32)
     hs[0] = states0[0]
-    cs = np.empty((steps + 1 if keep else 1, batch, hidden), np.float32)
-    cs[0] = states0[1]
-    gates = np.empty((steps if keep else 1, batch, 4 * hidden), np.float32)
+    cs = gates = np.empty((1, 1, 1), np.float32)  # written only when kept
+    if keep:
+        cs = np.empty((steps + 1, batch, hidden), np.float32)
+        cs[0] = states0[1]
+        gates = np.empty((steps, batch, 4 * hidden), np.float32)
     rt = np.ascontiguousarray(np.asarray(r, np.float32).transpose(1, 3, 0, 2)).reshape(heads, size, 4 * size)
     _cpu_forward_sequence(np.ascontiguousarray(wx, np.float32), rt, np.ascontiguousarray(bias, np.float32),
                           np.ascontiguousarray(states0[1], np.float32), hs, cs, gates, keep)

@@ -40,8 +40,9 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import F32_2D, cuda, device_function, f64, kernel, require
-from eggnog.kernels.mma import (load_global_f32x4, load_shared_f32x2, load_shared_f32x4, mma_tf32_1688, round_tf32,
+from eggnog.kernels.mma import (load_global_v4, load_shared_v2, load_shared_v4, mma_tf32_1688, round_tf32,
                                 store_shared_f32x4, to_tf32)
+from eggnog.kernels.float_matmul import check_layer
 from eggnog.kernels.registry import normal32, op
 
 BLOCK_M = BLOCK_N = 128
@@ -61,20 +62,15 @@ def _cases(rng):
         yield normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
-def _check(x, w):
-    require(len(x.shape) == 2 and len(w.shape) == 2 and x.shape[1] == w.shape[1],
-            f"a linear layer takes x (rows, in) and W (out, in), got x {tuple(x.shape)} and W {tuple(w.shape)}")
-
-
 @op(cases=_cases, tolerance=TOLERANCE)
 def reference_matmul_tf32(x, w):
-    _check(x, w)
+    check_layer(x, w)
     return f64(round_tf32(x)) @ f64(round_tf32(w)).T
 
 
 @op
 def cpu_matmul_tf32(x, w):
-    _check(x, w)
+    check_layer(x, w)
     return np.ascontiguousarray(round_tf32(x) @ round_tf32(w).T)
 
 
@@ -106,7 +102,7 @@ def _stage_w(src, k0, tile, base, inside, tid):
         e = i * THREADS + tid  # 8 threads per row, 4 floats each
         r = e >> 3
         k = (e & 7) << 2
-        v0, v1, v2, v3 = load_global_f32x4(src, base + r, k0 + k)
+        v0, v1, v2, v3 = load_global_v4(src, base + r, k0 + k)
         store_shared_f32x4(tile, r * PITCH + k, to_tf32(v0), to_tf32(v1), to_tf32(v2), to_tf32(v3))
 
 
@@ -121,8 +117,8 @@ def _stage_x(src, k0, tile, base, inside, tid):
         p = e >> 3
         r = base + ((p >> 3) << 4) + (p & 7)
         k = (e & 7) << 2
-        u0, u1, u2, u3 = load_global_f32x4(src, r, k0 + k)
-        v0, v1, v2, v3 = load_global_f32x4(src, r + 8, k0 + k)
+        u0, u1, u2, u3 = load_global_v4(src, r, k0 + k)
+        v0, v1, v2, v3 = load_global_v4(src, r + 8, k0 + k)
         at = p * PAIR_PITCH + 2 * k
         store_shared_f32x4(tile, at, to_tf32(u0), to_tf32(v0), to_tf32(u1), to_tf32(v1))
         store_shared_f32x4(tile, at + 4, to_tf32(u2), to_tf32(v2), to_tf32(u3), to_tf32(v3))
@@ -131,7 +127,7 @@ def _stage_x(src, k0, tile, base, inside, tid):
 @device_function
 def _row_tile(sa, at, b0, b1, b2, b3, b4, b5, b6, b7, c):
     """One 16-row tile against four 8-column tiles (B fragments b0..b7): 4 mma on 16 accumulators."""
-    a0, a1, a2, a3 = load_shared_f32x4(sa, at)  # rows g, g + 8 at k 2q, 2q + 1 (module docstring)
+    a0, a1, a2, a3 = load_shared_v4(sa, at)  # rows g, g + 8 at k 2q, 2q + 1 (module docstring)
     d0, d1, d2, d3 = mma_tf32_1688(a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3])
     d4, d5, d6, d7 = mma_tf32_1688(a0, a1, a2, a3, b2, b3, c[4], c[5], c[6], c[7])
     d8, d9, d10, d11 = mma_tf32_1688(a0, a1, a2, a3, b4, b5, c[8], c[9], c[10], c[11])
@@ -142,10 +138,10 @@ def _row_tile(sa, at, b0, b1, b2, b3, b4, b5, b6, b7, c):
 @device_function
 def _k_step(sa, sb, at, bt, c0, c1, c2, c3):
     """One 8-deep k step of the warp's 64 x 32 tile: 16 mma."""
-    b0, b1 = load_shared_f32x2(sb, bt)
-    b2, b3 = load_shared_f32x2(sb, bt + 8 * PITCH)
-    b4, b5 = load_shared_f32x2(sb, bt + 16 * PITCH)
-    b6, b7 = load_shared_f32x2(sb, bt + 24 * PITCH)
+    b0, b1 = load_shared_v2(sb, bt)
+    b2, b3 = load_shared_v2(sb, bt + 8 * PITCH)
+    b4, b5 = load_shared_v2(sb, bt + 16 * PITCH)
+    b6, b7 = load_shared_v2(sb, bt + 24 * PITCH)
     c0 = _row_tile(sa, at, b0, b1, b2, b3, b4, b5, b6, b7, c0)
     c1 = _row_tile(sa, at + 8 * PAIR_PITCH, b0, b1, b2, b3, b4, b5, b6, b7, c1)
     c2 = _row_tile(sa, at + 16 * PAIR_PITCH, b0, b1, b2, b3, b4, b5, b6, b7, c2)
@@ -226,7 +222,7 @@ def matmul_tf32_cuda(x, w, y):
 
 @op
 def cuda_matmul_tf32(x, w):
-    _check(x, w)
+    check_layer(x, w)
     y = cuda.device_array((x.shape[0], w.shape[0]), np.float32)
     grid = ((w.shape[0] + BLOCK_N - 1) // BLOCK_N, (x.shape[0] + BLOCK_M - 1) // BLOCK_M)
     matmul_tf32_cuda[grid, THREADS](x, w, y)

@@ -3,12 +3,13 @@
     d0, d1, d2, d3 = mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
     d0, d1, d2, d3 = mma_tf32_1688(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)   # float32 registers
     t = to_tf32(x)                                     # x rounded to TF32 (cvt.rna: nearest, ties away)
-    w0, w1, w2, w3 = load_global_v4(words, index)      # words[index:index + 4], index % 4 == 0
+    w0, w1, w2, w3 = load_global_v4(words, index)      # words[index:index + 4], 16-byte aligned
+    v0, v1, v2, v3 = load_global_v4(matrix, row, col)  # matrix[row, col:col + 4] (any number of indices)
     w0, w1, w2, w3 = load_shared_v4(words, index)      # the same from a shared array (one LDS.128)
-    v0, v1 = load_shared_f32x2(values, index)          # values[index:index + 2] of a shared float32 array
-    v0, v1, v2, v3 = load_shared_f32x4(values, index)  # values[index:index + 4], the same (one LDS.128)
-    v0, v1, v2, v3 = load_global_f32x4(matrix, row, col)    # matrix[row, col:col + 4], float32
+    v0, v1 = load_shared_v2(values, index)             # values[index:index + 2] (one LDS.64)
     store_shared_f32x4(values, index, v0, v1, v2, v3)  # values[index:index + 4] = ... (one STS.128)
+
+(4-byte elements, int32 or float32.)
 
 `mma_s8_16832` is PTX `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` (SASS IMMA.16832.S8.S8):
 D (16x8, int32) = A (16x32, int8) @ B (32x8, int8) + C over one warp. Registers hold four int8 each,
@@ -190,16 +191,14 @@ def simulated_to_tf32(x):
     return np.float32(round_tf32(x))
 
 
-def simulated_load_v4(words, index):
-    return words[index], words[index + 1], words[index + 2], words[index + 3]
+def _simulated_load(n):
+    def load(array, *index):
+        *outer, i = index
+        return tuple(array[(*outer, i + k)] for k in range(n))
+    return load
 
 
-def simulated_load_2(values, index):
-    return values[index], values[index + 1]
-
-
-def simulated_load_row4(matrix, row, col):
-    return matrix[row, col], matrix[row, col + 1], matrix[row, col + 2], matrix[row, col + 3]
+simulated_load_v2, simulated_load_v4 = _simulated_load(2), _simulated_load(4)
 
 
 def simulated_store_4(values, index, v0, v1, v2, v3):
@@ -209,6 +208,7 @@ def simulated_store_4(values, index, v0, v1, v2, v3):
 def _build_intrinsics():
     from llvmlite import ir
     from numba.core import types
+    from numba.cuda import cgutils
     from numba.cuda.cgutils import get_item_pointer
     from numba.cuda.extending import intrinsic
 
@@ -263,33 +263,23 @@ def _build_intrinsics():
         return sig, codegen
 
     @intrinsic
-    def load_global_v4(typingctx, words, index):
-        """ld.global.nc.v4: four int32 words of a read-only array, 16-byte aligned by the caller."""
-        sig = types.UniTuple(types.int32, 4)(words, types.int64)
+    def load_global_v4(typingctx, array, *index):
+        """ld.global.nc.v4: array[..., i:i + 4] of a read-only array of 4-byte elements (int32 or float32),
+        16-byte aligned by the caller; no negative-index wraparound."""
+        element = array.dtype
+        sig = types.UniTuple(element, 4)(array, types.StarArgTuple.from_types(index))
 
         def codegen(context, builder, signature, args):
-            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32.as_pointer()])
-            asm = "ld.global.nc.v4.u32 {$0,$1,$2,$3}, [$4];"
-            pointer = element_pointer(context, builder, signature, args)
-            call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r,l"), [pointer])
-            words4 = [builder.extract_value(call, i) for i in range(4)]
-            return context.make_tuple(builder, signature.return_type, words4)
-
-        return sig, codegen
-
-    @intrinsic
-    def load_global_f32x4(typingctx, matrix, row, col):
-        """ld.global.nc.v4.f32: matrix[row, col:col + 4] of a read-only float32 matrix, 16-byte aligned by
-        the caller."""
-        sig = types.UniTuple(types.float32, 4)(matrix, types.int64, types.int64)
-
-        def codegen(context, builder, signature, args):
-            f32 = ir.FloatType()
             ary = context.make_array(signature.args[0])(context, builder, value=args[0])
-            pointer = get_item_pointer(context, builder, signature.args[0], ary, list(args[1:]), wraparound=False)
-            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [pointer.type])
-            call = builder.call(ir.InlineAsm(fnty, "ld.global.nc.v4.f32 {$0,$1,$2,$3}, [$4];", "=f,=f,=f,=f,l"),
-                                [pointer])
+            indices = [context.cast(builder, v, t, types.int64)
+                       for v, t in zip(cgutils.unpack_tuple(builder, args[1]), signature.args[1])]
+            pointer = get_item_pointer(context, builder, signature.args[0], ary, indices, wraparound=False)
+            kind = "f32" if element == types.float32 else "u32"
+            value_type = context.get_value_type(element)
+            fnty = ir.FunctionType(ir.LiteralStructType([value_type] * 4), [pointer.type])
+            reg = "f" if element == types.float32 else "r"
+            call = builder.call(ir.InlineAsm(fnty, f"ld.global.nc.v4.{kind} {{$0,$1,$2,$3}}, [$4];",
+                                             ",".join([f"={reg}"] * 4) + ",l"), [pointer])
             values = [builder.extract_value(call, i) for i in range(4)]
             return context.make_tuple(builder, signature.return_type, values)
 
@@ -313,19 +303,20 @@ def _build_intrinsics():
 
         return sig, codegen
 
-    def shared_f32_load(n):
-        """values[index:index + n] of a float32 shared array as one 4n-byte load (LDS.64 / LDS.128), 4n-byte
-        aligned by the caller; no negative-index wraparound."""
+    def shared_load(n):
+        """values[index:index + n] of a shared array of 4-byte elements as one 4n-byte load (LDS.64 /
+        LDS.128), 4n-byte aligned by the caller (the compiler cannot prove the alignment of a shared
+        array by itself); no negative-index wraparound."""
 
         @intrinsic
         def load(typingctx, values, index):
-            sig = types.UniTuple(types.float32, n)(values, types.int64)
+            sig = types.UniTuple(values.dtype, n)(values, types.int64)
 
             def codegen(context, builder, signature, args):
-                f32 = ir.FloatType()
+                element = context.get_value_type(signature.args[0].dtype)
                 ptr = builder.addrspacecast(element_pointer(context, builder, signature, args),
-                                            ir.PointerType(f32, addrspace=3))
-                vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(f32, n), addrspace=3)),
+                                            ir.PointerType(element, addrspace=3))
+                vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(element, n), addrspace=3)),
                                       align=4 * n)
                 values_n = [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(n)]
                 return context.make_tuple(builder, signature.return_type, values_n)
@@ -334,33 +325,13 @@ def _build_intrinsics():
 
         return load
 
-    load_shared_f32x2, load_shared_f32x4 = shared_f32_load(2), shared_f32_load(4)
-
-    @intrinsic
-    def load_shared_v4(typingctx, words, index):
-        """Four int32 words of a shared array as one 16-byte vector load (LDS.128), 16-byte aligned by the
-        caller: the compiler cannot prove the alignment of a dynamic shared array by itself."""
-        sig = types.UniTuple(types.int32, 4)(words, types.int64)
-
-        def codegen(context, builder, signature, args):
-            ptr = element_pointer(context, builder, signature, args)
-            shared = builder.addrspacecast(ptr, ir.PointerType(i32, addrspace=3))
-            vector = builder.load(builder.bitcast(shared, ir.PointerType(ir.VectorType(i32, 4), addrspace=3)),
-                                  align=16)
-            words4 = [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, words4)
-
-        return sig, codegen
-
-    return (mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, load_shared_v4, load_global_f32x4, store_shared_f32x4,
-            load_shared_f32x2, load_shared_f32x4)
+    return mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, shared_load(2), shared_load(4), store_shared_f32x4
 
 
 if SIMULATED:
     mma_s8_16832, mma_tf32_1688, to_tf32 = simulated_mma_s8_16832, simulated_mma_tf32_1688, simulated_to_tf32
-    load_global_v4 = load_shared_v4 = simulated_load_v4
-    load_global_f32x4, store_shared_f32x4, load_shared_f32x2 = simulated_load_row4, simulated_store_4, simulated_load_2
-    load_shared_f32x4 = simulated_load_v4
+    load_global_v4, store_shared_f32x4 = simulated_load_v4, simulated_store_4
+    load_shared_v2, load_shared_v4 = simulated_load_v2, simulated_load_v4
 else:
-    (mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, load_shared_v4, load_global_f32x4, store_shared_f32x4,
-     load_shared_f32x2, load_shared_f32x4) = _build_intrinsics()
+    (mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, load_shared_v2, load_shared_v4,
+     store_shared_f32x4) = _build_intrinsics()

@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import (F32_1D, F32_2D, F32_3D, I64, blocks, cuda, device_function, device_zeros, f64,
-                                     kernel, require)
+                                     flat, kernel, on_device, require)
 from eggnog.kernels.fast_math import reciprocal_approx
 from eggnog.kernels.registry import op
 
@@ -334,26 +334,22 @@ def forward_apply_cuda(k, u, incoming, h, steps, channels):
             m += 1
 
 
-def _flat(a):
-    return a.reshape(a.size)
-
-
 @op
 def cuda_scan_forward(k, u, h0=None):
     """k, u: (batch, T, channels) float32 (device or host); returns h on the device."""
     _check(k, u, h0, 3)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
-    k, u = (a if hasattr(a, "copy_to_host") else cuda.to_device(np.ascontiguousarray(a, np.float32)) for a in (k, u))
+    k, u = on_device(k, np.float32), on_device(u, np.float32)
     h0 = device_zeros((batch, channels)) if h0 is None else h0
     chunk_a, chunk_b = cuda.device_array((batch, n_chunks, channels), np.float32), \
         cuda.device_array((batch, n_chunks, channels), np.float32)
     incoming = cuda.device_array((batch, n_chunks, channels), np.float32)
     h = cuda.device_array((batch, steps, channels), np.float32)
     dims = (np.int64(steps), np.int64(channels))
-    forward_chunks_cuda[blocks(batch * n_chunks * channels)](_flat(k), _flat(u), chunk_a, chunk_b, *dims)
+    forward_chunks_cuda[blocks(batch * n_chunks * channels)](flat(k), flat(u), chunk_a, chunk_b, *dims)
     forward_carry_cuda[blocks(batch * channels)](chunk_a, chunk_b, h0, incoming)
-    forward_apply_cuda[blocks(batch * n_chunks * channels)](_flat(k), _flat(u), incoming, _flat(h), *dims)
+    forward_apply_cuda[blocks(batch * n_chunks * channels)](flat(k), flat(u), incoming, flat(h), *dims)
     return h
 
 
@@ -448,22 +444,21 @@ def backward_apply_cuda(grad_h, k, u, h, h0, after, dk, du, dh0, steps, channels
     batch, n_chunks = after.shape[0], after.shape[1]
     i = cuda.grid(1)
     if i < batch * n_chunks * channels:
-        first, n, b, j, c = chunk_start(i, n_chunks, steps, channels)
+        e, n, b, j, c = chunk_start(i, n_chunks, steps, channels)
         s = np.uint64(channels)
-        e = first + np.uint64(n - 1) * s
+        e += np.uint64(n - 1) * s
+        a_next = _forget_after(k, e, s, j * CHUNK + n >= steps)
         lam = after[b, j, c]
         for m in range(n - 1, -1, -1):
-            t = j * CHUNK + m
-            lam = grad_h[e] + _forget_after(k, e, s, t + 1 >= steps) * lam
-            z, _ = _gates_gpu(k[e])
+            lam = grad_h[e] + a_next * lam
+            z, a_next = _gates_gpu(k[e])  # this step's a is the step before's a_next
             g, dg = _candidate_fast(u[e])
-            before = h[e - s] if t > 0 else h0[b, c]
+            before = h[e - s] if j * CHUNK + m > 0 else h0[b, c]
             dk[e] = z * (np.float32(1.0) - z) * lam * (g - before)
             du[e] = lam * z * dg
             e -= s
         if j == 0:
-            _, a0 = _gates_gpu(k[first])
-            dh0[b, c] = a0 * lam
+            dh0[b, c] = a_next * lam
 
 
 @op
@@ -471,31 +466,29 @@ def cuda_scan_backward(grad_h, k, u, h, h0=None):
     _check(k, u, h0, 3, grad_h, h)
     batch, steps, channels = k.shape
     n_chunks = (steps + CHUNK - 1) // CHUNK
-    grad_h, k, u, h = (a if hasattr(a, "copy_to_host") else cuda.to_device(np.ascontiguousarray(a, np.float32))
-                       for a in (grad_h, k, u, h))
+    grad_h, k, u, h = (on_device(a, np.float32) for a in (grad_h, k, u, h))
     h0 = device_zeros((batch, channels)) if h0 is None else h0
     shape = (batch, n_chunks, channels)
     chunk_a, chunk_b, after = (cuda.device_array(shape, np.float32) for _ in range(3))
     dk, du = cuda.device_array(k.shape, np.float32), cuda.device_array(k.shape, np.float32)
     dh0 = cuda.device_array((batch, channels), np.float32)
     dims = (np.int64(steps), np.int64(channels))
-    backward_chunks_cuda[blocks(batch * n_chunks * channels)](_flat(grad_h), _flat(k), chunk_a, chunk_b, *dims)
+    backward_chunks_cuda[blocks(batch * n_chunks * channels)](flat(grad_h), flat(k), chunk_a, chunk_b, *dims)
     backward_carry_cuda[blocks(batch * channels)](chunk_a, chunk_b, after)
-    backward_apply_cuda[blocks(batch * n_chunks * channels)](_flat(grad_h), _flat(k), _flat(u), _flat(h), h0, after,
-                                                            _flat(dk), _flat(du), dh0, *dims)
+    backward_apply_cuda[blocks(batch * n_chunks * channels)](flat(grad_h), flat(k), flat(u), flat(h), h0, after,
+                                                            flat(dk), flat(du), dh0, *dims)
     return dk, du, dh0
 
 
 # ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
 
-ROOFLINE_WORKLOADS = ("scan 8x4096x1536 forward: fold pass", "scan 8x4096x1536 forward: apply pass",
-                      "scan 8x4096x1536 backward: fold pass", "scan 8x4096x1536 backward: apply pass")
-_PASSES = {  # workload: (kernel, bytes per element, elements per warp iteration of its hot loop)
-    "scan 8x4096x1536 forward: fold pass": ("forward_chunks_cuda", 8, 128),
-    "scan 8x4096x1536 forward: apply pass": ("forward_apply_cuda", 12, 128),
-    "scan 8x4096x1536 backward: fold pass": ("backward_chunks_cuda", 8, 128),
-    "scan 8x4096x1536 backward: apply pass": ("backward_apply_cuda", 24, 32),
+_PASSES = {  # workload: (kernel, bytes per element, 32-bit global loads per element)
+    "scan 8x4096x1536 forward: fold pass": ("forward_chunks_cuda", 8, 2),
+    "scan 8x4096x1536 forward: apply pass": ("forward_apply_cuda", 12, 2),
+    "scan 8x4096x1536 backward: fold pass": ("backward_chunks_cuda", 8, 2),
+    "scan 8x4096x1536 backward: apply pass": ("backward_apply_cuda", 24, 4),
 }
+ROOFLINE_WORKLOADS = tuple(_PASSES)
 
 
 def roofline(workload):
@@ -503,9 +496,9 @@ def roofline(workload):
     streams from HBM). Bytes per element are the pass's own reads and writes (the per-chunk arrays add
     12 B per 64 elements, left out); a forward moves 20 B per element where one read of k, u and one write
     of h would be 12 B, a backward 32 B where 24 B would do. The reference is HBM bandwidth filled by
-    the pass's own traffic; the issue ceiling counts the hot loop's instructions per element (4 steps
-    per thread and iteration, 1 in the backward apply pass)."""
-    kernel_name, moved, per_iteration = _PASSES[workload]
+    the pass's own traffic; the issue ceiling counts the hot loop's instructions per element (elements
+    per iteration read from the loop's loads: 4 steps per thread in the unrolled passes)."""
+    kernel_name, moved, loads = _PASSES[workload]
     return {
         "name": f"{workload} ({kernel_name})",
         "kernel": f"{__name__}.{kernel_name}",
@@ -514,7 +507,7 @@ def roofline(workload):
         "compute_limit": None,
         "reference_limit": "hbm",
         "bytes_per_unit": {"hbm": moved},
-        "units_per_warp_iteration": per_iteration,
-        "basis": (f"{moved} B per element streamed from HBM; a warp completes {per_iteration} elements per hot-loop "
-                  "iteration; about 10 flops per element (no FLOP peak binds)."),
+        "loads_per_unit": loads,
+        "basis": (f"{moved} B per element streamed from HBM, {loads} 32-bit loads per element; about 10 flops "
+                  "per element (no FLOP peak binds)."),
     }

@@ -175,7 +175,7 @@ class MinGruModel(FlatParams):
         (backward rebuilds the rest, one layer at a time: gradient checkpointing)."""
         batch, steps = tokens.shape
         x, flat_tokens = self._embed(ops, p, tokens, perturbation)
-        cache = {"tokens": flat_tokens, "shape": (batch, steps), "layers": []}
+        cache = {"tokens": flat_tokens, "shape": (batch, steps), "layers": [], "recompute": recompute}
         new_states = []
         for layer in range(self.cfg.depth):
             h0 = None if states is None else states[layer]
@@ -201,7 +201,7 @@ class MinGruModel(FlatParams):
         dx, g["norm"] = ops.rmsnorm_backward(dnf, cache["x"], p["norm"], cache["rf"])
         for layer in range(cfg.depth - 1, -1, -1):
             b, c = f"blocks.{layer}.", cache["layers"][layer]
-            if "ga" not in c:  # recomputation: the layer's activations from its input, as the forward made them
+            if cache["recompute"]:  # the layer's activations from its input, as the forward made them
                 c = self._layer(ops, p, layer, c["x"], c["h0"], batch, steps, None)[2]
             g[b + "ff_out_bias"] = ops.column_sum(dx)
             dga, g[b + "ff_out"] = ops.matmul_backward(dx, c["ga"], p[b + "ff_out"])

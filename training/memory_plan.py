@@ -58,12 +58,13 @@ def check_fits(plan, host_free, device_free, recompute):
     """Refuse a plan that needs more than HEADROOM of what is free. device_free: the GPU's free bytes, or
     None when the backend's memory is the host's (then the two needs add up)."""
     backend, host = sum(plan["backend"].values()), sum(plan["host"].values())
+    if device_free is None:
+        checks = [(backend + host, host_free, "host memory", "available")]
+    else:
+        checks = [(backend, device_free, "GPU memory", "free"), (host, host_free, "host memory", "available")]
     hint = "" if recompute else "; --recompute keeps one layer's activations instead of all"
-    hint += "; a smaller --chunk-size, --batch-size or model needs less"
-    if device_free is not None and backend > HEADROOM * device_free:
-        raise BadInput(f"this run needs about {backend / 2**30:.1f} GiB of GPU memory ({describe(plan, recompute)}) "
-                       f"but {device_free / 2**30:.1f} GiB are free{hint}")
-    need = host + (backend if device_free is None else 0)
-    if host_free is not None and need > HEADROOM * host_free:
-        raise BadInput(f"this run needs about {need / 2**30:.1f} GiB of host memory ({describe(plan, recompute)}) "
-                       f"but {host_free / 2**30:.1f} GiB are available{hint}")
+    for need, free, where, state in checks:
+        if free is not None and need > HEADROOM * free:
+            raise BadInput(f"this run needs about {need / 2**30:.1f} GiB of {where} ({describe(plan, recompute)}) "
+                           f"but {free / 2**30:.1f} GiB are {state}{hint}; a smaller --chunk-size, --batch-size or "
+                           "model needs less")
