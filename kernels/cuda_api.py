@@ -22,6 +22,7 @@ F32_1D, F32_2D, F32_3D, F32_4D = (numba.float32[::1], numba.float32[:, ::1], num
                                   numba.float32[:, :, :, ::1])
 F16_1D = numba.types.float16[::1]
 I8_1D, I8_2D = numba.int8[::1], numba.int8[:, ::1]
+I32_1D = numba.int32[::1]
 I64_1D, I64_2D = numba.int64[::1], numba.int64[:, ::1]
 U8_1D, U8_2D = numba.uint8[::1], numba.uint8[:, ::1]
 I32, I64, F32, BOOL = numba.int32, numba.int64, numba.float32, numba.boolean

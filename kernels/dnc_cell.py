@@ -6,17 +6,16 @@ pre-activations (B, 4H), already summed (x W_ih^T + h W_hh^T + b), in torch gate
     lstm_cell_backward(dh, dc, gates, c_prev, c)  -> dgates, dc_prev   (dh, dc: gradients of h and c)
 
 One thread per unit (b, j) on the GPU, the per-unit bodies written once for the twin and the kernel.
-Not the multi-head LSTM of kernels/lstm_cell.py (whose scalar sigmoid this reuses). The reference is
+Not the multi-head LSTM of kernels/lstm_cell.py (whose activations this reuses). The reference is
 float64; its backward matches central finite differences (tests/test_dnc.py).
 """
 
-import math
 
 import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import F32_2D, blocks, cuda, device_function, f64, kernel
-from eggnog.kernels.lstm_cell import cpu_sigmoid, gpu_sigmoid
+from eggnog.kernels.lstm_cell import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
 from eggnog.kernels.registry import op
 
 THREADS = 128
@@ -72,17 +71,17 @@ def reference_lstm_cell_backward(dh, dc, gates, c_prev, c):
     return dgates, dct * f
 
 
-def _lstm_build(jit, sigmoid):
+def _lstm_build(jit, sigmoid, tanh):
     @jit
     def forward_at(gates, c_prev, h, c, b, j):
         hid = c_prev.shape[1]
         ig = sigmoid(gates[b, j])
         fg = sigmoid(gates[b, hid + j])
-        gg = math.tanh(gates[b, 2 * hid + j])
+        gg = tanh(gates[b, 2 * hid + j])
         og = sigmoid(gates[b, 3 * hid + j])
         cv = fg * c_prev[b, j] + ig * gg
         c[b, j] = cv
-        h[b, j] = og * math.tanh(cv)
+        h[b, j] = og * tanh(cv)
 
     @jit
     def backward_at(dh, dc, gates, c_prev, c, dgates, dc_prev, b, j):
@@ -90,9 +89,9 @@ def _lstm_build(jit, sigmoid):
         one = np.float32(1.0)
         ig = sigmoid(gates[b, j])
         fg = sigmoid(gates[b, hid + j])
-        gg = math.tanh(gates[b, 2 * hid + j])
+        gg = tanh(gates[b, 2 * hid + j])
         og = sigmoid(gates[b, 3 * hid + j])
-        tc = math.tanh(c[b, j])
+        tc = tanh(c[b, j])
         dct = dc[b, j] + dh[b, j] * og * (one - tc * tc)
         dgates[b, j] = dct * gg * ig * (one - ig)
         dgates[b, hid + j] = dct * c_prev[b, j] * fg * (one - fg)
@@ -103,18 +102,18 @@ def _lstm_build(jit, sigmoid):
     return forward_at, backward_at
 
 
-_cpu_lstm_at, _cpu_lstm_back_at = _lstm_build(numba.njit, cpu_sigmoid)
-_gpu_lstm_at, _gpu_lstm_back_at = _lstm_build(device_function, gpu_sigmoid)
+_cpu_lstm_at, _cpu_lstm_back_at = _lstm_build(numba.njit(error_model="numpy"), cpu_sigmoid, cpu_tanh)
+_gpu_lstm_at, _gpu_lstm_back_at = _lstm_build(device_function, gpu_sigmoid, gpu_tanh)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, error_model="numpy")
 def _cpu_lstm_cell(gates, c_prev, h, c):
     n, hid = c_prev.shape
     for k in numba.prange(n * hid):
         _cpu_lstm_at(gates, c_prev, h, c, k // hid, k % hid)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, error_model="numpy")
 def _cpu_lstm_cell_backward(dh, dc, gates, c_prev, c, dgates, dc_prev):
     n, hid = c_prev.shape
     for k in numba.prange(n * hid):

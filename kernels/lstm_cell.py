@@ -8,8 +8,10 @@ Layouts (H = N D hidden units, unit j = n D + d; gate axis outermost in every 4H
     R                 (4, N, D, D) R[g, n, d_out, d_in]
     b                 (4H,)        (the [4, N, D] tensor, flat)
     h, c              (B, H)
-Whole sequences are time-major: wx (T, B, 4H); hs and cs (T + 1, B, H) with index 0 the initial
-state; gates and draw (T, B, 4H). `gates` holds the activated values sigmoid(i), sigmoid(f),
+Whole sequences are time-major: step t of batch row b reads its input projection from row
+rows[t, b] of a table (V, 4H) (for a token model, the embedding times W_in, V rows instead of T B:
+an embedding followed by a linear map is a lookup of the mapped embedding); hs and cs (T + 1, B, H)
+with index 0 the initial state; gates and draw (T, B, 4H). `gates` holds the activated values sigmoid(i), sigmoid(f),
 tanh(z), sigmoid(o).
 
 Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t from step t + 1):
@@ -24,14 +26,14 @@ through R^T, which reads every d of a head).
 
 Operations (float64 references; the CUDA versions of the sequence ops loop over steps launching the
 step kernels, one thread per unit; the CPU twin of lstm_forward runs the whole sequence in one parallel
-call, a (batch row, head) per iteration, with the per-step twin's results bit for bit):
+call (kernels/lstm_sequence_cpu.py), with the per-step twin's results bit for bit):
 
     lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
     lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
     lstm_recurrent_grad(draw, hs, heads)                         -> dR
-    lstm_forward(wx, r, bias, states0, keep)                     -> hs, cs, gates (cs, gates None unless
-                                                                    keep); states0 (2, H) = (h0, c0) for
-                                                                    every batch row
+    lstm_forward(table, rows, r, bias, states0, keep)            -> hs, cs, gates (cs, gates None unless
+                                                                    keep); rows (T, B) int32; states0
+                                                                    (2, H) = (h0, c0) for every batch row
     lstm_backward(dh_out, r, hs, cs, gates)                      -> draw, dR, dh0, dc0 (full BPTT)
     lstm_input_projection(x, w_in)                               -> x @ w_in
     lstm_input_projection_backward(dwx, x, w_in)                 -> dwx @ w_in^T, x^T @ dwx
@@ -44,46 +46,64 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_3D, F32_4D, blocks, cuda, device_function, device_zeros,
-                                      f64, kernel)
+from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I32_1D, blocks, cuda, device_function,
+                                      device_zeros, f64, kernel)
 from eggnog.kernels.float_matmul import tiled_product
+from eggnog.kernels.lstm_sequence_cpu import forward_sequence
 from eggnog.kernels.registry import normal32, op
+from eggnog.kernels.vector_math import sigmoid32, tanh32
+from eggnog.runtime.errors import BadInput
 
 THREADS = 128
 TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
 
 
-def build(jit):
-    """The scalar sigmoid and the per-thread bodies of the four cell kernels, written once and
-    compiled for the CPU twins (numba.njit, looped over by prange) and the GPU (device functions)."""
-
-    @jit
+def _device_activations():
+    @device_function
     def sigmoid(x):
         return np.float32(1.0) / (np.float32(1.0) + math.exp(-x))
 
+    @device_function
+    def tanh(x):
+        return math.tanh(x)
+
+    return sigmoid, tanh
+
+
+# The CPU twins use the vectorisable activations (libm's are scalar calls), the GPU libdevice's.
+cpu_sigmoid, cpu_tanh = sigmoid32, tanh32
+gpu_sigmoid, gpu_tanh = _device_activations()
+_cpu_jit = numba.njit(error_model="numpy")  # no ZeroDivisionError check, which blocks vectorisation
+
+
+def build(jit, sigmoid, tanh):
+    """The per-thread bodies of the four cell kernels, written once and compiled for the CPU twins
+    (numba.njit, looped over by prange) and the GPU (device functions)."""
+
     @jit
-    def forward_element(wx, r, bias, h_prev, c_prev, h, c, gates, keep, i):
-        """Unit i = (batch, head, d): four gate pre-activations (a loop over the head's D inputs),
-        then c and h; the activated gates are stored when `keep`."""
+    def forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i):
+        """Unit i = (batch, head, d): four gate pre-activations (wx row rows[batch], then a loop over
+        the head's D inputs), then c and h; the activated gates are stored when `keep`."""
         hidden = h.shape[1]
         size = r.shape[2]
         b, j = i // hidden, i % hidden
         n, d = j // size, j % size
         base = n * size
-        ri = wx[b, j] + bias[j]
-        rf = wx[b, hidden + j] + bias[hidden + j]
-        rz = wx[b, 2 * hidden + j] + bias[2 * hidden + j]
-        ro = wx[b, 3 * hidden + j] + bias[3 * hidden + j]
+        row = rows[b]
+        ri = wx[row, j] + bias[j]
+        rf = wx[row, hidden + j] + bias[hidden + j]
+        rz = wx[row, 2 * hidden + j] + bias[2 * hidden + j]
+        ro = wx[row, 3 * hidden + j] + bias[3 * hidden + j]
         for k in range(size):
             hk = h_prev[b, base + k]
             ri += r[0, n, d, k] * hk
             rf += r[1, n, d, k] * hk
             rz += r[2, n, d, k] * hk
             ro += r[3, n, d, k] * hk
-        ig, fg, zg, og = sigmoid(ri), sigmoid(rf), math.tanh(rz), sigmoid(ro)
+        ig, fg, zg, og = sigmoid(ri), sigmoid(rf), tanh(rz), sigmoid(ro)
         cn = fg * c_prev[b, j] + ig * zg
         c[b, j] = cn
-        h[b, j] = og * math.tanh(cn)
+        h[b, j] = og * tanh(cn)
         if keep:
             gates[b, j] = ig
             gates[b, hidden + j] = fg
@@ -98,7 +118,7 @@ def build(jit):
         b, j = i // hidden, i % hidden
         ig, fg = gates[b, j], gates[b, hidden + j]
         zg, og = gates[b, 2 * hidden + j], gates[b, 3 * hidden + j]
-        tc = math.tanh(c[b, j])
+        tc = tanh(c[b, j])
         g = dh[b, j]
         dct = dc[b, j] + g * og * (one - tc * tc)
         draw[b, j] = dct * zg * ig * (one - ig)
@@ -136,13 +156,13 @@ def build(jit):
                 acc += draw[t, b, col] * hs[t, b, unit]
         dr[g, n, d, k] = acc
 
-    return sigmoid, forward_element, backward_gates_element, backward_recurrent_element, recurrent_grad_element
+    return forward_element, backward_gates_element, backward_recurrent_element, recurrent_grad_element
 
 
-(cpu_sigmoid, _cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element,
- _cpu_recurrent_grad_element) = build(numba.njit)
-(gpu_sigmoid, _gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element,
- _gpu_recurrent_grad_element) = build(device_function)
+(_cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element,
+ _cpu_recurrent_grad_element) = build(_cpu_jit, cpu_sigmoid, cpu_tanh)
+(_gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element,
+ _gpu_recurrent_grad_element) = build(device_function, gpu_sigmoid, gpu_tanh)
 
 
 def _shape(r):
@@ -189,19 +209,26 @@ def _recurrent_grad_cases(rng):
 SEQUENCE = (3, 2, 2, 3)  # steps, batch, heads, head size: the sequence ops launch once or twice per step
 
 
+def _rows(rng, steps, batch, table_rows):
+    return rng.integers(0, table_rows, (steps, batch)).astype(np.int32)
+
+
 def _forward_cases(rng):
+    """A table of 5 rows looked up in any order (repeats included), and one read row by row."""
     steps, batch, heads, size = SEQUENCE
     hidden = heads * size
     r, bias = _weights(rng, heads, size)
-    yield normal32(rng, steps, batch, 4 * hidden), r, bias, normal32(rng, 2, hidden), True
+    yield normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias, normal32(rng, 2, hidden), True
+    rows = np.arange(steps * batch, dtype=np.int32).reshape(steps, batch)
+    yield normal32(rng, steps * batch, 4 * hidden), rows, r, bias, normal32(rng, 2, hidden), False
 
 
 def _backward_cases(rng):
     steps, batch, heads, size = SEQUENCE
     hidden = heads * size
     r, bias = _weights(rng, heads, size)
-    hs, cs, gates = reference_lstm_forward(normal32(rng, steps, batch, 4 * hidden), r, bias, normal32(rng, 2, hidden),
-                                           True)
+    hs, cs, gates = reference_lstm_forward(normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias,
+                                           normal32(rng, 2, hidden), True)
     yield (normal32(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
            gates.astype(np.float32))
 
@@ -221,6 +248,15 @@ def _projection_backward_cases(rng):
 
 
 # ---- NumPy reference (float64) ------------------------------------------------------------------
+
+def _check_rows(table, rows):
+    """The row indices are checked on the host (a kernel would read out of bounds)."""
+    rows = rows.copy_to_host() if hasattr(rows, "copy_to_host") else np.asarray(rows)
+    if rows.ndim != 2 or rows.dtype != np.int32:
+        raise BadInput(f"LSTM input rows must be a (steps, batch) int32 array, got {rows.dtype} {rows.shape}")
+    if rows.size and (rows.min() < 0 or rows.max() >= table.shape[0]):
+        raise BadInput(f"LSTM input row {int(rows.max())} is outside the table of {table.shape[0]} rows")
+
 
 def _sig64(x):
     return 1.0 / (1.0 + np.exp(-x))
@@ -270,10 +306,12 @@ def reference_lstm_recurrent_grad(draw, hs, heads):
 
 
 @op(cases=_forward_cases, tolerance=TOLERANCE)
-def reference_lstm_forward(wx, r, bias, states0, keep=False):
-    """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H)) from wx (T, B, 4H) and states0 (2, H)
-    broadcast over the batch; cs and gates are None unless `keep`."""
-    steps, batch, _ = wx.shape
+def reference_lstm_forward(table, rows, r, bias, states0, keep=False):
+    """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H)) from the input projections table[rows]
+    (rows (T, B)) and states0 (2, H) broadcast over the batch; cs and gates are None unless `keep`."""
+    _check_rows(table, rows)
+    steps, batch = rows.shape
+    wx = np.asarray(table)[np.asarray(rows, np.int64)]
     n, d, hidden = _shape(r)
     states0 = f64(states0).reshape(2, hidden)
     hs, cs = np.empty((steps + 1, batch, hidden)), np.empty((steps + 1, batch, hidden))
@@ -309,25 +347,25 @@ def reference_lstm_input_projection_backward(dwx, x, w_in):
 
 # ---- CPU twins (fp32) ---------------------------------------------------------------------------------
 
-@numba.njit(parallel=True)
-def _cpu_forward_step(wx, r, bias, h_prev, c_prev, h, c, gates, keep):
+@numba.njit(parallel=True, error_model="numpy")
+def _cpu_forward_step(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep):
     for i in numba.prange(h.size):
-        _cpu_forward_element(wx, r, bias, h_prev, c_prev, h, c, gates, keep, i)
+        _cpu_forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, error_model="numpy")
 def _cpu_backward_gates(dh, dc, gates, c, c_prev, draw, dc_prev):
     for i in numba.prange(dh.size):
         _cpu_backward_gates_element(dh, dc, gates, c, c_prev, draw, dc_prev, i)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, error_model="numpy")
 def _cpu_backward_recurrent(draw, r, dh_extra, dh_prev):
     for i in numba.prange(dh_prev.size):
         _cpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, error_model="numpy")
 def _cpu_recurrent_grad(draw, hs, dr):
     for e in numba.prange(dr.size):
         _cpu_recurrent_grad_element(draw, hs, dr, e)
@@ -337,7 +375,8 @@ def _cpu_recurrent_grad(draw, hs, dr):
 def cpu_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     h, c = np.empty(h_prev.shape, np.float32), np.empty(h_prev.shape, np.float32)
     gates = np.empty((h_prev.shape[0], 4 * h_prev.shape[1]), np.float32)
-    _cpu_forward_step(wx, r, bias.reshape(-1), h_prev, c_prev, h, c, gates, True)
+    rows = np.arange(h_prev.shape[0], dtype=np.int32)
+    _cpu_forward_step(wx, rows, r, bias.reshape(-1), h_prev, c_prev, h, c, gates, True)
     return h, c, gates
 
 
@@ -359,47 +398,12 @@ def cpu_lstm_recurrent_grad(draw, hs, heads):
     return dr
 
 
-@numba.njit(parallel=True)
-def _cpu_forward_sequence(wx, rt, bias, c0, hs, cs, gates, keep):
-    """The whole sequence, one (batch row, head) per parallel iteration with every step inside (no
-    fork/join per step). rt (N, D, 4D) is R with the gate outputs contiguous per input k, so the
-    recurrent product is a run of contiguous multiply-adds; each output sums its terms in the order
-    the step kernel does (wx + bias, then k = 0..D-1), so the results equal the per-step twin's."""
-    steps, batch, _ = wx.shape
-    heads, size, width = rt.shape
-    hidden = heads * size
-    for bn in numba.prange(batch * heads):
-        b, n = bn // heads, bn % heads
-        base = n * size
-        acc = np.empty(width, np.float32)
-        c_head = c0[base:base + size].copy()
-        for t in range(steps):
-            for g in range(4):
-                for d in range(size):
-                    acc[g * size + d] = wx[t, b, g * hidden + base + d] + bias[g * hidden + base + d]
-            for k in range(size):
-                hk = hs[t, b, base + k]
-                for q in range(width):
-                    acc[q] += rt[n, k, q] * hk
-            for d in range(size):
-                ig, fg = cpu_sigmoid(acc[d]), cpu_sigmoid(acc[size + d])
-                zg, og = math.tanh(acc[2 * size + d]), cpu_sigmoid(acc[3 * size + d])
-                cn = fg * c_head[d] + ig * zg
-                c_head[d] = cn
-                hs[t + 1, b, base + d] = og * math.tanh(cn)
-                if keep:
-                    cs[t + 1, b, base + d] = cn
-                    gates[t, b, base + d] = ig
-                    gates[t, b, hidden + base + d] = fg
-                    gates[t, b, 2 * hidden + base + d] = zg
-                    gates[t, b, 3 * hidden + base + d] = og
-
-
 @op
-def cpu_lstm_forward(wx, r, bias, states0, keep=False):
-    steps, batch, _ = wx.shape
+def cpu_lstm_forward(table, rows, r, bias, states0, keep=False):
+    _check_rows(table, rows)
+    steps, batch = rows.shape
     heads, size, hidden = _shape(r)
-    bias, states0 = bias.reshape(-1), states0.reshape(2, hidden)
+    states0 = np.asarray(states0, np.float32).reshape(2, hidden)
     hs = np.empty((steps + 1, batch, hidden), np.float32)
     hs[0] = states0[0]
     cs = gates = np.empty((1, 1, 1), np.float32)  # written only when kept
@@ -407,9 +411,9 @@ def cpu_lstm_forward(wx, r, bias, states0, keep=False):
         cs = np.empty((steps + 1, batch, hidden), np.float32)
         cs[0] = states0[1]
         gates = np.empty((steps, batch, 4 * hidden), np.float32)
+    table_t = np.ascontiguousarray((np.asarray(table, np.float32) + np.asarray(bias, np.float32).reshape(-1)).T)
     rt = np.ascontiguousarray(np.asarray(r, np.float32).transpose(1, 3, 0, 2)).reshape(heads, size, 4 * size)
-    _cpu_forward_sequence(np.ascontiguousarray(wx, np.float32), rt, np.ascontiguousarray(bias, np.float32),
-                          np.ascontiguousarray(states0[1], np.float32), hs, cs, gates, keep)
+    forward_sequence(table_t, np.ascontiguousarray(rows), rt, np.ascontiguousarray(states0[1]), hs, cs, gates, keep)
     return (hs, cs, gates) if keep else (hs, None, None)
 
 
@@ -437,11 +441,11 @@ def cpu_lstm_input_projection_backward(dwx, x, w_in):
 
 # ---- CUDA kernels ---------------------------------------------------------------------------------------
 
-@kernel((F32_2D, F32_4D, F32_1D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, BOOL), block=THREADS)
-def forward_step_cuda(wx, r, bias, h_prev, c_prev, h, c, gates, keep):
+@kernel((F32_2D, I32_1D, F32_4D, F32_1D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, BOOL), block=THREADS)
+def forward_step_cuda(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep):
     i = cuda.grid(1)
     if i < h.size:
-        _gpu_forward_element(wx, r, bias, h_prev, c_prev, h, c, gates, keep, i)
+        _gpu_forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i)
 
 
 @kernel((F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D), block=THREADS)
@@ -481,8 +485,9 @@ def cuda_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     batch, hidden = h_prev.shape
     h, c = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
     gates = cuda.device_array((batch, 4 * hidden), np.float32)
-    forward_step_cuda[blocks(batch * hidden, THREADS)](wx, r, bias.reshape(4 * hidden), h_prev, c_prev, h, c, gates,
-                                                       True)
+    rows = cuda.to_device(np.arange(batch, dtype=np.int32))
+    forward_step_cuda[blocks(batch * hidden, THREADS)](wx, rows, r, bias.reshape(4 * hidden), h_prev, c_prev, h, c,
+                                                       gates, True)
     return h, c, gates
 
 
@@ -507,9 +512,11 @@ def cuda_lstm_recurrent_grad(draw, hs, heads):
 
 
 @op
-def cuda_lstm_forward(wx, r, bias, states0, keep=False):
+def cuda_lstm_forward(table, rows, r, bias, states0, keep=False):
     """Device (hs, cs, gates), or (hs, None, None); unless `keep`, c lives in a two-slot ring."""
-    steps, batch, _ = wx.shape
+    _check_rows(table, rows)
+    steps, batch = rows.shape
+    rows = cuda.to_device(np.ascontiguousarray(rows)) if not hasattr(rows, "copy_to_host") else rows
     _, _, hidden = _shape(r)
     bias, states0 = bias.reshape(4 * hidden), states0.reshape(2, hidden)
     hs = cuda.device_array((steps + 1, batch, hidden), np.float32)
@@ -520,7 +527,8 @@ def cuda_lstm_forward(wx, r, bias, states0, keep=False):
     broadcast_state_cuda[grid](states0, hs[0], cs[0])
     for t in range(steps):
         c_prev, c = (cs[t], cs[t + 1]) if keep else (cs[t % 2], cs[(t + 1) % 2])
-        forward_step_cuda[grid](wx[t], r, bias, hs[t], c_prev, hs[t + 1], c, gates[t] if keep else scratch, keep)
+        forward_step_cuda[grid](table, rows[t], r, bias, hs[t], c_prev, hs[t + 1], c, gates[t] if keep else scratch,
+                                keep)
     return (hs, cs, gates) if keep else (hs, None, None)
 
 

@@ -2,7 +2,8 @@
 over one flat parameter vector:
 
     x = embed[inputs]                                   (V -> E)
-    Wx = x @ W_in                                       all steps in one matmul, columns [4, N, D]
+    Wx = x @ W_in = (embed @ W_in)[inputs]              a (V, 4H) table, columns [4, N, D], read by
+                                                        the recurrent kernel row by token
     per step: raw = Wx_t + R h_{t-1} (block-diagonal per head) + b
               c = sigmoid(f) c + sigmoid(i) tanh(z),  h = sigmoid(o) tanh(c)     (gates i, f, z, o)
     logits = h @ W_proj^T + b_proj
@@ -111,14 +112,14 @@ class LstmModel(FlatParams):
         cfg = self.cfg
         batch, steps = np.asarray(inputs).shape
         h = cfg.hidden_size
-        tokens = ops.to_device(np.ascontiguousarray(np.asarray(inputs, np.uint8).T).reshape(-1))
-        x = ops.embedding(p["embed"], tokens)
-        wx = ops.lstm_input_projection(x, p["W_in"])
-        hs, cs, gates = ops.lstm_forward(wx.reshape(steps, batch, 4 * h), p["R"], p["b"].reshape(4 * h),
-                                         p["states0"].reshape(2, h), keep)
+        time_major = np.ascontiguousarray(np.asarray(inputs).T)
+        tokens = ops.to_device(time_major.astype(np.uint8).reshape(-1))
+        table = ops.lstm_input_projection(p["embed"], p["W_in"])
+        hs, cs, gates = ops.lstm_forward(table, ops.to_device(time_major.astype(np.int32)), p["R"],
+                                         p["b"].reshape(4 * h), p["states0"].reshape(2, h), keep)
         hflat = hs[1:].reshape(steps * batch, h)
         logits = ops.add_bias(ops.matmul(hflat, p["W_proj"]), p["b_proj"])
-        cache = dict(tokens=tokens, x=x, hs=hs, cs=cs, gates=gates, hflat=hflat, shape=(batch, steps)) if keep else None
+        cache = dict(tokens=tokens, hs=hs, cs=cs, gates=gates, hflat=hflat, shape=(batch, steps)) if keep else None
         return logits, cache
 
     def backward(self, ops, p, cache, dlogits):
@@ -133,8 +134,8 @@ class LstmModel(FlatParams):
         draw = draw.reshape(steps * batch, 4 * h)
         g["b"] = ops.column_sum(draw)
         g["states0"] = np.stack([ops.to_host(ops.column_sum(dh0)), ops.to_host(ops.column_sum(dc0))])
-        dx, g["W_in"] = ops.lstm_input_projection_backward(draw, cache["x"], p["W_in"])
-        g["embed"] = ops.embedding_backward(dx, cache["tokens"], cfg.vocab_size)
+        dtable = ops.embedding_backward(draw, cache["tokens"], cfg.vocab_size)
+        g["embed"], g["W_in"] = ops.lstm_input_projection_backward(dtable, p["embed"], p["W_in"])
         return g
 
     def _check_batch(self, batch):

@@ -148,6 +148,35 @@ def test_backward_step_is_the_gradient_of_the_forward_step():
             assert got[index] == pytest.approx((up - objective(*args)) / 2e-6, abs=1e-8)
 
 
+@pytest.mark.parametrize("batch, heads, size", [(19, 2, 3), (16, 1, 5), (3, 3, 8)])
+def test_cpu_sequence_twin_equals_the_step_twin_bit_for_bit(batch, heads, size):
+    """Full row tiles, a short last tile (19 = 16 + 3), a tile with one head, head sizes 3..8; the
+    input rows repeat and skip table rows."""
+    steps, hidden = 5, heads * size
+    r = RNG.normal(0, 0.6, (4, heads, size, size)).astype(np.float32)
+    bias = RNG.normal(0, 0.3, 4 * hidden).astype(np.float32)
+    table = RNG.normal(0, 1.5, (7, 4 * hidden)).astype(np.float32)
+    rows = RNG.integers(0, 7, (steps, batch)).astype(np.int32)
+    states0 = RNG.normal(0, 1, (2, hidden)).astype(np.float32)
+    hs, cs, gates = lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0, keep=True)
+    h, c = np.tile(states0[0], (batch, 1)), np.tile(states0[1], (batch, 1))
+    for t in range(steps):
+        h, c, g = lstm_cell.cpu_lstm_forward_step(table[rows[t]], r, bias, h, c)
+        assert np.array_equal(hs[t + 1], h) and np.array_equal(cs[t + 1], c) and np.array_equal(gates[t], g)
+    assert np.array_equal(lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0)[0], hs)
+
+
+def test_bad_input_rows_are_refused():
+    r, bias = np.zeros((4, 1, 2, 2), np.float32), np.zeros(8, np.float32)
+    table, states0 = np.zeros((3, 8), np.float32), np.zeros((2, 2), np.float32)
+    for rows, message in ((np.array([[0, 3]], np.int32), "outside the table of 3 rows"),
+                          (np.array([[0, -1]], np.int32), "outside the table"),
+                          (np.array([0, 1], np.int32), "int32 array"), (np.array([[0, 1]], np.int64), "int32 array")):
+        for forward in (lstm_cell.reference_lstm_forward, lstm_cell.cpu_lstm_forward):
+            with pytest.raises(BadInput, match=message):
+                forward(table, rows, r, bias, states0)
+
+
 # ---- the model -------------------------------------------------------------------------------------------
 
 def test_forward_and_gradients_agree_on_all_backends():

@@ -1,0 +1,51 @@
+"""The CPU twins' vectorisable exp, sigmoid and tanh against float64, with the bounds their module states."""
+
+import numba
+import numpy as np
+import pytest
+
+from eggnog.kernels.vector_math import exp32, sigmoid32, tanh32
+
+
+def _loop(function):
+    @numba.njit(error_model="numpy")
+    def apply(x, out):
+        for i in range(x.size):
+            out[i] = function(x[i])
+
+    def run(x):
+        out = np.empty_like(x)
+        apply(x, out)
+        return out
+
+    return run
+
+
+def _grid(lo, hi):
+    rng = np.random.default_rng(5)
+    return np.concatenate([np.linspace(lo, hi, 400_001), rng.uniform(lo, hi, 100_000),
+                           np.linspace(-1e-3, 1e-3, 2001), [0.0, -0.0]]).astype(np.float32)
+
+
+def _relative(got, want):
+    return np.abs(got.astype(np.float64) - want) / np.maximum(np.abs(want), 1e-300)
+
+
+@pytest.mark.parametrize("name, function, reference, lo, hi", [
+    ("exp", exp32, np.exp, -87.0, 88.0),
+    ("sigmoid", sigmoid32, lambda x: 1.0 / (1.0 + np.exp(-x)), -80.0, 80.0),
+    ("tanh", tanh32, np.tanh, -40.0, 40.0),
+])
+def test_relative_error_at_most_2e_7(name, function, reference, lo, hi):
+    x = _grid(lo, hi)
+    error = _relative(_loop(function)(x), reference(x.astype(np.float64)))
+    assert error.max() <= 2e-7, f"{name}: worst relative error {error.max():.3g} at x = {x[error.argmax()]}"
+
+
+def test_ends_of_the_range_and_nan():
+    x = np.array([-np.inf, -1e30, 100.0, np.inf, np.nan], np.float32)
+    sig, tanh, exp = _loop(sigmoid32)(x), _loop(tanh32)(x), _loop(exp32)(x)
+    assert np.all(sig[:2] < 1e-37) and np.all(sig[2:4] == 1.0)
+    assert list(tanh[:4]) == [-1.0, -1.0, 1.0, 1.0]
+    assert exp[0] < 2e-38 and np.isfinite(exp[3]) and exp[3] > 1e38
+    assert np.isnan(sig[4]) and np.isnan(tanh[4]) and np.isnan(exp[4])
