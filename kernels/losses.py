@@ -16,6 +16,7 @@ import numpy as np
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, U8_1D, cuda, f64, kernel, require
 from eggnog.kernels.reductions import row_max_and_exp_sum
 from eggnog.kernels.registry import op
+from eggnog.kernels.vector_math import exp32
 
 LN2 = math.log(2.0)
 ROW_THREADS = 128  # one block per row; a power of two for the tree reductions
@@ -47,23 +48,27 @@ def reference_cross_entropy(logits, targets):
     return loss, grad / (z.shape[0] * LN2)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, error_model="numpy")
 def _cpu_cross_entropy(logits, targets, loss, grad):
+    """One exponential per logit (the vectorisable exp32), kept in grad and scaled by 1 / sum."""
     n, v = logits.shape
     scale = np.float32(1.0 / (n * LN2))
     for i in numba.prange(n):
-        top = logits[i, 0]
+        row, out = logits[i], grad[i]
+        top = row[0]
         for j in range(v):
-            top = max(top, logits[i, j])
+            top = row[j] if row[j] > top else top
+        for j in range(v):
+            out[j] = exp32(row[j] - top)
         total = np.float32(0.0)
         for j in range(v):
-            total += math.exp(logits[i, j] - top)
-        log_total = math.log(total)
+            total += out[j]
         t = targets[i]
-        loss[i] = (log_total - (logits[i, t] - top)) / np.float32(LN2)
+        loss[i] = (math.log(total) - (row[t] - top)) / np.float32(LN2)
+        factor = scale / total
         for j in range(v):
-            grad[i, j] = math.exp(logits[i, j] - top - log_total) * scale
-        grad[i, t] -= scale
+            out[j] *= factor
+        out[t] -= scale
 
 
 @op

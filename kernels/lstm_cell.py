@@ -24,9 +24,10 @@ and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], one thread
 after the time loop (race-free). The GPU step needs two launches (gate gradients, then dh_prev
 through R^T, which reads every d of a head).
 
-Operations (float64 references; the CUDA versions of the sequence ops loop over steps launching the
-step kernels, one thread per unit; the CPU twin of lstm_forward runs the whole sequence in one parallel
-call (kernels/lstm_sequence_cpu.py), with the per-step twin's results bit for bit):
+Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
+(kernels/lstm_sequence_cpu.py, the per-step twin's results bit for bit) and with R in shared memory on
+the GPU (kernels/lstm_sequence_cuda.py); the CUDA backward loops over steps launching the step kernels,
+one thread per unit):
 
     lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
     lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
@@ -41,7 +42,6 @@ call (kernels/lstm_sequence_cpu.py), with the per-step twin's results bit for bi
 The input projection runs on float_matmul's tiled kernel with the operands it needs transposed.
 """
 
-import math
 
 import numba
 import numpy as np
@@ -50,6 +50,7 @@ from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I32_1
                                       device_zeros, f64, kernel)
 from eggnog.kernels.float_matmul import tiled_product
 from eggnog.kernels.lstm_sequence_cpu import forward_sequence
+from eggnog.kernels.lstm_sequence_cuda import gpu_sigmoid, gpu_tanh, run as run_sequence
 from eggnog.kernels.registry import normal32, op
 from eggnog.kernels.vector_math import sigmoid32, tanh32
 from eggnog.runtime.errors import BadInput
@@ -58,21 +59,8 @@ THREADS = 128
 TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
 
 
-def _device_activations():
-    @device_function
-    def sigmoid(x):
-        return np.float32(1.0) / (np.float32(1.0) + math.exp(-x))
-
-    @device_function
-    def tanh(x):
-        return math.tanh(x)
-
-    return sigmoid, tanh
-
-
 # The CPU twins use the vectorisable activations (libm's are scalar calls), the GPU libdevice's.
 cpu_sigmoid, cpu_tanh = sigmoid32, tanh32
-gpu_sigmoid, gpu_tanh = _device_activations()
 _cpu_jit = numba.njit(error_model="numpy")  # no ZeroDivisionError check, which blocks vectorisation
 
 
@@ -513,22 +501,21 @@ def cuda_lstm_recurrent_grad(draw, hs, heads):
 
 @op
 def cuda_lstm_forward(table, rows, r, bias, states0, keep=False):
-    """Device (hs, cs, gates), or (hs, None, None); unless `keep`, c lives in a two-slot ring."""
+    """Device (hs, cs, gates), or (hs, None, None): kernels/lstm_sequence_cuda.py, R in shared memory."""
     _check_rows(table, rows)
     steps, batch = rows.shape
-    rows = cuda.to_device(np.ascontiguousarray(rows)) if not hasattr(rows, "copy_to_host") else rows
+    rows = rows if hasattr(rows, "copy_to_host") else cuda.to_device(np.ascontiguousarray(rows))
     _, _, hidden = _shape(r)
     bias, states0 = bias.reshape(4 * hidden), states0.reshape(2, hidden)
     hs = cuda.device_array((steps + 1, batch, hidden), np.float32)
-    cs = cuda.device_array((steps + 1 if keep else 2, batch, hidden), np.float32)
-    gates = cuda.device_array((steps, batch, 4 * hidden), np.float32) if keep else None
-    scratch = cuda.device_array((1, 1), np.float32)
-    grid = blocks(batch * hidden, THREADS)
-    broadcast_state_cuda[grid](states0, hs[0], cs[0])
-    for t in range(steps):
-        c_prev, c = (cs[t], cs[t + 1]) if keep else (cs[t % 2], cs[(t + 1) % 2])
-        forward_step_cuda[grid](table, rows[t], r, bias, hs[t], c_prev, hs[t + 1], c, gates[t] if keep else scratch,
-                                keep)
+    c_state = cuda.device_array((batch, hidden), np.float32)
+    cs = cuda.device_array((steps + 1, batch, hidden), np.float32) if keep else cuda.device_array((1, 1, 1), np.float32)
+    gates = cuda.device_array((steps, batch, 4 * hidden), np.float32) if keep else cuda.device_array((1, 1, 1),
+                                                                                                   np.float32)
+    broadcast_state_cuda[blocks(batch * hidden, THREADS)](states0, hs[0], c_state)
+    if keep:
+        cs[0].copy_to_device(c_state)
+    run_sequence(table, rows, r, bias, hs, c_state, cs, gates, keep)
     return (hs, cs, gates) if keep else (hs, None, None)
 
 

@@ -166,6 +166,41 @@ def test_cpu_sequence_twin_equals_the_step_twin_bit_for_bit(batch, heads, size):
     assert np.array_equal(lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0)[0], hs)
 
 
+@pytest.mark.parametrize("budget, launches", [(None, "sequence"), (16 * 2 * 5, "per step"), (16 * 1 * 5, "per step")])
+def test_cuda_sequence_forward_whole_heads_and_slices(monkeypatch, budget, launches):
+    """The GPU forward with a head's R in one block (one launch), and split over blocks of 2 or 1 units
+    (one launch per step), against the reference; 2 heads of 4 units, batch 3, 4 steps."""
+    from eggnog.kernels import lstm_sequence_cuda
+
+    if budget is not None:
+        monkeypatch.setattr(lstm_sequence_cuda, "SHARED_BUDGET", budget)
+    steps, batch, heads, size = 4, 3, 2, 4
+    hidden = heads * size
+    assert lstm_sequence_cuda.plan(heads, size, batch, steps)[2] == launches
+    r = RNG.normal(0, 0.6, (4, heads, size, size)).astype(np.float32)
+    bias = RNG.normal(0, 0.3, 4 * hidden).astype(np.float32)
+    table = RNG.normal(0, 1.5, (5, 4 * hidden)).astype(np.float32)
+    rows = RNG.integers(0, 5, (steps, batch)).astype(np.int32)
+    states0 = RNG.normal(0, 1, (2, hidden)).astype(np.float32)
+    want = lstm_cell.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
+    got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
+    for g, w in zip(got, want):
+        assert relative(g, w) < 1e-5
+
+
+def test_the_gpu_plan_keeps_lstm_traffic_near_the_on_chip_minimum():
+    """Static target: per-step traffic at most 2x the on-chip minimum where a head's R fits in a block
+    (Table 1 100k and 1M, one launch per sequence); 10M (R of a head 360 KB) runs a launch per step."""
+    from eggnog.kernels.lstm_sequence_cuda import plan, step_traffic
+
+    for hidden, heads in ((240, 12), (1600, 32)):
+        size = hidden // heads
+        assert plan(heads, size, 1024, 11)[2] == "sequence"
+        moved, minimum = step_traffic(heads, size, 1024, 11)
+        assert moved <= 2 * minimum
+    assert plan(64, 150, 1024, 11)[2] == "per step"
+
+
 def test_bad_input_rows_are_refused():
     r, bias = np.zeros((4, 1, 2, 2), np.float32), np.zeros(8, np.float32)
     table, states0 = np.zeros((3, 8), np.float32), np.zeros((2, 2), np.float32)

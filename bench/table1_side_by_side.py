@@ -1,0 +1,116 @@
+"""Table 1's CD-RGE series cells on the CPU, eggnog beside a plain PyTorch loop, in one run on one
+machine: seconds per step of the same LSTM with the same batch size and probe count.
+
+    python bench/table1_side_by_side.py --torch-python ENV/bin/python --sizes 100k --probes 96
+
+eggnog: bench/table1_cell.py (`train_rge` steps: probes evaluated one after another on the CPU
+backend, the fused update). The peer: bench/table1_torch_loop.py run with `--torch-python` (a plain
+PyTorch loop: in-place perturbation, one forward per sign, all cores). Each side runs in a process of
+its own, one after the other; the load average is recorded around each. ratio = eggnog seconds per
+step / PyTorch seconds per step (below 1: eggnog is faster). Without `--torch-python`, or where the
+loop fails there, only eggnog's figure is given, with the reason.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.report import print_table, write_result  # noqa: E402
+from bench.table1_grid import LR, SIZES  # noqa: E402
+from eggnog.runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.errors import BadInput  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def loadavg():
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
+def _last_json(command, env, timeout):
+    """The last JSON line a command prints, or a sentence saying why there is none."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"did not finish within {timeout} s"
+    except OSError as e:
+        return f"did not start: {e}"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
+        return f"failed (exit {done.returncode}: {last[0].strip()})"
+    return json.loads(lines[-1])
+
+
+def eggnog_side(size, probes, batch, steps, warmup, timeout):
+    env = dict(os.environ, EGGNOG_PROGRESS="0", PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    command = [sys.executable, str(HERE / "table1_cell.py"), "--size", size, "--method", f"cdrge{probes}",
+               "--mode", "series", "--measure", "time", "--steps", str(steps), "--warmup", str(warmup),
+               "--batch-size", str(batch), "--max-seconds", str(timeout)]
+    before = loadavg()
+    return {"result": _last_json(command, env, timeout), "loadavg": {"before": before, "after": loadavg()}}
+
+
+def torch_side(torch_python, size, probes, batch, steps, warmup, timeout):
+    hidden, heads = SIZES[size]
+    command = [torch_python, str(HERE / "table1_torch_loop.py"), "--hidden", str(hidden), "--heads", str(heads),
+               "--batch", str(batch), "--probes", str(probes), "--steps", str(steps), "--warmup", str(warmup),
+               "--lr", str(LR[probes][size])]
+    before = loadavg()
+    return {"result": _last_json(command, dict(os.environ), timeout), "loadavg": {"before": before, "after": loadavg()}}
+
+
+def main(sizes: str = typer.Option("100k", help="Table 1 sizes, comma-separated."),
+         probes: int = typer.Option(96, help="Probes per step: 96 or 512 (the Table 1 columns)."),
+         batch: int = typer.Option(1024, help="Sequences per batch."),
+         steps: int = typer.Option(2, help="Timed steps per side."),
+         warmup: int = typer.Option(1, help="Untimed steps first."),
+         torch_python: str = typer.Option(None, help="A Python with torch, to run the PyTorch loop."),
+         timeout: int = typer.Option(1800, help="Seconds a side may take.")):
+    with user_errors():
+        chosen = [s.strip() for s in sizes.split(",") if s.strip()]
+        if not chosen or any(s not in SIZES for s in chosen):
+            raise BadInput(f"--sizes {sizes!r}: choose from {', '.join(SIZES)}")
+        if probes not in LR:
+            raise BadInput(f"--probes must be 96 or 512 (the Table 1 columns), got {probes}")
+        if min(batch, steps) < 1 or warmup < 0:
+            raise BadInput("--batch and --steps must be positive and --warmup not negative")
+        if torch_python is not None and (not os.access(torch_python, os.X_OK) or os.path.isdir(torch_python)):
+            raise BadInput(f"--torch-python {torch_python} is not an executable Python")
+    rows = []
+    for size in chosen:
+        ours = eggnog_side(size, probes, batch, steps, warmup, timeout)
+        theirs = torch_side(torch_python, size, probes, batch, steps, warmup, timeout) if torch_python else \
+            {"result": "not run: no --torch-python given"}
+        row = {"size": size, "probes": probes, "batch": batch, "eggnog_loadavg": ours["loadavg"],
+               "torch_loadavg": theirs.get("loadavg")}
+        for side, got in (("eggnog", ours["result"]), ("torch", theirs["result"])):
+            if isinstance(got, dict):
+                row[f"{side}_s_per_step"] = round(got["s_per_step"], 3)
+                row[f"{side}_detail"] = got
+            else:
+                row[f"{side}_s_per_step"] = None
+                row[f"{side}_why_not"] = got
+        both = row["eggnog_s_per_step"] and row["torch_s_per_step"]
+        row["ratio"] = round(row["eggnog_s_per_step"] / row["torch_s_per_step"], 3) if both else None
+        rows.append(row)
+    print_table(rows, ["size", "probes", "batch", "eggnog_s_per_step", "torch_s_per_step", "ratio"])
+    for row in rows:
+        for side in ("eggnog", "torch"):
+            if row.get(f"{side}_why_not"):
+                print(f"{row['size']} {side}: {row[f'{side}_why_not']}")
+    path = write_result("table1_side_by_side", "cpu", rows, {"steps": steps, "warmup": warmup})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    typer.run(main)
