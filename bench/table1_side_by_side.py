@@ -69,6 +69,7 @@ def torch_side(torch_python, size, probes, batch, steps, warmup, timeout):
     return {"result": _last_json(command, dict(os.environ), timeout), "loadavg": {"before": before, "after": loadavg()}}
 
 
+@user_errors
 def main(sizes: str = typer.Option("100k", help="Table 1 sizes, comma-separated."),
          probes: int = typer.Option(96, help="Probes per step: 96 or 512 (the Table 1 columns)."),
          batch: int = typer.Option(1024, help="Sequences per batch."),
@@ -76,16 +77,15 @@ def main(sizes: str = typer.Option("100k", help="Table 1 sizes, comma-separated.
          warmup: int = typer.Option(1, help="Untimed steps first."),
          torch_python: str = typer.Option(None, help="A Python with torch, to run the PyTorch loop."),
          timeout: int = typer.Option(1800, help="Seconds a side may take.")):
-    with user_errors():
-        chosen = [s.strip() for s in sizes.split(",") if s.strip()]
-        if not chosen or any(s not in SIZES for s in chosen):
-            raise BadInput(f"--sizes {sizes!r}: choose from {', '.join(SIZES)}")
-        if probes not in LR:
-            raise BadInput(f"--probes must be 96 or 512 (the Table 1 columns), got {probes}")
-        if min(batch, steps) < 1 or warmup < 0:
-            raise BadInput("--batch and --steps must be positive and --warmup not negative")
-        if torch_python is not None and (not os.access(torch_python, os.X_OK) or os.path.isdir(torch_python)):
-            raise BadInput(f"--torch-python {torch_python} is not an executable Python")
+    chosen = [s.strip() for s in sizes.split(",") if s.strip()]
+    if not chosen or any(s not in SIZES for s in chosen):
+        raise BadInput(f"--sizes {sizes!r}: choose from {', '.join(SIZES)}")
+    if probes not in LR:
+        raise BadInput(f"--probes must be 96 or 512 (the Table 1 columns), got {probes}")
+    if min(batch, steps) < 1 or warmup < 0:
+        raise BadInput("--batch and --steps must be positive and --warmup not negative")
+    if torch_python is not None and (not os.access(torch_python, os.X_OK) or os.path.isdir(torch_python)):
+        raise BadInput(f"--torch-python {torch_python} is not an executable Python")
     rows = []
     for size in chosen:
         ours = eggnog_side(size, probes, batch, steps, warmup, timeout)
