@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I32, cuda, device_function, kernel
+from eggnog.kernels.cuda_api import BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I64, cuda, device_function, kernel
 
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
 MAX_THREADS = 1024
@@ -78,7 +78,7 @@ def step_traffic(heads, size, batch, steps, budget=None):
     return minimum + _traffic(heads, size, batch, steps, units), minimum
 
 
-@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_3D, F32_2D, F32_3D, F32_3D, BOOL, I32, I32, I32, I32),
+@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_3D, F32_2D, F32_3D, F32_3D, BOOL, I64, I64, I64, I64),
         block=MAX_THREADS)
 def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, first, last, units, tile):
     """Steps first..last-1 for block (head n, unit slice s, row tile); hs[first] holds h_{first-1}."""

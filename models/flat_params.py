@@ -32,6 +32,19 @@ class FlatParams:
             flat[start:start + math.prod(shape)] = np.asarray(ops.to_host(value)).reshape(-1)
         return flat
 
+    def flatten_on(self, tensors, ops):
+        """`flatten` where the tensors are: one backend vector (a device array on the GPU, with no trip
+        through the host)."""
+        if ops.name != "cuda":
+            return self.flatten(tensors, ops, ops.dtype)
+        flat = ops.zeros(self.n_params)
+        for name, value in tensors.items():
+            start, shape = self.offsets[name]
+            size = math.prod(shape)
+            value = value if hasattr(value, "copy_to_host") else ops.to_device(np.asarray(value, np.float32))
+            flat[start:start + size].copy_to_device(value.reshape(size))
+        return flat
+
     def tensor_table(self):
         """The `tensors` rows of an architecture record."""
         return [{"name": spec[0], "shape": list(spec[1]), **({"kind": spec[2]} if len(spec) > 3 else {}),

@@ -81,12 +81,14 @@ class BpttTrainer:
         self.rows = cfg.batch_size // world.size
         # before anything is allocated: a run that cannot fit stops here with what it would need
         self.memory = memory_plan.bptt_memory(self.model.cfg, self.model.n_params, self.rows * cfg.chunk_size,
-                                              cfg.optimizer, cfg.recompute)
+                                              cfg.optimizer, cfg.recompute, world.size)
         memory_plan.check_fits(self.memory, memory_plan.host_available(), device_free_bytes(backend), cfg.recompute)
         self.first_row = world.rank * self.rows
         self.sampler = RandomWindows(corpus.train, cfg.window, cfg.seed)
         self.val = val_windows(corpus.val, cfg.val_rows, cfg.val_tokens)
-        self.optimizer = cfg.make_optimizer(self.model.init_params(cfg.seed))
+        # the optimiser's vectors live on the backend: a GPU step copies only losses (and, over several
+        # ranks, the gradient for the allreduce) to the host
+        self.optimizer = cfg.make_optimizer(self.ops.to_device(self.model.init_params(cfg.seed)))
         self.step, self.best_val, self.states = 0, None, None
 
     # ---- checkpoints -------------------------------------------------------------------------
@@ -107,7 +109,7 @@ class BpttTrainer:
     def restore(self, path):
         arrays, record = load_mingru(path, "bptt")
         check_resume(record["meta"]["config"], asdict(self.cfg), RESUME_FIXED)
-        self.optimizer = restore_optimizer(self.cfg, self.model, arrays, record, path)
+        self.optimizer = restore_optimizer(self.cfg, self.model, arrays, record, path, self.ops.to_device)
         self.step, self.best_val = int(record["step"]), record["meta"].get("best_val_bpb")
         mine = arrays["states"][self.first_row:self.first_row + self.rows]
         at_sample_start = (self.step * self.cfg.grad_accum) % self.cfg.context_chunks == 0
@@ -130,25 +132,29 @@ class BpttTrainer:
         """One optimiser step; returns the mean training loss (bits/byte) of its chunks. `clock`
         times its phases: forward and backward (eval), the allreduce (exchange), the optimiser (update)."""
         cfg, ops = self.cfg, self.ops
-        p = self.model.views(ops.to_device(self.optimizer.train_params()))
+        p = self.model.views(self.optimizer.train_params())
         grad, losses = None, []
         for a in range(cfg.grad_accum):
             inputs, targets = self.chunk(self.step * cfg.grad_accum + a)
             with clock.phase("eval"):
                 loss, grads, self.states = self.model.loss_and_grad(ops, p, inputs, targets, self.states,
                                                                     cfg.recompute)
-                flat = self.model.flatten(grads, ops)
-                grad = flat if grad is None else grad + flat
+                flat = self.model.flatten_on(grads, ops)
+                grad = flat if grad is None else ops.add(grad, flat)
             losses.append(loss)
-        with clock.phase("exchange"):
-            summed = self.world.allreduce_sum(np.concatenate([grad, np.array(losses, np.float32)]))
         scale = np.float32(1.0 / (cfg.grad_accum * self.world.size))
-        loss = float(summed[self.model.n_params:].sum() * scale)
+        with clock.phase("exchange"):
+            if self.world.size > 1:
+                summed = self.world.allreduce_sum(np.concatenate([ops.to_host(grad), np.array(losses, np.float32)]))
+                grad, losses = ops.to_device(summed[:self.model.n_params]), summed[self.model.n_params:]
+        loss = float(np.array(losses, np.float32).sum() * scale)
         if not math.isfinite(loss):
             raise BadInput(f"the training loss is not finite at step {self.step}; lower --lr (the last "
                            f"checkpoint holds the last good state)")
         with clock.phase("update"):
-            self.optimizer.step(summed[:self.model.n_params] * scale)
+            if scale != 1:
+                grad = ops.scale_rows(grad.reshape(1, -1), ops.to_device(np.array([scale], np.float32))).reshape(-1)
+            self.optimizer.step(grad)
         self.step += 1
         return loss
 

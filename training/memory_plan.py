@@ -3,15 +3,16 @@ allocated, and the refusal of a run that cannot fit.
 
 Counted in float32 words (4 bytes), P = parameters, n = rows x chunk tokens per forward on this rank,
 d = dim, e = dim_inner, f = ff_inner, L = depth:
-- host, always: the optimiser's vector (P) and state (sf-adamw z, v; adamw m, v: 2P; sgd momentum: P),
-  and the gradient buffers of a step (accumulated, per chunk, the allreduce's input and output: 4P);
-- backend memory (the GPU's, or the host's on the CPU backend): the parameters on the backend (P), the
-  named gradients of a chunk (P), and activations:
+- backend memory (the GPU's, or the host's on the CPU backend): the optimiser's vector (P) and state
+  (sf-adamw z, v; adamw m, v: 2P; sgd momentum: P), the named gradients of a chunk (P), the chunk's
+  flat gradient and the sum over --grad-accum chunks (2P), and activations:
   kept per layer and token  4d + 3e + 2f + 2  (x, n1, k, u, h, x1, n2, the FF's a and GELU(a), two norms)
   with --recompute only x (d): a layer's cache is rebuilt from it during the backward pass, so one
   layer's worth is held at a time;
   the head: logits and their gradient (512 per token), x and its norm (2d + 1);
-  the backward pass's transients of one layer: 8d + 3e + 2f per token.
+  the backward pass's transients of one layer: 8d + 3e + 2f per token;
+- host, with more than one rank: the allreduce's input and output (2P): the step itself stays on the
+  backend.
 The estimate leaves out allocator slack and the CUDA context (a few hundred MB): the refusal keeps
 10% of the available memory free for them.
 """
@@ -23,15 +24,16 @@ OPTIMIZER_STATE = {"sf-adamw": 2, "adamw": 2, "sgd": 1}
 HEADROOM = 0.9  # of the available memory that a run may plan to use
 
 
-def bptt_memory(model_cfg, n_params, tokens, optimizer, recompute):
+def bptt_memory(model_cfg, n_params, tokens, optimizer, recompute, ranks=1):
     """Bytes by holder: {"host": {...}, "backend": {...}} for `tokens` = rows x chunk_size per forward."""
     d, e, f, depth = model_cfg.dim, model_cfg.dim_inner, model_cfg.ff_inner, model_cfg.depth
     layer = 4 * d + 3 * e + 2 * f + 2
     kept = depth * d + layer if recompute else depth * layer
     activations = tokens * (kept + 512 + 2 * d + 1 + 8 * d + 3 * e + 2 * f)
     return {
-        "host": {"optimizer": WORD * n_params * (1 + OPTIMIZER_STATE[optimizer]), "gradient buffers": WORD * 4 * n_params},
-        "backend": {"parameters": WORD * n_params, "gradients": WORD * n_params, "activations": WORD * activations},
+        "host": {"allreduce buffers": WORD * 2 * n_params if ranks > 1 else 0},
+        "backend": {"parameters and optimiser state": WORD * n_params * (1 + OPTIMIZER_STATE[optimizer]),
+                    "gradients": WORD * 3 * n_params, "activations": WORD * activations},
     }
 
 

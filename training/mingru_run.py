@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.models.mingru_sizing import parse_size, solve_dims
@@ -84,7 +85,7 @@ def model_config_of(meta):
 
 def save_mingru(directory, step, optimizer, meta, extra_arrays=None, best=False):
     arrays, scalars = checkpoint_arrays(optimizer)
-    record = {"params": optimizer.eval_params(), "train_params": optimizer.train_params(), **arrays,
+    record = {"params": to_host(optimizer.eval_params()), "train_params": to_host(optimizer.train_params()), **arrays,
               **(extra_arrays or {})}
     path = save_checkpoint(directory, step, record, {**meta, "model": "mingru", "optimizer_state": scalars})
     if best:
@@ -104,13 +105,14 @@ def load_mingru(path, trainer=None):
     return arrays, record
 
 
-def restore_optimizer(cfg, model: MinGruModel, arrays, record, path):
-    """A fresh optimiser over the checkpoint's training vector with its state loaded."""
+def restore_optimizer(cfg, model: MinGruModel, arrays, record, path, place=lambda params: params):
+    """A fresh optimiser over the checkpoint's training vector (placed on a backend by `place`) with its
+    state loaded."""
     params = np.array(arrays["train_params"], dtype=np.float32)
     if params.size != model.n_params:
         raise BadInput(f"checkpoint {str(path)!r} does not match this model ({params.size:,} parameters, "
                        f"expected {model.n_params:,})")
-    optimizer = cfg.make_optimizer(params)
+    optimizer = cfg.make_optimizer(place(params))
     optimizer.load_state(state_from_checkpoint(arrays), record["meta"]["optimizer_state"])
     return optimizer
 

@@ -1,4 +1,5 @@
-"""Optimisers over one flat float32 parameter vector, updated in place on the host:
+"""Optimisers over one flat float32 parameter vector, updated in place where it lives (host or GPU;
+the element-wise steps are kernels/optimizer_steps.py):
 
 - "sf-adamw": Schedule-Free AdamW as published (facebookresearch/schedule_free AdamWScheduleFree).
   The parameters hold y, where gradients are taken; state z and v; at step k (from 0)
@@ -19,19 +20,51 @@ import math
 
 import numpy as np
 
+from eggnog.kernels.backend import to_host
+from eggnog.kernels.registry import ops_for
 from eggnog.runtime.errors import BadInput
 
 OPTIMIZERS = ("sf-adamw", "adamw", "sgd")
 
 
-class SfAdamW:
+class _Vectors:
+    """The parameters and state vectors live on the backend of the parameters given (host NumPy
+    arrays: the CPU twins; device arrays: the CUDA kernels), and every step runs there
+    (kernels/optimizer_steps.py). Gradients given on the host are copied to the device first."""
+
+    def _setup(self, params):
+        self.ops = ops_for("cuda" if hasattr(params, "copy_to_host") else "cpu")
+
+    def _copy(self, a):
+        if self.ops.name == "cpu":
+            return a.copy()
+        out = self.ops.empty(a.shape, np.float32)
+        out.copy_to_device(a)
+        return out
+
+    def _grad(self, grad):
+        return self.ops.to_device(grad) if self.ops.name == "cuda" and not hasattr(grad, "copy_to_host") else \
+            np.ascontiguousarray(grad, np.float32) if self.ops.name == "cpu" else grad
+
+    def _load(self, target, values):
+        if self.ops.name == "cpu":
+            target[...] = values
+        else:
+            target.copy_to_device(np.ascontiguousarray(values, np.float32))
+
+    def _host(self, arrays):
+        return {k: to_host(v) for k, v in arrays.items()}
+
+
+class SfAdamW(_Vectors):
     def __init__(self, params, lr=0.0025, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, warmup_steps=0,
                  r=0.0, weight_lr_power=2.0):
+        self._setup(params)
         self.y = params
         self.lr, self.beta1, self.beta2, self.eps = lr, betas[0], betas[1], eps
         self.weight_decay, self.warmup_steps, self.r, self.weight_lr_power = weight_decay, warmup_steps, r, weight_lr_power
-        self.z = params.copy()
-        self.v = np.zeros_like(params)
+        self.z = self._copy(params)
+        self.v = self.ops.zeros(params.shape, np.float32)
         self.k, self.lr_max, self.weight_sum = 0, -1.0, 0.0
 
     def step(self, grad):
@@ -41,89 +74,76 @@ class SfAdamW:
         weight = (k + 1) ** self.r * self.lr_max ** self.weight_lr_power
         self.weight_sum += weight
         c = weight / self.weight_sum if self.weight_sum else 0.0
-        self.v *= np.float32(self.beta2)
-        self.v += np.float32(1 - self.beta2) * grad * grad
-        d = grad / (np.sqrt(self.v / np.float32(1 - self.beta2 ** (k + 1))) + np.float32(self.eps))
-        if self.weight_decay:
-            d += np.float32(self.weight_decay) * self.y
-        self.y *= np.float32(1 - c)
-        self.y += np.float32(c) * self.z
-        self.y += np.float32(lr * (self.beta1 * (1 - c) - 1)) * d
-        self.z -= np.float32(lr) * d
+        self.ops.sf_adamw_step_(self.y, self.z, self.v, self._grad(grad), lr, c, self.beta1, self.beta2, self.eps,
+                                self.weight_decay, k)
         self.k = k + 1
 
     def train_params(self):
         return self.y
 
     def eval_params(self):
-        return (self.y * np.float32(1 / self.beta1) + self.z * np.float32(1 - 1 / self.beta1)).astype(np.float32)
+        return self.ops.sf_adamw_eval(self.y, self.z, self.beta1)
 
     def state(self):
-        return {"z": self.z, "v": self.v}, {"k": self.k, "lr_max": self.lr_max, "weight_sum": self.weight_sum}
+        return self._host({"z": self.z, "v": self.v}), {"k": self.k, "lr_max": self.lr_max,
+                                                         "weight_sum": self.weight_sum}
 
     def load_state(self, arrays, scalars):
-        self.z[...], self.v[...] = arrays["z"], arrays["v"]
+        self._load(self.z, arrays["z"])
+        self._load(self.v, arrays["v"])
         self.k, self.lr_max, self.weight_sum = int(scalars["k"]), float(scalars["lr_max"]), float(scalars["weight_sum"])
 
 
-class AdamW:
+class AdamW(_Vectors):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self._setup(params)
         self.p = params
         self.lr, self.beta1, self.beta2, self.eps, self.weight_decay = lr, betas[0], betas[1], eps, weight_decay
-        self.m, self.v = np.zeros_like(params), np.zeros_like(params)
+        self.m, self.v = self.ops.zeros(params.shape, np.float32), self.ops.zeros(params.shape, np.float32)
         self.k = 0
 
     def step(self, grad):
         self.k += 1
-        self.p *= np.float32(1 - self.lr * self.weight_decay)
-        self.m *= np.float32(self.beta1)
-        self.m += np.float32(1 - self.beta1) * grad
-        self.v *= np.float32(self.beta2)
-        self.v += np.float32(1 - self.beta2) * grad * grad
-        denom = np.sqrt(self.v) / np.float32(math.sqrt(1 - self.beta2 ** self.k)) + np.float32(self.eps)
-        self.p -= np.float32(self.lr / (1 - self.beta1 ** self.k)) * self.m / denom
+        self.ops.adamw_step_(self.p, self.m, self.v, self._grad(grad), self.lr, self.beta1, self.beta2, self.eps,
+                             self.weight_decay, self.k)
 
     def train_params(self):
         return self.p
 
     def eval_params(self):
-        return self.p.copy()
+        return self._copy(self.p)
 
     def state(self):
-        return {"m": self.m, "v": self.v}, {"k": self.k}
+        return self._host({"m": self.m, "v": self.v}), {"k": self.k}
 
     def load_state(self, arrays, scalars):
-        self.m[...], self.v[...] = arrays["m"], arrays["v"]
+        self._load(self.m, arrays["m"])
+        self._load(self.v, arrays["v"])
         self.k = int(scalars["k"])
 
 
-class Sgd:
+class Sgd(_Vectors):
     def __init__(self, params, lr=0.1, momentum=0.9, weight_decay=0.0):
+        self._setup(params)
         self.p, self.lr, self.momentum, self.weight_decay = params, lr, momentum, weight_decay
-        self.buf = np.zeros_like(params)
+        self.buf = self.ops.zeros(params.shape, np.float32)
         self.k = 0
 
     def step(self, grad):
-        g = grad + np.float32(self.weight_decay) * self.p if self.weight_decay else grad
-        if self.k == 0:
-            self.buf[...] = g
-        else:
-            self.buf *= np.float32(self.momentum)
-            self.buf += g
-        self.p -= np.float32(self.lr) * self.buf
+        self.ops.sgd_step_(self.p, self.buf, self._grad(grad), self.lr, self.momentum, self.weight_decay, self.k == 0)
         self.k += 1
 
     def train_params(self):
         return self.p
 
     def eval_params(self):
-        return self.p.copy()
+        return self._copy(self.p)
 
     def state(self):
-        return {"buf": self.buf}, {"k": self.k}
+        return self._host({"buf": self.buf}), {"k": self.k}
 
     def load_state(self, arrays, scalars):
-        self.buf[...] = arrays["buf"]
+        self._load(self.buf, arrays["buf"])
         self.k = int(scalars["k"])
 
 

@@ -82,9 +82,8 @@ class RgeConfig:
 
 
 def step_optimizer(cfg, params):
-    """The host optimiser of --optimizer over a float32 copy of `params`: SGD (with momentum beta1
-    for "momentum"), or Adam without weight decay."""
-    params = np.array(params, np.float32)
+    """The optimiser of --optimizer over `params` (updated in place where they live, host or device):
+    SGD (with momentum beta1 for "momentum"), or Adam without weight decay."""
     if cfg.optimizer == "adam":
         return AdamW(params, cfg.lr, (cfg.beta1, cfg.beta2), weight_decay=0.0)
     return Sgd(params, cfg.lr, cfg.beta1 if cfg.optimizer == "momentum" else 0.0)
@@ -115,8 +114,12 @@ class RgeTrainer:
         self.work = backend.empty(self.theta.shape, np.float32)
         self.per_rank = cfg.probes // world.size
         self.mine = np.arange(world.rank * self.per_rank, (world.rank + 1) * self.per_rank)
-        # plain SGD is fused into the probe pass; momentum and Adam keep their state on the host
-        self.optimizer = None if cfg.optimizer == "sgd" else step_optimizer(cfg, params)
+        # plain SGD is fused into the probe pass; momentum and Adam keep their state beside theta (in
+        # "reduce" mode on the host of rank 0, which steps and broadcasts)
+        self.optimizer = None
+        if cfg.optimizer != "sgd":
+            self.optimizer = step_optimizer(cfg, self.theta if cfg.dist_mode == "seeds" else
+                                            np.array(params, np.float32))
 
     def host_params(self):
         return to_host(self.theta).copy()
@@ -222,6 +225,5 @@ class RgeTrainer:
             return
         grad = self.backend.zeros(self.theta.shape, np.float32)
         ops.apply_probes_(grad, keys, coefs, cfg.distribution)
-        self.optimizer.step(to_host(grad))
-        self.theta = self.backend.to_device(self.optimizer.train_params())
+        self.optimizer.step(grad)  # theta, in place, on the backend
 

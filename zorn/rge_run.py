@@ -11,6 +11,8 @@ Table 1 workload: one fixed batch) the run stops once the loss is below `target_
 import math
 from dataclasses import asdict, dataclass, replace
 
+import numpy as np
+
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
 from eggnog.training.memory import MemoryMeter
@@ -135,7 +137,7 @@ class RgeRun:
         cfg = self.cfg
         if cfg.solver == "bptt":
             self.rge = None
-            self.optimizer = step_optimizer(cfg, params)
+            self.optimizer = step_optimizer(cfg, np.array(params, np.float32))
         else:
             self.rge = RgeTrainer(cfg, params, self.backend, self.world, cfg.seed)
             self.optimizer = self.rge.optimizer
