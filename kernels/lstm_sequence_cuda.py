@@ -25,16 +25,17 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I64, cuda, device_function, kernel
+from eggnog.kernels.cuda_api import BOOL, F32_1D, F32_2D, F32_4D, I64, cuda, device_function, flat, kernel
+from eggnog.kernels.fast_math import reciprocal_approx
 
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
-MAX_THREADS = 1024
+MAX_THREADS = 512  # at the kernel's 80 registers a 1024-thread block would not launch (65536 per SM)
 
 
 def _device_activations():
     @device_function
-    def sigmoid(x):
-        return np.float32(1.0) / (np.float32(1.0) + math.exp(-x))
+    def sigmoid(x):  # the approximate reciprocal: no IEEE-division slow path (at most 1 ulp more)
+        return reciprocal_approx(np.float32(1.0) + math.exp(-x))
 
     @device_function
     def tanh(x):
@@ -78,10 +79,11 @@ def step_traffic(heads, size, batch, steps, budget=None):
     return minimum + _traffic(heads, size, batch, steps, units), minimum
 
 
-@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_3D, F32_2D, F32_3D, F32_3D, BOOL, I64, I64, I64, I64),
+@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64, I64, I64),
         block=MAX_THREADS)
 def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, first, last, units, tile):
-    """Steps first..last-1 for block (head n, unit slice s, row tile); hs[first] holds h_{first-1}."""
+    """Steps first..last-1 for block (head n, unit slice s, row tile); hs, cs (T + 1, B, H) and gates
+    (T, B, 4H) flat, hs[first] holding h_{first-1}. Indices into them are unsigned (no sign checks)."""
     heads, size = r.shape[1], r.shape[2]
     hidden = heads * size
     batch = rows.shape[1]
@@ -99,6 +101,10 @@ def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, fi
     j = n * size + s * units + u
     active = cuda.threadIdx.x < units * tile and b < batch
     c = c_state[b, j] if active else np.float32(0.0)
+    row_stride = np.uint64(batch * hidden)
+    head_at = np.uint64(b * hidden + n * size)  # h_{t-1}[b, head n] at t * row_stride + head_at
+    ri_at, rf_at = np.uint32(u * pitch), np.uint32((units + u) * pitch)
+    rz_at, ro_at = np.uint32((2 * units + u) * pitch), np.uint32((3 * units + u) * pitch)
     cuda.syncthreads()
     for t in range(first, last):
         if active:
@@ -107,21 +113,24 @@ def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, fi
             rf = table[row, hidden + j] + bias[hidden + j]
             rz = table[row, 2 * hidden + j] + bias[2 * hidden + j]
             ro = table[row, 3 * hidden + j] + bias[3 * hidden + j]
-            for k in range(size):
-                hk = hs[t, b, n * size + k]
-                ri += r_s[u * pitch + k] * hk
-                rf += r_s[(units + u) * pitch + k] * hk
-                rz += r_s[(2 * units + u) * pitch + k] * hk
-                ro += r_s[(3 * units + u) * pitch + k] * hk
+            h_at = np.uint64(t) * row_stride + head_at
+            for k in range(np.uint32(size)):
+                hk = hs[h_at + k]
+                ri += r_s[ri_at + k] * hk
+                rf += r_s[rf_at + k] * hk
+                rz += r_s[rz_at + k] * hk
+                ro += r_s[ro_at + k] * hk
             ig, fg, zg, og = gpu_sigmoid(ri), gpu_sigmoid(rf), gpu_tanh(rz), gpu_sigmoid(ro)
             c = fg * c + ig * zg
-            hs[t + 1, b, j] = og * gpu_tanh(c)
+            out = np.uint64(t + 1) * row_stride + np.uint64(b * hidden + j)
+            hs[out] = og * gpu_tanh(c)
             if keep:
-                cs[t + 1, b, j] = c
-                gates[t, b, j] = ig
-                gates[t, b, hidden + j] = fg
-                gates[t, b, 2 * hidden + j] = zg
-                gates[t, b, 3 * hidden + j] = og
+                cs[out] = c
+                at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + j)
+                gates[at] = ig
+                gates[at + np.uint64(hidden)] = fg
+                gates[at + np.uint64(2 * hidden)] = zg
+                gates[at + np.uint64(3 * hidden)] = og
         cuda.syncthreads()  # h_t is complete for every row of the tile before step t + 1 reads it
     if active:
         c_state[b, j] = c
@@ -137,7 +146,8 @@ def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
     config = (grid, units * tile, 0, shared_bytes(size, units))
     spans = [(0, steps)] if launches == "sequence" else [(t, t + 1) for t in range(steps)]
     for first, last in spans:
-        forward_sequence_cuda[config](table, rows, r, bias, hs, c_state, cs, gates, keep, first, last, units, tile)
+        forward_sequence_cuda[config](table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, first, last,
+                                      units, tile)
 
 
 # ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
