@@ -47,10 +47,10 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I32_1D, blocks, cuda, device_function,
-                                      device_zeros, f64, kernel)
+                                      device_zeros, f64, kernel, on_device)
 from eggnog.kernels.float_matmul import tiled_product
 from eggnog.kernels.lstm_sequence_cpu import forward_sequence
-from eggnog.kernels.lstm_sequence_cuda import gpu_sigmoid, gpu_tanh, run as run_sequence
+from eggnog.kernels.lstm_sequence_cuda import backward_fits, gpu_sigmoid, gpu_tanh, run as run_sequence, run_backward
 from eggnog.kernels.registry import normal32, op
 from eggnog.kernels.vector_math import sigmoid32, tanh32
 from eggnog.runtime.errors import BadInput
@@ -521,11 +521,16 @@ def cuda_lstm_forward(table, rows, r, bias, states0, keep=False):
 
 @op
 def cuda_lstm_backward(dh_out, r, hs, cs, gates):
-    """Device (draw, dR, dh0, dc0) of full BPTT through the stored forward (keep=True)."""
+    """Device (draw, dR, dh0, dc0) of full BPTT through the stored forward (keep=True): in one launch
+    with R in shared memory where a head fits a block (kernels/lstm_sequence_cuda.py), else two
+    launches per step."""
     steps, batch, hidden = dh_out.shape
     draw = cuda.device_array(gates.shape, np.float32)
     dh = cuda.device_array((batch, hidden), np.float32)
     dc, zeros = device_zeros((batch, hidden)), device_zeros((batch, hidden))
+    if backward_fits(r.shape[1], r.shape[2], batch, steps):
+        run_backward(on_device(dh_out), r, cs, gates, draw, dh, dc)
+        return draw, cuda_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
     grid = blocks(batch * hidden, THREADS)
     for t in range(steps - 1, -1, -1):
         # dh is read by the gate kernel before the recurrent kernel overwrites it; dc is updated in place

@@ -150,6 +150,75 @@ def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
                                       units, tile)
 
 
+@kernel((F32_4D, F32_1D, F32_1D, F32_1D, F32_1D, F32_2D, F32_2D, I64), block=MAX_THREADS)
+def backward_sequence_cuda(r, cs, gates, dh_out, draw, dh_state, dc_state, tile):
+    """Full BPTT through the stored forward for block (head n, row tile) holding the whole head's R, all
+    steps from T - 1 down to 0 in one launch: a thread per (unit, row) turns dh_t (its output gradient plus
+    R^T draw_{t+1}, carried in a register) and dc into draw_t, then, once every unit of its row has written
+    draw_t, sums R^T draw_t for its unit. cs (T + 1, B, H), gates and draw (T, B, 4H) and dh_out (T, B, H)
+    are flat; dh_state and dc_state receive dh_0 and dc_0."""
+    heads, size = r.shape[1], r.shape[2]
+    hidden = heads * size
+    steps = gates.size // (dh_state.size * 4)
+    batch = dh_state.shape[0]
+    pitch = size | 1
+    tiles = (batch + tile - 1) // tile
+    n = cuda.blockIdx.x // tiles
+    r_s = cuda.shared.array(0, numba.float32)  # [gate][d][k]
+    for e in range(cuda.threadIdx.x, 4 * size * size, cuda.blockDim.x):
+        g, d, k = e // (size * size), (e // size) % size, e % size
+        r_s[(g * size + d) * pitch + k] = r[g, n, d, k]
+    u = cuda.threadIdx.x % size
+    b = (cuda.blockIdx.x % tiles) * tile + cuda.threadIdx.x // size
+    j = n * size + u
+    active = cuda.threadIdx.x < size * tile and b < batch
+    one = np.float32(1.0)
+    dh, dc = np.float32(0.0), np.float32(0.0)
+    row_stride = np.uint64(batch * hidden)
+    unit_at = np.uint64(b * hidden + j)
+    cuda.syncthreads()
+    for t in range(steps - 1, -1, -1):
+        at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + j)
+        if active:
+            ig, fg = gates[at], gates[at + np.uint64(hidden)]
+            zg, og = gates[at + np.uint64(2 * hidden)], gates[at + np.uint64(3 * hidden)]
+            c_now = np.uint64(t + 1) * row_stride + unit_at
+            tc = gpu_tanh(cs[c_now])
+            g_h = dh_out[np.uint64(t) * row_stride + unit_at] + dh
+            dct = dc + g_h * og * (one - tc * tc)
+            draw[at] = dct * zg * ig * (one - ig)
+            draw[at + np.uint64(hidden)] = dct * cs[c_now - row_stride] * fg * (one - fg)
+            draw[at + np.uint64(2 * hidden)] = dct * ig * (one - zg * zg)
+            draw[at + np.uint64(3 * hidden)] = g_h * tc * og * (one - og)
+            dc = dct * fg
+        cuda.syncthreads()  # draw_t of every unit of the row is written before R^T draw_t reads it
+        if active:
+            head_at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + n * size)
+            acc = np.float32(0.0)
+            for g in range(4):
+                gate_at = head_at + np.uint64(g * hidden)
+                r_at = np.uint32(g * size * pitch + u)
+                for d in range(np.uint32(size)):
+                    acc += r_s[r_at + d * np.uint32(pitch)] * draw[gate_at + d]
+            dh = acc
+    if active:
+        dh_state[b, j] = dh
+        dc_state[b, j] = dc
+
+
+def backward_fits(heads, size, batch, steps):
+    """Whether the one-launch backward applies: the forward's plan keeps the whole head in a block."""
+    return plan(heads, size, batch, steps)[2] == "sequence"
+
+
+def run_backward(dh_out, r, cs, gates, draw, dh_state, dc_state):
+    heads, size = r.shape[1], r.shape[2]
+    steps, batch, _ = dh_out.shape
+    tile = min(batch, MAX_THREADS // size)
+    config = (heads * math.ceil(batch / tile), size * tile, 0, shared_bytes(size, size))
+    backward_sequence_cuda[config](r, flat(cs), flat(gates), flat(dh_out), flat(draw), dh_state, dc_state, tile)
+
+
 # ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
 
 TABLE1 = {"100k": (240, 12), "1M": (1600, 32), "10M": (9600, 64)}  # hidden, heads (bench/table1_grid.py)

@@ -167,9 +167,10 @@ def test_cpu_sequence_twin_equals_the_step_twin_bit_for_bit(batch, heads, size):
 
 
 @pytest.mark.parametrize("budget, launches", [(None, "sequence"), (16 * 2 * 5, "per step"), (16 * 1 * 5, "per step")])
-def test_cuda_sequence_forward_whole_heads_and_slices(monkeypatch, budget, launches):
+def test_cuda_sequence_forward_and_backward_whole_heads_and_slices(monkeypatch, budget, launches):
     """The GPU forward with a head's R in one block (one launch), and split over blocks of 2 or 1 units
-    (one launch per step), against the reference; 2 heads of 4 units, batch 3, 4 steps."""
+    (one launch per step), and the backward after it, against the reference; 2 heads of 4 units,
+    batch 3, 4 steps."""
     from eggnog.kernels import lstm_sequence_cuda
 
     if budget is not None:
@@ -184,6 +185,12 @@ def test_cuda_sequence_forward_whole_heads_and_slices(monkeypatch, budget, launc
     states0 = RNG.normal(0, 1, (2, hidden)).astype(np.float32)
     want = lstm_cell.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
     got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
+    for g, w in zip(got, want):
+        assert relative(g, w) < 1e-5
+    # the backward: one launch with the whole head in a block, else two launches per step
+    dh_out = RNG.normal(0, 1, (steps, batch, hidden)).astype(np.float32)
+    want = lstm_cell.reference_lstm_backward(dh_out, r, *(w.astype(np.float32) for w in want))
+    got = lstm_cell.cuda_lstm_backward(lstm_cell.cuda.to_device(dh_out), lstm_cell.cuda.to_device(r), *got)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-5
 
