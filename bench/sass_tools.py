@@ -51,8 +51,11 @@ def assemble(ptx, tools, arch=ARCH):
     with tempfile.TemporaryDirectory() as tmp:
         source, cubin = Path(tmp, "kernel.ptx"), Path(tmp, "kernel.cubin")
         source.write_text(ptx)
-        ptxas = subprocess.run([tools["ptxas"], f"-arch={arch}", "-O3", "-v", str(source), "-o", str(cubin)],
-                               capture_output=True, text=True, timeout=600)
+        # a module calling device-runtime functions (a grid sync's cudaCGGetIntrinsicHandle) is linked
+        # with cudadevrt at load time: assemble it relocatable, its externs left unresolved
+        relocatable = ["-c"] if ".extern .func" in ptx else []
+        ptxas = subprocess.run([tools["ptxas"], f"-arch={arch}", "-O3", "-v", *relocatable, str(source), "-o",
+                                str(cubin)], capture_output=True, text=True, timeout=600)
         if ptxas.returncode:
             raise RuntimeError(f"ptxas failed:\n{ptxas.stderr[-4000:]}")
         disasm_dir = str(Path(tools["nvdisasm"]).parent)

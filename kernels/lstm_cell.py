@@ -209,6 +209,10 @@ def _forward_cases(rng):
     yield normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias, normal32(rng, 2, hidden), True
     rows = np.arange(steps * batch, dtype=np.int32).reshape(steps, batch)
     yield normal32(rng, steps * batch, 4 * hidden), rows, r, bias, normal32(rng, 2, hidden), False
+    # one head of 56 units: R (50 KB) is over the 48 KiB without opt-in, so the GPU runs the persistent
+    # (cooperative, grid-synchronised) kernel, a one-block grid
+    r, bias = _weights(rng, 1, 56)
+    yield normal32(rng, 3, 224), _rows(rng, 2, 1, 3), r * np.float32(0.3), bias, normal32(rng, 2, 56), True
 
 
 def _backward_cases(rng):

@@ -3,21 +3,24 @@ FlashRNN-style: a block owns one head (or a slice of its units) for a tile of ba
 that part of R in shared memory.
 
 Heads are independent (R is block-diagonal), so a block holding a whole head's R runs every step in
-one launch with no grid-wide sync: per step it reads h_{t-1} of its rows (written by its own threads
-the step before, visible after the barrier), computes the four gates of each (unit, row) from its wx
-table row, the bias and R in shared memory, and writes h_t. When a head's R (16 D^2 bytes) does not fit
-in SHARED_BUDGET, its units are split over several blocks, each holding its slice's rows of R, and the
-sequence runs one launch per step (the launch boundary is the sync: every slice needs every unit of
-h_{t-1}).
+one launch with no grid-wide sync ("sequence"): per step it reads h_{t-1} of its rows (written by its
+own threads the step before, visible after the barrier), computes the four gates of each (unit, row)
+from its wx table row, the bias and R in shared memory, and writes h_t. When a head's R (16 D^2 bytes)
+does not fit in SHARED_BUDGET, its units are split over several blocks, each holding its slice's rows
+of R in up to OPT_IN_BUDGET of shared memory:
+- "persistent": every block of the grid is resident at once (one per SM, whole batch per block), the
+  sequence runs in one cooperative launch and the grid synchronises between steps; threads walk their
+  block's (unit, row) pairs and c lives in `c_state`;
+- "per step": otherwise, one launch per step (the launch boundary is the sync).
 
 Threads: one per (unit of the slice, row of the tile), units fastest, so a warp's h loads are a few
-rows broadcast; c stays in a register over the steps of a launch (in `c_state` between launches).
-R sits in shared memory as R[g][unit][k] with an odd pitch: consecutive units read different banks.
+rows broadcast; in the first and last modes c stays in a register over the steps of a launch. R sits
+in shared memory as R[g][unit][k] with an odd pitch: consecutive units read different banks.
 
 Traffic per step and batch row (bytes), against the on-chip minimum 4 (4H + H) of the wx row read
-and h_t written: h_{t-1} is read once per slice, 4 D H / units, and R once per tile and launch,
-16 D^2 N / rows / (steps per launch). `plan` picks the slice that minimises the sum; `step_traffic`
-gives it, and the static report prints it per Table 1 size.
+and h_t written: h_{t-1} is read once per slice, 4 D H / units; R once per tile and launch,
+16 D^2 N / rows / (steps per launch); persistent: R once per sequence, c read and written, 8 H.
+`plan` chooses; `step_traffic` gives the figure, and the static report prints it per Table 1 size.
 """
 
 import math
@@ -25,10 +28,13 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import BOOL, F32_1D, F32_2D, F32_4D, I64, cuda, device_function, flat, kernel
+from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_4D, I64, SIMULATED, allow_dynamic_shared, cuda,
+                                      device_function, flat, kernel)
 from eggnog.kernels.fast_math import reciprocal_approx
 
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
+OPT_IN_BUDGET = 200 * 1024  # with the opt-in (sm_90 allows 227 KiB a block)
+H100_SMS = 132  # the static plan's co-resident blocks (one per SM); at run time the device's count
 MAX_THREADS = 512  # at the kernel's 80 registers a 1024-thread block would not launch (65536 per SM)
 
 
@@ -55,85 +61,141 @@ def shared_bytes(size, units):
     return 16 * units * _pitch(size)
 
 
-def _traffic(heads, size, batch, steps, units):
-    """Bytes per row-step beyond the on-chip minimum, for a slice of `units`."""
+def _traffic(heads, size, batch, steps, units, mode):
+    """Bytes per row-step beyond the on-chip minimum, for a slice of `units` in a mode."""
+    hidden = heads * size
+    h_reads = 4 * hidden * size / units
+    if mode == "persistent":
+        return h_reads + 8 * hidden
     rows = min(batch, MAX_THREADS // units)
-    per_launch = steps if units == size else 1
-    return 4 * size * heads * size / units + 16 * size * size * heads / rows / per_launch
+    return h_reads + 16 * size * size * heads / rows / (steps if mode == "sequence" else 1)
 
 
-def plan(heads, size, batch, steps, budget=None):
-    """(units per block, rows per tile, 'sequence' or 'per step') for a head size, batch and length."""
-    budget = SHARED_BUDGET if budget is None else budget
-    fitting = [u for u in range(1, min(size, MAX_THREADS) + 1) if size % u == 0 and shared_bytes(size, u) <= budget]
+def coresident_blocks():
+    """Blocks of OPT_IN_BUDGET shared memory a cooperative grid may hold on this device: one per SM
+    (the simulator runs cooperative grids of one block only)."""
+    if SIMULATED:
+        return 1
+    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+def plan(heads, size, batch, steps, coresident=None):
+    """(units per block, rows per tile, mode) for a head size, batch and length; `coresident` is the
+    number of blocks a cooperative grid may hold (default: this device's)."""
+    if shared_bytes(size, size) <= SHARED_BUDGET:
+        return size, min(batch, MAX_THREADS // size), "sequence"
+    divisors = [u for u in range(min(size, MAX_THREADS), 0, -1) if size % u == 0]
+    largest = next((u for u in divisors if shared_bytes(size, u) <= OPT_IN_BUDGET), None)
+    coresident = coresident_blocks() if coresident is None and largest else coresident
+    if largest and heads * (size // largest) <= coresident:
+        return largest, batch, "persistent"
+    fitting = [u for u in divisors if shared_bytes(size, u) <= SHARED_BUDGET]
     if not fitting:
         raise ValueError(f"one unit of R ({shared_bytes(size, 1)} bytes) exceeds the shared-memory budget")
-    units = min(fitting, key=lambda u: (_traffic(heads, size, batch, steps, u), -u))
-    return units, min(batch, MAX_THREADS // units), "sequence" if units == size else "per step"
+    units = min(fitting, key=lambda u: (_traffic(heads, size, batch, steps, u, "per step"), -u))
+    return units, min(batch, MAX_THREADS // units), "per step"
 
 
-def step_traffic(heads, size, batch, steps, budget=None):
+def step_traffic(heads, size, batch, steps, coresident=H100_SMS):
     """(bytes moved per step and batch row under the plan, on-chip minimum)."""
-    units, _, _ = plan(heads, size, batch, steps, budget)
+    units, _, mode = plan(heads, size, batch, steps, coresident)
     minimum = 4 * 5 * heads * size
-    return minimum + _traffic(heads, size, batch, steps, units), minimum
+    return minimum + _traffic(heads, size, batch, steps, units, mode), minimum
+
+
+@device_function
+def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c):
+    """Step t of unit s * units + u of head n for batch row b, from c_{t-1}; writes h_t (and c_t and
+    the gates when `keep`) into the flat hs, cs, gates; returns c_t."""
+    hidden = table.shape[1] // 4
+    batch = rows.shape[1]
+    pitch = size | 1
+    j = n * size + s * units + u
+    row = rows[t, b]
+    ri = table[row, j] + bias[j]
+    rf = table[row, hidden + j] + bias[hidden + j]
+    rz = table[row, 2 * hidden + j] + bias[2 * hidden + j]
+    ro = table[row, 3 * hidden + j] + bias[3 * hidden + j]
+    row_stride = np.uint64(batch * hidden)
+    h_at = np.uint64(t) * row_stride + np.uint64(b * hidden + n * size)
+    ri_at, rf_at = np.uint32(u * pitch), np.uint32((units + u) * pitch)
+    rz_at, ro_at = np.uint32((2 * units + u) * pitch), np.uint32((3 * units + u) * pitch)
+    for k in range(np.uint32(size)):
+        hk = hs[h_at + k]
+        ri += r_s[ri_at + k] * hk
+        rf += r_s[rf_at + k] * hk
+        rz += r_s[rz_at + k] * hk
+        ro += r_s[ro_at + k] * hk
+    ig, fg, zg, og = gpu_sigmoid(ri), gpu_sigmoid(rf), gpu_tanh(rz), gpu_sigmoid(ro)
+    c = fg * c + ig * zg
+    out = np.uint64(t + 1) * row_stride + np.uint64(b * hidden + j)
+    hs[out] = og * gpu_tanh(c)
+    if keep:
+        cs[out] = c
+        at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + j)
+        gates[at] = ig
+        gates[at + np.uint64(hidden)] = fg
+        gates[at + np.uint64(2 * hidden)] = zg
+        gates[at + np.uint64(3 * hidden)] = og
+    return c
+
+
+@device_function
+def _stage_r(r, r_s, n, s, units, size):
+    """The slice's rows of head n's R into shared memory, R[g][unit][k] at pitch size | 1."""
+    pitch = size | 1
+    for e in range(cuda.threadIdx.x, 4 * units * size, cuda.blockDim.x):
+        g, u, k = e // (units * size), (e // size) % units, e % size
+        r_s[(g * units + u) * pitch + k] = r[g, n, s * units + u, k]
+    cuda.syncthreads()
 
 
 @kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64, I64, I64),
         block=MAX_THREADS)
 def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, first, last, units, tile):
-    """Steps first..last-1 for block (head n, unit slice s, row tile); hs, cs (T + 1, B, H) and gates
-    (T, B, 4H) flat, hs[first] holding h_{first-1}. Indices into them are unsigned (no sign checks)."""
-    heads, size = r.shape[1], r.shape[2]
-    hidden = heads * size
+    """Steps first..last-1 for block (head n, unit slice s, row tile), a thread per (unit, row), c in a
+    register; hs, cs (T + 1, B, H) and gates (T, B, 4H) flat, hs[first] holding h_{first-1}."""
+    size = r.shape[2]
     batch = rows.shape[1]
-    pitch = size | 1
     slices = size // units
     tiles = (batch + tile - 1) // tile
     n = cuda.blockIdx.x // (slices * tiles)
     s = (cuda.blockIdx.x // tiles) % slices
-    r_s = cuda.shared.array(0, numba.float32)  # [gate][unit of the slice][k]
-    for e in range(cuda.threadIdx.x, 4 * units * size, cuda.blockDim.x):
-        g, u, k = e // (units * size), (e // size) % units, e % size
-        r_s[(g * units + u) * pitch + k] = r[g, n, s * units + u, k]
+    r_s = cuda.shared.array(0, numba.float32)
+    _stage_r(r, r_s, n, s, units, size)
     u = cuda.threadIdx.x % units
     b = (cuda.blockIdx.x % tiles) * tile + cuda.threadIdx.x // units
     j = n * size + s * units + u
     active = cuda.threadIdx.x < units * tile and b < batch
     c = c_state[b, j] if active else np.float32(0.0)
-    row_stride = np.uint64(batch * hidden)
-    head_at = np.uint64(b * hidden + n * size)  # h_{t-1}[b, head n] at t * row_stride + head_at
-    ri_at, rf_at = np.uint32(u * pitch), np.uint32((units + u) * pitch)
-    rz_at, ro_at = np.uint32((2 * units + u) * pitch), np.uint32((3 * units + u) * pitch)
-    cuda.syncthreads()
     for t in range(first, last):
         if active:
-            row = rows[t, b]
-            ri = table[row, j] + bias[j]
-            rf = table[row, hidden + j] + bias[hidden + j]
-            rz = table[row, 2 * hidden + j] + bias[2 * hidden + j]
-            ro = table[row, 3 * hidden + j] + bias[3 * hidden + j]
-            h_at = np.uint64(t) * row_stride + head_at
-            for k in range(np.uint32(size)):
-                hk = hs[h_at + k]
-                ri += r_s[ri_at + k] * hk
-                rf += r_s[rf_at + k] * hk
-                rz += r_s[rz_at + k] * hk
-                ro += r_s[ro_at + k] * hk
-            ig, fg, zg, og = gpu_sigmoid(ri), gpu_sigmoid(rf), gpu_tanh(rz), gpu_sigmoid(ro)
-            c = fg * c + ig * zg
-            out = np.uint64(t + 1) * row_stride + np.uint64(b * hidden + j)
-            hs[out] = og * gpu_tanh(c)
-            if keep:
-                cs[out] = c
-                at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + j)
-                gates[at] = ig
-                gates[at + np.uint64(hidden)] = fg
-                gates[at + np.uint64(2 * hidden)] = zg
-                gates[at + np.uint64(3 * hidden)] = og
+            c = _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c)
         cuda.syncthreads()  # h_t is complete for every row of the tile before step t + 1 reads it
     if active:
         c_state[b, j] = c
+
+
+@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64),
+        block=MAX_THREADS)
+def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units):
+    """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch: the
+    threads walk the block's (unit, row) pairs, c lives in c_state, and the grid synchronises between
+    steps (every slice of a head reads every unit of h_{t-1})."""
+    size = r.shape[2]
+    steps, batch = rows.shape
+    slices = size // units
+    n, s = cuda.blockIdx.x // slices, cuda.blockIdx.x % slices
+    r_s = cuda.shared.array(0, numba.float32)
+    _stage_r(r, r_s, n, s, units, size)
+    grid = cuda.cg.this_grid()
+    for t in range(steps):
+        for p in range(cuda.threadIdx.x, units * batch, cuda.blockDim.x):
+            u, b = p % units, p // units
+            j = n * size + s * units + u
+            c_state[b, j] = _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size,
+                                       c_state[b, j])
+        grid.sync()
 
 
 def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
@@ -141,13 +203,18 @@ def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
     last c on return."""
     heads, size = r.shape[1], r.shape[2]
     steps, batch = rows.shape
-    units, tile, launches = plan(heads, size, batch, steps)
+    units, tile, mode = plan(heads, size, batch, steps)
+    nbytes = shared_bytes(size, units)
+    if mode == "persistent":
+        args = (table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, units)
+        allow_dynamic_shared(forward_persistent_cuda, args, nbytes)
+        forward_persistent_cuda[heads * (size // units), MAX_THREADS, 0, nbytes](*args)
+        return
     grid = heads * (size // units) * math.ceil(batch / tile)
-    config = (grid, units * tile, 0, shared_bytes(size, units))
-    spans = [(0, steps)] if launches == "sequence" else [(t, t + 1) for t in range(steps)]
+    spans = [(0, steps)] if mode == "sequence" else [(t, t + 1) for t in range(steps)]
     for first, last in spans:
-        forward_sequence_cuda[config](table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, first, last,
-                                      units, tile)
+        forward_sequence_cuda[grid, units * tile, 0, nbytes](table, rows, r, bias, flat(hs), c_state, flat(cs),
+                                                             flat(gates), keep, first, last, units, tile)
 
 
 @kernel((F32_4D, F32_1D, F32_1D, F32_1D, F32_1D, F32_2D, F32_2D, I64), block=MAX_THREADS)
@@ -230,10 +297,11 @@ def roofline(workload, batch=1024, steps=11):
     hidden, heads = TABLE1[name]
     size = hidden // heads
     moved, minimum = step_traffic(heads, size, batch, steps)
-    units, tile, launches = plan(heads, size, batch, steps)
+    units, tile, launches = plan(heads, size, batch, steps, H100_SMS)
+    kernel = "forward_persistent_cuda" if launches == "persistent" else "forward_sequence_cuda"
     return {
-        "name": f"{workload}: forward_sequence_cuda ({launches}, {units} units x {tile} rows per block)",
-        "kernel": f"{__name__}.forward_sequence_cuda",
+        "name": f"{workload}: {kernel} ({launches}, {units} units x {tile} rows per block)",
+        "kernel": f"{__name__}.{kernel}",
         "unit": "row-step",
         "ops_per_unit": 2 * 4 * hidden * size,
         "compute_limit": "fp32_simt",

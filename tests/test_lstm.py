@@ -166,18 +166,19 @@ def test_cpu_sequence_twin_equals_the_step_twin_bit_for_bit(batch, heads, size):
     assert np.array_equal(lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0)[0], hs)
 
 
-@pytest.mark.parametrize("budget, launches", [(None, "sequence"), (16 * 2 * 5, "per step"), (16 * 1 * 5, "per step")])
-def test_cuda_sequence_forward_and_backward_whole_heads_and_slices(monkeypatch, budget, launches):
-    """The GPU forward with a head's R in one block (one launch), and split over blocks of 2 or 1 units
-    (one launch per step), and the backward after it, against the reference; 2 heads of 4 units,
-    batch 3, 4 steps."""
+@pytest.mark.parametrize("budget, heads, mode", [(None, 2, "sequence"), (16 * 2 * 5, 2, "per step"),
+                                                 (16 * 1 * 5, 2, "per step"), (16 * 2 * 5, 1, "persistent")])
+def test_cuda_sequence_forward_and_backward_in_every_mode(monkeypatch, budget, heads, mode):
+    """The GPU forward with a head's R in one block (one launch), split over blocks of 2 or 1 units (one
+    launch per step), and in a cooperative grid (one block on the simulator), then the backward after
+    it, against the reference; heads of 4 units, batch 3, 4 steps."""
     from eggnog.kernels import lstm_sequence_cuda
 
     if budget is not None:
         monkeypatch.setattr(lstm_sequence_cuda, "SHARED_BUDGET", budget)
-    steps, batch, heads, size = 4, 3, 2, 4
+    steps, batch, size = 4, 3, 4
     hidden = heads * size
-    assert lstm_sequence_cuda.plan(heads, size, batch, steps)[2] == launches
+    assert lstm_sequence_cuda.plan(heads, size, batch, steps)[2] == mode
     r = RNG.normal(0, 0.6, (4, heads, size, size)).astype(np.float32)
     bias = RNG.normal(0, 0.3, 4 * hidden).astype(np.float32)
     table = RNG.normal(0, 1.5, (5, 4 * hidden)).astype(np.float32)
@@ -196,16 +197,17 @@ def test_cuda_sequence_forward_and_backward_whole_heads_and_slices(monkeypatch, 
 
 
 def test_the_gpu_plan_keeps_lstm_traffic_near_the_on_chip_minimum():
-    """Static target: per-step traffic at most 2x the on-chip minimum where a head's R fits in a block
-    (Table 1 100k and 1M, one launch per sequence); 10M (R of a head 360 KB) runs a launch per step."""
-    from eggnog.kernels.lstm_sequence_cuda import plan, step_traffic
+    """Static target: per-step traffic at most 2x the on-chip minimum at Table 1 100k, 1M (a head's R in
+    one block, one launch) and 10M (R of a head 360 KB: two slices a head in a cooperative grid of 128
+    blocks on an H100's 132 SMs); a GPU with fewer SMs falls back to a launch per step."""
+    from eggnog.kernels.lstm_sequence_cuda import H100_SMS, plan, step_traffic
 
-    for hidden, heads in ((240, 12), (1600, 32)):
+    for hidden, heads, mode in ((240, 12, "sequence"), (1600, 32, "sequence"), (9600, 64, "persistent")):
         size = hidden // heads
-        assert plan(heads, size, 1024, 11)[2] == "sequence"
+        assert plan(heads, size, 1024, 11, H100_SMS)[2] == mode
         moved, minimum = step_traffic(heads, size, 1024, 11)
-        assert moved <= 2 * minimum
-    assert plan(64, 150, 1024, 11)[2] == "per step"
+        assert moved <= 2 * minimum, (hidden, moved / minimum)
+    assert plan(64, 150, 1024, 11, 100)[2] == "per step"
 
 
 def test_bad_input_rows_are_refused():
