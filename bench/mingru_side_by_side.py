@@ -14,9 +14,7 @@ With `--backend cuda` eggnog's step runs on the GPU, parameters, optimiser state
 there (the peer, a CPU loop, is not run beside it).
 """
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import typer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.report import median_seconds, print_table, write_result  # noqa: E402
+from bench.report import median_seconds, peer_result, print_table, write_result  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
 from eggnog.runtime.errors import BadInput  # noqa: E402
 
@@ -67,15 +65,8 @@ def eggnog_seconds(backend, dim, depth, batch, seq, steps, warmup):
 def torch_seconds(torch_python, dim, depth, batch, seq, steps, warmup, timeout):
     command = [torch_python, str(HERE / "mingru_torch_step.py"), "--dim", str(dim), "--depth", str(depth),
                "--batch", str(batch), "--seq", str(seq), "--steps", str(steps), "--warmup", str(warmup)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"did not finish within {timeout} s"
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
-        return f"minGRU-pytorch is not installed or does not run there (exit {done.returncode}: {last[0].strip()})"
-    return json.loads(lines[-1])
+    got = peer_result(command, timeout)
+    return got if isinstance(got, dict) else f"minGRU-pytorch {got}"
 
 
 @user_errors

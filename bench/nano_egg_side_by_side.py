@@ -20,9 +20,7 @@ only eggnog's figures and its perturbed/plain ratio are given, with the reason. 
 the machine is recorded before and after each side's measurement.
 """
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +29,7 @@ import typer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.report import print_table, timed_runs, write_result  # noqa: E402
+from bench.report import loadavg, peer_result, print_table, timed_runs, write_result  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
 from eggnog.runtime.errors import BadInput  # noqa: E402
 
@@ -61,13 +59,6 @@ def parse_configs(text):
         raise BadInput(f"--configs {text!r} is not a list like 1x64:512,6x256:128 (depth x dim : population)") \
             from None
     return configs
-
-
-def loadavg():
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return None
 
 
 def seconds_of(fn, repeat, sync):
@@ -101,17 +92,10 @@ def nano_side(nano_python, nano_egg, depth, dim, population, tokens, repeat, tim
     command = [nano_python, str(DRIVER), "--nano-egg", nano_egg, "--depth", str(depth), "--dim", str(dim),
                "--population", str(population), "--tokens", str(tokens), "--repeat", str(repeat)]
     load = loadavg()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"nano-egg did not finish within --nano-timeout {timeout} s"
-    except OSError as e:
-        return f"nano-egg did not start: {e}"
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
-        return f"nano-egg is not installed or does not run there (exit {done.returncode}: {last[0].strip()})"
-    return {**json.loads(lines[-1]), "loadavg": {"before": load, "after": loadavg()}}
+    got = peer_result(command, timeout)
+    if not isinstance(got, dict):
+        return f"nano-egg {got}"
+    return {**got, "loadavg": {"before": load, "after": loadavg()}}
 
 
 def check_nano_options(nano_python, nano_egg):

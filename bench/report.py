@@ -53,6 +53,30 @@ def median_seconds(fn, repeat=5, warmup=1, sync=lambda: None):
     return sorted(times)[len(times) // 2]
 
 
+def loadavg():
+    """The 1, 5 and 15 minute load averages, or None where /proc has none."""
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
+def peer_result(command, timeout, env=None, missing="is not installed or does not run there"):
+    """The last JSON line a peer's command prints, or a sentence saying why there is none: the command's
+    last line on stderr when it fails (`missing` says what that means)."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"did not finish within {timeout} s"
+    except OSError as e:
+        return f"did not start: {e}"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
+        return f"{missing} (exit {done.returncode}: {last[0].strip()})"
+    return json.loads(lines[-1])
+
+
 def print_table(rows, columns):
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))

@@ -11,9 +11,7 @@ step / PyTorch seconds per step (below 1: eggnog is faster). Without `--torch-py
 loop fails there, only eggnog's figure is given, with the reason.
 """
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,34 +19,12 @@ import typer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.report import print_table, write_result  # noqa: E402
+from bench.report import loadavg, peer_result, print_table, write_result  # noqa: E402
 from bench.table1_grid import LR, SIZES  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
 from eggnog.runtime.errors import BadInput  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-def loadavg():
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return None
-
-
-def _last_json(command, env, timeout):
-    """The last JSON line a command prints, or a sentence saying why there is none."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"did not finish within {timeout} s"
-    except OSError as e:
-        return f"did not start: {e}"
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        last = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or ["no message"]
-        return f"failed (exit {done.returncode}: {last[0].strip()})"
-    return json.loads(lines[-1])
 
 
 def eggnog_side(size, probes, batch, steps, warmup, timeout):
@@ -57,7 +33,7 @@ def eggnog_side(size, probes, batch, steps, warmup, timeout):
                "--mode", "series", "--measure", "time", "--steps", str(steps), "--warmup", str(warmup),
                "--batch-size", str(batch), "--max-seconds", str(timeout)]
     before = loadavg()
-    return {"result": _last_json(command, env, timeout), "loadavg": {"before": before, "after": loadavg()}}
+    return {"result": peer_result(command, timeout, env, "failed"), "loadavg": {"before": before, "after": loadavg()}}
 
 
 def torch_side(torch_python, size, probes, batch, steps, warmup, timeout):
@@ -66,7 +42,7 @@ def torch_side(torch_python, size, probes, batch, steps, warmup, timeout):
                "--batch", str(batch), "--probes", str(probes), "--steps", str(steps), "--warmup", str(warmup),
                "--lr", str(LR[probes][size])]
     before = loadavg()
-    return {"result": _last_json(command, dict(os.environ), timeout), "loadavg": {"before": before, "after": loadavg()}}
+    return {"result": peer_result(command, timeout), "loadavg": {"before": before, "after": loadavg()}}
 
 
 @user_errors

@@ -21,7 +21,6 @@ import numpy as np
 
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
 from eggnog.kernels.registry import normal32, op
-from eggnog.runtime.errors import BadInput
 
 ROUNDED = (1e-7, 0.0)  # one fp32 rounding of the exact result
 SUMMED = (1e-5, 1e-5)

@@ -39,7 +39,7 @@ wavefronts instead of 4, against the warp's 64 mma of that slice.
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_2D, cuda, device_function, f64, kernel, require
+from eggnog.kernels.cuda_api import F32_2D, cuda, device_function, f64, kernel
 from eggnog.kernels.mma import (load_global_v4, load_shared_v2, load_shared_v4, mma_tf32_1688, round_tf32,
                                 store_shared_f32x4, to_tf32)
 from eggnog.kernels.float_matmul import check_layer

@@ -50,3 +50,10 @@ def close_scaled(got, ref, mag, rtol):
     assert got.shape == ref.shape
     err = np.abs(got - ref)
     assert np.all(err <= rtol * mag), (err / np.maximum(mag, 1e-300)).max()
+
+
+def lstm_inputs(rng, steps, batch, heads, size, table_rows, r_scale=0.6):
+    """(table, rows, R, bias, states0) of a random multi-head LSTM sequence, float32 (rows int32)."""
+    hidden = heads * size
+    return (f32(rng, table_rows, 4 * hidden, scale=1.5), rng.integers(0, table_rows, (steps, batch)).astype(np.int32),
+            f32(rng, 4, heads, size, size, scale=r_scale), f32(rng, 4 * hidden, scale=0.3), f32(rng, 2, hidden))

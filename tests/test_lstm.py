@@ -17,7 +17,7 @@ from eggnog.kernels import lstm_cell
 from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.models.lstm import LstmConfig, LstmModel
-from tests.helpers import assert_user_error, run_script
+from tests.helpers import assert_user_error, lstm_inputs, run_script
 from eggnog.zorn.batch import TaskBatch
 
 RNG = np.random.default_rng(5)
@@ -152,12 +152,8 @@ def test_backward_step_is_the_gradient_of_the_forward_step():
 def test_cpu_sequence_twin_equals_the_step_twin_bit_for_bit(batch, heads, size):
     """Full row tiles, a short last tile (19 = 16 + 3), a tile with one head, head sizes 3..8; the
     input rows repeat and skip table rows."""
-    steps, hidden = 5, heads * size
-    r = RNG.normal(0, 0.6, (4, heads, size, size)).astype(np.float32)
-    bias = RNG.normal(0, 0.3, 4 * hidden).astype(np.float32)
-    table = RNG.normal(0, 1.5, (7, 4 * hidden)).astype(np.float32)
-    rows = RNG.integers(0, 7, (steps, batch)).astype(np.int32)
-    states0 = RNG.normal(0, 1, (2, hidden)).astype(np.float32)
+    steps = 5
+    table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, heads, size, 7)
     hs, cs, gates = lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0, keep=True)
     h, c = np.tile(states0[0], (batch, 1)), np.tile(states0[1], (batch, 1))
     for t in range(steps):
@@ -179,11 +175,7 @@ def test_cuda_sequence_forward_and_backward_in_every_mode(monkeypatch, budget, h
     steps, batch, size = 4, 3, 4
     hidden = heads * size
     assert lstm_sequence_cuda.plan(heads, size, batch, steps)[2] == mode
-    r = RNG.normal(0, 0.6, (4, heads, size, size)).astype(np.float32)
-    bias = RNG.normal(0, 0.3, 4 * hidden).astype(np.float32)
-    table = RNG.normal(0, 1.5, (5, 4 * hidden)).astype(np.float32)
-    rows = RNG.integers(0, 5, (steps, batch)).astype(np.int32)
-    states0 = RNG.normal(0, 1, (2, hidden)).astype(np.float32)
+    table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, heads, size, 5)
     want = lstm_cell.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
     got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
     for g, w in zip(got, want):

@@ -8,6 +8,7 @@ import pytest
 
 from eggnog.kernels import lstm_cell, lstm_sequence_cuda
 from eggnog.kernels.backend import select_backend, to_host
+from tests.helpers import lstm_inputs
 
 
 def relative(got, ref):
@@ -27,11 +28,7 @@ def test_modes_match_the_cpu_twin(monkeypatch, heads, size, batch, coresident, m
     steps, hidden = 6, heads * size
     assert lstm_sequence_cuda.plan(heads, size, batch, steps)[2] == mode
     rng = np.random.default_rng(7)
-    r = (rng.normal(size=(4, heads, size, size)) / np.sqrt(size)).astype(np.float32)
-    bias = rng.normal(0, 0.3, 4 * hidden).astype(np.float32)
-    table = rng.normal(0, 1.0, (40, 4 * hidden)).astype(np.float32)
-    rows = rng.integers(0, 40, (steps, batch)).astype(np.int32)
-    states0 = rng.normal(0, 0.5, (2, hidden)).astype(np.float32)
+    table, rows, r, bias, states0 = lstm_inputs(rng, steps, batch, heads, size, 40, r_scale=1 / np.sqrt(size))
     want = lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0, keep=True)
     got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
     for g, w in zip(got, want):
