@@ -140,7 +140,10 @@ class BpttTrainer:
                 loss, grads, self.states = self.model.loss_and_grad(ops, p, inputs, targets, self.states,
                                                                     cfg.recompute)
                 flat = self.model.flatten_on(grads, ops)
-                grad = flat if grad is None else ops.add(grad, flat)
+                if grad is None:
+                    grad = flat
+                else:
+                    ops.accumulate(grad, flat)
             losses.append(loss)
         scale = np.float32(1.0 / (cfg.grad_accum * self.world.size))
         with clock.phase("exchange"):

@@ -31,7 +31,7 @@ def bptt_memory(model_cfg, n_params, tokens, optimizer, recompute, ranks=1):
     kept = depth * d + layer if recompute else depth * layer
     activations = tokens * (kept + 512 + 2 * d + 1 + 8 * d + 3 * e + 2 * f)
     return {
-        "host": {"allreduce buffers": WORD * 2 * n_params if ranks > 1 else 0},
+        "host": {"allreduce buffers": WORD * 2 * n_params} if ranks > 1 else {},
         "backend": {"parameters and optimiser state": WORD * n_params * (1 + OPTIMIZER_STATE[optimizer]),
                     "gradients": WORD * 3 * n_params, "activations": WORD * activations},
     }
