@@ -28,8 +28,8 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_4D, I64, SIMULATED, allow_dynamic_shared, cuda,
-                                      device_function, flat, kernel)
+from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_4D, I64, allow_dynamic_shared, cuda, device_function,
+                                      flat, kernel)
 from eggnog.kernels.fast_math import reciprocal_approx
 
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
@@ -72,11 +72,9 @@ def _traffic(heads, size, batch, steps, units, mode):
 
 
 def coresident_blocks():
-    """Blocks of OPT_IN_BUDGET shared memory a cooperative grid may hold on this device: one per SM
-    (the simulator runs cooperative grids of one block only)."""
-    if SIMULATED:
-        return 1
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+    """Blocks of OPT_IN_BUDGET shared memory a cooperative grid may hold on this device: one per SM.
+    numba's simulated device states no SM count, and its cooperative grids hold one block."""
+    return getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)
 
 
 def plan(heads, size, batch, steps, coresident=None):
