@@ -28,7 +28,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def eggnog_side(size, probes, batch, steps, warmup, timeout):
-    env = dict(os.environ, EGGNOG_PROGRESS="0", PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, EGGNOG_PROGRESS="0",
+               PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     command = [sys.executable, str(HERE / "table1_cell.py"), "--size", size, "--method", f"cdrge{probes}",
                "--mode", "series", "--measure", "time", "--steps", str(steps), "--warmup", str(warmup),
                "--batch-size", str(batch), "--max-seconds", str(timeout)]

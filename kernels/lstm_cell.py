@@ -11,8 +11,8 @@ Layouts (H = N D hidden units, unit j = n D + d; gate axis outermost in every 4H
 Whole sequences are time-major: step t of batch row b reads its input projection from row
 rows[t, b] of a table (V, 4H) (for a token model, the embedding times W_in, V rows instead of T B:
 an embedding followed by a linear map is a lookup of the mapped embedding); hs and cs (T + 1, B, H)
-with index 0 the initial state; gates and draw (T, B, 4H). `gates` holds the activated values sigmoid(i), sigmoid(f),
-tanh(z), sigmoid(o).
+with index 0 the initial state; gates and draw (T, B, 4H). `gates` holds the activated values
+sigmoid(i), sigmoid(f), tanh(z), sigmoid(o).
 
 Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t from step t + 1):
 
@@ -26,8 +26,8 @@ through R^T, which reads every d of a head).
 
 Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
 (kernels/lstm_sequence_cpu.py, the per-step twin's results bit for bit) and with R in shared memory on
-the GPU (kernels/lstm_sequence_cuda.py); the CUDA backward loops over steps launching the step kernels,
-one thread per unit):
+the GPU (kernels/lstm_sequence_cuda.py); the CUDA backward runs in one launch there too where a head's
+R fits a block, else loops over steps launching the step kernels, one thread per unit):
 
     lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
     lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
@@ -41,7 +41,6 @@ one thread per unit):
 
 The input projection runs on float_matmul's tiled kernel with the operands it needs transposed.
 """
-
 
 import numba
 import numpy as np
@@ -59,7 +58,8 @@ THREADS = 128
 TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
 
 
-# The CPU twins use the vectorisable activations (libm's are scalar calls), the GPU libdevice's.
+# The CPU twins use the vectorisable activations (libm's are scalar calls); the GPU libdevice's exp and
+# tanh, the sigmoid through the approximate reciprocal (kernels/lstm_sequence_cuda.py).
 cpu_sigmoid, cpu_tanh = sigmoid32, tanh32
 _cpu_jit = numba.njit(error_model="numpy")  # no ZeroDivisionError check, which blocks vectorisation
 

@@ -43,8 +43,8 @@ class _Vectors:
         return out
 
     def _grad(self, grad):
-        return self.ops.to_device(grad) if self.ops.name == "cuda" and not hasattr(grad, "copy_to_host") else \
-            np.ascontiguousarray(grad, np.float32) if self.ops.name == "cpu" else grad
+        """The gradient where the parameters are (a host gradient is copied to the device)."""
+        return self.ops.to_device(grad)
 
     def _load(self, target, values):
         if self.ops.name == "cpu":
