@@ -1,6 +1,6 @@
-"""The multi-head LSTM's whole-sequence forward on the GPU (the op is lstm_cell.cuda_lstm_forward),
-FlashRNN-style: a block owns one head (or a slice of its units) for a tile of batch rows and keeps
-that part of R in shared memory.
+"""The multi-head LSTM's whole-sequence forward and backward on the GPU (the ops are lstm_cell's
+cuda_lstm_forward and cuda_lstm_backward), FlashRNN-style: a block owns one head (or a slice of its
+units) for a tile of batch rows and keeps that part of R in shared memory.
 
 Heads are independent (R is block-diagonal), so a block holding a whole head's R runs every step in
 one launch with no grid-wide sync ("sequence"): per step it reads h_{t-1} of its rows (written by its
@@ -21,6 +21,10 @@ Traffic per step and batch row (bytes), against the on-chip minimum 4 (4H + H) o
 and h_t written: h_{t-1} is read once per slice, 4 D H / units; R once per tile and launch,
 16 D^2 N / rows / (steps per launch); persistent: R once per sequence, c read and written, 8 H.
 `plan` chooses; `step_traffic` gives the figure, and the static report prints it per Table 1 size.
+
+The backward runs in one launch where the forward's plan is "sequence" (a thread per (unit, row)
+carries dh and dc backwards through the steps, R^T draw_t from shared memory once every unit of its
+row has written draw_t); otherwise lstm_cell's per-step kernels run it.
 """
 
 import math
@@ -35,7 +39,7 @@ from eggnog.kernels.fast_math import reciprocal_approx
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
 OPT_IN_BUDGET = 200 * 1024  # with the opt-in (sm_90 allows 227 KiB a block)
 H100_SMS = 132  # the static plan's co-resident blocks (one per SM); at run time the device's count
-MAX_THREADS = 512  # at the kernel's 80 registers a 1024-thread block would not launch (65536 per SM)
+MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take 56 to 82
 
 
 def _device_activations():
