@@ -10,7 +10,6 @@ Not the multi-head LSTM of kernels/lstm_cell.py (whose activations this reuses).
 float64; its backward matches central finite differences (tests/test_dnc.py).
 """
 
-
 import numba
 import numpy as np
 
