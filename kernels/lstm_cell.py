@@ -529,10 +529,11 @@ def cuda_lstm_backward(dh_out, r, hs, cs, gates):
     steps, batch, hidden = dh_out.shape
     draw = cuda.device_array(gates.shape, np.float32)
     dh = cuda.device_array((batch, hidden), np.float32)
-    dc, zeros = device_zeros((batch, hidden)), device_zeros((batch, hidden))
     if backward_fits(r.shape[1], r.shape[2], batch, steps):
+        dc = cuda.device_array((batch, hidden), np.float32)  # written by the kernel
         run_backward(on_device(dh_out), r, cs, gates, draw, dh, dc)
         return draw, cuda_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+    dc, zeros = device_zeros((batch, hidden)), device_zeros((batch, hidden))
     grid = blocks(batch * hidden, THREADS)
     for t in range(steps - 1, -1, -1):
         # dh is read by the gate kernel before the recurrent kernel overwrites it; dc is updated in place

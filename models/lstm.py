@@ -115,7 +115,8 @@ class LstmModel(FlatParams):
         time_major = np.ascontiguousarray(np.asarray(inputs).T)
         tokens = ops.to_device(time_major.astype(np.uint8).reshape(-1))
         table = ops.lstm_input_projection(p["embed"], p["W_in"])
-        hs, cs, gates = ops.lstm_forward(table, ops.to_device(time_major.astype(np.int32)), p["R"],
+        # rows go as a host array: the op checks them there and copies them to the device itself
+        hs, cs, gates = ops.lstm_forward(table, time_major.astype(np.int32), p["R"],
                                          p["b"].reshape(4 * h), p["states0"].reshape(2, h), keep)
         hflat = hs[1:].reshape(steps * batch, h)
         logits = ops.add_bias(ops.matmul(hflat, p["W_proj"]), p["b_proj"])
