@@ -7,13 +7,14 @@
 
 The linear layer's three products share one kernel, C = op(A) op(B), tiled TILE x TILE through shared
 memory (one thread per output element of a tile). `bmm` is one thread per output element: the DNC's
-batched products are thin (one side R or 1 wide). The CPU twins use NumPy's BLAS on fp32 (the fastest
-CPU path); references compute in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
+batched products are thin (one side R or 1 wide). The CPU twins use NumPy's BLAS on fp32, large
+products split over the cores (cpu_products); references compute in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
 """
 
 import numba
 import numpy as np
 
+from eggnog.kernels.cpu_products import product
 from eggnog.kernels.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import normal32, op
 
@@ -61,13 +62,13 @@ def reference_matmul_backward(dy, x, w):
 @op
 def cpu_matmul(x, w):
     check_layer(x, w)
-    return np.ascontiguousarray(x @ w.T)
+    return product(x, w.T)
 
 
 @op
 def cpu_matmul_backward(dy, x, w):
     check_layer(x, w, dy)
-    return np.ascontiguousarray(dy @ w), np.ascontiguousarray(dy.T @ x)
+    return product(dy, w), product(dy.T, x)
 
 
 @kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=TILE * TILE)

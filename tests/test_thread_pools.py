@@ -71,3 +71,14 @@ def test_thread_limit_from_environment():
     for bad in ("0", "-1", "two", "1.5"):
         with pytest.raises(BadInput, match=BLAS_THREADS_VAR):
             blas_thread_limit({BLAS_THREADS_VAR: bad})
+
+
+@pytest.mark.parametrize("given, kept", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_kernels_make_numbas_openmp_pool_sleep_between_loops_unless_told_otherwise(given, kept):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given:
+        env["OMP_WAIT_POLICY"] = given
+    probe = "import os, eggnog.kernels; print(os.environ['OMP_WAIT_POLICY'])"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == kept

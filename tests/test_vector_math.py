@@ -1,10 +1,12 @@
-"""The CPU twins' vectorisable exp, sigmoid and tanh against float64, with the bounds their module states."""
+"""The CPU twins' vectorisable exp, sigmoid, tanh and normal CDF against float64, with the bounds their module states."""
 
 import numba
 import numpy as np
 import pytest
 
-from eggnog.kernels.vector_math import exp32, sigmoid32, tanh32
+import math
+
+from eggnog.kernels.vector_math import exp32, normal_cdf32, sigmoid32, tanh32
 
 
 def _loop(function):
@@ -42,10 +44,20 @@ def test_relative_error_at_most_2e_7(name, function, reference, lo, hi):
     assert error.max() <= 2e-7, f"{name}: worst relative error {error.max():.3g} at x = {x[error.argmax()]}"
 
 
+def test_normal_cdf_within_its_stated_bound():
+    x = np.concatenate([np.linspace(-12.0, 12.0, 200_001), np.linspace(-1e-3, 1e-3, 2001)]).astype(np.float32)
+    want = np.array([0.5 * math.erfc(-float(v) / math.sqrt(2.0)) for v in x])
+    error = _relative(_loop(normal_cdf32)(x), want)
+    bound = 6e-7 * (1.0 + x.astype(np.float64) ** 2 / 4.0)
+    assert np.all(error <= bound), f"worst relative error {error.max():.3g} at x = {x[(error / bound).argmax()]}"
+    assert error[np.abs(x) < 1.0].max() > 1e-8  # an fp32 computation, not a float64 one
+
+
 def test_ends_of_the_range_and_nan():
     x = np.array([-np.inf, -1e30, 100.0, np.inf, np.nan], np.float32)
-    sig, tanh, exp = _loop(sigmoid32)(x), _loop(tanh32)(x), _loop(exp32)(x)
+    sig, tanh, exp, cdf = _loop(sigmoid32)(x), _loop(tanh32)(x), _loop(exp32)(x), _loop(normal_cdf32)(x)
     assert np.all(sig[:2] < 1e-37) and np.all(sig[2:4] == 1.0)
     assert list(tanh[:4]) == [-1.0, -1.0, 1.0, 1.0]
     assert exp[0] < 2e-38 and np.isfinite(exp[3]) and exp[3] > 1e38
-    assert np.isnan(sig[4]) and np.isnan(tanh[4]) and np.isnan(exp[4])
+    assert np.all(cdf[:2] < 1e-37) and np.all(cdf[2:4] == 1.0)
+    assert np.isnan(sig[4]) and np.isnan(tanh[4]) and np.isnan(exp[4]) and np.isnan(cdf[4])
