@@ -69,12 +69,12 @@ def int_matmul_workload(n_layer=6, dim=256, members=32768):
 
 
 def float_matmul_workload(rows=32768, d_in=1536, d_out=1536):
-    """The fp32 tiled matmul_cuda at the MinGRU LM's layer product (forward)."""
+    """The fp32 register-blocked matmul_cuda at the MinGRU LM's layer product (forward)."""
     from eggnog.kernels import float_matmul
 
-    tile = float_matmul.TILE
-    tiles_out, steps = ceil(d_out / tile), ceil(d_in / tile)
-    staged = tiles_out * steps * 2 * tile * tile * 4 / tile  # per row: a and b tiles, fp32
+    block, step = float_matmul.BLOCK, float_matmul.STEP
+    tiles_out, steps = ceil(d_out / block), ceil(d_in / step)
+    staged = tiles_out * steps * 2 * block * step * 4 / block  # per row: a and b slices, fp32
     return {
         "name": f"matmul {rows}x{d_in}x{d_out} fp32 forward (matmul_cuda)",
         "kernel": "eggnog.kernels.float_matmul.matmul_cuda",
@@ -83,8 +83,8 @@ def float_matmul_workload(rows=32768, d_in=1536, d_out=1536):
         "compute_limit": "fp32_simt",
         "reference_limit": "fp32_simt",
         "bytes_per_unit": {"hbm": 4 * (d_in + d_out) + 4 * d_in * d_out / rows, "l2": staged + 4 * d_out},
-        "basis": (f"each {tile}x{tile} tile step stages 2x{tile}x{tile} fp32 from global memory for "
-                  f"{tile ** 3} FMAs (L2); HBM: x read and y written once, the weights once per launch."),
+        "basis": (f"each {block}x{block} block tile stages 2x{block}x{step} fp32 from global memory per step for "
+                  f"{block * block * step} FMAs (L2); HBM: x read and y written once, the weights once per launch."),
     }
 
 

@@ -5,8 +5,8 @@
     bmm(a, b, transpose_a, transpose_b)
                                  c[n] = op(a[n]) op(b[n]) over a leading batch axis, op(m) = m or m^T
 
-The linear layer's three products share one kernel, C = op(A) op(B), tiled TILE x TILE through shared
-memory (one thread per output element of a tile). `bmm` is one thread per output element: the DNC's
+The linear layer's three products share one kernel, C = op(A) op(B), register-blocked (a thread
+computes 8 x 8 outputs of a 128 x 128 block tile; matmul_cuda's docstring has the layout). `bmm` is one thread per output element: the DNC's
 batched products are thin (one side R or 1 wide). The CPU twins use NumPy's BLAS on fp32, large
 products split over the cores (cpu_products); references compute in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
 """
@@ -18,13 +18,19 @@ from eggnog.kernels.cpu_products import product
 from eggnog.kernels.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import normal32, op
 
-TILE = 16
+THREADS = 16  # a block is THREADS x THREADS threads
+PER = 8  # each thread computes PER x PER outputs
+BLOCK = THREADS * PER  # a block's output tile is BLOCK x BLOCK
+STEP = 8  # inner-axis depth of one shared-memory stage
+PITCH = BLOCK + 4
+LOADS = STEP * BLOCK // (THREADS * THREADS)  # elements of each operand a thread stages per step
 TOLERANCE = (1e-5, 1e-5)
 
 
 def _layer_shapes():
-    """(rows, in, out): one element, and sizes either side of a 16-wide tile, several tiles."""
-    return ((1, 1, 1), (17, 33, 15), (33, 15, 17))
+    """(rows, in, out): one element, sizes that fill no tile or stage evenly, and (the last) more than one
+    block tile of rows."""
+    return ((1, 1, 1), (17, 33, 15), (130, 9, 5))
 
 
 def _matmul_cases(rng):
@@ -71,44 +77,81 @@ def cpu_matmul_backward(dy, x, w):
     return product(dy, w), product(dy.T, x)
 
 
-@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=TILE * TILE)
+@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=THREADS * THREADS)
 def matmul_cuda(a, b, c, transpose_a, transpose_b):
-    """c = op(a) op(b); op transposes when asked. One thread per output element of a TILE x TILE tile."""
+    """c = op(a) op(b); op transposes when asked. Register-blocked: a block of THREADS x THREADS threads
+    computes a BLOCK x BLOCK tile of c, each thread PER x PER outputs (rows ty + THREADS i, columns
+    tx + THREADS j) in registers. Each STEP-deep slice of op(a) and op(b) is staged k-major in shared
+    memory; a thread then reads PER values of each per k and issues PER * PER FMAs: 64 FMAs to 16 loads.
+
+    Shared memory: pitch BLOCK + 4 words (4 mod 32). Reads: a warp is 16 consecutive columns (tx) times
+    2 rows (ty) of threads, so an a_tile read has 2 addresses (broadcast) and a b_tile read 16 consecutive
+    words: conflict-free. Writes: the untransposed loads put k = t % STEP, row = t // STEP of a warp at
+    word 4k + row (mod 32), 32 distinct banks; the transposed loads write 32 consecutive words."""
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
-    row = cuda.blockIdx.y * TILE + ty
-    col = cuda.blockIdx.x * TILE + tx
+    t = ty * THREADS + tx
+    rows, cols = c.shape[0], c.shape[1]
     inner = a.shape[0] if transpose_a else a.shape[1]
-    a_tile = cuda.shared.array((TILE, TILE), numba.float32)
-    b_tile = cuda.shared.array((TILE, TILE), numba.float32)
-    acc = np.float32(0.0)
-    for k0 in range(0, inner, TILE):
-        ka = k0 + tx
-        if row < c.shape[0] and ka < inner:
-            a_tile[ty, tx] = a[ka, row] if transpose_a else a[row, ka]
-        else:
-            a_tile[ty, tx] = np.float32(0.0)
-        kb = k0 + ty
-        if col < c.shape[1] and kb < inner:
-            b_tile[ty, tx] = b[col, kb] if transpose_b else b[kb, col]
-        else:
-            b_tile[ty, tx] = np.float32(0.0)
+    row0 = cuda.blockIdx.y * BLOCK
+    col0 = cuda.blockIdx.x * BLOCK
+    a_tile = cuda.shared.array((STEP, PITCH), numba.float32)
+    b_tile = cuda.shared.array((STEP, PITCH), numba.float32)
+    acc = cuda.local.array((PER, PER), numba.float32)
+    a_reg = cuda.local.array(PER, numba.float32)
+    b_reg = cuda.local.array(PER, numba.float32)
+    for i in range(PER):
+        for j in range(PER):
+            acc[i, j] = np.float32(0.0)
+    uty, utx = np.uint64(ty), np.uint64(tx)
+    for k0 in range(0, inner, STEP):
+        for s in range(LOADS):
+            # unsigned slot: // and % by the powers of two below are shifts and masks
+            slot = np.uint64(t + s * THREADS * THREADS)
+            # the contiguous axis of each source varies fastest over threads: coalesced global loads
+            if transpose_a:
+                k, r = np.int64(slot // BLOCK), np.int64(slot % BLOCK)
+            else:
+                k, r = np.int64(slot % STEP), np.int64(slot // STEP)
+            if row0 + r < rows and k0 + k < inner:
+                a_tile[k, r] = a[k0 + k, row0 + r] if transpose_a else a[row0 + r, k0 + k]
+            else:
+                a_tile[k, r] = np.float32(0.0)
+            if transpose_b:
+                k, r = np.int64(slot % STEP), np.int64(slot // STEP)
+            else:
+                k, r = np.int64(slot // BLOCK), np.int64(slot % BLOCK)
+            if col0 + r < cols and k0 + k < inner:
+                b_tile[k, r] = b[col0 + r, k0 + k] if transpose_b else b[k0 + k, col0 + r]
+            else:
+                b_tile[k, r] = np.float32(0.0)
         cuda.syncthreads()
-        for k in range(TILE):
-            acc += a_tile[ty, k] * b_tile[k, tx]
+        for k in range(STEP):
+            uk = np.uint64(k)  # unsigned indices: no negative-index wraparound code in the hot loop
+            for i in range(PER):
+                a_reg[i] = a_tile[uk, uty + np.uint64(THREADS * i)]
+                b_reg[i] = b_tile[uk, utx + np.uint64(THREADS * i)]
+            for i in range(PER):
+                for j in range(PER):
+                    acc[i, j] += a_reg[i] * b_reg[j]
         cuda.syncthreads()
-    if row < c.shape[0] and col < c.shape[1]:
-        c[row, col] = acc
+    for i in range(PER):
+        row = row0 + ty + THREADS * i
+        if row < rows:
+            for j in range(PER):
+                col = col0 + tx + THREADS * j
+                if col < cols:
+                    c[row, col] = acc[i, j]
 
 
 def tiled_product(a, b, transpose_a=False, transpose_b=False):
-    """op(a) op(b) of two fp32 matrices on the device, by the tiled kernel (also the LSTM's
+    """op(a) op(b) of two fp32 matrices on the device, by the register-blocked kernel (also the LSTM's
     input projection)."""
     rows = a.shape[1] if transpose_a else a.shape[0]
     cols = b.shape[0] if transpose_b else b.shape[1]
     c = cuda.device_array((rows, cols), np.float32)
-    grid = ((cols + TILE - 1) // TILE, (rows + TILE - 1) // TILE)
-    matmul_cuda[grid, (TILE, TILE)](a, b, c, bool(transpose_a), bool(transpose_b))
+    grid = ((cols + BLOCK - 1) // BLOCK, (rows + BLOCK - 1) // BLOCK)
+    matmul_cuda[grid, (THREADS, THREADS)](a, b, c, bool(transpose_a), bool(transpose_b))
     return c
 
 
