@@ -27,7 +27,6 @@ from eggnog.evolution.fitness import check_population
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag
 from eggnog.kernels.noise_math import prefix_key
-from eggnog.kernels.noise_rows import cpu_normal_rows
 
 FITNESS_MODES = ("global", "group")
 TENSOR_ID_BASE = 1  # noise tensor id of the first model tensor; 0 stays free
@@ -110,7 +109,7 @@ class FloatEggroll:
 
     def __init__(self, model, cfg: FloatEggrollConfig, seed, ops, optimizer, epoch=0, first_member=0, members=None):
         self.model, self.cfg, self.seed, self.ops = model, cfg, seed, ops
-        self.optimizer = optimizer  # owns the flat float32 parameters (host), updated in place
+        self.optimizer = optimizer  # owns the flat float32 parameters (on the backend), updated in place
         self.epoch, self.first_member = epoch, first_member
         self.members = cfg.population if members is None else members
         self.tensor_ids = {name: TENSOR_ID_BASE + i for i, (name, _, _, _) in enumerate(model.specs)}
@@ -121,35 +120,36 @@ class FloatEggroll:
         return self.optimizer.train_params()
 
     def pair_noise(self, name, pairs):
-        """Unit noise of tensor `name` for the given pairs, on the host (drawn by the CPU twin on
-        every backend, so the noise does not depend on where it runs): (A, B) for a matrix, eps (P, n)
-        for a vector."""
+        """Unit noise of tensor `name` for the given pairs (a pair may repeat), on the backend: (A, B)
+        for a matrix, eps (P, n) for a vector. Each pair's stream is keyed by the pair alone, so a slice
+        of the population sees the noise of the whole one; the GPU draws it within 4 eps of the CPU."""
         shape, kind = self.kinds[name]
         r = self.cfg.perturbation_rank
-        count = (shape[0] + shape[1]) * r if kind == "matrix" else shape[0]
         prefix = prefix_key(self.seed, self.tensor_ids[name], self.cfg.noise_epoch(self.epoch))
-        rows = cpu_normal_rows(prefix, pairs, 0, count)
+        pairs = np.asarray(pairs, np.int64)
         if kind != "matrix":
-            return rows
-        b = rows[:, :shape[1] * r].reshape(len(pairs), shape[1], r)
-        a = rows[:, shape[1] * r:].reshape(len(pairs), shape[0], r)
+            return self.ops.normal_rows(prefix, pairs, 0, shape[0])
+        # a pair's stream holds B, then A: two draws at their offsets give both contiguous
+        b = self.ops.normal_rows(prefix, pairs, 0, shape[1] * r).reshape(len(pairs), shape[1], r)
+        a = self.ops.normal_rows(prefix, pairs, shape[1] * r, shape[0] * r).reshape(len(pairs), shape[0], r)
         return a, b
 
     def perturbation(self):
-        """The Perturbation of this rank's members at the current epoch."""
+        """The Perturbation of this rank's members at the current epoch, built on the backend."""
         cfg, ops = self.cfg, self.ops
-        pairs = np.arange(self.first_member // 2, (self.first_member + self.members) // 2)
-        signs = np.tile(np.array([1.0, -1.0], np.float32), pairs.size)
+        member_pairs = np.arange(self.first_member, self.first_member + self.members) // 2
+        signs = np.tile(np.array([1.0, -1.0], np.float32), self.members // 2)
         coef = ops.to_device((signs * cfg.sigma / math.sqrt(cfg.perturbation_rank)).astype(np.float32))
+        scale = ops.to_device((signs * np.float32(cfg.sigma)).astype(np.float32))
         views = self.model.views(self.params)
         matrices, vectors = {}, {}
         for name, (shape, kind) in self.kinds.items():
             if kind == "matrix":
-                a, b = self.pair_noise(name, pairs)
-                matrices[name] = (ops.to_device(np.repeat(a, 2, axis=0)), ops.to_device(np.repeat(b, 2, axis=0)), coef)
+                a, b = self.pair_noise(name, member_pairs)
+                matrices[name] = (a, b, coef)
             elif not cfg.freeze_vectors:
-                eps = np.repeat(self.pair_noise(name, pairs), 2, axis=0)
-                vectors[name] = ops.to_device(views[name][None, :] + (signs * cfg.sigma)[:, None] * eps)
+                eps = self.pair_noise(name, member_pairs)
+                vectors[name] = ops.add_bias(ops.scale_rows(eps, scale), views[name])
         return Perturbation(ops, self.members, matrices, vectors)
 
     def evaluate(self, windows):
@@ -163,25 +163,29 @@ class FloatEggroll:
         return ops.to_host(loss).reshape(windows.shape[0], -1).mean(axis=1, dtype=np.float64)
 
     def gradient(self, losses):
-        """The ES estimate of the loss gradient (flat float32) from every member's loss."""
-        cfg = self.cfg
+        """The ES estimate of the loss gradient (flat float32, on the backend) from every member's loss:
+        only the per-pair weights travel to the device."""
+        cfg, ops = self.cfg, self.ops
         losses = np.asarray(losses, np.float64)
         if losses.size != cfg.population:
             raise ValueError(f"expected {cfg.population} member losses, got {losses.size}")
         fitness = zscore_fitness(losses, cfg.group_size, cfg.fitness)
-        weight = (fitness[0::2] - fitness[1::2]) / (cfg.population * cfg.sigma)  # per pair, sign folded in
+        weight = -(fitness[0::2] - fitness[1::2]) / (cfg.population * cfg.sigma)  # per pair, sign folded in
         pairs = np.arange(cfg.population // 2)
+        matrix_weight = ops.to_device((weight / math.sqrt(cfg.perturbation_rank)).astype(np.float32))
+        vector_weight = ops.to_device(weight.astype(np.float32))
         grads = {}
         for name, (shape, kind) in self.kinds.items():
             if kind == "matrix":
                 a, b = self.pair_noise(name, pairs)
-                wa = (a * (weight / math.sqrt(cfg.perturbation_rank))[:, None, None]).transpose(1, 0, 2).reshape(shape[0], -1)
-                grads[name] = -(wa @ b.transpose(1, 0, 2).reshape(shape[1], -1).T)
-            elif cfg.freeze_vectors:
-                grads[name] = np.zeros(shape, np.float32)
-            else:
-                grads[name] = -(weight @ self.pair_noise(name, pairs))
-        return self.model.flatten(grads, self.ops)
+                grads[name] = ops.lowrank_sum(matrix_weight, a, b)
+            elif not cfg.freeze_vectors:
+                eps = self.pair_noise(name, pairs)
+                grads[name] = ops.lowrank_sum(vector_weight, self._ones(pairs.size), eps.reshape(pairs.size, shape[0], 1))
+        return self.model.flatten_on(grads, ops)
+
+    def _ones(self, pairs):
+        return self.ops.to_device(np.ones((pairs, 1, 1), np.float32))
 
     def tell(self, losses):
         """One optimiser step from the losses of the whole population (identical on every rank)."""

@@ -57,7 +57,7 @@ class FloatEsTrainer:
         self.sampler = RandomWindows(corpus.train, cfg.tokens_per_update + 1, cfg.seed)
         self.val = val_windows(corpus.val, cfg.val_rows, cfg.val_tokens)
         self.best_val = None
-        self.strategy = self._strategy(cfg.make_optimizer(self.model.init_params(cfg.seed)), 0)
+        self.strategy = self._strategy(cfg.make_optimizer(self.ops.to_device(self.model.init_params(cfg.seed))), 0)
 
     def _strategy(self, optimizer, epoch):
         return FloatEggroll(self.model, self.cfg, self.cfg.seed, self.ops, optimizer, epoch, self.first, self.members)
@@ -72,7 +72,7 @@ class FloatEsTrainer:
     def restore(self, path):
         arrays, record = load_mingru(path, "float-eggroll")
         check_resume(record["meta"]["config"], asdict(self.cfg), RESUME_FIXED)
-        optimizer = restore_optimizer(self.cfg, self.model, arrays, record, path)
+        optimizer = restore_optimizer(self.cfg, self.model, arrays, record, path, self.ops.to_device)
         self.strategy = self._strategy(optimizer, int(record["step"]))
         self.best_val = record["meta"].get("best_val_bpb")
 

@@ -3,7 +3,8 @@
     y[m] += coef[m] * (x[m] B[m]) A[m]^T     x (M, T, in), B (M, in, r), A (M, out, r), coef (M,)
 
 so the shared product x W^T is one ordinary matmul for the whole population and no member's
-perturbed matrix is ever formed. `lowrank_project` gives xb = x[m] B[m] (M, T, r); for an embedding
+perturbed matrix is ever formed. `lowrank_sum(weight, A, B)` = sum_p weight[p] A[p] B[p]^T is the
+update of a matrix from its pairs' factors (float EGGROLL's gradient estimate). `lowrank_project` gives xb = x[m] B[m] (M, T, r); for an embedding
 the one-hot input makes that a row gather, `lowrank_project_rows`: xb[m, t] = B[m, tokens[m, t]]
 (tokens uint8, so B has at least 256 rows). `lowrank_expand` returns y + coef[m] xb[m] A[m]^T.
 References compute in float64; CPU twins use batched BLAS for the projection and a parallel loop for
@@ -15,7 +16,8 @@ BadInput.
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.cpu_products import product
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (1e-5, 1e-5)
@@ -169,4 +171,60 @@ def cuda_lowrank_expand(y, xb, a, coef):
     _check_expand(y, xb, a, coef)
     out = cuda.device_array(y.shape, np.float32)
     expand_cuda[blocks(out.size)](y, xb, a, coef, out)
+    return out
+
+
+# ---- lowrank_sum: the ES update of a matrix from its pairs' factors ----------------------------------
+
+def _sum_cases(rng):
+    """One pair of rank 1; several pairs, rank 2, an output over one block; rank 3 over two blocks."""
+    for pairs, rows, cols, rank in ((1, 1, 1, 1), (5, 7, 9, 2), (3, 20, 15, 3)):
+        yield normal32(rng, pairs), normal32(rng, pairs, rows, rank), normal32(rng, pairs, cols, rank)
+
+
+def _check_sum(weight, a, b):
+    require(len(weight.shape) == 1 and len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0]
+            == weight.shape[0] and a.shape[2] == b.shape[2],
+            f"lowrank_sum takes weights (pairs,), A (pairs, rows, rank) and B (pairs, cols, rank), got "
+            f"{tuple(weight.shape)}, {tuple(a.shape)} and {tuple(b.shape)}")
+
+
+@op(cases=_sum_cases, tolerance=TOLERANCE)
+def reference_lowrank_sum(weight, a, b):
+    """sum_p weight[p] A[p] B[p]^T (rows, cols)."""
+    _check_sum(weight, a, b)
+    return np.einsum("p,pir,pjr->ij", f64(weight), f64(a), f64(b))
+
+
+@op
+def cpu_lowrank_sum(weight, a, b):
+    """One product (rows, pairs * rank) x (pairs * rank, cols), split over the cores."""
+    _check_sum(weight, a, b)
+    pairs, rows, rank = a.shape
+    wa = (a * weight[:, None, None]).transpose(1, 0, 2).reshape(rows, pairs * rank)
+    return product(wa, b.transpose(1, 0, 2).reshape(b.shape[1], pairs * rank).T)
+
+
+@kernel((F32_1D, F32_3D, F32_3D, F32_2D))
+def lowrank_sum_cuda(weight, a, b, out):
+    """One thread per output element, columns fastest: a warp's A loads are one broadcast address and
+    its B loads are consecutive for rank 1. Runs once per step, after the population's forward."""
+    i = cuda.grid(1)
+    if i < out.size:
+        cols = out.shape[1]
+        row, col = i // cols, i % cols
+        acc = np.float32(0.0)
+        for p in range(a.shape[0]):
+            part = np.float32(0.0)
+            for r in range(a.shape[2]):
+                part += a[p, row, r] * b[p, col, r]
+            acc += weight[p] * part
+        out[row, col] = acc
+
+
+@op
+def cuda_lowrank_sum(weight, a, b):
+    _check_sum(weight, a, b)
+    out = cuda.device_array((a.shape[1], b.shape[1]), np.float32)
+    lowrank_sum_cuda[blocks(out.size)](weight, a, b, out)
     return out
