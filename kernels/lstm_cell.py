@@ -20,8 +20,9 @@ Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t f
     draw  = [dc_t z i(1-i),  dc_t c_prev f(1-f),  dc_t i (1-z^2),  dh tanh(c) o(1-o)]
     dc_prev = dc_t f,   dh_prev = sum_g R[g, n]^T draw_g,n  (+ the output gradient of h_{t-1})
 
-and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], after the time loop: on the GPU
-one thread per element of dR (race-free), on the CPU one batched matrix product over heads. The GPU step needs two launches (gate gradients, then dh_prev
+and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], after the time loop: a product
+per (gate, head) over all T B rows, tiled through shared memory on the GPU, one batched matrix product
+over heads on the CPU. The GPU step needs two launches (gate gradients, then dh_prev
 through R^T, which reads every d of a head).
 
 Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
@@ -55,6 +56,10 @@ from eggnog.kernels.vector_math import sigmoid32, tanh32
 from eggnog.runtime.errors import BadInput
 
 THREADS = 128
+GRAD_THREADS = 16  # recurrent_grad_cuda: a block is GRAD_THREADS x GRAD_THREADS threads,
+GRAD_TILE = 2 * GRAD_THREADS  # each thread 2 x 2 outputs of a GRAD_TILE x GRAD_TILE tile,
+GRAD_STEP = 16  # GRAD_STEP rows of (T B) staged at a time
+GRAD_PITCH = GRAD_TILE + 1
 TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
 
 
@@ -129,29 +134,13 @@ def build(jit, sigmoid, tanh):
                 acc += r[g, n, d, k] * draw[b, col + d]
         dh_prev[b, j] = acc
 
-    @jit
-    def recurrent_grad_element(draw, hs, dr, e):
-        """Element e of dR summed over time and batch (k fastest: hs reads coalesce on the GPU)."""
-        heads, size = dr.shape[1], dr.shape[2]
-        steps, batch, four_h = draw.shape
-        hidden = four_h // 4
-        g, n = e // (heads * size * size), (e // (size * size)) % heads
-        d, k = (e // size) % size, e % size
-        col, unit = g * hidden + n * size + d, n * size + k
-        acc = np.float32(0.0)
-        for t in range(steps):
-            for b in range(batch):
-                acc += draw[t, b, col] * hs[t, b, unit]
-        dr[g, n, d, k] = acc
-
-    return forward_element, backward_gates_element, backward_recurrent_element, recurrent_grad_element
+    return forward_element, backward_gates_element, backward_recurrent_element
 
 
-# (the CPU twin of recurrent_grad is a batched matrix product, not this element body)
-_cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element, _ = build(_cpu_jit, cpu_sigmoid,
+_cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element = build(_cpu_jit, cpu_sigmoid,
                                                                                               cpu_tanh)
-(_gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element,
- _gpu_recurrent_grad_element) = build(device_function, gpu_sigmoid, gpu_tanh)
+_gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element = build(device_function, gpu_sigmoid,
+                                                                                         gpu_tanh)
 
 
 def _shape(r):
@@ -189,8 +178,9 @@ def _backward_step_cases(rng):
 
 
 def _recurrent_grad_cases(rng):
-    """dR of 4 N D^2 elements: 72 (one block), 288 (three blocks)."""
-    for steps, batch, heads, size in ((3, 2, 2, 3), (2, 3, 2, 6)):
+    """Heads smaller than a tile with fewer rows than a stage; a head of 33 units over 2 x 2 tiles with
+    35 rows (three stages, the last partial)."""
+    for steps, batch, heads, size in ((3, 2, 2, 3), (2, 3, 2, 6), (5, 7, 1, 33)):
         hidden = heads * size
         yield normal32(rng, steps, batch, 4 * hidden), normal32(rng, steps + 1, batch, hidden), heads
 
@@ -452,11 +442,54 @@ def backward_recurrent_cuda(draw, r, dh_extra, dh_prev):
         _gpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)
 
 
-@kernel((F32_3D, F32_3D, F32_4D), block=THREADS)
+@kernel((F32_2D, F32_2D, F32_4D), block=GRAD_THREADS * GRAD_THREADS)
 def recurrent_grad_cuda(draw, hs, dr):
-    e = cuda.grid(1)
-    if e < dr.size:
-        _gpu_recurrent_grad_element(draw, hs, dr, e)
+    """dR[g, n] = draw[:, g, n]^T h_prev[:, n] over all T B rows x (draw (T B, 4H), h_prev (T B, H):
+    both flattened over time and batch), as a tiled product: block
+    (tile of k, tile of d, g N + n) computes a GRAD_TILE x GRAD_TILE tile of one D x D matrix, each
+    thread 2 x 2 outputs (d = ty + 16 i, k = tx + 16 j) in registers; GRAD_STEP rows of both operands
+    are staged in shared memory at a time (coalesced: consecutive threads read consecutive units).
+
+    Shared memory: tiles are [x][unit] with a pitch of GRAD_PITCH = GRAD_TILE + 1 words. A warp (16 tx by 2 ty) reads
+    2 addresses of the draw tile (broadcast) and 16 consecutive words of the hs tile; a staging write
+    puts 32 consecutive units of one x row: conflict-free."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    t = ty * GRAD_THREADS + tx
+    heads, size = dr.shape[1], dr.shape[2]
+    rows, four_h = draw.shape
+    hidden = four_h // 4
+    gn = cuda.blockIdx.z
+    g, n = gn // heads, gn % heads
+    d0, k0 = cuda.blockIdx.y * GRAD_TILE, cuda.blockIdx.x * GRAD_TILE
+    draw_col, hs_col = g * hidden + n * size, n * size
+    a_tile = cuda.shared.array((GRAD_STEP, GRAD_PITCH), numba.float32)
+    b_tile = cuda.shared.array((GRAD_STEP, GRAD_PITCH), numba.float32)
+    acc00 = acc01 = acc10 = acc11 = np.float32(0.0)
+    for x0 in range(0, rows, GRAD_STEP):
+        for s in range(GRAD_STEP * GRAD_TILE // (GRAD_THREADS * GRAD_THREADS)):
+            slot = t + s * GRAD_THREADS * GRAD_THREADS
+            x, u = slot // GRAD_TILE, slot % GRAD_TILE
+            inside = x0 + x < rows
+            a_tile[x, u] = draw[x0 + x, draw_col + d0 + u] if inside and d0 + u < size else np.float32(0.0)
+            b_tile[x, u] = hs[x0 + x, hs_col + k0 + u] if inside and k0 + u < size else np.float32(0.0)
+        cuda.syncthreads()
+        for x in range(GRAD_STEP):
+            a0, a1 = a_tile[x, ty], a_tile[x, ty + GRAD_THREADS]
+            b0, b1 = b_tile[x, tx], b_tile[x, tx + GRAD_THREADS]
+            acc00 += a0 * b0
+            acc01 += a0 * b1
+            acc10 += a1 * b0
+            acc11 += a1 * b1
+        cuda.syncthreads()
+    d, k = d0 + ty, k0 + tx
+    if d < size and k < size:
+        dr[g, n, d, k] = acc00
+    if d < size and k + GRAD_THREADS < size:
+        dr[g, n, d, k + GRAD_THREADS] = acc01
+    if d + GRAD_THREADS < size and k < size:
+        dr[g, n, d + GRAD_THREADS, k] = acc10
+    if d + GRAD_THREADS < size and k + GRAD_THREADS < size:
+        dr[g, n, d + GRAD_THREADS, k + GRAD_THREADS] = acc11
 
 
 @kernel((F32_2D, F32_2D, F32_2D), block=THREADS)
@@ -497,7 +530,10 @@ def cuda_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
 def cuda_lstm_recurrent_grad(draw, hs, heads):
     size = draw.shape[2] // 4 // heads
     dr = cuda.device_array((4, heads, size, size), np.float32)
-    recurrent_grad_cuda[blocks(dr.size, THREADS)](draw, hs, dr)
+    tiles = (size + GRAD_TILE - 1) // GRAD_TILE
+    steps, batch, four_h = draw.shape
+    recurrent_grad_cuda[(tiles, tiles, 4 * heads), (GRAD_THREADS, GRAD_THREADS)](
+        draw.reshape(steps * batch, four_h), hs[:steps].reshape(steps * batch, four_h // 4), dr)
     return dr
 
 
