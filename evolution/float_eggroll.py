@@ -20,6 +20,7 @@ so --lr keeps its usual meaning for each optimiser (HyperscaleES absorbs 1/sigma
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from eggnog.training.run_config import flag
 from eggnog.kernels.noise_math import prefix_key
 
 FITNESS_MODES = ("global", "group")
+PRECISIONS = ("auto", "tf32", "fp32")
 TENSOR_ID_BASE = 1  # noise tensor id of the first model tensor; 0 stays free
 
 
@@ -43,6 +45,8 @@ class FloatEggrollConfig:
     group_size: int = flag(8, "Members sharing one window (even).")
     fitness: str = flag("global", "Fitness z-scored over the population (global) or within groups (group).")
     freeze_vectors: bool = flag(False, "Leave norm weights and biases unperturbed.", off="perturb_vectors")
+    forward_precision: str = flag("auto", "Products of the population forward: tf32 (tensor cores), fp32, or auto "
+                                  "(tf32 on a GPU, fp32 on the CPU).", changeable=True)
 
     def check(self, ranks=1):
         if self.perturbation_rank < 1:
@@ -54,6 +58,12 @@ class FloatEggrollConfig:
             raise BadInput("tokens per update must be positive and noise reuse non-negative")
         if self.fitness not in FITNESS_MODES:
             raise BadInput(f"unknown fitness {self.fitness!r}: choose one of {', '.join(FITNESS_MODES)}")
+        if self.forward_precision not in PRECISIONS:
+            raise BadInput(f"unknown --forward-precision {self.forward_precision!r}: choose one of "
+                           f"{', '.join(PRECISIONS)}")
+
+    def uses_tf32(self, backend_name):
+        return self.forward_precision == "tf32" or (self.forward_precision == "auto" and backend_name == "cuda")
 
     def noise_epoch(self, epoch):
         return 0 if self.noise_reuse == 0 else epoch // self.noise_reuse
@@ -112,6 +122,10 @@ class FloatEggroll:
         self.optimizer = optimizer  # owns the flat float32 parameters (on the backend), updated in place
         self.epoch, self.first_member = epoch, first_member
         self.members = cfg.population if members is None else members
+        # the population forward's products: TF32 moves member losses by well under their spread
+        # (bench/tf32_fitness.py); gradients, validation and sampling keep fp32
+        self.forward_ops = (SimpleNamespace(**{**vars(ops), "matmul": ops.matmul_tf32}) if cfg.uses_tf32(ops.name)
+                            else ops)
         self.tensor_ids = {name: TENSOR_ID_BASE + i for i, (name, _, _, _) in enumerate(model.specs)}
         self.kinds = {name: (shape, kind) for name, shape, kind, _ in model.specs}
 
@@ -158,7 +172,7 @@ class FloatEggroll:
         ops = self.ops
         windows = np.ascontiguousarray(windows, np.uint8)
         p = self.model.views(ops.to_device(self.params))
-        logits, _, _ = self.model.forward(ops, p, windows[:, :-1], perturbation=self.perturbation())
+        logits, _, _ = self.model.forward(self.forward_ops, p, windows[:, :-1], perturbation=self.perturbation())
         loss, _ = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(windows[:, 1:]).reshape(-1)))
         return ops.to_host(loss).reshape(windows.shape[0], -1).mean(axis=1, dtype=np.float64)
 

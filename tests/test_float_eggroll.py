@@ -101,6 +101,7 @@ def test_the_noise_changes_with_the_epoch_unless_reused():
     ({"group_size": 3}, 1, "group size must be even"),
     ({"population": 10, "group_size": 4}, 1, "multiple of the group size"),
     ({"population": 12, "group_size": 2}, 4, "equal slices of whole antithetic pairs"),
+    ({"forward_precision": "fp16"}, 1, "unknown --forward-precision"),
     ({"fitness": "rank"}, 1, "unknown fitness"),
     ({"tokens_per_update": 0}, 1, "tokens per update"),
 ])
@@ -126,3 +127,17 @@ def test_noise_perturbation_and_update_on_the_device_match_the_cpu():
     assert hasattr(device.params, "copy_to_host")
     np.testing.assert_allclose(device.params.copy_to_host(), host.params, rtol=1e-5, atol=1e-5)
     assert not np.allclose(host.params, flat)
+
+
+@pytest.mark.parametrize("precision, backend, tf32", [("auto", "cpu", False), ("auto", "cuda", True),
+                                                      ("tf32", "cpu", True), ("fp32", "cuda", False)])
+def test_forward_precision_chooses_the_population_products(precision, backend, tf32):
+    assert FloatEggrollConfig(forward_precision=precision).uses_tf32(backend) is tf32
+
+
+def test_tf32_moves_member_losses_by_tf32_rounding_only():
+    flat = MODEL.init_params(3) + RNG.normal(0, 0.1, MODEL.n_params).astype(np.float32)
+    window = np.repeat(RNG.integers(0, 256, (1, 17)).astype(np.uint8), 8, axis=0)
+    fp32, tf32 = (strategy(8, flat.copy(), forward_precision=p).evaluate(window) for p in ("fp32", "tf32"))
+    moved = np.abs(tf32 - fp32)
+    assert moved.max() > 0 and moved.max() < 1e-3 * fp32.mean()
