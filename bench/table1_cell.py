@@ -92,7 +92,8 @@ def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: s
          measure: str = typer.Option("time", help="time or memory (separate runs)."),
          steps: int = 5, warmup: int = 1, batch_size: int = 1024, task: str = "char_lm",
          max_seconds: float = typer.Option(900, help="Skip the cell when its estimated run time is longer."),
-         backend: str = typer.Option(None, help="auto, cpu or cuda.")):
+         backend: str = typer.Option(None, help="auto, cpu or cuda."),
+         probe_batch: int = typer.Option(1, help="CD-RGE evaluations per pass of the LSTM (as extra heads).")):
     from eggnog.kernels.backend import resolve_name, select_backend
     from eggnog.runtime.errors import BadInput
     from eggnog.training.memory import MemoryMeter, count_device_allocations
@@ -108,7 +109,7 @@ def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: s
     world = init_world()
     if (mode == "series") != (world.size == 1):
         raise BadInput(f"mode {mode!r} on {world.size} rank(s): series runs alone, reduce/seeds under mpiexec")
-    cfg = cell_config(size, method, mode, batch_size, task, steps + warmup)
+    cfg = cell_config(size, method, mode, batch_size, task, steps + warmup, probe_batch)
     if measure == "memory" and resolve_name(backend) == "cuda":
         count_device_allocations()  # before the CUDA context exists
     chosen = select_backend(backend, world.local_rank)

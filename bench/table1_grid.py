@@ -28,14 +28,14 @@ def a40_seconds(size, method, mode):
     return None if row is None else row[list(SIZES).index(size)]
 
 
-def cell_config(size, method, mode, batch_size, task, steps):
+def cell_config(size, method, mode, batch_size, task, steps, probe_batch=1):
     hidden, heads = SIZES[size]
     probes = METHODS[method]
     return RgeRunConfig(model="lstm", solver="bptt" if probes == 0 else "cdrge", probes=max(probes, 1),
                         lr=LR[probes][size], optimizer="adam" if probes == 0 else "sgd",
                         dist_mode="seeds" if mode == "series" else mode, hidden_size=hidden, num_heads=heads,
                         input_size=100, task=task, batch_size=batch_size, overfit=True, steps=steps,
-                        min_seq_len=2, max_seq_len=10)
+                        min_seq_len=2, max_seq_len=10, probe_batch=probe_batch)
 
 
 def lstm_params(size):

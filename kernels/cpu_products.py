@@ -7,7 +7,8 @@ the call, the threads sleep between products, and the result is the same as one 
 summation order BLAS picks per block (each output element is still one dot product over the full inner
 axis).
 
-    product(a, b)   a @ b for 2-D fp32 arrays (any strides, e.g. transposed views), a new C-ordered array
+    product(a, b)          a @ b for 2-D fp32 arrays (any strides, e.g. transposed views), a new C-ordered array
+    batched_product(a, b)  np.matmul(a, b) for 3-D ones, cut along the batch axis the same way
 
 The split is used only while BLAS is at one thread (a count the user chose for BLAS is left alone) and
 only for products of at least SPLIT_MACS multiply-adds (below that the hand-off costs more than it saves).
@@ -53,6 +54,22 @@ def product(a, b):
     edges = np.linspace(0, rows, n + 1).astype(np.int64)
     jobs = [_workers(n - 1).submit(np.matmul, a[lo:hi], b, out=out[lo:hi]) for lo, hi in zip(edges[1:-1], edges[2:])]
     np.matmul(a[:edges[1]], b, out=out[:edges[1]])  # this thread takes the first block
+    for job in jobs:
+        job.result()
+    return out
+
+
+def batched_product(a, b):
+    batch, rows, inner = a.shape
+    out = np.empty((batch, rows, b.shape[2]), np.float32)
+    n = min(parts(), batch)
+    if n == 1 or batch * rows * inner * b.shape[2] < SPLIT_MACS:
+        np.matmul(a, b, out=out)
+        return out
+    edges = np.linspace(0, batch, n + 1).astype(np.int64)
+    jobs = [_workers(n - 1).submit(np.matmul, a[lo:hi], b[lo:hi], out=out[lo:hi])
+            for lo, hi in zip(edges[1:-1], edges[2:])]
+    np.matmul(a[:edges[1]], b[:edges[1]], out=out[:edges[1]])
     for job in jobs:
         job.result()
     return out

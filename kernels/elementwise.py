@@ -9,11 +9,12 @@
                                      a rows x cols window of src written into dst, in place
     accumulate(dst, src)             dst += src in place, any shape
     scale_rows(x, scale)             x (rows, d) * scale (rows,)[:, None]
+    swap_leading(x)                  x (A, B, M) -> (B, A, M), contiguous (a probe axis moved in or out)
 
 References compute in float64. A sum or product of two fp32 numbers is correctly rounded, so add,
 add_bias, accumulate and scale_rows agree with the reference to fp32 rounding (rtol 1e-7);
-member_affine and column_sum to 1e-5 relative + 1e-5 absolute; copies (last_step, copy_window) are
-bit-identical. Shapes that do not fit raise BadInput (a CUDA kernel would read past an array).
+member_affine and column_sum to 1e-5 relative + 1e-5 absolute; copies (last_step, copy_window,
+swap_leading) are bit-identical. Shapes that do not fit raise BadInput (a CUDA kernel would read past an array).
 """
 
 import numba
@@ -370,4 +371,45 @@ def cuda_scale_rows(x, scale):
     _check_scale_rows(x, scale)
     out = cuda.device_array(x.shape, np.float32)
     scale_rows_cuda[blocks(x.size)](x, scale, out)
+    return out
+
+
+# ---- swap_leading: the first two axes of a 3-D array exchanged, as a contiguous copy -------------------
+
+def _swap_leading_cases(rng):
+    for shape in ((1, 1, 1), (3, 5, 7), (4, 2, 90)):
+        yield (normal32(rng, *shape),)
+
+
+def _check_swap_leading(x):
+    require(len(x.shape) == 3, f"swap_leading takes a 3-D array, got shape {tuple(x.shape)}")
+
+
+@op(cases=_swap_leading_cases)
+def reference_swap_leading(x):
+    _check_swap_leading(x)
+    return np.ascontiguousarray(np.swapaxes(x, 0, 1))
+
+
+@op
+def cpu_swap_leading(x):
+    _check_swap_leading(x)
+    return np.ascontiguousarray(np.swapaxes(x, 0, 1))
+
+
+@kernel((F32_3D, F32_3D))
+def swap_leading_cuda(x, out):
+    """One thread per output element, the last axis fastest: reads and writes coalesce along it."""
+    i = cuda.grid(1)
+    if i < out.size:
+        a, m = out.shape[1], out.shape[2]
+        b, j, k = i // (a * m), (i // m) % a, i % m
+        out[b, j, k] = x[j, b, k]
+
+
+@op
+def cuda_swap_leading(x):
+    _check_swap_leading(x)
+    out = cuda.device_array((x.shape[1], x.shape[0], x.shape[2]), np.float32)
+    swap_leading_cuda[blocks(out.size)](x, out)
     return out

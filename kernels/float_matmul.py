@@ -14,7 +14,7 @@ products split over the cores (cpu_products); references compute in float64. Twi
 import numba
 import numpy as np
 
-from eggnog.kernels.cpu_products import product
+from eggnog.kernels.cpu_products import batched_product, product
 from eggnog.kernels.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import normal32, op
 
@@ -200,7 +200,7 @@ def reference_bmm(a, b, transpose_a=False, transpose_b=False):
 @op
 def cpu_bmm(a, b, transpose_a=False, transpose_b=False):
     _check_bmm(a, b, transpose_a, transpose_b)
-    return np.ascontiguousarray(np.matmul(_op(a, transpose_a), _op(b, transpose_b)))
+    return batched_product(_op(a, transpose_a), _op(b, transpose_b))
 
 
 @kernel((F32_3D, F32_3D, F32_3D, BOOL, BOOL))

@@ -163,6 +163,47 @@ class LstmModel(FlatParams):
         logits, _ = self.forward(ops, self._params(ops, flat), batch.inputs)
         return self._masked(ops, logits, batch)[0]
 
+    def probe_losses(self, backend, theta, keys, alphas, distribution, batch):
+        """Mask-weighted mean cross-entropy (bits) at theta + alpha_i z_i for every probe i (z_i from
+        stream key keys[i], kernels/perturb.py), in one pass over the batch. The P probes run as the
+        P N heads of one LSTM (R is block-diagonal, so they never mix) with the input tables and the
+        output projections as batched products. Each probe's tensors are drawn from its key at their
+        offsets in theta straight into (P, ...) arrays, so every loss is `loss` of that perturbed
+        vector up to fp32 summation order. Host float64 losses (P,)."""
+        ops = _ops(backend)
+        self._check_batch(batch)
+        cfg = self.cfg
+        v, e, h, n, d = cfg.vocab_size, cfg.input_size, cfg.hidden_size, cfg.num_heads, cfg.head_size
+        probes = len(keys)
+        if not hasattr(theta, "copy_to_host"):  # the perturbation ops take float32 on every backend
+            theta = np.ascontiguousarray(theta, np.float32) if ops.name != "cuda" else ops.to_device(theta)
+        t = {}
+        for name, shape, *_ in self.specs:
+            start, _ = self.offsets[name]
+            size = math.prod(shape)
+            t[name] = ops.empty((probes, size), np.float32)
+            for i in range(probes):
+                ops.perturbed_copy(theta[start:start + size], t[name][i], (int(keys[i][0]), int(keys[i][1])),
+                                   float(alphas[i]), distribution, start)
+        inputs = np.asarray(batch.inputs)
+        rows, steps = inputs.shape
+        # probe p's head k becomes head p N + k: every [4, N, D] column block gets the probe axis after the gate
+        table = ops.bmm(t["embed"].reshape(probes, v, e), t["W_in"].reshape(probes, e, 4 * h))
+        table = ops.swap_leading(table.reshape(probes, v * 4, h)).reshape(v, 4 * probes * h)
+        r = ops.swap_leading(t["R"].reshape(probes, 4, n * d * d)).reshape(4, probes * n, d, d)
+        bias = ops.swap_leading(t["b"].reshape(probes, 4, h)).reshape(4 * probes * h)
+        states0 = ops.swap_leading(t["states0"].reshape(probes, 2, h)).reshape(2, probes * h)
+        time_major = np.ascontiguousarray(inputs.T).astype(np.int32)
+        hs, _, _ = ops.lstm_forward(table, time_major, r, bias, states0, False)
+        hp = ops.swap_leading(hs[1:].reshape(steps * rows, probes, h))  # (P, T B, H)
+        logits = ops.bmm(hp, t["W_proj"].reshape(probes, v, h), False, True)
+        logits = ops.member_affine(logits, ops.to_device(np.ones((probes, v), np.float32)),
+                                   t["b_proj"].reshape(probes, v))
+        mask = np.ascontiguousarray(np.asarray(batch.mask, np.float64).T).reshape(-1)
+        targets = np.ascontiguousarray(np.asarray(batch.targets, np.uint8).T).reshape(-1)
+        per_row, _ = ops.cross_entropy(logits.reshape(probes * steps * rows, v), ops.to_device(np.tile(targets, probes)))
+        return np.asarray(ops.to_host(per_row), np.float64).reshape(probes, -1) @ mask / mask.sum()
+
     def loss_and_grad(self, backend, flat, batch):
         """(loss, flat float32 host gradient) by full BPTT."""
         ops = _ops(backend)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from eggnog.kernels import cpu_products
-from eggnog.kernels.cpu_products import SPLIT_MACS, product
+from eggnog.kernels.cpu_products import SPLIT_MACS, batched_product, product
 
 
 @pytest.fixture
@@ -28,6 +28,16 @@ def test_split_product_equals_the_float64_product(split_in_three, rows, inner, c
     want = a.astype(np.float64) @ b.astype(np.float64)
     assert got.dtype == np.float32 and got.flags.c_contiguous and got.shape == (rows, cols)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(inner))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 7])
+def test_split_batched_product_equals_the_float64_product(split_in_three, batch):
+    rng = np.random.default_rng(batch)
+    a = rng.normal(size=(batch, 300, 70)).astype(np.float32)
+    b = np.swapaxes(rng.normal(size=(batch, 90, 70)).astype(np.float32), 1, 2)
+    got = batched_product(a, b)
+    assert got.shape == (batch, 300, 90) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-4)
 
 
 def test_every_block_of_a_split_product_is_written(split_in_three):

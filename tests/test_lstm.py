@@ -276,3 +276,24 @@ def test_masked_positions_change_neither_loss_nor_gradient(backend):
     log_p = logits - np.log(np.exp(logits).sum(axis=2, keepdims=True))
     bits = -np.take_along_axis(log_p, batch.targets[..., None].astype(np.int64), axis=2)[..., 0] / math.log(2)
     assert loss == pytest.approx(float((bits * mask).sum() / mask.sum()), rel=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu", "cuda"])
+def test_probes_as_extra_heads_give_each_perturbed_vectors_loss(backend):
+    """probe_losses (P probes as P N heads of one LSTM) against `loss` of each perturbed copy."""
+    from eggnog.kernels.registry import ops_for
+    from eggnog.zorn.rge import probe_keys
+
+    model = LstmModel(LstmConfig(7, 5, 6, 2))
+    theta = model.init_params(0) + RNG.normal(0, 0.1, model.n_params).astype(np.float32)
+    inputs, targets = (RNG.integers(0, 7, (3, 4)).astype(np.uint8) for _ in range(2))
+    batch = TaskBatch(inputs, targets, (RNG.random((3, 4)) > 0.3).astype(np.float32))
+    keys, alphas = probe_keys(1, 0, range(3)), [0.1, -0.1, 0.05]
+    got = model.probe_losses(backend, theta, keys, alphas, "normal", batch)
+    want = []
+    for key, alpha in zip(keys, alphas):
+        perturbed = np.empty_like(theta)
+        ops_for("cpu").perturbed_copy(theta, perturbed, (int(key[0]), int(key[1])), alpha, "normal")
+        want.append(model.loss(backend, perturbed, batch))
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+    assert len(set(np.round(got, 6))) == 3  # three different perturbations, not one repeated

@@ -79,7 +79,21 @@ def test_a_non_finite_loss_stops_before_the_update():
     assert np.array_equal(t.host_params(), before)
 
 
+@pytest.mark.parametrize("overrides", [{}, {"solver": "fdras"}, {"antithetic": True, "distribution": "normal"}])
+def test_probes_batched_in_passes_take_the_step_of_probes_one_at_a_time(overrides):
+    """Passes of 3 evaluations (the last one short) as extra heads of one LSTM: the same losses, so
+    the same step; the model's batched losses are checked against single ones in tests/test_lstm.py."""
+    def probes_fn(theta, keys, alphas):
+        return MODEL.probe_losses("cpu", theta, keys, alphas, one.cfg.distribution, BATCH)
+
+    one, batched = trainer(probes=5 if not overrides.get("antithetic") else 4, **overrides), None
+    batched = trainer(probes=one.cfg.probes, probe_batch=3, **overrides)
+    assert one.step(loss_fn, 4) == batched.step(loss_fn, 4, probes_fn=probes_fn)
+    assert np.array_equal(one.host_params(), batched.host_params())
+
+
 @pytest.mark.parametrize("overrides,ranks,message", [
+    ({"probe_batch": 0}, 1, "--probe-batch must be positive"),
     ({"sigma": 0.0}, 1, "--sigma must be a positive"),
     ({"lr": -1.0}, 1, "--lr must be a positive"),
     ({"probes": 6}, 4, "cannot be split evenly over 4 ranks"),

@@ -55,6 +55,8 @@ class RgeConfig:
     antithetic: bool = flag(False, "Probes in +z/-z pairs.")
     dist_mode: str = flag("seeds", "reduce (probe sums reduced to rank 0, which broadcasts the parameters) or seeds "
                                    "(every rank applies every probe).")
+    probe_batch: int = flag(1, "Perturbed evaluations run in one pass of the model (LSTM: as extra heads); more "
+                               "amortise launches on a GPU and take that many times a forward's memory.")
 
     @property
     def eps(self):
@@ -68,6 +70,8 @@ class RgeConfig:
                 raise BadInput(f"unknown --{name} {value!r}: choose one of {', '.join(choices)}")
         if self.probes < 1:
             raise BadInput(f"--probes must be positive, got {self.probes}")
+        if self.probe_batch < 1:
+            raise BadInput(f"--probe-batch must be positive, got {self.probe_batch}")
         if self.probes % ranks:
             raise BadInput(f"--probes {self.probes} cannot be split evenly over {ranks} ranks")
         if self.antithetic and (self.probes // ranks) % 2:
@@ -132,12 +136,16 @@ class RgeTrainer:
         keys = probe_keys(self.seed, step, self.mine // 2)
         return keys, np.where(self.mine % 2 == 0, 1.0, -1.0).astype(np.float32)
 
-    def evaluate(self, loss_fn, step):
-        """(L+, L-) of this rank's probes: L- is L(theta - eps z) (cdrge) or the clean L(theta) (fdras)."""
+    def evaluate(self, loss_fn, step, probes_fn=None):
+        """(L+, L-) of this rank's probes: L- is L(theta - eps z) (cdrge) or the clean L(theta) (fdras).
+        With `probes_fn(theta, keys, alphas)` -> losses (a model that evaluates many perturbations in
+        one pass) and --probe-batch above 1, the evaluations go in passes of that many."""
         cfg, ops = self.cfg, self.ops
         keys, signs = self._signed_keys(step)
-        plus, minus = np.empty(self.mine.size), np.empty(self.mine.size)
         clean = loss_fn(self.theta) if cfg.solver == "fdras" else None
+        if probes_fn is not None and cfg.probe_batch > 1:
+            return self._evaluate_batched(probes_fn, keys, signs, clean)
+        plus, minus = np.empty(self.mine.size), np.empty(self.mine.size)
         for i in range(self.mine.size):
             ops.perturbed_copy(self.theta, self.work, keys[i], float(signs[i] * cfg.eps), cfg.distribution)
             plus[i] = loss_fn(self.work)
@@ -148,19 +156,32 @@ class RgeTrainer:
                 minus[i] = clean
         return plus, minus
 
+    def _evaluate_batched(self, probes_fn, keys, signs, clean):
+        """The same (L+, L-) with the perturbed evaluations (+ then - of each probe) in passes of
+        --probe-batch: every alpha is the float32 that perturbed_copy would be given."""
+        cfg = self.cfg
+        alphas = signs * np.float32(cfg.eps)
+        if clean is None:
+            keys, alphas = np.repeat(keys, 2, axis=0), np.stack([alphas, -alphas], axis=1).reshape(-1)
+        losses = np.concatenate([probes_fn(self.theta, keys[i:i + cfg.probe_batch], alphas[i:i + cfg.probe_batch])
+                                 for i in range(0, len(keys), cfg.probe_batch)])
+        if clean is None:
+            return losses[0::2], losses[1::2]
+        return losses, np.full(losses.size, clean)
+
     def coefficients(self, plus, minus, signs):
         """c_i with g = sum_i c_i z_i (sign of antithetic members folded in)."""
         cfg = self.cfg
         scale = 2.0 * cfg.eps if cfg.solver == "cdrge" else cfg.eps
         return ((plus - minus) / (scale * cfg.probes) * signs).astype(np.float32)
 
-    def step(self, loss_fn, step, clock=UNTIMED):
+    def step(self, loss_fn, step, clock=UNTIMED, probes_fn=None):
         """One training step; returns the mean of the probe losses (as the authors report it).
         Raises NonFiniteLoss before touching the parameters when any probe loss is NaN or infinite.
         `clock` times its phases: the probes (eval), the collectives (exchange), the rest (update)."""
         cfg, world, ops = self.cfg, self.world, self.ops
         with clock.phase("eval"):
-            plus, minus = self.evaluate(loss_fn, step)
+            plus, minus = self.evaluate(loss_fn, step, probes_fn)
         with clock.phase("exchange"):
             table = self._gather(plus, minus)
         if not np.isfinite(table[:, 1:]).all():

@@ -68,6 +68,9 @@ class RgeRunConfig(RgeConfig, RunConfig):
             RgeConfig.check(replace(self, solver="cdrge", probes=1, antithetic=False), 1)
         else:
             RgeConfig.check(self, ranks)
+        if self.probe_batch > 1 and self.model != "lstm":
+            raise BadInput(f"--probe-batch above 1 needs --model lstm (the {self.model} model evaluates one "
+                           "perturbation a pass)")
         for name in ("batch_size", "steps", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
@@ -170,7 +173,11 @@ class RgeRun:
     def train_step(self, batch, clock=UNTIMED):
         name = self.backend.name
         if self.rge is not None:
-            return self.rge.step(lambda p: self.model.loss(name, p, batch), self.step, clock)
+            distribution = self.cfg.distribution
+            probes_fn = ((lambda theta, keys, alphas: self.model.probe_losses(name, theta, keys, alphas, distribution,
+                                                                              batch))
+                         if hasattr(self.model, "probe_losses") else None)
+            return self.rge.step(lambda p: self.model.loss(name, p, batch), self.step, clock, probes_fn)
         with clock.phase("eval"):
             loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch)
         if not math.isfinite(loss):
