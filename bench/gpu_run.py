@@ -84,6 +84,9 @@ STEPS = (
     Step("table1", "Table 1, LSTM 100k-10M, in series (cells over 60 s skipped by the suite itself)",
          (PY, "bench/table1.py", "--sizes", "100k,1M,10M", "--modes", "series", "--max-cell-seconds", "60",
           "--backend", "cuda"), 150),
+    Step("table1-probe-batch", "Table 1 100k CD-RGE-96 series with 32 evaluations a pass (probes as extra heads)",
+         (PY, "bench/table1_cell.py", "--size", "100k", "--method", "cdrge96", "--mode", "series", "--steps", "3",
+          "--probe-batch", "32", "--backend", "cuda"), 30),
 )
 
 GPU_PROBE = """
