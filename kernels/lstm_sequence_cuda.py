@@ -15,7 +15,16 @@ of R in up to OPT_IN_BUDGET of shared memory:
 
 Threads: one per (unit of the slice, row of the tile), units fastest, so a warp's h loads are a few
 rows broadcast; in the first and last modes c stays in a register over the steps of a launch. R sits
-in shared memory as R[g][unit][k] with an odd pitch: consecutive units read different banks.
+in shared memory gates innermost, R[unit][k][g] with an odd pitch of units: per k a thread reads its
+unit's four gates in one 16-byte load.
+
+Shared memory: forward, a warp's threads are consecutive units (a few rows) reading R[u][k][0..3] at
+word 4 (u pitch + k), pitch odd: a 16-byte load is served 8 lanes a phase, and 8 consecutive units are
+4 pitch (mod 32) words apart, 4 times an odd number, so each lane's 4 words fall in its own 4 banks;
+lanes of the same unit (other rows) read the same words (broadcast). Staging writes single words, the
+gate index varying slowest over threads: consecutive threads write consecutive k of one unit, 4 words
+apart, 4-way conflicted once per launch. The backward keeps R[g][d][k] at an odd pitch and reads
+R[g][d][u] for consecutive units u: consecutive words, conflict-free.
 
 Traffic per step and batch row (bytes), against the on-chip minimum 4 (4H + H) of the wx row read
 and h_t written: h_{t-1} is read once per slice, 4 D H / units; R once per tile and launch,
@@ -35,6 +44,7 @@ import numpy as np
 from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_4D, I64, allow_dynamic_shared, cuda, device_function,
                                       flat, kernel)
 from eggnog.kernels.fast_math import reciprocal_approx
+from eggnog.kernels.mma import load_shared_v4
 
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
 OPT_IN_BUDGET = 200 * 1024  # with the opt-in (sm_90 allows 227 KiB a block)
@@ -120,14 +130,17 @@ def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units
     ro = table[row, 3 * hidden + j] + bias[3 * hidden + j]
     row_stride = np.uint64(batch * hidden)
     h_at = np.uint64(t) * row_stride + np.uint64(b * hidden + n * size)
-    ri_at, rf_at = np.uint32(u * pitch), np.uint32((units + u) * pitch)
-    rz_at, ro_at = np.uint32((2 * units + u) * pitch), np.uint32((3 * units + u) * pitch)
-    for k in range(np.uint32(size)):
-        hk = hs[h_at + k]
-        ri += r_s[ri_at + k] * hk
-        rf += r_s[rf_at + k] * hk
-        rz += r_s[rz_at + k] * hk
-        ro += r_s[ro_at + k] * hk
+    h_prev = hs[h_at:h_at + np.uint64(size)]
+    at = np.uint64(u * pitch * 4)
+    k, end = np.uint64(0), np.uint64(size)
+    while k < end:  # unsigned 64-bit throughout: no wraparound code and none of range()'s bookkeeping
+        hk = h_prev[k]
+        wi, wf, wz, wo = load_shared_v4(r_s, np.int64(at + (k << np.uint64(2))))  # R[unit][k][0..3]: one LDS.128
+        ri += wi * hk
+        rf += wf * hk
+        rz += wz * hk
+        ro += wo * hk
+        k += np.uint64(1)
     ig, fg, zg, og = gpu_sigmoid(ri), gpu_sigmoid(rf), gpu_tanh(rz), gpu_sigmoid(ro)
     c = fg * c + ig * zg
     out = np.uint64(t + 1) * row_stride + np.uint64(b * hidden + j)
@@ -144,11 +157,12 @@ def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units
 
 @device_function
 def _stage_r(r, r_s, n, s, units, size):
-    """The slice's rows of head n's R into shared memory, R[g][unit][k] at pitch size | 1."""
+    """The slice's rows of head n's R into shared memory, gates innermost: R[unit][k][g] at word
+    4 (unit (size | 1) + k) + g, so one 16-byte load gives a (unit, k)'s four gates."""
     pitch = size | 1
     for e in range(cuda.threadIdx.x, 4 * units * size, cuda.blockDim.x):
         g, u, k = e // (units * size), (e // size) % units, e % size
-        r_s[(g * units + u) * pitch + k] = r[g, n, s * units + u, k]
+        r_s[(u * pitch + k) * 4 + g] = r[g, n, s * units + u, k]
     cuda.syncthreads()
 
 
