@@ -19,9 +19,11 @@ in shared memory gates innermost, R[unit][k][g] with an odd pitch of units: per 
 unit's four gates in one 16-byte load.
 
 Shared memory: forward, a warp's threads are consecutive units (a few rows) reading R[u][k][0..3] at
-word 4 (u pitch + k), pitch odd: a 16-byte load is served 8 lanes a phase, and 8 consecutive units are
-4 pitch (mod 32) words apart, 4 times an odd number, so each lane's 4 words fall in its own 4 banks;
-lanes of the same unit (other rows) read the same words (broadcast). Staging writes single words, the
+word 4 (u pitch + k), pitch odd: a 16-byte load is served 8 lanes a phase, and a lane's 4 words sit in
+banks 4 (u pitch mod 8) .. + 3, distinct for units distinct mod 8; lanes of the same unit (other rows)
+read the same words (broadcast). So a phase of consecutive units is conflict-free; one that straddles
+two rows (units per slice not a multiple of 8, e.g. 20 at 100k) can pair units equal mod 8: at most
+2-way. Staging writes single words, the
 gate index varying slowest over threads: consecutive threads write consecutive k of one unit, 4 words
 apart, 4-way conflicted once per launch. The backward keeps R[g][d][k] at an odd pitch and reads
 R[g][d][u] for consecutive units u: consecutive words, conflict-free.
