@@ -282,9 +282,12 @@ def backward_sequence_cuda(r, cs, gates, dh_out, draw, dh_state, dc_state, tile)
             acc = np.float32(0.0)
             for g in range(4):
                 gate_at = head_at + np.uint64(g * hidden)
-                r_at = np.uint32(g * size * pitch + u)
-                for d in range(np.uint32(size)):
-                    acc += r_s[r_at + d * np.uint32(pitch)] * draw[gate_at + d]
+                draw_g = draw[gate_at:gate_at + np.uint64(size)]
+                r_at, d, end = np.uint64(g * size * pitch + u), np.uint64(0), np.uint64(size)
+                while d < end:  # unsigned 64-bit counters, as in _unit_step
+                    acc += r_s[r_at] * draw_g[d]
+                    r_at += np.uint64(pitch)
+                    d += np.uint64(1)
             dh = acc
     if active:
         dh_state[b, j] = dh
