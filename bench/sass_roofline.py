@@ -109,10 +109,11 @@ def module_workloads(module_names):
 
 
 def hot_loop(kernel_rows):
-    """The innermost loop with the most multiply-accumulates per static iteration, over a kernel's
-    signatures; None when no innermost loop multiplies."""
+    """The innermost loop with the most multiply-accumulates per instruction, over a kernel's signatures
+    (a once-per-launch staging loop may hold more MACs per iteration, e.g. in an integer division's
+    float steps, at a far lower density); None when no innermost loop multiplies."""
     loops = [loop for row in kernel_rows for loop in row["sass"]["innermost_loops"] if loop["warp_macs"]]
-    return max(loops, key=lambda loop: (loop["warp_macs"], -loop["instructions"]), default=None)
+    return max(loops, key=lambda loop: (loop["warp_macs"] / loop["instructions"], loop["warp_macs"]), default=None)
 
 
 def estimate(workload, loop=None):
