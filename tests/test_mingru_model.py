@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
+from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.kernels.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
@@ -133,10 +134,10 @@ def test_population_forward_equals_explicitly_perturbed_members(backend, freeze)
         own = model.views(flat.astype(np.float64).copy())
         for name, (shape, kind) in strategy.kinds.items():
             if kind == "matrix":
-                a, b = strategy.pair_noise(name, pair)
+                a, b = (to_host(f) for f in strategy.pair_noise(name, pair))  # drawn on the backend
                 own[name] += sign * cfg.sigma / math.sqrt(cfg.perturbation_rank) * (a[0].astype(np.float64) @ b[0].T)
             elif not freeze:
-                own[name] += sign * cfg.sigma * strategy.pair_noise(name, pair)[0]
+                own[name] += sign * cfg.sigma * to_host(strategy.pair_noise(name, pair))[0]
         alone, _, _ = model.forward(reference, own, window[member:member + 1])
         assert relative(together[member], alone) <= 1e-5
 
