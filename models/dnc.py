@@ -44,7 +44,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.activations import SIGMOID, TANH
 from eggnog.kernels.registry import ops_for
 from eggnog.models.dnc_windows import concat_columns, put_rows, take_columns, take_rows
 from eggnog.models.flat_params import FlatParams
@@ -186,11 +185,7 @@ class DncModel(FlatParams):
             h_new, c_new = ops.lstm_cell(gates, cell)
             hn, h_mean, h_rstd = ops.layernorm(h_new, p["controller_norm.weight"], p["controller_norm.bias"])
             iface = ops.add_bias(ops.matmul(hn, p["heads.weight"]), p["heads.bias"])
-            rk = take_columns(ops, iface, 0, rw)
-            wk = take_columns(ops, iface, rw, w)
-            erase = ops.activation(take_columns(ops, iface, rw + w, w), SIGMOID)
-            add = ops.activation(take_columns(ops, iface, rw + 2 * w, w), TANH)
-            strength = ops.activation(take_columns(ops, iface, rw + 3 * w, 1), SIGMOID).reshape(batch)
+            rk, wk, erase, add, strength = ops.dnc_interface(iface, w)
             # write, addressed on the memory before it
             wkn = ops.layernorm(wk, p["write_keys_norm.weight"], p["write_keys_norm.bias"])
             pw = ops.softmax_rows(ops.bmm(wkn[0].reshape(batch, 1, w), mem_ln[0].reshape(batch, m, w),
@@ -270,10 +265,8 @@ class DncModel(FlatParams):
             # heads
             drk = ln_back(drkn.reshape(batch * r, w), s["rk"].reshape(batch * r, w), s["rkn"][1:], "read_keys_norm")
             dwk = ln_back(dwkn, s["wk"], s["wkn"][1:], "write_keys_norm")
-            diface = concat_columns(ops, [
-                drk.reshape(batch, rw), dwk, ops.activation_backward(derase, s["erase"], SIGMOID),
-                ops.activation_backward(dadd, s["add"], TANH),
-                ops.activation_backward(dstrength.reshape(batch, 1), s["strength"].reshape(batch, 1), SIGMOID)])
+            diface = ops.dnc_interface_backward(drk.reshape(batch, rw), dwk, derase, dadd, dstrength.reshape(batch),
+                                                s["erase"], s["add"], s["strength"])
             dhn, dheads = ops.matmul_backward(diface, s["hn"], p["heads.weight"])
             acc("heads.weight", dheads)
             acc("heads.bias", ops.column_sum(diface))
