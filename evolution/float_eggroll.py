@@ -16,6 +16,11 @@ group mean removed and the global std ("group", as HyperscaleES). The optimiser 
 textbook ES estimate of the loss gradient,
     g = -(1 / (N sigma)) sum_m f_m s_m E_m,   E = A B^T / sqrt(r) (matrices) or eps (vectors),
 so --lr keeps its usual meaning for each optimiser (HyperscaleES absorbs 1/sigma into lr instead).
+
+Everything stays on the backend the model runs on: the noise (kernels/noise_rows.py, the GPU's within
+4 eps of the CPU's), the perturbed vectors, the update (lowrank_sum) and the optimiser; on a GPU only
+the per-pair weights go up and the member losses come down. The population forward's products run on
+TF32 tensor cores on a GPU unless --forward-precision says otherwise.
 """
 
 import math
