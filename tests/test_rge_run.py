@@ -2,6 +2,8 @@
 non-finite loss after checkpointing the last good state, overfits a fixed batch below its target,
 and refuses bad input with one sentence."""
 
+from dataclasses import asdict
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,15 @@ def test_train_rge_script_runs(tmp_path):
 def test_train_rge_bad_input(tmp_path, args, message):
     assert_user_error(run_script("train_rge.py", "--run-dir", tmp_path / "r", *args), message)
     assert not (tmp_path / "r").exists()
+
+
+def test_runs_from_before_a_new_performance_flag_still_resume():
+    """--probe-batch (and float EGGROLL's --forward-precision) change speed, not the run: a run directory
+    whose config predates them must resume, so neither is among the fields fixed on resume."""
+    from eggnog.evolution.float_es_trainer import FloatEsRunConfig
+    from eggnog.runtime.rundir import check_resume
+
+    for cls, name in ((RgeRunConfig, "probe_batch"), (FloatEsRunConfig, "forward_precision")):
+        now = asdict(cls())
+        before = {k: v for k, v in now.items() if k != name}
+        check_resume(before, now, cls.fixed_on_resume())

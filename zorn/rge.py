@@ -56,7 +56,8 @@ class RgeConfig:
     dist_mode: str = flag("seeds", "reduce (probe sums reduced to rank 0, which broadcasts the parameters) or seeds "
                                    "(every rank applies every probe).")
     probe_batch: int = flag(1, "Perturbed evaluations run in one pass of the model (LSTM: as extra heads); more "
-                               "amortise launches on a GPU and take that many times a forward's memory.")
+                               "amortise launches on a GPU and take that many times a forward's memory.",
+                            changeable=True)  # the same step either way
 
     @property
     def eps(self):
