@@ -193,6 +193,7 @@ class FloatEggroll:
         pairs = np.arange(cfg.population // 2)
         matrix_weight = ops.to_device((weight / math.sqrt(cfg.perturbation_rank)).astype(np.float32))
         vector_weight = ops.to_device(weight.astype(np.float32))
+        ones = ops.to_device(np.ones((pairs.size, 1, 1), np.float32))  # a vector's update: eps as B, A = 1
         grads = {}
         for name, (shape, kind) in self.kinds.items():
             if kind == "matrix":
@@ -200,11 +201,8 @@ class FloatEggroll:
                 grads[name] = ops.lowrank_sum(matrix_weight, a, b)
             elif not cfg.freeze_vectors:
                 eps = self.pair_noise(name, pairs)
-                grads[name] = ops.lowrank_sum(vector_weight, self._ones(pairs.size), eps.reshape(pairs.size, shape[0], 1))
+                grads[name] = ops.lowrank_sum(vector_weight, ones, eps.reshape(pairs.size, shape[0], 1))
         return self.model.flatten_on(grads, ops)
-
-    def _ones(self, pairs):
-        return self.ops.to_device(np.ones((pairs, 1, 1), np.float32))
 
     def tell(self, losses):
         """One optimiser step from the losses of the whole population (identical on every rank)."""

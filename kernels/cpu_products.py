@@ -1,13 +1,13 @@
 """fp32 matrix products of the CPU twins, split over the cores by hand.
 
 BLAS runs on one thread in this process (backend.py: OpenBLAS's own pool spins after each product and
-starves numba's loops). A large product is therefore cut into row blocks of its output, and each block is
-one single-threaded BLAS call, the first on the calling thread, the others on a small pool: NumPy releases the interpreter lock inside
-the call, the threads sleep between products, and the result is the same as one call's up to the
-summation order BLAS picks per block (each output element is still one dot product over the full inner
-axis).
+starves numba's loops). A large product is therefore cut into row blocks of its output, and each block
+is one single-threaded BLAS call, the first on the calling thread, the others on a small pool: NumPy
+releases the interpreter lock inside the call, the threads sleep between products, and the result is
+the same as one call's up to the summation order BLAS picks per block (each output element is still
+one dot product over the full inner axis).
 
-    product(a, b)          a @ b for 2-D fp32 arrays (any strides, e.g. transposed views), a new C-ordered array
+    product(a, b)          a @ b for 2-D fp32 arrays (any strides, e.g. transposed views), C-ordered
     batched_product(a, b)  np.matmul(a, b) for 3-D ones, cut along the batch axis the same way
 
 The split is used only while BLAS is at one thread (a count the user chose for BLAS is left alone) and
@@ -43,19 +43,23 @@ def _workers(n):
     return _pool
 
 
-def product(a, b):
-    rows, inner = a.shape
-    cols = b.shape[1]
-    out = np.empty((rows, cols), np.float32)
-    n = parts()
-    if n == 1 or rows < 2 * n or rows * inner * cols < SPLIT_MACS:
-        np.matmul(a, b, out=out)
-        return out
-    edges = np.linspace(0, rows, n + 1).astype(np.int64)
-    jobs = [_workers(n - 1).submit(np.matmul, a[lo:hi], b, out=out[lo:hi]) for lo, hi in zip(edges[1:-1], edges[2:])]
-    np.matmul(a[:edges[1]], b, out=out[:edges[1]])  # this thread takes the first block
+def _split(count, n, block):
+    """block(lo, hi) for n ranges covering [0, count): the first on this thread, the rest on the pool."""
+    edges = np.linspace(0, count, n + 1).astype(np.int64)
+    jobs = [_workers(n - 1).submit(block, lo, hi) for lo, hi in zip(edges[1:-1], edges[2:])]
+    block(0, edges[1])
     for job in jobs:
         job.result()
+
+
+def product(a, b):
+    rows, inner = a.shape
+    out = np.empty((rows, b.shape[1]), np.float32)
+    n = parts()
+    if n == 1 or rows < 2 * n or rows * inner * b.shape[1] < SPLIT_MACS:
+        np.matmul(a, b, out=out)
+    else:
+        _split(rows, n, lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]))
     return out
 
 
@@ -65,11 +69,6 @@ def batched_product(a, b):
     n = min(parts(), batch)
     if n == 1 or batch * rows * inner * b.shape[2] < SPLIT_MACS:
         np.matmul(a, b, out=out)
-        return out
-    edges = np.linspace(0, batch, n + 1).astype(np.int64)
-    jobs = [_workers(n - 1).submit(np.matmul, a[lo:hi], b[lo:hi], out=out[lo:hi])
-            for lo, hi in zip(edges[1:-1], edges[2:])]
-    np.matmul(a[:edges[1]], b[:edges[1]], out=out[:edges[1]])
-    for job in jobs:
-        job.result()
+    else:
+        _split(batch, n, lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]))
     return out

@@ -62,8 +62,8 @@ def reference_dnc_interface(iface, w):
     x = f64(iface)
     rw = x.shape[1] - 3 * w - 1
     sig = lambda v: 1.0 / (1.0 + np.exp(-v))  # noqa: E731
-    return (x[:, :rw].copy(), x[:, rw:rw + w].copy(), sig(x[:, rw + w:rw + 2 * w]), np.tanh(x[:, rw + 2 * w:rw + 3 * w]),
-            sig(x[:, -1]))
+    return (x[:, :rw].copy(), x[:, rw:rw + w].copy(), sig(x[:, rw + w:rw + 2 * w]),
+            np.tanh(x[:, rw + 2 * w:rw + 3 * w]), sig(x[:, -1]))
 
 
 @op(cases=_backward_cases, tolerance=TOLERANCE)

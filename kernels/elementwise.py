@@ -14,7 +14,8 @@
 References compute in float64. A sum or product of two fp32 numbers is correctly rounded, so add,
 add_bias, accumulate and scale_rows agree with the reference to fp32 rounding (rtol 1e-7);
 member_affine and column_sum to 1e-5 relative + 1e-5 absolute; copies (last_step, copy_window,
-swap_leading) are bit-identical. Shapes that do not fit raise BadInput (a CUDA kernel would read past an array).
+swap_leading) are bit-identical. Shapes that do not fit raise BadInput (a CUDA kernel would read past
+an array).
 """
 
 import numba

@@ -6,9 +6,10 @@
                                  c[n] = op(a[n]) op(b[n]) over a leading batch axis, op(m) = m or m^T
 
 The linear layer's three products share one kernel, C = op(A) op(B), register-blocked (a thread
-computes 8 x 8 outputs of a 128 x 128 block tile; matmul_cuda's docstring has the layout). `bmm` is one thread per output element: the DNC's
-batched products are thin (one side R or 1 wide). The CPU twins use NumPy's BLAS on fp32, large
-products split over the cores (cpu_products); references compute in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
+computes 8 x 8 outputs of a 128 x 128 block tile; matmul_cuda's docstring has the layout). `bmm` is
+one thread per output element: the DNC's batched products are thin (one side R or 1 wide). The CPU
+twins use NumPy's BLAS on fp32, large products split over the cores (cpu_products); references compute
+in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
 """
 
 import numba

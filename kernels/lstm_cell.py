@@ -22,8 +22,8 @@ Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t f
 
 and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], after the time loop: a product
 per (gate, head) over all T B rows, tiled through shared memory on the GPU, one batched matrix product
-over heads on the CPU. The GPU step needs two launches (gate gradients, then dh_prev
-through R^T, which reads every d of a head).
+over heads on the CPU. The GPU step needs two launches (gate gradients, then dh_prev through R^T, which
+reads every d of a head).
 
 Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
 (kernels/lstm_sequence_cpu.py, the per-step twin's results bit for bit) and with R in shared memory on
@@ -445,14 +445,14 @@ def backward_recurrent_cuda(draw, r, dh_extra, dh_prev):
 @kernel((F32_2D, F32_2D, F32_4D), block=GRAD_THREADS * GRAD_THREADS)
 def recurrent_grad_cuda(draw, hs, dr):
     """dR[g, n] = draw[:, g, n]^T h_prev[:, n] over all T B rows x (draw (T B, 4H), h_prev (T B, H):
-    both flattened over time and batch), as a tiled product: block
-    (tile of k, tile of d, g N + n) computes a GRAD_TILE x GRAD_TILE tile of one D x D matrix, each
-    thread 2 x 2 outputs (d = ty + 16 i, k = tx + 16 j) in registers; GRAD_STEP rows of both operands
-    are staged in shared memory at a time (coalesced: consecutive threads read consecutive units).
+    both flattened over time and batch), as a tiled product: block (tile of k, tile of d, g N + n)
+    computes a GRAD_TILE x GRAD_TILE tile of one D x D matrix, each thread 2 x 2 outputs
+    (d = ty + 16 i, k = tx + 16 j) in registers; GRAD_STEP rows of both operands are staged in shared
+    memory at a time (coalesced: consecutive threads read consecutive units).
 
-    Shared memory: tiles are [x][unit] with a pitch of GRAD_PITCH = GRAD_TILE + 1 words. A warp (16 tx by 2 ty) reads
-    2 addresses of the draw tile (broadcast) and 16 consecutive words of the hs tile; a staging write
-    puts 32 consecutive units of one x row: conflict-free."""
+    Shared memory: tiles are [x][unit] with a pitch of GRAD_PITCH = GRAD_TILE + 1 words. A warp (16 tx
+    by 2 ty) reads 2 addresses of the draw tile (broadcast) and 16 consecutive words of the hs tile; a
+    staging write puts 32 consecutive units of one x row: conflict-free."""
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     t = ty * GRAD_THREADS + tx
     heads, size = dr.shape[1], dr.shape[2]

@@ -23,10 +23,10 @@ word 4 (u pitch + k), pitch odd: a 16-byte load is served 8 lanes a phase, and a
 banks 4 (u pitch mod 8) .. + 3, distinct for units distinct mod 8; lanes of the same unit (other rows)
 read the same words (broadcast). So a phase of consecutive units is conflict-free; one that straddles
 two rows (units per slice not a multiple of 8, e.g. 20 at 100k) can pair units equal mod 8: at most
-2-way. Staging writes single words, the
-gate index varying slowest over threads: consecutive threads write consecutive k of one unit, 4 words
-apart, 4-way conflicted once per launch. The backward keeps R[g][d][k] at an odd pitch and reads
-R[g][d][u] for consecutive units u: consecutive words, conflict-free.
+2-way. Staging writes single words, the gate index varying slowest over threads: consecutive threads
+write consecutive k of one unit, 4 words apart, 4-way conflicted once per launch. The backward keeps
+R[g][d][k] at an odd pitch and reads R[g][d][u] for consecutive units u: consecutive words,
+conflict-free.
 
 Traffic per step and batch row (bytes), against the on-chip minimum 4 (4H + H) of the wx row read
 and h_t written: h_{t-1} is read once per slice, 4 D H / units; R once per tile and launch,

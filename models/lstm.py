@@ -147,12 +147,17 @@ class LstmModel(FlatParams):
         if not np.asarray(batch.mask, np.float64).sum() > 0:
             raise BadInput("the batch has no position with mask 1, so its loss is undefined")
 
+    @staticmethod
+    def _time_major_targets(batch):
+        """(mask float64, targets uint8) of a batch, flat in the model's time-major row order."""
+        return (np.ascontiguousarray(np.asarray(batch.mask, np.float64).T).reshape(-1),
+                np.ascontiguousarray(np.asarray(batch.targets, np.uint8).T).reshape(-1))
+
     def _masked(self, ops, logits, batch):
         """(loss, logit gradient of the unweighted mean, per-row weights turning it into the masked one)."""
-        mask = np.ascontiguousarray(np.asarray(batch.mask, np.float64).T).reshape(-1)
+        mask, targets = self._time_major_targets(batch)
         total = mask.sum()
-        targets = ops.to_device(np.ascontiguousarray(np.asarray(batch.targets, np.uint8).T).reshape(-1))
-        rows, dlogits = ops.cross_entropy(logits, targets)
+        rows, dlogits = ops.cross_entropy(logits, ops.to_device(targets))
         loss = float(np.dot(np.asarray(ops.to_host(rows), np.float64), mask) / total)
         return loss, dlogits, mask * (mask.size / total)
 
@@ -199,9 +204,9 @@ class LstmModel(FlatParams):
         logits = ops.bmm(hp, t["W_proj"].reshape(probes, v, h), False, True)
         logits = ops.member_affine(logits, ops.to_device(np.ones((probes, v), np.float32)),
                                    t["b_proj"].reshape(probes, v))
-        mask = np.ascontiguousarray(np.asarray(batch.mask, np.float64).T).reshape(-1)
-        targets = np.ascontiguousarray(np.asarray(batch.targets, np.uint8).T).reshape(-1)
-        per_row, _ = ops.cross_entropy(logits.reshape(probes * steps * rows, v), ops.to_device(np.tile(targets, probes)))
+        mask, targets = self._time_major_targets(batch)
+        per_row, _ = ops.cross_entropy(logits.reshape(probes * steps * rows, v),
+                                       ops.to_device(np.tile(targets, probes)))
         return np.asarray(ops.to_host(per_row), np.float64).reshape(probes, -1) @ mask / mask.sum()
 
     def loss_and_grad(self, backend, flat, batch):

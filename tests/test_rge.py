@@ -86,7 +86,7 @@ def test_probes_batched_in_passes_take_the_step_of_probes_one_at_a_time(override
     def probes_fn(theta, keys, alphas):
         return MODEL.probe_losses("cpu", theta, keys, alphas, one.cfg.distribution, BATCH)
 
-    one, batched = trainer(probes=5 if not overrides.get("antithetic") else 4, **overrides), None
+    one = trainer(probes=5 if not overrides.get("antithetic") else 4, **overrides)
     batched = trainer(probes=one.cfg.probes, probe_batch=3, **overrides)
     assert one.step(loss_fn, 4) == batched.step(loss_fn, 4, probes_fn=probes_fn)
     assert np.array_equal(one.host_params(), batched.host_params())
