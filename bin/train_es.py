@@ -4,17 +4,26 @@
     python bin/train_es.py                                   # embedded default corpus, one process
     srun --mpi=pmi2 python -m mpi4py bin/train_es.py --population 32768 --depth 6 --dim 256
     python bin/train_es.py --model mingru --dim 64 --depth 2 --population 256 --sigma 0.01
+    mpiexec -n 4 python bin/train_es.py --mode coordinator --population-chunk 64   # rank 0 hands out chunks
 """
 
 import typer
 
+from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
 from eggnog.evolution.es_trainer import EsRunConfig, EsTrainer
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
-TRAINERS = {EsRunConfig: EsTrainer, FloatEsRunConfig: FloatEsTrainer}
+
+
+def egg_trainer(cfg, world, backend, corpus):
+    trainer = CoordinatedEsTrainer if cfg.mode == "coordinator" else EsTrainer
+    return trainer(cfg, world, backend, corpus)
+
+
+TRAINERS = {EsRunConfig: egg_trainer, FloatEsRunConfig: FloatEsTrainer}
 
 
 @config_command(app, {"egg": EsRunConfig, "mingru": FloatEsRunConfig}, choose="model",

@@ -35,6 +35,18 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
     val_tokens: int = flag(256, "Bytes scored per validation row.", changeable=True)
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
                             metavar="<path>")
+    mode: str = flag("sync", "sync (every rank evaluates its slice and all exchange fitness each step) or "
+                             "coordinator (rank 0 hands population chunks to the other ranks; see README).",
+                     changeable=True)
+    population_chunk: int = flag(64, "Coordinator: members per chunk of work (d-eggs' CHUNK_SIZE).")
+    straggler_timeout: float = flag(90.0, "Coordinator: seconds before a chunk not returned goes to another "
+                                          "worker.", changeable=True)
+    history: int = flag(1000, "Coordinator: steps of packed fitness kept for workers that fall behind.",
+                        changeable=True)
+    chunk_mean_filter: bool = flag(False, "Coordinator: add sign(m)|m|^1.2 of the chunk's mean pair "
+                                          "difference m to each difference (d-eggs).")
+    adaptive_threshold: bool = flag(False, "Coordinator: zero fitness where |difference| < 0.1 x the chunk's "
+                                           "mean |difference| (d-eggs).")
 
     def model(self):
         return EggConfig(self.depth, self.dim)
@@ -44,11 +56,38 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         self.model()
-        super().check(ranks)
+        if self.mode not in ("sync", "coordinator"):
+            raise BadInput(f"unknown --mode {self.mode!r}: choose sync or coordinator")
+        if self.mode == "sync":
+            if self.chunk_mean_filter or self.adaptive_threshold:
+                raise BadInput("--chunk-mean-filter and --adaptive-threshold shape a chunk's fitness: they need "
+                               "--mode coordinator")
+            super().check(ranks)
+            return
+        super().check(1)
+        if ranks < 2:
+            raise BadInput("--mode coordinator needs at least 2 ranks (rank 0 coordinates, the others work)")
+        if not self.fast_fitness:
+            raise BadInput("--mode coordinator exchanges ternary fitness: it needs --fast-fitness")
+        chunk = self.population_chunk
+        if chunk < 2 or chunk % 2 or self.population % chunk:
+            raise BadInput(f"--population-chunk {chunk} must be even and divide the population {self.population}")
+        if self.straggler_timeout <= 0:
+            raise BadInput(f"--straggler-timeout must be positive, got {self.straggler_timeout}")
+        if self.history < self.checkpoint_every:
+            raise BadInput(f"--history {self.history} must be at least --checkpoint-every {self.checkpoint_every}, "
+                           "so a worker past the history finds a checkpoint inside it")
+
+    def layout(self, world):
+        if self.mode == "coordinator":
+            return f"coordinator (rank 0) and {world.size - 1} workers, chunks of {self.population_chunk}"
+        return None
 
     def describe(self, trainer):
+        share = (f"{self.population // self.population_chunk} chunks" if self.mode == "coordinator"
+                 else f"{trainer.members} per rank")
         return [f"EGG {self.depth}x{self.dim}: {trainer.model.n_params:,} int8 parameters; population "
-                f"{self.population} ({trainer.members} per rank), {self.tokens_per_update} bytes per member per epoch"]
+                f"{self.population} ({share}), {self.tokens_per_update} bytes per member per epoch"]
 
     def summarize(self, summary):
         return (f"done: {summary['epochs']} epochs in {summary['elapsed_s']:.0f} s; val {summary['val_bpb']:.3f} "
@@ -59,8 +98,53 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
 RESUME_FIXED = EsRunConfig.fixed_on_resume()
 
 
+# Fixed fields added after runs were stored: a stored config without one ran with its default.
+ADDED_FIXED = ("population_chunk", "chunk_mean_filter", "adaptive_threshold")
+
+
 def check_resume(stored, requested):
-    rundir.check_resume(stored, requested, RESUME_FIXED)
+    defaults = {name: EsRunConfig.__dataclass_fields__[name].default for name in ADDED_FIXED}
+    rundir.check_resume({**defaults, **stored}, requested, RESUME_FIXED)
+
+
+def val_sample(cfg, corpus):
+    """(rows, bytes scored per row) of the validation sample, each row from a zero state."""
+    if len(corpus.val) < 2:
+        raise BadInput("the corpus has no validation split; prepare it with --val-fraction > 0")
+    rows = min(cfg.val_rows, len(corpus.val) // 2)
+    return rows, min(cfg.val_tokens, len(corpus.val) // rows - 1)
+
+
+def val_loglik(model, cfg, backend, params, epoch, corpus, rows, tokens):
+    """Log-likelihood sum (1/16 bit) of the unperturbed model over validation rows `rows` (indices)."""
+    if not len(rows):
+        return 0
+    length = tokens + 1
+    windows = np.stack([np.asarray(corpus.val[r * length:(r + 1) * length]) for r in rows])
+    probe = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=epoch, members=len(rows))
+    states = backend.zeros((cfg.depth, len(rows), cfg.dim), np.int8)
+    return int(probe.evaluate(windows, states, perturbed=False).sum())
+
+
+def write_es_checkpoint(run_dir, cfg, epoch, params, states, best_val, best=False, extra=None, write=save_checkpoint):
+    """An EGG checkpoint: params, every member's states (members, layers, dim) and `extra` arrays."""
+    meta = {"config": asdict(cfg), "model": "egg", "best_val_bpb": best_val, "data_position": {"epoch": epoch}}
+    path = write(run_dir / "checkpoints", epoch, {"params": params, "states": states, **(extra or {})}, meta)
+    if best:
+        mark_best(run_dir / "checkpoints", path)
+    return path
+
+
+def read_es_checkpoint(path, cfg, model):
+    """(arrays, record) of an EGG checkpoint that this run may resume from; BadInput otherwise."""
+    arrays, record = load_checkpoint(path)
+    meta = record.get("meta", {})
+    if meta.get("model") != "egg":
+        raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model, not an EGG")
+    check_resume(meta.get("config", {}), asdict(cfg))
+    if arrays["params"].size != model.n_params or arrays["states"].shape[0] != cfg.population:
+        raise BadInput(f"checkpoint {str(path)!r} does not match this model and population")
+    return arrays, record
 
 
 class EsTrainer:
@@ -72,10 +156,7 @@ class EsTrainer:
         self.members = cfg.population // world.size
         self.first = world.rank * self.members
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
-        if len(corpus.val) < 2:
-            raise BadInput("the corpus has no validation split; prepare it with --val-fraction > 0")
-        self.val_rows = min(cfg.val_rows, len(corpus.val) // 2)
-        self.val_tokens = min(cfg.val_tokens, len(corpus.val) // self.val_rows - 1)
+        self.val_rows, self.val_tokens = val_sample(cfg, corpus)
         self.best_val = None
         self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
                                    first_member=self.first, members=self.members)
@@ -86,27 +167,17 @@ class EsTrainer:
         states = np.ascontiguousarray(to_host(self.states).transpose(1, 0, 2))  # stored as (members, layers, dim)
         gathered = self.world.allgather_array(states)
         if self.world.is_root:
-            meta = {"config": asdict(self.cfg), "model": "egg", "best_val_bpb": self.best_val,
-                    "data_position": {"epoch": self.strategy.epoch}}
-            path = save_checkpoint(run_dir / "checkpoints", self.strategy.epoch,
-                                   {"params": self.strategy.host_params(), "states": gathered}, meta)
-            if best:
-                mark_best(run_dir / "checkpoints", path)
+            write_es_checkpoint(run_dir, self.cfg, self.strategy.epoch, self.strategy.host_params(), gathered,
+                                self.best_val, best)
         self.world.barrier()
 
     def restore(self, path):
-        arrays, record = load_checkpoint(path)
-        meta = record.get("meta", {})
-        if meta.get("model") != "egg":
-            raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model, not an EGG")
-        check_resume(meta.get("config", {}), asdict(self.cfg))
-        if arrays["params"].size != self.model.n_params or arrays["states"].shape[0] != self.cfg.population:
-            raise BadInput(f"checkpoint {str(path)!r} does not match this model and population")
+        arrays, record = read_es_checkpoint(path, self.cfg, self.model)
         self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
                                    epoch=record["step"], first_member=self.first, members=self.members)
         mine = arrays["states"][self.first:self.first + self.members]
         self.states = self.backend.to_device(np.ascontiguousarray(mine.transpose(1, 0, 2)))
-        self.best_val = meta.get("best_val_bpb")
+        self.best_val = record["meta"].get("best_val_bpb")
 
     # ---- one epoch -----------------------------------------------------------------------------
     def exchange(self, scores):
@@ -125,16 +196,9 @@ class EsTrainer:
         """Bits/byte of the unperturbed model from a zero state on a fixed sample of the val split;
         rows are shared out over ranks."""
         rows = np.array_split(np.arange(self.val_rows), self.world.size)[self.world.rank]
-        length = self.val_tokens + 1
-        windows = np.stack([np.asarray(self.corpus.val[r * length:(r + 1) * length]) for r in rows]) if rows.size \
-            else np.zeros((0, length), dtype=np.uint8)
-        total = 0.0
-        if rows.size:
-            probe = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, self.strategy.params,
-                               epoch=self.strategy.epoch, members=rows.size)
-            states = self.backend.zeros((self.cfg.depth, rows.size, self.cfg.dim), np.int8)
-            total = float(probe.evaluate(windows, states, perturbed=False).sum())
-        total = float(self.world.allgather_array(np.array([total])).sum())
+        total = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, self.strategy.epoch,
+                           self.corpus, rows, self.val_tokens)
+        total = float(self.world.allgather_array(np.array([float(total)])).sum())
         return bits_per_byte(total, self.val_rows * self.val_tokens)
 
     def steps_done(self):

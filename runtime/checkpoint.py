@@ -23,10 +23,12 @@ def array_digest(array):
     return h.hexdigest()
 
 
-def save_checkpoint(directory, step, arrays, meta, link_latest=True):
-    """Write checkpoints/step-XXXXXXXX.npz and point `latest` at it; returns its path."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+def checkpoint_path(directory, step):
+    return Path(directory) / f"step-{int(step):08d}.npz"
+
+
+def encode_checkpoint(step, arrays, meta):
+    """The bytes of a checkpoint file."""
     if META_KEY in arrays:
         raise ValueError(f"{META_KEY!r} is reserved")
     if any(np.asarray(a).dtype.hasobject for a in arrays.values()):
@@ -41,8 +43,16 @@ def save_checkpoint(directory, step, arrays, meta, link_latest=True):
     buffer = io.BytesIO()
     np.savez(buffer, **{name: np.ascontiguousarray(a) for name, a in arrays.items()},
              **{META_KEY: np.frombuffer(json.dumps(record).encode(), dtype=np.uint8)})
-    path = directory / f"step-{int(step):08d}.npz"
-    write_atomic(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def save_checkpoint(directory, step, arrays, meta, link_latest=True):
+    """Write checkpoints/step-XXXXXXXX.npz and point `latest` at it; returns its path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    data = encode_checkpoint(step, arrays, meta)
+    path = checkpoint_path(directory, step)
+    write_atomic(path, data)
     if link_latest:
         link_atomic(directory / "latest", path)
     return path

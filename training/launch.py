@@ -57,7 +57,7 @@ def launch(config_cls, trainer_cls, flags):
         trainer.restore(resume)
     path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=cfg.run_name)
     if world.is_root:
-        mode = cfg.mode(world)
+        mode = cfg.layout(world)
         print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}"
               + (f"  mode: {mode}" if mode else ""))
         for line in cfg.describe(trainer):

@@ -51,7 +51,7 @@ class RunConfig:
     def uses_corpus(self):
         return True
 
-    def mode(self, world):
+    def layout(self, world):
         """How the run is spread over ranks, when that is a choice (printed in the header)."""
         return None
 

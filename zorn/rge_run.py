@@ -79,7 +79,7 @@ class RgeRunConfig(RgeConfig, RunConfig):
     def uses_corpus(self):
         return self.task == "char_lm"
 
-    def mode(self, world):
+    def layout(self, world):
         return "series" if self.solver == "bptt" or world.size == 1 else self.dist_mode
 
     def describe(self, trainer):
@@ -190,7 +190,7 @@ class RgeRun:
         cfg, world = self.cfg, self.world
         log, meter, clock = metrics_log(world, run_dir), MemoryMeter(self.backend), StepClock(self.backend.synchronize)
         probes = 0 if cfg.solver == "bptt" else cfg.probes
-        mode = cfg.mode(world)
+        mode = cfg.layout(world)
         bar = progress(cfg.steps, world, "steps", initial=self.step)
         loss, reached = None, False
         try:

@@ -1,0 +1,48 @@
+"""`bin/train_es.py --mode coordinator`: rank 0 runs the coordinator, the other ranks workers, over
+the same run directory, checkpoints and resume as the synchronous trainer (whose checkpoints it
+reads, and which reads its own)."""
+
+import numpy as np
+
+from eggnog.evolution.coordinator import Coordinator, history_from
+from eggnog.evolution.coordinator_worker import Worker
+from eggnog.evolution.es_trainer import EsRunConfig, read_es_checkpoint, val_sample
+from eggnog.models.egg import EggModel
+
+
+class CoordinatedEsTrainer:
+    def __init__(self, cfg: EsRunConfig, world, backend, corpus):
+        cfg.check(world.size)
+        self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
+        self.model = EggModel(cfg.model())
+        self.members = cfg.population_chunk
+        self.val_sample = val_sample(cfg, corpus)
+        self.epoch, self.best_val, self.history = 0, None, {}
+        # Rank 0 holds every member's states and no model; workers hold the parameters.
+        self.params = None if world.is_root else self.model.init_params(cfg.seed)
+        self.states = np.zeros((cfg.population, cfg.depth, cfg.dim), np.int8) if world.is_root else None
+
+    def restore(self, path):
+        arrays, record = read_es_checkpoint(path, self.cfg, self.model)
+        self.epoch, self.best_val = record["step"], record["meta"].get("best_val_bpb")
+        if self.world.is_root:
+            self.states = np.ascontiguousarray(arrays["states"])
+            self.history = history_from(arrays)
+        else:
+            self.params = arrays["params"]
+
+    def run(self, run_dir):
+        seconds = None
+        if self.world.is_root:
+            coordinator = Coordinator(self.cfg, self.world, self.epoch, self.states, self.history, self.best_val,
+                                      self.val_sample)
+            seconds = coordinator.run(run_dir)
+            self.best_val = coordinator.best_val
+            val = getattr(coordinator, "record", {}).get("val_bpb")
+            self.epoch = coordinator.epoch
+        else:
+            Worker(self.cfg, self.world, self.backend, self.corpus, self.model, self.params, self.epoch,
+                   self.val_sample).run()
+            val = None
+        self.world.barrier(quiet=True)
+        return {"epochs": self.cfg.steps, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds}

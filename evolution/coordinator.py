@@ -1,0 +1,246 @@
+"""Coordinator mode of integer EGGROLL (d-eggs' coordinator, over MPI): rank 0 hands out chunks of
+the population and holds no model; ranks 1... are workers (`coordinator_worker.py`).
+
+Per step, the chunks wait in a queue. A worker that asks gets the first chunk that is neither done
+nor in progress; a chunk in progress for longer than `--straggler-timeout` seconds is handed out
+again (a re-queue), and the first result for a chunk wins: later duplicates and results of an older
+step are dropped and counted. Rank 0 keeps every member's hidden states, sends a chunk's states with
+its job and takes the updated states from the first result, so a redone chunk starts from exactly
+the same states; with shaping off the parameters are bit-identical to the synchronous mode's.
+
+When every chunk is in, the step's packed fitness joins the history and the step advances; workers
+learn it when they next ask (they catch up one step at a time, replaying the history, or load a
+checkpoint when they are further behind). At validation and checkpoint steps one worker at the new
+step validates and sends its parameters before anyone starts the next step; rank 0 writes the
+checkpoint (parameters, all member states, the fitness history) and prints its path, so after a
+lost worker (MPI ends the whole job) `--resume` continues from the last one.
+"""
+
+import os
+import time
+from collections import deque
+
+import numpy as np
+
+from eggnog.evolution import coordinator_wire as wire
+from eggnog.evolution.fitness import bits_per_byte, pack_ternary, unpack_ternary
+from eggnog.runtime.checkpoint import encode_checkpoint, save_checkpoint
+from eggnog.runtime.files import temp_name
+from eggnog.runtime.rundir import metrics_log
+
+# Test hook: a step number; the checkpoint of that step stops half-written, as if the job died there.
+CRASH_VAR = "EGGNOG_TEST_CHECKPOINT_CRASH"
+
+
+class CheckpointInterrupted(RuntimeError):
+    pass
+
+
+def interrupted_save(directory, step, arrays, meta, link_latest=True):
+    """What a job killed while writing a checkpoint leaves behind: half a temporary file."""
+    from eggnog.runtime.checkpoint import checkpoint_path
+
+    data = encode_checkpoint(step, arrays, meta)
+    with open(temp_name(checkpoint_path(directory, step)), "wb") as f:
+        f.write(data[:len(data) // 2])
+    raise CheckpointInterrupted(f"checkpoint of step {step} interrupted (test hook)")
+
+
+def history_arrays(history):
+    """The fitness history as arrays for a checkpoint: steps and their packed rows."""
+    steps = np.array(sorted(history), dtype=np.int64)
+    width = max((history[s].size for s in history), default=0)
+    rows = np.zeros((steps.size, width), dtype=np.uint8)
+    for i, s in enumerate(steps):
+        rows[i] = history[s]
+    return {"history_steps": steps, "history": rows}
+
+
+def history_from(arrays):
+    if "history_steps" not in arrays:
+        return {}
+    return {int(s): row.copy() for s, row in zip(arrays["history_steps"], arrays["history"])}
+
+
+class Coordinator:
+    def __init__(self, cfg, world, epoch, states, history, best_val, val_sample):
+        self.cfg, self.world, self.comm = cfg, world, world.comm
+        self.epoch, self.states, self.history, self.best_val = epoch, states, history, best_val
+        self.val_rows, self.val_tokens = val_sample
+        self.chunk = cfg.population_chunk
+        self.n_chunks = cfg.population // self.chunk
+        self.latest = None  # (step, path) of the newest checkpoint written
+        self.snapshot = None  # {"step", "validate", "assigned_at"} while one is due
+        crash = os.environ.get(CRASH_VAR)
+        self.crash_step = int(crash) if crash else None
+        self.totals = {"requeued": 0, "duplicates": 0, "stale": 0}
+        self.unanswered = None
+
+    # ---- one step's bookkeeping ----------------------------------------------------------------
+    def begin_step(self):
+        self.queue = deque(range(self.n_chunks))
+        self.done = np.zeros(self.n_chunks, dtype=bool)
+        self.assigned_at = np.full(self.n_chunks, -np.inf)
+        self.fitness = np.zeros(self.cfg.population // 2, dtype=np.int8)
+        self.loglik = 0
+        self.counts = {"requeued": 0, "duplicates": 0, "stale": 0}
+        self.step_started = time.perf_counter()
+
+    def next_chunk(self):
+        """A chunk to hand out, or None: d-eggs' queue walk (done chunks leave the queue; one in
+        progress and younger than the timeout goes to the back)."""
+        now = time.perf_counter()
+        for _ in range(len(self.queue)):
+            chunk = self.queue.popleft()
+            if self.done[chunk]:
+                continue
+            self.queue.append(chunk)
+            age = now - self.assigned_at[chunk]
+            if age < self.cfg.straggler_timeout:
+                continue
+            if np.isfinite(self.assigned_at[chunk]):
+                self.counts["requeued"] += 1
+            self.assigned_at[chunk] = now
+            return chunk
+        return None
+
+    # ---- messages ------------------------------------------------------------------------------
+    def reply(self, dest, *parts):
+        wire.send(self.comm, wire.encode(*parts), dest, wire.DOWN)
+
+    def on_request(self, source, worker_step):
+        if worker_step < self.epoch:
+            if worker_step in self.history:
+                self.reply(source, [wire.CATCHUP, worker_step], self.history[worker_step])
+            elif self.latest is not None and (self.latest[0] in self.history or self.latest[0] == self.epoch):
+                self.reply(source, [wire.LOAD, self.latest[0]], np.frombuffer(str(self.latest[1]).encode(), np.uint8))
+            else:
+                raise RuntimeError(f"a worker at step {worker_step} is behind both the fitness history and the "
+                                   f"latest checkpoint; raise --history")
+            return
+        if self.snapshot is not None:
+            now = time.perf_counter()
+            if now - self.snapshot["assigned_at"] >= self.cfg.straggler_timeout:
+                self.snapshot["assigned_at"] = now
+                self.reply(source, [wire.SNAPSHOT, self.epoch, self.snapshot["validate"]])
+            else:
+                self.reply(source, [wire.WAIT])
+            return
+        chunk = self.next_chunk() if self.epoch < self.cfg.steps else None
+        if chunk is None:
+            self.reply(source, [wire.WAIT])
+            return
+        self.reply(source, [wire.JOB, self.epoch, chunk], self.states[chunk * self.chunk:(chunk + 1) * self.chunk])
+
+    def on_result(self, message):
+        _, step, chunk, loglik, n_packed = wire.header(message, 5)
+        if step != self.epoch:
+            self.counts["stale"] += 1
+            return
+        if self.done[chunk]:
+            self.counts["duplicates"] += 1
+            return
+        body = wire.payload(message, 5)
+        pairs = self.chunk // 2
+        self.fitness[chunk * pairs:(chunk + 1) * pairs] = unpack_ternary(body[:n_packed], pairs)
+        cfg = self.cfg
+        self.states[chunk * self.chunk:(chunk + 1) * self.chunk] = \
+            body[n_packed:].view(np.int8).reshape(self.chunk, cfg.depth, cfg.dim)
+        self.loglik += loglik
+        self.done[chunk] = True
+        if self.done.all():
+            self.finish_step()
+
+    def finish_step(self):
+        cfg = self.cfg
+        self.history[self.epoch] = pack_ternary(self.fitness)
+        for old in [s for s in self.history if s <= self.epoch - cfg.history]:
+            del self.history[old]
+        seconds = time.perf_counter() - self.step_started
+        tokens = cfg.population * cfg.tokens_per_update
+        self.record = {"epoch": self.epoch, "train_bpb": round(bits_per_byte(self.loglik, tokens), 5),
+                       "chunks": self.n_chunks, **self.counts, "tokens_per_s": round(tokens / seconds, 1),
+                       "step_s": round(seconds, 4)}
+        for key, value in self.counts.items():
+            self.totals[key] += value
+        self.epoch += 1
+        validate = self.epoch % cfg.validate_every == 0 or self.epoch == cfg.steps
+        if validate or self.epoch % cfg.checkpoint_every == 0:
+            self.snapshot = {"step": self.epoch, "validate": int(validate), "assigned_at": -np.inf}
+        else:
+            self.log_step()
+        self.begin_step()
+
+    def on_snapshot(self, message, run_dir):
+        _, step, validated, val_loglik = wire.header(message, 4)
+        if self.snapshot is None or step != self.snapshot["step"]:
+            self.counts["duplicates"] += 1
+            return
+        params = wire.payload(message, 4).view(np.int8).copy()
+        improved = False
+        if validated:
+            val = bits_per_byte(val_loglik, self.val_rows * self.val_tokens)
+            self.record["val_bpb"] = round(val, 5)
+            improved = self.best_val is None or val < self.best_val
+            if improved:
+                self.best_val = val
+        self.save(run_dir, params, improved)
+        self.snapshot = None
+        self.log_step()
+
+    def save(self, run_dir, params, best):
+        from eggnog.evolution.es_trainer import write_es_checkpoint
+
+        write = interrupted_save if self.crash_step == self.epoch else save_checkpoint
+        path = write_es_checkpoint(run_dir, self.cfg, self.epoch, params, self.states, self.best_val, best,
+                                   extra=history_arrays(self.history), write=write)
+        self.latest = (self.epoch, path)
+        print(f"checkpoint: {path}", flush=True)
+
+    def log_step(self):
+        r = self.record
+        val = f"  val {r['val_bpb']:.4f}" if "val_bpb" in r else ""
+        print(f"step {r['epoch'] + 1}/{self.cfg.steps}  chunks {r['chunks']}  requeued {r['requeued']}  "
+              f"duplicates {r['duplicates']}  stale {r['stale']}  tokens/s {r['tokens_per_s']:,.0f}  "
+              f"loss {r['train_bpb']:.4f} bits/byte{val}", flush=True)
+        self.log.write(**r, elapsed_s=round(time.perf_counter() - self.started, 3))
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def serve(self, run_dir):
+        message, source = wire.receive(self.comm, None, wire.UP)
+        what = wire.kind(message)
+        if what == wire.REQUEST:
+            self.unanswered = source  # answered with STOP if handling the request fails
+            self.on_request(source, wire.header(message, 2)[1])
+            self.unanswered = None
+        elif what == wire.RESULT:
+            self.on_result(message)
+        elif what == wire.SNAPSHOT_RESULT:
+            self.on_snapshot(message, run_dir)
+        else:
+            raise RuntimeError(f"unknown worker message kind {what}")
+
+    def run(self, run_dir):
+        """Serve the workers until the last step's snapshot is in; then (or on an error, before it
+        propagates) answer every worker's next request with STOP, so no rank is left waiting."""
+        self.log = metrics_log(self.world, run_dir)
+        self.started = time.perf_counter()
+        self.begin_step()
+        try:
+            while self.epoch < self.cfg.steps or self.snapshot is not None:
+                self.serve(run_dir)
+        finally:
+            self.stop_workers()
+            self.log.close()
+        return time.perf_counter() - self.started
+
+    def stop_workers(self):
+        stopped = 0
+        if self.unanswered is not None:
+            self.reply(self.unanswered, [wire.STOP])
+            stopped += 1
+        while stopped < self.world.size - 1:
+            message, source = wire.receive(self.comm, None, wire.UP)
+            if wire.kind(message) == wire.REQUEST:
+                self.reply(source, [wire.STOP])
+                stopped += 1
