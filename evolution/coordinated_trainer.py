@@ -32,17 +32,21 @@ class CoordinatedEsTrainer:
             self.params = arrays["params"]
 
     def run(self, run_dir):
-        seconds = None
-        if self.world.is_root:
-            coordinator = Coordinator(self.cfg, self.world, self.epoch, self.states, self.history, self.best_val,
-                                      self.val_sample)
-            seconds = coordinator.run(run_dir)
-            self.best_val = coordinator.best_val
-            val = getattr(coordinator, "record", {}).get("val_bpb")
-            self.epoch = coordinator.epoch
-        else:
-            Worker(self.cfg, self.world, self.backend, self.corpus, self.model, self.params, self.epoch,
-                   self.val_sample).run()
-            val = None
-        self.world.barrier(quiet=True)
-        return {"epochs": self.cfg.steps, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds}
+        """Every rank leaves through the closing barrier, also when the coordinator fails (it stops
+        the workers first), so the error surfaces on rank 0 instead of a hang."""
+        seconds, val, totals = None, None, None
+        try:
+            if self.world.is_root:
+                coordinator = Coordinator(self.cfg, self.world, self.epoch, self.states, self.history,
+                                          self.best_val, self.val_sample)
+                seconds = coordinator.run(run_dir)
+                self.best_val, self.epoch = coordinator.best_val, coordinator.epoch
+                val = getattr(coordinator, "record", {}).get("val_bpb")
+                totals = coordinator.totals
+            else:
+                Worker(self.cfg, self.world, self.backend, self.corpus, self.model, self.params, self.epoch,
+                       self.val_sample).run()
+        finally:
+            self.world.barrier(quiet=True)
+        return {"epochs": self.cfg.steps, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds,
+                "coordinator": totals}

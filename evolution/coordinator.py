@@ -83,6 +83,9 @@ class Coordinator:
         self.assigned_at = np.full(self.n_chunks, -np.inf)
         self.fitness = np.zeros(self.cfg.population // 2, dtype=np.int8)
         self.loglik = 0
+        if hasattr(self, "counts"):
+            for key, value in self.counts.items():
+                self.totals[key] += value
         self.counts = {"requeued": 0, "duplicates": 0, "stale": 0}
         self.step_started = time.perf_counter()
 
@@ -161,8 +164,6 @@ class Coordinator:
         self.record = {"epoch": self.epoch, "train_bpb": round(bits_per_byte(self.loglik, tokens), 5),
                        "chunks": self.n_chunks, **self.counts, "tokens_per_s": round(tokens / seconds, 1),
                        "step_s": round(seconds, 4)}
-        for key, value in self.counts.items():
-            self.totals[key] += value
         self.epoch += 1
         validate = self.epoch % cfg.validate_every == 0 or self.epoch == cfg.steps
         if validate or self.epoch % cfg.checkpoint_every == 0:
@@ -184,7 +185,8 @@ class Coordinator:
             improved = self.best_val is None or val < self.best_val
             if improved:
                 self.best_val = val
-        self.save(run_dir, params, improved)
+        if improved or self.epoch % self.cfg.checkpoint_every == 0 or self.epoch == self.cfg.steps:
+            self.save(run_dir, params, improved)
         self.snapshot = None
         self.log_step()
 
@@ -230,8 +232,11 @@ class Coordinator:
             while self.epoch < self.cfg.steps or self.snapshot is not None:
                 self.serve(run_dir)
         finally:
+            for key, value in self.counts.items():  # those since the last step's record
+                self.totals[key] += value
             self.stop_workers()
             self.log.close()
+        print("coordinator: " + ", ".join(f"{v} {k}" for k, v in self.totals.items()), flush=True)
         return time.perf_counter() - self.started
 
     def stop_workers(self):
@@ -244,3 +249,5 @@ class Coordinator:
             if wire.kind(message) == wire.REQUEST:
                 self.reply(source, [wire.STOP])
                 stopped += 1
+            else:
+                self.totals["stale"] += 1  # a straggler's result after the last step
