@@ -9,13 +9,17 @@
 
 Z = 0 moves down, as in nano-egg (this only matters while thr = 0). `thr` already carries the
 fitness scale (see evolution.eggroll). Noise is regenerated from each pair's key, never stored.
+
+`int_vote(theta, fitness, prefix, kind, use_clt)` returns Z itself (int64, theta's shape) and moves
+nothing: d-eggs' vote, for an optimiser to apply (kernels/vote_adamw.py). Both ops share the kernels:
+an empty `votes` array means "gate and move".
 """
 
 import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
-from eggnog.kernels.cuda_api import BOOL, I8_1D, I8_2D, I64, blocks, cuda, kernel
+from eggnog.kernels.cuda_api import BOOL, I8_1D, I8_2D, I64, I64_1D, I64_2D, blocks, cuda, kernel
 from eggnog.kernels.egg_ops import cpu_clip8, gpu_clip8
 from eggnog.kernels.int_math import iroot
 from eggnog.kernels.registry import op
@@ -46,9 +50,7 @@ def _cases(rng):
         yield theta, fitness, 555, kind, threshold, use_clt
 
 
-@op(cases=_cases)
-def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt):
-    bound = gate_bound(theta, fitness, kind, threshold, use_clt)
+def _reference_votes(theta, fitness, prefix, kind, use_clt):
     n_pairs = fitness.size
     f = fitness.astype(np.int64)
     if kind == "vector":
@@ -62,6 +64,13 @@ def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt):
         if not use_clt:
             a, b = np.sign(a), np.sign(b)
         z = (f[:, None] * a).T @ b
+    return z
+
+
+@op(cases=_cases)
+def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt):
+    bound = gate_bound(theta, fitness, kind, threshold, use_clt)
+    z = _reference_votes(theta, fitness, prefix, kind, use_clt)
     move = np.abs(z) * 16 >= bound
     step = np.where(z > 0, 1, -1)
     theta[...] = np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta)
@@ -80,7 +89,7 @@ def _cpu_noise_rows(prefix, n_pairs, width, use_clt):
 
 
 @numba.njit(parallel=True)
-def _cpu_matrix(theta, fitness, prefix, use_clt, bound):
+def _cpu_matrix(theta, fitness, prefix, use_clt, bound, votes):
     d_out, d_in = theta.shape
     rows = _cpu_noise_rows(prefix, fitness.size, d_in + d_out, use_clt)
     for j in numba.prange(d_out):
@@ -91,12 +100,14 @@ def _cpu_matrix(theta, fitness, prefix, use_clt, bound):
                 for k in range(d_in):
                     z[k] += c * rows[p, k]
         for k in range(d_in):
-            if abs(z[k]) * 16 >= bound:
+            if votes.size:
+                votes[j, k] = z[k]
+            elif abs(z[k]) * 16 >= bound:
                 theta[j, k] = cpu_clip8(np.int64(theta[j, k]) + (1 if z[k] > 0 else -1))
 
 
 @numba.njit(parallel=True)
-def _cpu_vector(theta, fitness, prefix, use_clt, bound):
+def _cpu_vector(theta, fitness, prefix, use_clt, bound, votes):
     n = theta.size
     rows = _cpu_noise_rows(prefix, fitness.size, 2 * n, True)
     for j in numba.prange(n):
@@ -104,18 +115,43 @@ def _cpu_vector(theta, fitness, prefix, use_clt, bound):
         for p in range(fitness.size):
             product = rows[p, j] * rows[p, n + j]
             z += np.int64(fitness[p]) * (product if use_clt else (product > 0) - (product < 0))
-        if abs(z) * 16 >= bound:
+        if votes.size:
+            votes[j] = z
+        elif abs(z) * 16 >= bound:
             theta[j] = cpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
+
+
+def _no_votes(kind):
+    return np.zeros((0,) if kind == "vector" else (0, 0), dtype=np.int64)
 
 
 @op
 def cpu_int_update(theta, fitness, prefix, kind, threshold, use_clt):
     bound = gate_bound(theta, fitness, kind, threshold, use_clt)
-    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound)
+    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound, _no_votes(kind))
 
 
-@kernel((I8_2D, I8_1D, I64, BOOL, I64), block=TILE * TILE)
-def matrix_update_cuda(theta, fitness, prefix, use_clt, bound):
+def _vote_cases(rng):
+    for theta, fitness, prefix, kind, _, use_clt in _cases(rng):
+        yield theta, fitness, prefix, kind, use_clt
+
+
+@op(cases=_vote_cases)
+def reference_int_vote(theta, fitness, prefix, kind, use_clt):
+    gate_bound(theta, fitness, kind, 0, use_clt)
+    return _reference_votes(theta, fitness, prefix, kind, use_clt).astype(np.int64)
+
+
+@op
+def cpu_int_vote(theta, fitness, prefix, kind, use_clt):
+    gate_bound(theta, fitness, kind, 0, use_clt)
+    votes = np.empty(theta.shape, dtype=np.int64)
+    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, 0, votes)
+    return votes
+
+
+@kernel((I8_2D, I8_1D, I64, BOOL, I64, I64_2D), block=TILE * TILE)
+def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
     """One thread per element of a 16 x 16 tile; pairs are staged through shared memory in chunks,
     each thread generating noise for one (pair, row) and one (pair, column) of the chunk."""
     tx = cuda.threadIdx.x
@@ -153,12 +189,15 @@ def matrix_update_cuda(theta, fitness, prefix, use_clt, bound):
         for q in range(PAIR_CHUNK):
             z += a_tile[q, ty] * b_tile[q, tx]
         cuda.syncthreads()
-    if j < d_out and k < d_in and abs(z) * 16 >= bound:
-        theta[j, k] = gpu_clip8(np.int64(theta[j, k]) + (1 if z > 0 else -1))
+    if j < d_out and k < d_in:
+        if votes.size:
+            votes[j, k] = z
+        elif abs(z) * 16 >= bound:
+            theta[j, k] = gpu_clip8(np.int64(theta[j, k]) + (1 if z > 0 else -1))
 
 
-@kernel((I8_1D, I8_1D, I64, BOOL, I64))
-def vector_update_cuda(theta, fitness, prefix, use_clt, bound):
+@kernel((I8_1D, I8_1D, I64, BOOL, I64, I64_1D))
+def vector_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
     j = cuda.grid(1)
     n = theta.size
     if j < n:
@@ -171,16 +210,30 @@ def vector_update_cuda(theta, fitness, prefix, use_clt, bound):
             if not use_clt:
                 product = np.int64(product > 0) - np.int64(product < 0)
             z += np.int64(fitness[p]) * product
-        if abs(z) * 16 >= bound:
+        if votes.size:
+            votes[j] = z
+        elif abs(z) * 16 >= bound:
             theta[j] = gpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
+
+
+def _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, votes):
+    if kind == "vector":
+        vector_update_cuda[blocks(theta.shape[0])](theta, fitness, np.int64(prefix), bool(use_clt), bound, votes)
+    else:
+        d_out, d_in = theta.shape
+        grid = ((d_in + TILE - 1) // TILE, (d_out + TILE - 1) // TILE)
+        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, np.int64(prefix), bool(use_clt), bound, votes)
 
 
 @op
 def cuda_int_update(theta, fitness, prefix, kind, threshold, use_clt):
     bound = np.int64(gate_bound(theta, fitness, kind, threshold, use_clt))
-    if kind == "vector":
-        vector_update_cuda[blocks(theta.shape[0])](theta, fitness, np.int64(prefix), bool(use_clt), bound)
-    else:
-        d_out, d_in = theta.shape
-        grid = ((d_in + TILE - 1) // TILE, (d_out + TILE - 1) // TILE)
-        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, np.int64(prefix), bool(use_clt), bound)
+    _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, cuda.to_device(_no_votes(kind)))
+
+
+@op
+def cuda_int_vote(theta, fitness, prefix, kind, use_clt):
+    gate_bound(theta, fitness, kind, 0, use_clt)
+    votes = cuda.device_array(theta.shape, dtype=np.int64)
+    _cuda_launch(theta, fitness, prefix, kind, use_clt, np.int64(0), votes)
+    return votes
