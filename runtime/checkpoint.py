@@ -46,12 +46,12 @@ def encode_checkpoint(step, arrays, meta):
     return buffer.getvalue()
 
 
-def save_checkpoint(directory, step, arrays, meta, link_latest=True):
-    """Write checkpoints/step-XXXXXXXX.npz and point `latest` at it; returns its path."""
+def save_checkpoint(directory, step, arrays, meta, link_latest=True, name=None):
+    """Write checkpoints/step-XXXXXXXX.npz (or `name`) and point `latest` at it; returns its path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     data = encode_checkpoint(step, arrays, meta)
-    path = checkpoint_path(directory, step)
+    path = directory / name if name else checkpoint_path(directory, step)
     write_atomic(path, data)
     if link_latest:
         link_atomic(directory / "latest", path)

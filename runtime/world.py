@@ -109,6 +109,15 @@ class World:
         node.Free()
         return world
 
+    def alone(self):
+        """A World of this process only (MPI.COMM_SELF): for a trainer that must not talk to the other
+        ranks, such as a gossip island."""
+        if self.size == 1 or isinstance(self.comm, SingleProcessComm):
+            return self
+        from mpi4py import MPI
+
+        return World(MPI.COMM_SELF, 0, 1, 0, 1)
+
     def root_first(self, fn):
         """Run fn on rank 0, then on the others (e.g. build a shared cache once)."""
         result = fn() if self.is_root else None

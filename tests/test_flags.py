@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig
+from eggnog.evolution.gossip_config import GossipRunConfig
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import RENAMED, check_resume
 from eggnog.training.bptt import BpttRunConfig
@@ -24,6 +25,7 @@ SCRIPTS = {
     "train_es.py": {"egg": EsRunConfig, "mingru": FloatEsRunConfig},
     "train_bptt.py": {"bptt": BpttRunConfig},
     "train_rge.py": {"rge": RgeRunConfig},
+    "train_gossip.py": {"gossip": GossipRunConfig},
 }
 RUN_OPTIONS = {"--run-dir", "--resume", "--backend"}
 

@@ -73,7 +73,9 @@ RESUME_FIXED = BpttRunConfig.fixed_on_resume()
 
 
 class BpttTrainer:
-    def __init__(self, cfg: BpttRunConfig, world, backend, corpus):
+    def __init__(self, cfg: BpttRunConfig, world, backend, corpus, data_seed=None):
+        """data_seed: the seed of the training windows when not --seed (gossip islands share the
+        initialisation and draw their own data)."""
         cfg.check(world.size)
         self.cfg, self.world, self.backend = cfg, world, backend
         self.ops = ops_for(backend.name)
@@ -84,7 +86,7 @@ class BpttTrainer:
                                               cfg.optimizer, cfg.recompute, world.size)
         memory_plan.check_fits(self.memory, memory_plan.host_available(), device_free_bytes(backend), cfg.recompute)
         self.first_row = world.rank * self.rows
-        self.sampler = RandomWindows(corpus.train, cfg.window, cfg.seed)
+        self.sampler = RandomWindows(corpus.train, cfg.window, cfg.seed if data_seed is None else data_seed)
         self.val = val_windows(corpus.val, cfg.val_rows, cfg.val_tokens)
         # the optimiser's vectors live on the backend: a GPU step copies only losses (and, over several
         # ranks, the gradient for the allreduce) to the host
@@ -107,6 +109,7 @@ class BpttTrainer:
         self.world.barrier()
 
     def restore(self, path):
+        """Continue from a checkpoint; returns its record."""
         arrays, record = load_mingru(path, "bptt")
         check_resume(record["meta"]["config"], asdict(self.cfg), RESUME_FIXED)
         self.optimizer = restore_optimizer(self.cfg, self.model, arrays, record, path, self.ops.to_device)
@@ -115,6 +118,7 @@ class BpttTrainer:
         at_sample_start = (self.step * self.cfg.grad_accum) % self.cfg.context_chunks == 0
         self.states = None if at_sample_start else \
             [self.ops.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.cfg.depth)]
+        return record
 
     # ---- training ------------------------------------------------------------------------------
     def chunk(self, chunk_step):

@@ -83,11 +83,11 @@ def model_config_of(meta):
         raise BadInput("the checkpoint's MinGRU model configuration is missing or incomplete") from None
 
 
-def save_mingru(directory, step, optimizer, meta, extra_arrays=None, best=False):
+def save_mingru(directory, step, optimizer, meta, extra_arrays=None, best=False, name=None):
     arrays, scalars = checkpoint_arrays(optimizer)
     record = {"params": to_host(optimizer.eval_params()), "train_params": to_host(optimizer.train_params()), **arrays,
               **(extra_arrays or {})}
-    path = save_checkpoint(directory, step, record, {**meta, "model": "mingru", "optimizer_state": scalars})
+    path = save_checkpoint(directory, step, record, {**meta, "model": "mingru", "optimizer_state": scalars}, name=name)
     if best:
         mark_best(directory, path)
     return path
