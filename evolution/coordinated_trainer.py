@@ -6,7 +6,7 @@ import numpy as np
 
 from eggnog.evolution.coordinator import Coordinator, history_from
 from eggnog.evolution.coordinator_worker import Worker
-from eggnog.evolution.es_trainer import EsRunConfig, read_es_checkpoint, val_sample
+from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es_checkpoint, val_sample
 from eggnog.models.egg import EggModel
 
 
@@ -17,7 +17,7 @@ class CoordinatedEsTrainer:
         self.model = EggModel(cfg.model())
         self.members = cfg.population_chunk
         self.val_sample = val_sample(cfg, corpus)
-        self.epoch, self.best_val, self.history = 0, None, {}
+        self.epoch, self.best_val, self.history, self.optimizer_state = 0, None, {}, None
         # Rank 0 holds every member's states and no model; workers hold the parameters.
         self.params = None if world.is_root else self.model.init_params(cfg.seed)
         self.states = np.zeros((cfg.population, cfg.depth, cfg.dim), np.int8) if world.is_root else None
@@ -29,7 +29,7 @@ class CoordinatedEsTrainer:
             self.states = np.ascontiguousarray(arrays["states"])
             self.history = history_from(arrays)
         else:
-            self.params = arrays["params"]
+            self.params, self.optimizer_state = arrays["params"], optimizer_state_of(arrays)
 
     def run(self, run_dir):
         """Every rank leaves through the closing barrier, also when the coordinator fails (it stops
@@ -45,7 +45,7 @@ class CoordinatedEsTrainer:
                 totals = coordinator.totals
             else:
                 Worker(self.cfg, self.world, self.backend, self.corpus, self.model, self.params, self.epoch,
-                       self.val_sample).run()
+                       self.val_sample, self.optimizer_state).run()
         finally:
             self.world.barrier(quiet=True)
         return {"epochs": self.cfg.steps, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds,

@@ -23,6 +23,7 @@ from collections import deque
 import numpy as np
 
 from eggnog.evolution import coordinator_wire as wire
+from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS
 from eggnog.evolution.fitness import bits_per_byte, pack_ternary, unpack_ternary
 from eggnog.runtime.checkpoint import encode_checkpoint, save_checkpoint
 from eggnog.runtime.files import temp_name
@@ -177,7 +178,12 @@ class Coordinator:
         if self.snapshot is None or step != self.snapshot["step"]:
             self.counts["duplicates"] += 1
             return
-        params = wire.payload(message, 4).view(np.int8).copy()
+        body = wire.payload(message, 4)
+        adamw = self.cfg.optimizer == "adamw"
+        n = body.size // (1 + 4 * len(OPTIMIZER_ARRAYS)) if adamw else body.size
+        params = body[:n].view(np.int8).copy()
+        state = {name: body[n + 4 * n * i:n + 4 * n * (i + 1)].view(np.float32).copy()
+                 for i, name in enumerate(OPTIMIZER_ARRAYS)} if adamw else {}
         improved = False
         if validated:
             val = bits_per_byte(val_loglik, self.val_rows * self.val_tokens)
@@ -186,16 +192,16 @@ class Coordinator:
             if improved:
                 self.best_val = val
         if improved or self.epoch % self.cfg.checkpoint_every == 0 or self.epoch == self.cfg.steps:
-            self.save(run_dir, params, improved)
+            self.save(run_dir, params, state, improved)
         self.snapshot = None
         self.log_step()
 
-    def save(self, run_dir, params, best):
+    def save(self, run_dir, params, optimizer_state, best):
         from eggnog.evolution.es_trainer import write_es_checkpoint
 
         write = interrupted_save if self.crash_step == self.epoch else save_checkpoint
         path = write_es_checkpoint(run_dir, self.cfg, self.epoch, params, self.states, self.best_val, best,
-                                   extra=history_arrays(self.history), write=write)
+                                   extra={**optimizer_state, **history_arrays(self.history)}, write=write)
         self.latest = (self.epoch, path)
         print(f"checkpoint: {path}", flush=True)
 

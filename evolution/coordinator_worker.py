@@ -16,7 +16,7 @@ import numpy as np
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.chunk_shaping import ternary_fitness
-from eggnog.evolution.eggroll import IntEggroll
+from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, IntEggroll
 from eggnog.evolution.fitness import pack_ternary, unpack_ternary
 from eggnog.kernels.backend import to_host
 from eggnog.runtime.checkpoint import load_checkpoint
@@ -36,11 +36,12 @@ def slow_hook(rank):
 
 
 class Worker:
-    def __init__(self, cfg, world, backend, corpus, model, params, epoch, val_sample):
+    def __init__(self, cfg, world, backend, corpus, model, params, epoch, val_sample, optimizer_state=None):
         self.cfg, self.world, self.backend, self.corpus, self.model = cfg, world, backend, corpus, model
         self.chunk = cfg.population_chunk
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
-        self.strategy = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=epoch, members=self.chunk)
+        self.strategy = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=epoch, members=self.chunk,
+                                   optimizer_state=optimizer_state)
         self.val_rows, self.val_tokens = val_sample
         self.slow = slow_hook(world.rank)
 
@@ -92,10 +93,16 @@ class Worker:
         if validate:
             total = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, step, self.corpus,
                                np.arange(self.val_rows), self.val_tokens)
-        message = wire.encode([wire.SNAPSHOT_RESULT, step, validate, total], self.strategy.host_params())
+        state = self.strategy.host_optimizer_state()
+        if self.cfg.optimizer == "adamw" and not state:  # no update yet: the zero state
+            state = {name: np.zeros(self.model.n_params, np.float32) for name in OPTIMIZER_ARRAYS}
+        message = wire.encode([wire.SNAPSHOT_RESULT, step, validate, total], self.strategy.host_params(),
+                              *(state[name] for name in OPTIMIZER_ARRAYS if name in state))
         wire.send(comm, message, 0, wire.UP)
 
     def load(self, path):
+        from eggnog.evolution.es_trainer import optimizer_state_of
+
         arrays, record = load_checkpoint(path)
         self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
-                                   epoch=record["step"], members=self.chunk)
+                                   epoch=record["step"], members=self.chunk, optimizer_state=optimizer_state_of(arrays))

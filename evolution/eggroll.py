@@ -4,6 +4,10 @@
     scores = strategy.evaluate(windows, states)   # this rank's slice; states (n_layer, members, D)
     strategy.tell(fitness_of_all_pairs)          # identical on every rank
 
+The update is nano-egg's z-test gated +-1 step (`--optimizer ztest`), or d-eggs' AdamW on the vote
+applied as +-1 steps through a float accumulator (`--optimizer adamw`, kernels/vote_adamw.py), its
+state (m, v, accumulator: 12 bytes a parameter) kept where the parameters are.
+
 Member g belongs to pair g // 2 and carries sign +1 (even g) or -1 (odd g); noise of tensor t at
 epoch e is keyed by (seed, t, e // noise_reuse, pair), so any rank can regenerate any member's.
 """
@@ -32,6 +36,12 @@ class IntEggrollConfig:
     tokens_per_update: int = flag(100, "Bytes each member reads per step.")
     group_size: int = flag(2, "Members sharing one data stream (even).")
     perturbation_rank: int = flag(1, "Rank of each perturbation; integer EGGROLL uses 1.")
+    optimizer: str = flag("ztest", "ztest (nano-egg: z-test gated +-1 steps) or adamw (d-eggs: AdamW on the vote, "
+                                   "+-1 steps through a float accumulator).")
+    lr: float = flag(0.125, "adamw: learning rate from step 200; 4x before step 100, 2x before 200 (d-eggs).")
+    beta1: float = flag(0.9, "adamw: first moment decay.")
+    beta2: float = flag(0.95, "adamw: second moment decay.")
+    weight_decay: float = flag(0.01, "adamw: weight decay, on the raw int8 weight.")
 
     def check(self, ranks=1):
         if self.perturbation_rank != 1:
@@ -42,6 +52,13 @@ class IntEggrollConfig:
             raise BadInput("tokens per update and alpha decay timestep must be positive, alpha > 0, noise reuse >= 0")
         if not 0 <= self.sigma_shift <= 20:
             raise BadInput(f"sigma shift must be in [0, 20], got {self.sigma_shift}")
+        if self.optimizer not in ("ztest", "adamw"):
+            raise BadInput(f"unknown --optimizer {self.optimizer!r} for the EGG: choose ztest or adamw")
+        if self.lr <= 0 or self.weight_decay < 0 or not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise BadInput("--lr must be positive, --weight-decay >= 0 and --beta1, --beta2 in [0, 1)")
+
+    def lr_at(self, epoch):
+        return self.lr * (4 if epoch < 100 else 2 if epoch < 200 else 1)
 
     def alpha_at(self, epoch):
         """alpha < 1: constant z-test level; alpha >= 1: 1 / ((2^alpha - 1) t / decay + 1)."""
@@ -59,19 +76,33 @@ class IntEggrollConfig:
         return 0 if self.noise_reuse == 0 else epoch // self.noise_reuse
 
 
+OPTIMIZER_ARRAYS = ("opt_m", "opt_v", "opt_acc")  # adamw state, float32 like the parameters' layout
+ADAM_EPS = 1e-8
+
+
 class IntEggroll:
-    def __init__(self, model, cfg: IntEggrollConfig, seed, backend, params, epoch=0, first_member=0, members=None):
+    def __init__(self, model, cfg: IntEggrollConfig, seed, backend, params, epoch=0, first_member=0, members=None,
+                 optimizer_state=None):
+        """optimizer_state: {OPTIMIZER_ARRAYS name: array} to continue from (adamw; zeros, made at the
+        first update, when None: an evaluation-only copy holds no state)."""
         self.model, self.cfg, self.seed, self.epoch = model, cfg, seed, epoch
         self.backend = backend  # kernels.backend.Backend
         self.ops = ops_for(backend.name)
         self.first_member = first_member
         self.members = cfg.population if members is None else members
         self.params = backend.to_device(np.array(params, dtype=np.int8))  # flat, on the backend
+        self.optimizer_state = {name: backend.to_device(np.array(a, dtype=np.float32))
+                                for name, a in (optimizer_state or {}).items() if cfg.optimizer == "adamw"}
 
     def host_params(self):
         from eggnog.kernels.backend import to_host
 
         return to_host(self.params).copy()
+
+    def host_optimizer_state(self):
+        from eggnog.kernels.backend import to_host
+
+        return {name: to_host(a).copy() for name, a in self.optimizer_state.items()}
 
     def evaluate(self, windows, states, perturbed=True):
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
@@ -97,8 +128,19 @@ class IntEggroll:
         device_fitness = self.backend.to_device(np.asarray(fitness, dtype=np.int8))
         before = self.host_params()
         views = self.model.views(self.params)
+        cfg = self.cfg
         for t in self.model.tensors:
             kind = "vector" if t.kind == "vector" else "matrix"
-            self.ops.int_update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, self.cfg.use_clt)
+            if cfg.optimizer == "ztest":
+                self.ops.int_update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, cfg.use_clt)
+                continue
+            if not self.optimizer_state:
+                self.optimizer_state = {name: self.backend.zeros((self.model.n_params,), np.float32)
+                                        for name in OPTIMIZER_ARRAYS}
+            votes = self.ops.int_vote(views[t.name], device_fitness, prefixes[t.name], kind, cfg.use_clt)
+            flat = slice(t.offset, t.offset + t.size)
+            m, v, acc = (self.optimizer_state[name][flat] for name in OPTIMIZER_ARRAYS)
+            self.ops.quantized_adamw_(self.params[flat], votes.reshape(t.size), m, v, acc, cfg.lr_at(self.epoch),
+                                      cfg.beta1, cfg.beta2, ADAM_EPS, cfg.weight_decay)
         self.epoch += 1
         return np.count_nonzero(self.host_params() != before) / self.model.n_params

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from eggnog.corpus.samplers import ContiguousStreams
-from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
+from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
 from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
@@ -99,7 +99,8 @@ RESUME_FIXED = EsRunConfig.fixed_on_resume()
 
 
 # Fixed fields added after runs were stored: a stored config without one ran with its default.
-ADDED_FIXED = ("population_chunk", "chunk_mean_filter", "adaptive_threshold")
+ADDED_FIXED = ("population_chunk", "chunk_mean_filter", "adaptive_threshold", "optimizer", "lr", "beta1", "beta2",
+               "weight_decay")
 
 
 def check_resume(stored, requested):
@@ -135,6 +136,10 @@ def write_es_checkpoint(run_dir, cfg, epoch, params, states, best_val, best=Fals
     return path
 
 
+def optimizer_state_of(arrays):
+    return {name: arrays[name] for name in OPTIMIZER_ARRAYS if name in arrays}
+
+
 def read_es_checkpoint(path, cfg, model):
     """(arrays, record) of an EGG checkpoint that this run may resume from; BadInput otherwise."""
     arrays, record = load_checkpoint(path)
@@ -168,13 +173,14 @@ class EsTrainer:
         gathered = self.world.allgather_array(states)
         if self.world.is_root:
             write_es_checkpoint(run_dir, self.cfg, self.strategy.epoch, self.strategy.host_params(), gathered,
-                                self.best_val, best)
+                                self.best_val, best, extra=self.strategy.host_optimizer_state())
         self.world.barrier()
 
     def restore(self, path):
         arrays, record = read_es_checkpoint(path, self.cfg, self.model)
         self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
-                                   epoch=record["step"], first_member=self.first, members=self.members)
+                                   epoch=record["step"], first_member=self.first, members=self.members,
+                                   optimizer_state=optimizer_state_of(arrays))
         mine = arrays["states"][self.first:self.first + self.members]
         self.states = self.backend.to_device(np.ascontiguousarray(mine.transpose(1, 0, 2)))
         self.best_val = record["meta"].get("best_val_bpb")

@@ -21,8 +21,8 @@ from tests.helpers import assert_user_error, run_script
 CPU = Backend("cpu")
 
 
-def train(tmp_path, name, steps, resume=False):
-    cfg = tiny_config(steps=steps)
+def train(tmp_path, name, steps, resume=False, **overrides):
+    cfg = tiny_config(steps=steps, **overrides)
     run_dir = tmp_path / name
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     trainer = EsTrainer(cfg, init_world(), CPU, open_corpus(tiny_corpus(tmp_path)))
@@ -32,13 +32,17 @@ def train(tmp_path, name, steps, resume=False):
     return load_checkpoint(run_dir)
 
 
-def test_resume_equals_uninterrupted_run(tmp_path):
-    straight, _ = train(tmp_path, "straight", 6)
-    train(tmp_path, "split", 3)
-    resumed, record = train(tmp_path, "split", 6, resume=True)
+@pytest.mark.parametrize("optimizer", ["ztest", "adamw"])
+def test_resume_equals_uninterrupted_run(tmp_path, optimizer):
+    straight, _ = train(tmp_path, "straight", 6, optimizer=optimizer)
+    train(tmp_path, "split", 3, optimizer=optimizer)
+    resumed, record = train(tmp_path, "split", 6, resume=True, optimizer=optimizer)
     assert record["step"] == 6
-    assert np.array_equal(straight["params"], resumed["params"])
-    assert np.array_equal(straight["states"], resumed["states"])
+    assert set(straight) == set(resumed) and all(np.array_equal(straight[k], resumed[k]) for k in straight)
+    if optimizer == "adamw":  # its state is in the checkpoint and was carried over the resume
+        assert {"opt_m", "opt_v", "opt_acc"} <= set(resumed) and np.any(resumed["opt_acc"] != 0)
+        ztest, _ = train(tmp_path, "ztest", 6)
+        assert not np.array_equal(ztest["params"], resumed["params"])
     a, b = read_jsonl(tmp_path / "straight" / "metrics.jsonl"), read_jsonl(tmp_path / "split" / "metrics.jsonl")
     keep = ("epoch", "train_bpb", "alpha", "moved_fraction")
     assert [{k: r[k] for k in keep} for r in a] == [{k: r[k] for k in keep} for r in b]
@@ -130,6 +134,8 @@ def test_script_end_to_end_and_resume(tmp_path):
     (["--group-size", "3", "--population", "6"], "group size must be even"),
     (["--tokens-per-update", "100000"], "shorter than one window"),
     (["--backend", "tpu"], "unknown backend 'tpu'"),
+    (["--optimizer", "sgd"], "unknown --optimizer 'sgd' for the EGG"),
+    (["--optimizer", "adamw", "--beta2", "1"], "--beta1, --beta2 in [0, 1)"),
     (["--population", "8", "--parallel-generations-per-gpu", "2"], "disagrees"),
 ])
 def test_script_bad_input(tmp_path, extra, message):
