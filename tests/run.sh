@@ -23,7 +23,9 @@ gpu_visible() {
         "from eggnog.kernels.backend import gpu_usable; raise SystemExit(0 if gpu_usable() else 1)" 2>/dev/null
 }
 
-step python -m pytest -q tests
+# Two workers, each taking whole files (module-level fixtures and the kernel-launch registry stay
+# within one process); most serial tests are single-threaded compiles and simulator runs.
+step python -m pytest -q -n "${EGGNOG_TEST_WORKERS:-2}" --dist loadfile tests
 if gpu_visible; then
     echo "GPU visible: running the GPU layer (tests/gpu) on it"
     step env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q -rs tests/gpu
