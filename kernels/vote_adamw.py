@@ -21,7 +21,7 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32, F32_1D, I8_1D, I64_1D, blocks, cuda, kernel, require
+from eggnog.kernels.cuda_api import F32, F32_1D, I8_1D, I64_1D, blocks, cuda, device_function, kernel, require
 from eggnog.kernels.registry import op
 
 EPS = 1e-8
@@ -68,32 +68,35 @@ def reference_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, w
     theta[:] = theta + theta_up.astype(np.int8) - theta_down.astype(np.int8)
 
 
-@numba.njit(inline="always")
-def _element(theta, votes, m, v, acc, i, lr, b1, c1, b2, c2, eps, wd):
-    g = -np.float32(votes[i])
-    m[i] = b1 * m[i] + c1 * g
-    v[i] = b2 * v[i] + c2 * (g * g)
-    w = np.float32(theta[i])
-    a = acc[i] + -lr * (m[i] / (np.float32(math.sqrt(v[i])) + eps) + wd * w)
+def _update(w, vote, m, v, a, lr, b1, c1, b2, c2, eps, wd):
+    """One element: (w, m, v, acc) after the update; compiled for the CPU and as a device function."""
+    g = -np.float32(vote)
+    m = b1 * m + c1 * g
+    v = b2 * v + c2 * (g * g)
+    a = a + -lr * (m / (np.float32(math.sqrt(v)) + eps) + wd * np.float32(w))
     if a >= 1:
-        if theta[i] < MAX_W:
-            theta[i] += 1
+        if w < MAX_W:
+            w += 1
             a -= np.float32(1)
         else:
             a = np.float32(1)
     elif a <= -1:
-        if theta[i] > -MAX_W:
-            theta[i] -= 1
+        if w > -MAX_W:
+            w -= 1
             a += np.float32(1)
         else:
             a = np.float32(-1)
-    acc[i] = a
+    return w, m, v, a
+
+
+cpu_update = numba.njit(_update)
+gpu_update = device_function(_update)
 
 
 @numba.njit(parallel=True)
 def _cpu_all(theta, votes, m, v, acc, lr, b1, c1, b2, c2, eps, wd):
     for i in numba.prange(theta.shape[0]):
-        _element(theta, votes, m, v, acc, i, lr, b1, c1, b2, c2, eps, wd)
+        theta[i], m[i], v[i], acc[i] = cpu_update(theta[i], votes[i], m[i], v[i], acc[i], lr, b1, c1, b2, c2, eps, wd)
 
 
 @op
@@ -106,24 +109,7 @@ def cpu_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_
 def quantized_adamw_cuda(theta, votes, m, v, acc, lr, b1, c1, b2, c2, eps, wd):
     i = cuda.grid(1)
     if i < theta.shape[0]:
-        g = -np.float32(votes[i])
-        m[i] = b1 * m[i] + c1 * g
-        v[i] = b2 * v[i] + c2 * (g * g)
-        w = np.float32(theta[i])
-        a = acc[i] + -lr * (m[i] / (math.sqrt(v[i]) + eps) + wd * w)
-        if a >= 1:
-            if theta[i] < MAX_W:
-                theta[i] += 1
-                a -= np.float32(1)
-            else:
-                a = np.float32(1)
-        elif a <= -1:
-            if theta[i] > -MAX_W:
-                theta[i] -= 1
-                a += np.float32(1)
-            else:
-                a = np.float32(-1)
-        acc[i] = a
+        theta[i], m[i], v[i], acc[i] = gpu_update(theta[i], votes[i], m[i], v[i], acc[i], lr, b1, c1, b2, c2, eps, wd)
 
 
 @op
