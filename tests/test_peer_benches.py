@@ -44,6 +44,8 @@ def test_mingru_bench_reports_eggnog_alone_without_its_peer(tmp_path, peer):
     ("table1_side_by_side.py", ["--sizes", "5M"], "choose from 100k"),
     ("table1_side_by_side.py", ["--probes", "7"], "96 or 512"),
     ("table1_side_by_side.py", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
+    ("es_modes.py", ["--ranks", "1"], "--ranks must be at least 2"),
+    ("es_modes.py", ["--steps", "3", "--warmup", "3"], "more than --warmup"),
 ])
 def test_bad_flags_exit_2_with_one_sentence(tmp_path, script, args, message):
     result = bench(script, tmp_path, *args)
