@@ -8,6 +8,7 @@ from eggnog.evolution.coordinator import Coordinator, history_from
 from eggnog.evolution.coordinator_worker import Worker
 from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es_checkpoint, val_sample
 from eggnog.models.egg import EggModel
+from eggnog.runtime.checkpoint import resolve_checkpoint
 
 
 class CoordinatedEsTrainer:
@@ -17,7 +18,7 @@ class CoordinatedEsTrainer:
         self.model = EggModel(cfg.model())
         self.members = cfg.population_chunk
         self.val_sample = val_sample(cfg, corpus)
-        self.epoch, self.best_val, self.history, self.optimizer_state = 0, None, {}, None
+        self.epoch, self.best_val, self.history, self.optimizer_state, self.latest = 0, None, {}, None, None
         # Rank 0 holds every member's states and no model; workers hold the parameters.
         self.params = None if world.is_root else self.model.init_params(cfg.seed)
         self.states = np.zeros((cfg.population, cfg.depth, cfg.dim), np.int8) if world.is_root else None
@@ -28,6 +29,7 @@ class CoordinatedEsTrainer:
         if self.world.is_root:
             self.states = np.ascontiguousarray(arrays["states"])
             self.history = history_from(arrays)
+            self.latest = (self.epoch, resolve_checkpoint(path).resolve())
         else:
             self.params, self.optimizer_state = arrays["params"], optimizer_state_of(arrays)
 
@@ -38,7 +40,7 @@ class CoordinatedEsTrainer:
         try:
             if self.world.is_root:
                 coordinator = Coordinator(self.cfg, self.world, self.epoch, self.states, self.history,
-                                          self.best_val, self.val_sample)
+                                          self.best_val, self.val_sample, self.latest)
                 seconds = coordinator.run(run_dir)
                 self.best_val, self.epoch = coordinator.best_val, coordinator.epoch
                 val = getattr(coordinator, "record", {}).get("val_bpb")

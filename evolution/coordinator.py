@@ -64,17 +64,19 @@ def history_from(arrays):
 
 
 class Coordinator:
-    def __init__(self, cfg, world, epoch, states, history, best_val, val_sample):
+    def __init__(self, cfg, world, epoch, states, history, best_val, val_sample, latest=None):
+        """latest: (step, path) of the checkpoint the run resumed from, for workers that fall behind."""
         self.cfg, self.world, self.comm = cfg, world, world.comm
         self.epoch, self.states, self.history, self.best_val = epoch, states, history, best_val
         self.val_rows, self.val_tokens = val_sample
         self.chunk = cfg.population_chunk
         self.n_chunks = cfg.population // self.chunk
-        self.latest = None  # (step, path) of the newest checkpoint written
+        self.latest = latest  # (step, path) of the newest checkpoint
         self.snapshot = None  # {"step", "validate", "assigned_at"} while one is due
         crash = os.environ.get(CRASH_VAR)
         self.crash_step = int(crash) if crash else None
         self.totals = {"requeued": 0, "duplicates": 0, "stale": 0}
+        self.counts = dict.fromkeys(self.totals, 0)  # of the step under way
         self.unanswered = None
 
     # ---- one step's bookkeeping ----------------------------------------------------------------
@@ -84,10 +86,9 @@ class Coordinator:
         self.assigned_at = np.full(self.n_chunks, -np.inf)
         self.fitness = np.zeros(self.cfg.population // 2, dtype=np.int8)
         self.loglik = 0
-        if hasattr(self, "counts"):
-            for key, value in self.counts.items():
-                self.totals[key] += value
-        self.counts = {"requeued": 0, "duplicates": 0, "stale": 0}
+        for key, value in self.counts.items():
+            self.totals[key] += value
+        self.counts = dict.fromkeys(self.totals, 0)
         self.step_started = time.perf_counter()
 
     def next_chunk(self):
