@@ -1,8 +1,12 @@
-"""Train a population of MinGRU LMs by gossip tournaments (gruboros over MPI): every rank an island
-training its own model by truncated BPTT (Schedule-Free AdamW by default); at step boundaries random
-pairs of ranks compare fitness, and the loser takes the winner's model (clonal copy or recombination).
+"""Train a population of LMs by gossip tournaments (gruboros over MPI): every rank an island training
+its own model (`--trainer bptt`, the default: the MinGRU LM by truncated BPTT, Schedule-Free AdamW by
+default; `--trainer egg`: the integer EGG by EGGROLL, a population per island; `--trainer rge`: an
+LSTM, DNC or MinGRU on a sequence task by CD-RGE); at step boundaries random pairs of ranks compare
+fitness, and the loser takes the winner's model (clonal copy or recombination).
 
     mpiexec -n 4 python bin/train_gossip.py                   # embedded default corpus, laptop size
+    mpiexec -n 4 python bin/train_gossip.py --trainer egg --population 256 --group-size 32
+    mpiexec -n 4 python bin/train_gossip.py --trainer rge --task copy --lr 0.3 --sigma 0.01
     srun --mpi=pmi2 python -m mpi4py bin/train_gossip.py --params 100m --gossip-mixing-rate 0.002
 """
 
@@ -10,19 +14,26 @@ from functools import partial
 
 import typer
 
-from eggnog.evolution.gossip_config import GossipRunConfig
+from eggnog.evolution.egg_island import EggIsland
+from eggnog.evolution.gossip_config import GossipEggRunConfig, GossipRunConfig
 from eggnog.evolution.gossip_run import GossipRun
 from eggnog.training.cli import config_command
 from eggnog.training.island import BpttIsland
 from eggnog.training.launch import launch
+from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig
+from eggnog.zorn.rge_island import RgeIsland
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
+# the island trainers are chosen here, so that evolution/ needs no trainer of its own
+ISLANDS = {GossipRunConfig: BpttIsland, GossipEggRunConfig: EggIsland, GossipRgeRunConfig: RgeIsland}
 
-@config_command(app, GossipRunConfig)
+
+@config_command(app, {"bptt": GossipRunConfig, "egg": GossipEggRunConfig, "rge": GossipRgeRunConfig},
+                choose="trainer", choose_help="bptt (MinGRU LM, truncated BPTT), egg (integer EGG, EGGROLL) or "
+                                              "rge (zero-order RNN on a task, CD-RGE).")
 def main(config_cls, flags):
-    # the island trainer is chosen here, so that evolution/ needs no trainer of its own
-    launch(config_cls, partial(GossipRun, island_cls=BpttIsland), flags)
+    launch(config_cls, partial(GossipRun, island_cls=ISLANDS[config_cls]), flags)
 
 
 if __name__ == "__main__":

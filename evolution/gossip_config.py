@@ -1,9 +1,12 @@
-"""The flags of a gossip run (bin/train_gossip.py): the BPTT trainer's model and training flags,
-under the same names and applying to each island, plus the tournament, checkpoint and rejuvenation
-flags of gruboros. Flags that only decide what is logged, kept or summarised may change on resume."""
+"""The flags of a gossip run (bin/train_gossip.py): the island trainer's model and training flags,
+under the same names and applying to each island (`GossipRunConfig`: truncated BPTT of the MinGRU,
+`GossipEggRunConfig`: integer EGGROLL of the EGG; CD-RGE's is zorn/rge_gossip_config.py), plus the
+tournament, checkpoint and rejuvenation flags of gruboros (`GossipFields`, shared). Flags that only
+decide what is logged, kept or summarised may change on resume."""
 
 from dataclasses import dataclass
 
+from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.evolution.gossip_merge import MERGES, OPTIMIZER_MERGES
 from eggnog.runtime.errors import BadInput
 from eggnog.training.bptt import BpttRunConfig
@@ -18,10 +21,12 @@ def _in_unit_interval(cfg, name, upper_open=False):
 
 
 @dataclass(frozen=True)
-class GossipRunConfig(BpttRunConfig):
+class GossipFields:
+    """The gossip flags, put before a trainer's run config (GossipFields first among the bases, so that
+    its checkpoint_every, check and summarize win)."""
+
     run_name = "gossip"
 
-    batch_size: int = flag(8, "Samples per chunk step of each island.")
     checkpoint_every: int = flag(100, "Mean steps between checkpoints of the least fit island; fitter islands save "
                                       "more often (--elite-checkpoint-multiplier); every island saves at the end.",
                                  changeable=True)
@@ -49,7 +54,7 @@ class GossipRunConfig(BpttRunConfig):
                                      "checkpoint links and removal).", changeable=True)
 
     def check(self, ranks=1):
-        super().check(1)  # every island takes the whole batch
+        super().check(1)  # every island trains alone, on its whole batch or population
         if self.gossip_merge not in MERGES:
             raise BadInput(f"unknown --gossip-merge {self.gossip_merge!r}: choose {', '.join(MERGES)}")
         if self.gossip_optimizer_merge not in OPTIMIZER_MERGES:
@@ -68,15 +73,12 @@ class GossipRunConfig(BpttRunConfig):
     def layout(self, world):
         return f"gossip, {world.size} island(s)"
 
-    def describe(self, run):
+    def tournaments_line(self):
         merge = self.gossip_merge + (f" (recombination with p {self.gossip_recombination_prob})"
                                      if self.gossip_merge == "mixed" else "")
-        return [describe(self, run.island.model),
-                f"each island: batch {self.batch_size} x {self.chunk_size} bytes per chunk, {self.context_chunks} "
-                f"chunks per sample, {self.grad_accum} chunk(s) per step; {run.island.describe()}",
-                f"tournaments: rate {self.gossip_mixing_rate} per step, merge {merge}, alpha "
+        return (f"tournaments: rate {self.gossip_mixing_rate} per step, merge {merge}, alpha "
                 f"{self.gossip_recombination_alpha}, optimizer {self.gossip_optimizer_merge}; elites {self.elites}, "
-                f"keep-last {self.keep_last}, rejuvenation rate {self.rejuvenation_rate}"]
+                f"keep-last {self.keep_last}, rejuvenation rate {self.rejuvenation_rate}")
 
     def summarize(self, summary):
         first, last = summary["first"], summary["final"]
@@ -88,3 +90,37 @@ class GossipRunConfig(BpttRunConfig):
             line += (f"; {last['tournaments']} tournaments: {last['clonal']} clonal, {last['recombination']} "
                      f"recombination; {last['rejuvenations']} rejuvenations")
         return line
+
+
+@dataclass(frozen=True)
+class GossipRunConfig(GossipFields, BpttRunConfig):
+    """Islands training the MinGRU LM by truncated BPTT (`--trainer bptt`)."""
+
+    batch_size: int = flag(8, "Samples per chunk step of each island.")
+
+    def describe(self, run):
+        return [describe(self, run.island.model),
+                f"each island: batch {self.batch_size} x {self.chunk_size} bytes per chunk, {self.context_chunks} "
+                f"chunks per sample, {self.grad_accum} chunk(s) per step; {run.island.describe()}",
+                self.tournaments_line()]
+
+
+@dataclass(frozen=True)
+class GossipEggRunConfig(GossipFields, EsRunConfig):
+    """Islands training the integer EGG by EGGROLL (`--trainer egg`), each with a population of its own
+    on its own process."""
+
+    population: int = flag(512, "Population of each island (all of it evaluated on the island's process).")
+
+    def check(self, ranks=1):
+        if self.mode != "sync":
+            raise BadInput(f"--mode {self.mode} does not apply to a gossip run: each island evaluates its whole "
+                           "population itself (--mode sync)")
+        super().check(ranks)
+
+    def describe(self, run):
+        cfg = self
+        return [f"EGG {cfg.depth}x{cfg.dim}: {run.island.n_params:,} int8 parameters",
+                f"each island: population {cfg.population} (groups of {cfg.group_size}), {cfg.tokens_per_update} "
+                f"bytes per member per step; {run.island.describe()}",
+                self.tournaments_line()]

@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig
-from eggnog.evolution.gossip_config import GossipRunConfig
+from eggnog.evolution.gossip_config import GossipEggRunConfig, GossipRunConfig
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import RENAMED, check_resume
 from eggnog.training.bptt import BpttRunConfig
 from eggnog.training.launch import given_fields, resolve
+from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig
 from eggnog.zorn.rge_run import RgeRunConfig
 from tests.helpers import ROOT, assert_user_error, run_script
 
@@ -25,7 +26,7 @@ SCRIPTS = {
     "train_es.py": {"egg": EsRunConfig, "mingru": FloatEsRunConfig},
     "train_bptt.py": {"bptt": BpttRunConfig},
     "train_rge.py": {"rge": RgeRunConfig},
-    "train_gossip.py": {"gossip": GossipRunConfig},
+    "train_gossip.py": {"bptt": GossipRunConfig, "egg": GossipEggRunConfig, "rge": GossipRgeRunConfig},
 }
 RUN_OPTIONS = {"--run-dir", "--resume", "--backend"}
 
@@ -126,7 +127,8 @@ def test_help_shows_every_field_with_its_dataclass_default(script):
     shown_in_help = help_defaults(script)
     expected = expected_defaults(SCRIPTS[script])
     run_level = set(shown_in_help) - set(expected)
-    assert run_level == RUN_OPTIONS | ({"--model"} if script == "train_es.py" else set())
+    chooser = {"train_es.py": {"--model"}, "train_gossip.py": {"--trainer"}}.get(script, set())
+    assert run_level == RUN_OPTIONS | chooser
     assert {k: shown_in_help[k] for k in expected} == expected
 
 

@@ -1,0 +1,29 @@
+"""The flags of a gossip run of CD-RGE islands (`bin/train_gossip.py --trainer rge`): the zero-order
+trainer's model, task and estimator flags under their own names, applying to each island, plus the
+gossip flags (evolution/gossip_config.py). Each island takes all --probes itself, on its own process."""
+
+from dataclasses import dataclass
+
+from eggnog.evolution.gossip_config import GossipFields
+from eggnog.runtime.errors import BadInput
+from eggnog.training.run_config import flag
+from eggnog.zorn.rge_run import RgeRunConfig
+
+
+@dataclass(frozen=True)
+class GossipRgeRunConfig(GossipFields, RgeRunConfig):
+    probes: int = flag(32, "Probes per step of each island.")
+    validate_every: int = flag(25, "Steps between validations (the loss on a held-out batch of the task).",
+                               changeable=True)
+
+    def check(self, ranks=1):
+        if self.solver == "bptt":
+            raise BadInput("--trainer rge trains without backpropagation: choose --solver cdrge or fdras "
+                           "(or --trainer bptt)")
+        if self.validate_every < 1:
+            raise BadInput(f"--validate-every must be positive, got {self.validate_every}")
+        super().check(ranks)
+
+    def describe(self, run):
+        return RgeRunConfig.describe(self, run.island) + [f"each island: {run.island.describe()}",
+                                                          self.tournaments_line()]

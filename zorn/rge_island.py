@@ -1,0 +1,109 @@
+"""A zero-order RNN (LSTM, DNC or MinGRU on a sequence task) trained by CD-RGE or FDRAS (zorn/rge.py)
+as a gossip island (the interface of training/island.py). Losses are in bits per predicted token.
+
+The flat vector a tournament moves is the float32 parameters; the optimiser state is none for SGD and
+the optimiser's arrays and scalars for momentum and Adam. Validation scores the unperturbed model on
+one fixed held-out batch: the val split for char_lm, samples of another seed for synthetic tasks.
+
+Islands share the initialisation (--seed); each draws its own task batches and probe directions
+(keyed by `data_seed`, so island 0 trains as bin/train_rge.py would).
+"""
+
+from dataclasses import asdict, replace
+
+import numpy as np
+
+from eggnog.kernels.backend import to_host
+from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.rundir import check_resume
+from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
+from eggnog.zorn.rge import RgeTrainer
+from eggnog.zorn.rge_run import RESUME_FIXED, build_model, build_task
+from eggnog.zorn.tasks import make_task
+
+VAL_SEED_OFFSET = 104729  # synthetic validation samples: a seed no island trains on for small --seed
+
+
+class RgeIsland:
+    trainer_name = "rge"
+
+    def __init__(self, cfg, world, backend, corpus, data_seed):
+        if world.size != 1:
+            raise ValueError("an island trains alone: give it a world of one process (World.alone())")
+        self.cfg, self.world, self.backend, self.data_seed = cfg, world, backend, data_seed
+        self.model = build_model(cfg)
+        self.task = build_task(replace(cfg, seed=data_seed), corpus)
+        val_task = make_task(cfg.task, cfg.min_seq_len, cfg.max_seq_len, cfg.seed + VAL_SEED_OFFSET, corpus,
+                             split="val" if cfg.task == "char_lm" else "train")
+        self.val_batch = val_task.batch(0, cfg.batch_size)
+        self.step, self.best_val = 0, None
+        self.load(self.model.init_params(cfg.seed))
+
+    @property
+    def n_params(self):
+        return self.model.n_params
+
+    def describe(self):
+        return f"{self.trainer_name} island: {self.cfg.solver}, {self.cfg.probes} probes, {self.cfg.optimizer}"
+
+    def train_step(self):
+        batch, name = self.task.batch(self.step, self.cfg.batch_size), self.backend.name
+        probes_fn = ((lambda theta, keys, alphas: self.model.probe_losses(name, theta, keys, alphas,
+                                                                          self.cfg.distribution, batch))
+                     if hasattr(self.model, "probe_losses") else None)
+        loss = self.rge.step(lambda p: self.model.loss(name, p, batch), self.step, probes_fn=probes_fn)
+        self.step += 1
+        return loss
+
+    def parameters(self):
+        return self.rge.host_params().astype(np.float32)
+
+    def optimizer_state(self):
+        if self.rge.optimizer is None:  # plain SGD keeps no state
+            return {}, {}
+        arrays, scalars = self.rge.optimizer.state()
+        return {k: np.array(to_host(v), dtype=np.float32, copy=True) for k, v in arrays.items()}, dict(scalars)
+
+    def load(self, params, arrays=None, scalars=None):
+        """A trainer over `params` with the optimiser state given (None: fresh); the step stays."""
+        self.rge = RgeTrainer(self.cfg, np.array(params, dtype=np.float32), self.backend, self.world,
+                              self.data_seed)
+        if arrays and self.rge.optimizer is not None:
+            self.rge.optimizer.load_state(arrays, scalars)
+
+    def validate(self):
+        theta = self.backend.to_device(self.parameters())
+        val = float(self.model.loss(self.backend.name, theta, self.val_batch))
+        if self.best_val is None or val < self.best_val:
+            self.best_val = val  # stored in the checkpoints' metadata
+        return val
+
+    def save(self, directory, name, meta):
+        arrays, scalars = checkpoint_arrays(self.rge.optimizer) if self.rge.optimizer is not None else ({}, {})
+        record = {"model": self.cfg.model, "trainer": self.trainer_name, "config": asdict(self.cfg),
+                  "optimizer_state": scalars, "best_val_bpb": self.best_val, **meta}
+        return save_checkpoint(directory, self.step, {"params": self.parameters(), **arrays}, record, name=name)
+
+    def _read(self, path):
+        arrays, record = load_checkpoint(path)
+        meta = record.get("meta", {})
+        if meta.get("trainer") != self.trainer_name or meta.get("model") != self.cfg.model:
+            raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model from "
+                           f"{meta.get('trainer')!r} training, not a {self.cfg.model!r} zero-order run")
+        if arrays["params"].size != self.n_params:
+            raise BadInput(f"checkpoint {str(path)!r} does not match this model ({arrays['params'].size:,} "
+                           f"parameters, expected {self.n_params:,})")
+        return arrays, record
+
+    def restore(self, path):
+        arrays, record = self._read(path)
+        meta = record["meta"]
+        check_resume(meta.get("config", {}), asdict(self.cfg), RESUME_FIXED)
+        self.load(arrays["params"], state_from_checkpoint(arrays), meta.get("optimizer_state"))
+        self.step, self.best_val = int(record["step"]), meta.get("best_val_bpb")
+        return meta
+
+    def checkpoint_parameters(self, path):
+        arrays, record = self._read(path)
+        return np.asarray(arrays["params"], dtype=np.float32), record["meta"]
