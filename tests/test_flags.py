@@ -161,3 +161,18 @@ def test_a_run_written_under_the_older_names_resumes(tmp_path, config_cls, setti
     check_resume(old_names, asdict(cfg), config_cls.fixed_on_resume())  # as a checkpoint's config
     with pytest.raises(BadInput, match=r"cannot resume with a different seed \(0 -> 5\)"):
         check_resume(old_names, asdict(replace(cfg, seed=5)), config_cls.fixed_on_resume())
+
+
+def test_a_resumed_run_keeps_the_model_or_trainer_it_was_started_with(tmp_path):
+    from eggnog.training.cli import stored_label
+
+    configs = SCRIPTS["train_es.py"]
+    for label, cls in configs.items():
+        run = tmp_path / label
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps(asdict(cls())))
+        assert stored_label(configs, run) == label
+    assert stored_label(configs, tmp_path / "missing") is None
+    gossip = SCRIPTS["train_gossip.py"]
+    (tmp_path / "egg" / "config.json").write_text(json.dumps(asdict(gossip["egg"]())))
+    assert stored_label(gossip, tmp_path / "egg") == "egg"

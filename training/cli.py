@@ -14,6 +14,7 @@ import typer
 
 from eggnog.runtime.cli import user_errors
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.rundir import read_config
 from eggnog.training.run_config import option_name
 
 RANK_REFUSED = ("--rank is not a flag here: an MPI program's ranks are its processes; the rank of a "
@@ -98,6 +99,17 @@ def run_options(run_names):
     }
 
 
+def stored_label(configs, resume):
+    """The one label whose config has every field of the run at `resume`, or None (then the default
+    stands, and the launcher reports what does not match)."""
+    try:
+        stored = read_config(resume)
+    except BadInput:
+        return None
+    matches = [label for label, cls in configs.items() if set(stored) <= {f.name for f in fields(cls)}]
+    return matches[0] if len(matches) == 1 else None
+
+
 def config_command(app, configs, choose=None, choose_help=None):
     """Decorator registering fn(config_cls, flags) as `app`'s command. `configs`: one run config class,
     or {label: class} with `choose` naming the option that picks one (the first by default). flags:
@@ -120,6 +132,8 @@ def config_command(app, configs, choose=None, choose_help=None):
             if options.pop("rank") is not None:
                 raise BadInput(RANK_REFUSED)
             label = options.pop(choose) if choose else labels[0]
+            if choose and options.get("resume") is not None and context.get_parameter_source(choose).name == "DEFAULT":
+                label = stored_label(configs, options["resume"]) or label  # a resumed run keeps its choice
             if label not in configs:
                 raise BadInput(f"unknown {choose} {label!r}: choose {' or '.join(labels)}")
             given = {k: v for k, v in options.items() if context.get_parameter_source(k).name != "DEFAULT"}
