@@ -1,95 +1,16 @@
 """The flags of a gossip run (bin/train_gossip.py): the island trainer's model and training flags,
 under the same names and applying to each island (`GossipRunConfig`: truncated BPTT of the MinGRU,
 `GossipEggRunConfig`: integer EGGROLL of the EGG; CD-RGE's is zorn/rge_gossip_config.py), plus the
-tournament, checkpoint and rejuvenation flags of gruboros (`GossipFields`, shared). Flags that only
-decide what is logged, kept or summarised may change on resume."""
+tournament, checkpoint and rejuvenation flags of gruboros (`GossipFields`, training/gossip_fields.py)."""
 
 from dataclasses import dataclass
 
 from eggnog.evolution.es_trainer import EsRunConfig
-from eggnog.evolution.gossip_merge import MERGES, OPTIMIZER_MERGES
 from eggnog.runtime.errors import BadInput
 from eggnog.training.bptt import BpttRunConfig
+from eggnog.training.gossip_fields import GossipFields
 from eggnog.training.mingru_run import describe
-from eggnog.training.run_config import flag, option_name
-
-
-def _in_unit_interval(cfg, name, upper_open=False):
-    value = getattr(cfg, name)
-    if not (0 <= value < 1 if upper_open else 0 <= value <= 1):
-        raise BadInput(f"{option_name(name)} must lie in [0, 1{')' if upper_open else ']'}, got {value}")
-
-
-@dataclass(frozen=True)
-class GossipFields:
-    """The gossip flags, put before a trainer's run config (GossipFields first among the bases, so that
-    its checkpoint_every, check and summarize win)."""
-
-    run_name = "gossip"
-
-    checkpoint_every: int = flag(100, "Mean steps between checkpoints of the least fit island; fitter islands save "
-                                      "more often (--elite-checkpoint-multiplier); every island saves at the end.",
-                                 changeable=True)
-    gossip_mixing_rate: float = flag(0.01, "Probability that a rank takes part in a tournament at a step boundary.")
-    gossip_merge: str = flag("recombination", "How a loser takes the winner's model: clonal, recombination, or "
-                                              "mixed (recombination with --gossip-recombination-prob, else clonal).")
-    gossip_recombination_prob: float = flag(0.5, "Probability of recombination in a mixed tournament.")
-    gossip_recombination_alpha: float = flag(0.5, "Recombination weight of the winner: p <- (1-a) p + a p_winner.")
-    gossip_optimizer_merge: str = flag("interpolate", "The optimiser state in a recombination: interpolate (all of "
-                                                      "it, Schedule-Free's z included) or reset.")
-    gossip_fitness_decay: float = flag(0.995, "Decay of the training-loss average whose negative is the fitness.")
-    elites: int = flag(10, "Elite checkpoints kept (lowest average training loss over all islands).",
-                       changeable=True)
-    keep_last: int = flag(3, "Newest checkpoints kept per island.", changeable=True)
-    archive_rate: float = flag(0.0, "Probability that a checkpoint due for removal is archived for good instead.",
-                               changeable=True)
-    elite_checkpoint_multiplier: float = flag(4.0, "Save rate of the fittest island over the least fit one.",
-                                              changeable=True)
-    rejuvenation_rate: float = flag(0.0, "Probability per step that an island ranked at or beyond "
-                                         "--rejuvenation-threshold blends half-way with a better elite checkpoint "
-                                         "and restarts its optimiser.")
-    rejuvenation_threshold: float = flag(0.75, "Rank percentile (0 fittest, 1 least fit) from which an island may be "
-                                               "rejuvenated.")
-    population_every: int = flag(10, "Steps between population summaries (fitness ranking, metrics.jsonl line, "
-                                     "checkpoint links and removal).", changeable=True)
-
-    def check(self, ranks=1):
-        super().check(1)  # every island trains alone, on its whole batch or population
-        if self.gossip_merge not in MERGES:
-            raise BadInput(f"unknown --gossip-merge {self.gossip_merge!r}: choose {', '.join(MERGES)}")
-        if self.gossip_optimizer_merge not in OPTIMIZER_MERGES:
-            raise BadInput(f"unknown --gossip-optimizer-merge {self.gossip_optimizer_merge!r}: choose "
-                           f"{' or '.join(OPTIMIZER_MERGES)}")
-        for name in ("gossip_mixing_rate", "gossip_recombination_prob", "gossip_recombination_alpha",
-                     "archive_rate", "rejuvenation_rate", "rejuvenation_threshold"):
-            _in_unit_interval(self, name)
-        _in_unit_interval(self, "gossip_fitness_decay", upper_open=True)
-        for name in ("elites", "keep_last", "population_every"):
-            if getattr(self, name) < 1:
-                raise BadInput(f"{option_name(name)} must be positive, got {getattr(self, name)}")
-        if not self.elite_checkpoint_multiplier >= 1:
-            raise BadInput(f"--elite-checkpoint-multiplier must be at least 1, got {self.elite_checkpoint_multiplier}")
-
-    def layout(self, world):
-        return f"gossip, {world.size} island(s)"
-
-    def tournaments_line(self):
-        merge = self.gossip_merge + (f" (recombination with p {self.gossip_recombination_prob})"
-                                     if self.gossip_merge == "mixed" else "")
-        return (f"tournaments: rate {self.gossip_mixing_rate} per step, merge {merge}, alpha "
-                f"{self.gossip_recombination_alpha}, optimizer {self.gossip_optimizer_merge}; elites {self.elites}, "
-                f"keep-last {self.keep_last}, rejuvenation rate {self.rejuvenation_rate}")
-
-    def summarize(self, summary):
-        first, last = summary["first"], summary["final"]
-        line = f"done: {summary['steps']} steps per island in {summary['elapsed_s']:.0f} s"
-        if first and last and first.get("mean_fitness") is not None:
-            line += (f"; population fitness (minus bits/byte) mean {first['mean_fitness']:.3f} -> "
-                     f"{last['mean_fitness']:.3f}, best {last['best_fitness']:.3f} (rank {last['best_rank']})")
-        if last:
-            line += (f"; {last['tournaments']} tournaments: {last['clonal']} clonal, {last['recombination']} "
-                     f"recombination; {last['rejuvenations']} rejuvenations")
-        return line
+from eggnog.training.run_config import flag
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-MERGES = ("clonal", "recombination", "mixed")
-OPTIMIZER_MERGES = ("interpolate", "reset")
-
 
 @dataclass
 class Snapshot:

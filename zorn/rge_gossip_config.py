@@ -1,10 +1,10 @@
 """The flags of a gossip run of CD-RGE islands (`bin/train_gossip.py --trainer rge`): the zero-order
 trainer's model, task and estimator flags under their own names, applying to each island, plus the
-gossip flags (evolution/gossip_config.py). Each island takes all --probes itself, on its own process."""
+gossip flags (training/gossip_fields.py). Each island takes all --probes itself, on its own process."""
 
 from dataclasses import dataclass
 
-from eggnog.evolution.gossip_config import GossipFields
+from eggnog.training.gossip_fields import GossipFields
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag
 from eggnog.zorn.rge_run import RgeRunConfig
