@@ -23,8 +23,9 @@ from collections import deque
 import numpy as np
 
 from eggnog.evolution import coordinator_wire as wire
-from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS
+from eggnog.evolution.eggroll import state_layout
 from eggnog.evolution.fitness import bits_per_byte, pack_ternary, unpack_ternary
+from eggnog.models.egg import EggModel
 from eggnog.runtime.checkpoint import encode_checkpoint, save_checkpoint
 from eggnog.runtime.files import temp_name
 from eggnog.runtime.rundir import metrics_log
@@ -67,6 +68,7 @@ class Coordinator:
     def __init__(self, cfg, world, epoch, states, history, best_val, val_sample, latest=None):
         """latest: (step, path) of the checkpoint the run resumed from, for workers that fall behind."""
         self.cfg, self.world, self.comm = cfg, world, world.comm
+        self.model = EggModel(cfg.model())  # its tensor table only, to read a worker's snapshot
         self.epoch, self.states, self.history, self.best_val = epoch, states, history, best_val
         self.val_rows, self.val_tokens = val_sample
         self.chunk = cfg.population_chunk
@@ -180,11 +182,12 @@ class Coordinator:
             self.counts["duplicates"] += 1
             return
         body = wire.payload(message, 4)
-        adamw = self.cfg.optimizer == "adamw"
-        n = body.size // (1 + 4 * len(OPTIMIZER_ARRAYS)) if adamw else body.size
-        params = body[:n].view(np.int8).copy()
-        state = {name: body[n + 4 * n * i:n + 4 * n * (i + 1)].view(np.float32).copy()
-                 for i, name in enumerate(OPTIMIZER_ARRAYS)} if adamw else {}
+        params = body[:self.model.n_params].view(np.int8).copy()
+        state, at = {}, self.model.n_params
+        for name, dtype, n in state_layout(self.cfg, self.model):
+            size = n * np.dtype(dtype).itemsize
+            state[name] = body[at:at + size].view(dtype).copy()
+            at += size
         improved = False
         if validated:
             val = bits_per_byte(val_loglik, self.val_rows * self.val_tokens)

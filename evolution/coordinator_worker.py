@@ -16,7 +16,7 @@ import numpy as np
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.chunk_shaping import ternary_fitness
-from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, IntEggroll
+from eggnog.evolution.eggroll import IntEggroll, full_state
 from eggnog.evolution.fitness import pack_ternary, unpack_ternary
 from eggnog.kernels.backend import to_host
 from eggnog.runtime.checkpoint import load_checkpoint
@@ -93,11 +93,9 @@ class Worker:
         if validate:
             total = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, step, self.corpus,
                                np.arange(self.val_rows), self.val_tokens)
-        state = self.strategy.host_optimizer_state()
-        if self.cfg.optimizer == "adamw" and not state:  # no update yet: the zero state
-            state = {name: np.zeros(self.model.n_params, np.float32) for name in OPTIMIZER_ARRAYS}
+        state = full_state(self.cfg, self.model, self.strategy.host_optimizer_state())
         message = wire.encode([wire.SNAPSHOT_RESULT, step, validate, total], self.strategy.host_params(),
-                              *(state[name] for name in OPTIMIZER_ARRAYS if name in state))
+                              *state.values())
         wire.send(comm, message, 0, wire.UP)
 
     def load(self, path):

@@ -6,7 +6,8 @@ The flat vector a tournament moves is the int8 weights as float32; the optimiser
 --optimizer ztest and AdamW's float32 m, v and accumulator for --optimizer adamw. A blended vector
 comes back to int8 by `to_int8`: np.rint (halves to the even integer, so that repeated half-way blends
 do not drift outward as rounding halves away from zero would), clipped to [-127, 127] (the weights'
-range). The island keeps its own members' hidden states through merges: they follow its own data.
+range). The island keeps its own members' hidden states through merges (they follow its own data),
+and its own adaptive-noise overlay (`--adaptive-noise`).
 
 Islands share the initialisation (--seed); each reads the training streams from its own offset and
 draws its own perturbations (both keyed by `data_seed`, so island 0 trains as bin/train_es.py would).
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, IntEggroll
+from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, OVERLAY_ARRAY, IntEggroll
 from eggnog.evolution.es_trainer import EsTrainer, optimizer_state_of, read_es_checkpoint, write_es_checkpoint
 from eggnog.evolution.fitness import bits_per_byte
 from eggnog.kernels.backend import to_host
@@ -76,9 +77,11 @@ class EggIsland:
                 for name in OPTIMIZER_ARRAYS}, {}
 
     def load(self, params, arrays=None, scalars=None):
-        """The weights `params` (rounded to int8), with the AdamW state given (None: fresh); the step
-        and the members' hidden states stay the island's own."""
-        self.trainer.strategy = self.strategy(params, self.step, optimizer_state=arrays or None)
+        """The weights `params` (rounded to int8), with the AdamW state given (None: fresh); the step,
+        the members' hidden states and the adaptive-noise overlay stay the island's own."""
+        own = self.trainer.strategy.host_optimizer_state()
+        kept = {OVERLAY_ARRAY: own[OVERLAY_ARRAY]} if OVERLAY_ARRAY in own else {}
+        self.trainer.strategy = self.strategy(params, self.step, optimizer_state={**(arrays or {}), **kept})
 
     def validate(self):
         val = self.trainer.validate()

@@ -6,7 +6,9 @@
 
 The update is nano-egg's z-test gated +-1 step (`--optimizer ztest`), or d-eggs' AdamW on the vote
 applied as +-1 steps through a float accumulator (`--optimizer adamw`, kernels/vote_adamw.py), its
-state (m, v, accumulator: 12 bytes a parameter) kept where the parameters are.
+state (m, v, accumulator: 12 bytes a parameter) kept where the parameters are. With
+`--adaptive-noise` the forward's noise is scaled by d-eggs' per row / column / element overlay
+(evolution/noise_overlay.py), updated after every step from which weights moved.
 
 Member g belongs to pair g // 2 and carries sign +1 (even g) or -1 (odd g); noise of tensor t at
 epoch e is keyed by (seed, t, e // noise_reuse, pair), so any rank can regenerate any member's.
@@ -18,6 +20,7 @@ from statistics import NormalDist
 import numpy as np
 
 from eggnog.evolution.fitness import Z_SCALE, check_population
+from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag
 from eggnog.kernels.registry import ops_for
@@ -42,6 +45,9 @@ class IntEggrollConfig:
     beta1: float = flag(0.9, "adamw: first moment decay.")
     beta2: float = flag(0.95, "adamw: second moment decay.")
     weight_decay: float = flag(0.01, "adamw: weight decay, on the raw int8 weight.")
+    adaptive_noise: bool = flag(False, "d-eggs' adaptive noise scaling: each row, column and vector element has "
+                                       "an overlay (start 64; +5 when one of its weights moved, -1 otherwise) that "
+                                       "scales its noise by clip(overlay, 0, 64) / 64.")
 
     def check(self, ranks=1):
         if self.perturbation_rank != 1:
@@ -77,22 +83,48 @@ class IntEggrollConfig:
 
 
 OPTIMIZER_ARRAYS = ("opt_m", "opt_v", "opt_acc")  # adamw state, float32 like the parameters' layout
+OVERLAY_ARRAY = "noise_overlay"  # adaptive noise: int8, laid out as the gains (kernels/noise_gain.py)
+STATE_ARRAYS = OPTIMIZER_ARRAYS + (OVERLAY_ARRAY,)  # what a strategy carries besides its parameters
+
+
+def state_layout(cfg, model):
+    """(name, dtype, length) of each state array a strategy of `cfg` carries, in STATE_ARRAYS order."""
+    arrays = [(name, np.float32, model.n_params) for name in OPTIMIZER_ARRAYS if cfg.optimizer == "adamw"]
+    return arrays + ([(OVERLAY_ARRAY, np.int8, initial_overlay(model).size)] if cfg.adaptive_noise else [])
+
+
+def full_state(cfg, model, state):
+    """`state` with adamw's arrays, which a strategy makes at its first update, as zeros before it."""
+    return {name: np.asarray(state[name]) if name in state else np.zeros(n, dtype)
+            for name, dtype, n in state_layout(cfg, model)}
 ADAM_EPS = 1e-8
 
 
 class IntEggroll:
     def __init__(self, model, cfg: IntEggrollConfig, seed, backend, params, epoch=0, first_member=0, members=None,
                  optimizer_state=None):
-        """optimizer_state: {OPTIMIZER_ARRAYS name: array} to continue from (adamw; zeros, made at the
-        first update, when None: an evaluation-only copy holds no state)."""
+        """optimizer_state: {STATE_ARRAYS name: array} to continue from: adamw's (zeros, made at the
+        first update, when absent: an evaluation-only copy holds no state) and the adaptive-noise overlay
+        (64 everywhere when absent)."""
         self.model, self.cfg, self.seed, self.epoch = model, cfg, seed, epoch
         self.backend = backend  # kernels.backend.Backend
         self.ops = ops_for(backend.name)
         self.first_member = first_member
         self.members = cfg.population if members is None else members
         self.params = backend.to_device(np.array(params, dtype=np.int8))  # flat, on the backend
-        self.optimizer_state = {name: backend.to_device(np.array(a, dtype=np.float32))
-                                for name, a in (optimizer_state or {}).items() if cfg.optimizer == "adamw"}
+        state = optimizer_state or {}
+        self.optimizer_state = {name: backend.to_device(np.array(state[name], dtype=np.float32))
+                                for name in OPTIMIZER_ARRAYS if name in state and cfg.optimizer == "adamw"}
+        self.overlay, self.gains = None, None  # host int8; device uint8
+        if cfg.adaptive_noise:
+            overlay = np.asarray(state.get(OVERLAY_ARRAY, initial_overlay(model)))
+            if not check_overlay(overlay, model):
+                raise BadInput("the stored noise overlay does not fit this model")
+            self.set_overlay(overlay)
+
+    def set_overlay(self, overlay):
+        self.overlay = np.array(overlay, dtype=np.int8)
+        self.gains = self.backend.to_device(gains_of(self.overlay))
 
     def host_params(self):
         from eggnog.kernels.backend import to_host
@@ -102,7 +134,10 @@ class IntEggroll:
     def host_optimizer_state(self):
         from eggnog.kernels.backend import to_host
 
-        return {name: to_host(a).copy() for name, a in self.optimizer_state.items()}
+        state = {name: to_host(a).copy() for name, a in self.optimizer_state.items()}
+        if self.overlay is not None:
+            state[OVERLAY_ARRAY] = self.overlay.copy()
+        return state
 
     def evaluate(self, windows, states, perturbed=True):
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
@@ -115,7 +150,7 @@ class IntEggroll:
         by_id = np.array([prefixes[t.name] for t in self.model.tensors], dtype=np.int64)  # tensors are in id order
         scores = self.ops.egg_epoch(self.params, self.backend.to_device(np.ascontiguousarray(windows, dtype=np.uint8)),
                                     states, self.backend.to_device(by_id), self.first_member, self.cfg.sigma_shift,
-                                    perturbed)
+                                    perturbed, self.gains if perturbed else None)
         return to_host(scores)
 
     def tell(self, fitness):
@@ -143,4 +178,7 @@ class IntEggroll:
             self.ops.quantized_adamw_(self.params[flat], votes.reshape(t.size), m, v, acc, cfg.lr_at(self.epoch),
                                       cfg.beta1, cfg.beta2, ADAM_EPS, cfg.weight_decay)
         self.epoch += 1
-        return np.count_nonzero(self.host_params() != before) / self.model.n_params
+        after = self.host_params()
+        if self.overlay is not None:
+            self.set_overlay(updated_overlay(self.overlay, self.model, before, after))
+        return np.count_nonzero(after != before) / self.model.n_params

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from eggnog.corpus.samplers import ContiguousStreams
-from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, IntEggroll, IntEggrollConfig
+from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
 from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
@@ -100,7 +100,7 @@ RESUME_FIXED = EsRunConfig.fixed_on_resume()
 
 # Fixed fields added after runs were stored: a stored config without one ran with its default.
 ADDED_FIXED = ("population_chunk", "chunk_mean_filter", "adaptive_threshold", "optimizer", "lr", "beta1", "beta2",
-               "weight_decay")
+               "weight_decay", "adaptive_noise")
 
 
 def check_resume(stored, requested):
@@ -137,7 +137,7 @@ def write_es_checkpoint(run_dir, cfg, epoch, params, states, best_val, best=Fals
 
 
 def optimizer_state_of(arrays):
-    return {name: arrays[name] for name in OPTIMIZER_ARRAYS if name in arrays}
+    return {name: arrays[name] for name in STATE_ARRAYS if name in arrays}
 
 
 def read_es_checkpoint(path, cfg, model):

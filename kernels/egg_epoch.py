@@ -1,12 +1,13 @@
 """A whole EGG evaluation epoch in one call: every member of a population slice reads its byte window
 through the (perturbed) EGG, and only the summed log-likelihood of each member comes back.
 
-    egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed) -> int64 (members,)
+    egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains) -> int64 (members,)
 
 - params:   the flat int8 parameter buffer in the layout of `egg_layout` (tensor id = position);
 - windows:  uint8 (members, T + 1); byte t is read, byte t + 1 is scored;
 - states:   int8 (n_layer, members, dim), carried in and updated in place;
-- prefixes: int64 (n_tensors,), the noise prefix of each tensor id at this epoch.
+- prefixes: int64 (n_tensors,), the noise prefix of each tensor id at this epoch;
+- gains:    None, or uint8 noise gains of every tensor, in tensor-id order (kernels/noise_gain.py).
 
 The reference is the per-op EGG step (egg_ops, int_matmul) looped over bytes. The CPU twin and the
 CUDA kernel carry a tile of members through every byte and layer in one call, so nothing is launched
@@ -21,6 +22,7 @@ from eggnog.kernels.egg_ops import (reference_egg_clip_add, reference_egg_embedd
                                     reference_egg_gru_output, reference_egg_l1_norm, reference_egg_loglik,
                                     reference_egg_reset, reference_egg_vector)
 from eggnog.kernels.int_matmul import reference_int_matmul
+from eggnog.kernels.noise_gain import gain_offsets, random_gains
 from eggnog.kernels.registry import op
 
 VOCAB = 256
@@ -55,7 +57,7 @@ def head_tensors(n_layer):
     return 10 * n_layer + 1, 10 * n_layer + 2
 
 
-def _case(rng, n_layer, dim, members, steps, first, sigma_shift, perturbed):
+def _case(rng, n_layer, dim, members, steps, first, sigma_shift, perturbed, gains=False):
     from eggnog.kernels.rng_reference import gaussian_int8
 
     layout = egg_layout(n_layer, dim)
@@ -68,39 +70,50 @@ def _case(rng, n_layer, dim, members, steps, first, sigma_shift, perturbed):
     windows[::3, 0] = 0  # documents start: states reset
     states = np.clip(np.rint(rng.normal(0, 40, (n_layer, members, dim))), -127, 127).astype(np.int8)
     prefixes = rng.integers(0, 1 << 32, len(layout)).astype(np.int64)
-    return params, windows, states, prefixes, first, sigma_shift, perturbed
+    case = params, windows, states, prefixes, first, sigma_shift, perturbed
+    return case + (random_gains(rng, gain_offsets(layout)[1]),) if gains else case
 
 
 def _cases(rng):
     """The fused CUDA kernel at its smallest width (one simulated block of 256 threads): two layers, members
     off its 128-member tile, an odd first member; then an unperturbed run carrying states over two bytes.
-    Last, a width the fused kernel does not take, so its per-op fallback runs."""
+    Then noise gains, on the fused kernel and on the fallback's width."""
     yield _case(rng, 2, 64, 20, 1, 3, 4, True)
     yield _case(rng, 1, 64, 9, 2, 0, 0, False)
     yield _case(rng, 1, 8, 9, 2, 3, 4, True)
+    yield _case(rng, 1, 64, 9, 1, 1, 2, True, gains=True)
+    yield _case(rng, 1, 8, 9, 2, 3, 4, True, gains=True)
 
 
-def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shift, perturbed, host):
+def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shift, perturbed, host, gains=None):
     """The epoch as a sequence of per-op calls (`ops`: egg_ops and int_matmul of one backend), one
     byte at a time, over `windows` as (T + 1, members) columns; `host` brings a backend array to NumPy.
     The reference, and the CUDA fallback for widths the fused kernel does not take."""
     n_layer, members, dim = states.shape
     layout = egg_layout(n_layer, dim)
+    gain_at = gain_offsets(layout)[0]
 
     def tensor(tid):
         _, shape, _, offset = layout[tid]
         return params[offset:offset + int(np.prod(shape))].reshape(shape)
 
-    def mm(x, tid):
-        return ops.int_matmul(x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed)
+    def gain(tid):
+        if gains is None:
+            return None
+        end = gain_at[tid + 1] if tid + 1 < len(layout) else gains.shape[0]
+        return gains[gain_at[tid]:end]
 
-    vec = {tid: ops.egg_vector(tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed)
+    def mm(x, tid):
+        return ops.int_matmul(x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed, gain(tid))
+
+    vec = {tid: ops.egg_vector(tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed,
+                               gain(tid))
            for tid, (_, _, kind, _) in enumerate(layout) if kind == "vector"}
     ln_out, head = head_tensors(n_layer)
     total = np.zeros(members, np.int64)
     for t in range(windows.shape[0] - 1):
         tokens, targets = windows[t], windows[t + 1]
-        x = ops.egg_embedding(tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed)
+        x = ops.egg_embedding(tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed, gain(0))
         for layer in range(n_layer):
             tid = lambda which: layer_tensor(layer, which)  # noqa: E731
             s = states[layer]
@@ -125,14 +138,14 @@ REFERENCE_OPS = SimpleNamespace(int_matmul=reference_int_matmul, egg_vector=refe
 
 
 @op(cases=_cases)
-def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True):
+def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
     columns = np.ascontiguousarray(windows.T)  # (T + 1, members): one contiguous row per byte
     return per_op_epoch(REFERENCE_OPS, params, columns, states, prefixes, first_member, sigma_shift, perturbed,
-                        np.asarray)
+                        np.asarray, gains)
 
 
 @op
-def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True):
+def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
     """The fused kernel where the width allows (egg_epoch_cuda.fused_width), else the per-op kernels."""
     from eggnog.kernels import egg_epoch_cuda
     from eggnog.kernels.backend import to_host
@@ -141,17 +154,18 @@ def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift,
     cuda = egg_epoch_cuda.cuda
     if egg_epoch_cuda.fused_width(states.shape[2]):
         windows, prefixes = on_device(windows), on_device(prefixes)
-        out = egg_epoch_cuda.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed)
+        out = egg_epoch_cuda.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains)
         return out.copy_to_host()
     from eggnog.kernels.registry import ops_for
 
     columns = cuda.to_device(np.ascontiguousarray(to_host(windows).T))
+    gains = None if gains is None else on_device(gains)
     return per_op_epoch(ops_for("cuda"), params, columns, states, to_host(prefixes), first_member, sigma_shift,
-                        perturbed, to_host)
+                        perturbed, to_host, gains)
 
 
 @op
-def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True):
+def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
     """The CPU twin (egg_epoch_cpu): tiles of members in parallel, bytes and layers inside."""
     from eggnog.kernels.egg_epoch_cpu import run_epoch
 
@@ -159,4 +173,4 @@ def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, 
     layers = [[layer_tensor(layer, which) for which in (LN1, WF, UF, WH, UH, BF, BH, LN2, UP, DOWN)]
               for layer in range(n_layer)]
     return run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, egg_layout(n_layer, dim),
-                     layers, (0, *head_tensors(n_layer)))
+                     layers, (0, *head_tensors(n_layer)), gains)

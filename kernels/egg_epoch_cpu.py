@@ -5,8 +5,9 @@ byte and layer inside, so no thread is forked or joined per byte.
   (`pack_panels`): the layout in which one 256-bit load feeds `vpmaddwd` for 8 outputs x 2 k.
 - Once per tile (in tile-local buffers): the noise rows of every tensor for the tile's pairs (B =
   noise[0:d_in], A = noise[d_in:d_in + d_out] of a matrix or the embedding; a1 = noise[0:n], a2 =
-  noise[n:2n] of a vector) are hashed, and each member's perturbed vectors are made from them: they
-  are constant over the epoch, so nothing is hashed per byte.
+  noise[n:2n] of a vector) are hashed and scaled by their gains (noise_gain; the a2 half at 64), and
+  each member's perturbed vectors are made from them: they are constant over the epoch, so nothing
+  is hashed per byte.
 - Per byte and layer, each population matmul runs as blocks of ROWS members x COLS outputs
   (`panel_product`): a panel step, loaded once, serves ROWS members, whose k-pairs are broadcast;
   12 int32 accumulators stay in registers over the whole d_in, so no horizontal sum is needed. The
@@ -33,6 +34,7 @@ from numba.extending import intrinsic
 from eggnog.kernels.egg_epoch import VOCAB
 from eggnog.kernels.egg_ops import cpu_clip8, cpu_floor_log2_x16
 from eggnog.kernels.int_math import EXP2, FIXED_POINT, MAX8, matmul_divisor
+from eggnog.kernels.noise_gain import GAIN_ONE, GAIN_SHIFT, gain_offsets, kernel_args
 from eggnog.kernels.rng import cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1
 
 ROWS = 6  # members of a product block: 6 x 2 accumulators + 2 panel loads + 1 broadcast = 15 ymm
@@ -220,14 +222,16 @@ def pack_panels(params, tensors, packed):
 # ---- per-tile pieces ----------------------------------------------------------------------------
 
 @numba.njit
-def _noise_rows(noise, at, prefix, pair0, pairs, width):
-    """Elements [0, width) of every local pair's stream of one tensor into noise[:, at:at + width]."""
+def _noise_rows(noise, at, prefix, pair0, pairs, width, gain_row, scaled):
+    """Elements [0, width) of every local pair's stream of one tensor into noise[:, at:at + width],
+    scaled by gain_row[at:at + width] (noise_gain) where `scaled`."""
     for q in range(pairs):
         ka = cpu_member_key_a(prefix, pair0 + q)
         kb = cpu_member_key_b(ka)
         row = noise[q, at:at + width]
         for j in range(width):
-            row[j] = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, j), kb))
+            n = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, j), kb))
+            row[j] = (n * np.int64(gain_row[at + j])) >> GAIN_SHIFT if scaled else n
 
 
 @numba.njit
@@ -295,7 +299,7 @@ def _l1_norm(x, count, vec, slot, dim, out):
 
 @numba.njit
 def _tile(params, packed, windows, states, prefixes, first_member, start, count, shift, perturbed, tensors, divide,
-          layer_ids, head_ids, total):
+          layer_ids, head_ids, gain_row, scaled, total):
     """One tile: members [start, start + count) of the slice through the whole epoch."""
     n_layer, _, dim = states.shape
     n_tensors = tensors.shape[0]
@@ -315,7 +319,7 @@ def _tile(params, packed, windows, states, prefixes, first_member, start, count,
     for t in range(n_tensors):
         n_vec += tensors[t, 0] == 0
         if perturbed:
-            _noise_rows(noise, tensors[t, 3], prefixes[t], pair0, pairs, tensors[t, 4])
+            _noise_rows(noise, tensors[t, 3], prefixes[t], pair0, pairs, tensors[t, 4], gain_row, scaled)
     vec = np.empty((count, n_vec, dim), np.int16)
     for t in range(n_tensors):
         if tensors[t, 0] == 0:
@@ -409,13 +413,13 @@ def _tile(params, packed, windows, states, prefixes, first_member, start, count,
 
 @numba.njit(parallel=True)
 def egg_epoch_tiles(params, packed, windows, states, prefixes, first_member, shift, perturbed, tensors, divide,
-                    layer_ids, head_ids, tile, total):
+                    layer_ids, head_ids, gain_row, scaled, tile, total):
     """Every member of the slice through the epoch, tiles of `tile` members in parallel."""
     members = windows.shape[0]
     for i in numba.prange((members + tile - 1) // tile):
         start = i * tile
         _tile(params, packed, windows, states, prefixes, first_member, start, min(tile, members - start), shift,
-              perturbed, tensors, divide, layer_ids, head_ids, total)
+              perturbed, tensors, divide, layer_ids, head_ids, gain_row, scaled, total)
 
 
 def tensor_table(layout):
@@ -450,9 +454,20 @@ def tile_size(members):
     return min(TILE, max(ROWS, -(-per_thread // ROWS) * ROWS))
 
 
-def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, layout, layer_ids, head_ids):
+def gain_row(tensors, layout, gains):
+    """The model's gains laid out as a pair's noise row (tensor_table): a vector's a2 half at 64."""
+    row = np.full(tensors[-1, 3] + tensors[-1, 4], GAIN_ONE, np.uint8)
+    for t, at in enumerate(gain_offsets(layout)[0]):
+        width = tensors[t, 2] if tensors[t, 0] == 0 else tensors[t, 4]
+        row[tensors[t, 3]:tensors[t, 3] + width] = gains[at:at + width]
+    return row
+
+
+def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, layout, layer_ids, head_ids,
+              gains=None):
     """egg_epoch on the CPU for a model of `layout` (egg_layout); layer_ids: per layer the tensor ids
-    of ln1, wf, uf, wh, uh, bf, bh, ln2, up, down; head_ids: embedding, ln_out, head."""
+    of ln1, wf, uf, wh, uh, bf, bh, ln2, up, down; head_ids: embedding, ln_out, head; gains: None or
+    the model's noise gains (noise_gain)."""
     if not (states.dtype == np.int8 and states.flags.c_contiguous):
         raise ValueError("egg_epoch updates states in place: they must be a C-contiguous int8 array")
     params = np.ascontiguousarray(params)
@@ -464,5 +479,6 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
     egg_epoch_tiles(params, packed, np.ascontiguousarray(windows), states, np.ascontiguousarray(prefixes, np.int64),
                     int(first_member), FIXED_POINT + int(sigma_shift), bool(perturbed), tensors, divide,
                     np.array(layer_ids, np.int64).reshape(-1, 10), np.array(head_ids, np.int64),
+                    *kernel_args(None if gains is None else gain_row(tensors, layout, gains)),
                     tile_size(windows.shape[0]), total)
     return total

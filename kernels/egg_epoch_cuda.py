@@ -4,8 +4,9 @@ population matmuls on int8 tensor cores (mma m16n8k32, see `mma`).
 
 Per block (MEMBERS = 128 members, THREADS = 256 threads, 8 warps):
 - prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A =
-  noise[d_in:d_in + d_out]) and its members' perturbed vectors are hashed once per epoch into
-  global scratch (they are constant over the epoch, so no hash runs per byte);
+  noise[d_in:d_in + d_out]) and its members' perturbed vectors are hashed once per epoch (and scaled
+  by their gains, noise_gain) into global scratch (they are constant over the epoch, so no hash runs
+  per byte);
 - per byte and layer, in shared memory: the residual X, the normed input H and a region U: the MLP
   hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh). A matmul's
   rank-1 term (x . B_p) * (sign A_p[j]) >> shift, its division (a shift: d_in is a power of 4) and
@@ -28,11 +29,12 @@ Only the summed log-likelihood of each member leaves the device; states are upda
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import (BOOL, I8_1D, I64, I64_1D, U8_2D, allow_dynamic_shared, cuda, device_function,
-                                     flat, kernel)
+from eggnog.kernels.cuda_api import (BOOL, I8_1D, I64, I64_1D, U8_1D, U8_2D, allow_dynamic_shared, cuda,
+                                     device_function, flat, kernel)
 from eggnog.kernels.egg_epoch import DOWN, UF, UH, UP, WF, WH, egg_layout
 from eggnog.kernels.egg_ops import gpu_clip8, gpu_floor_log2_x16, gpu_gru_gate, gpu_gru_mix
 from eggnog.kernels.int_math import EXP2
+from eggnog.kernels.noise_gain import GAIN_SHIFT, device_args, gain_offsets
 from eggnog.kernels.mma import load_global_v4, load_shared_v4, mma_s8_16832
 from eggnog.kernels.rng import gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1
 
@@ -70,6 +72,7 @@ class Plan:
     def __init__(self, n_layer, dim):
         layout = egg_layout(n_layer, dim)
         self.param_off = np.array([entry[3] for entry in layout], np.int64)
+        self.gain_off = gain_offsets(layout)[0]
         self.noise_off = np.zeros(len(layout), np.int64)
         self.noise_cnt = np.zeros(len(layout), np.int64)
         vec_tensor, noise = [], 0
@@ -260,11 +263,11 @@ def _gate(kind, sh8, sh32, part, params32, noise8, states, vecs, w1_off, seg1, w
 # ---- the kernel ---------------------------------------------------------------------------------
 
 @kernel((I8_1D, I32_1D, U8_2D, I8_1D, I64_1D, I64_1D, I64_1D, I64_1D, I64_1D, I8_1D, I8_1D, I64_1D, I32_1D, I64, I64,
-         I64, I64, I64, I64, BOOL, I64, I64, I64, I64),
+         I64, I64, I64, I64, BOOL, I64, I64, I64, I64, U8_1D, I64_1D, BOOL),
         tensor_cores=True, block=THREADS)
 def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, noise_off, noise_cnt, vec_tensor, noise8,
                    vecs, out, exp2, first_member, members, n_layer, dim, log2_dim, shift, perturbed, noise_len,
-                   n_vectors, px, pu):
+                   n_vectors, px, pu, gains, gain_off, scaled):
     """One block: MEMBERS members through every byte and layer (see the module docstring)."""
     sh8 = cuda.shared.array(0, numba.int8)
     sh32 = cuda.shared.array(0, numba.int32)
@@ -291,7 +294,10 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
                     kb = gpu_member_key_b(ka)
                     at = pl * noise_len + noise_off[t]
                     for idx in range(tid, noise_cnt[t], THREADS):
-                        noise8[at + idx] = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, idx), kb))
+                        n = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, idx), kb))
+                        if scaled:
+                            n = (n * np.int64(gains[gain_off[t] + idx])) >> GAIN_SHIFT
+                        noise8[at + idx] = n
     for idx in range(tid, MEMBERS * n_vectors * dim, THREADS):
         m = m0 + (idx >> log2_dim) // n_vectors
         slot = (idx >> log2_dim) % n_vectors
@@ -304,6 +310,8 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
                 ka = gpu_member_key_a(prefixes[t], base_pair + pl)
                 kb = gpu_member_key_b(ka)
                 a1 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
+                if scaled:
+                    a1 = (a1 * np.int64(gains[gain_off[t] + j])) >> GAIN_SHIFT
                 a2 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, dim + j), kb))
                 v += (a1 * a2 * sign) >> shift
             vecs[(m * n_vectors + slot) * dim + j] = gpu_clip8(v)
@@ -386,7 +394,7 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
         out[m0 + r] = total
 
 
-def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed):
+def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains=None):
     """Launch the fused epoch on device arrays; returns the (members,) int64 sums on the device."""
     n_layer, members, dim = states.shape
     plan = Plan(n_layer, dim)
@@ -395,10 +403,12 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
     vecs = cuda.device_array(members * plan.vec_tensor.size * dim, np.int8)
     out = cuda.device_array(members, np.int64)
     tables = [cuda.to_device(a) for a in (plan.param_off, plan.noise_off, plan.noise_cnt, plan.vec_tensor)]
+    gain_array, scaled = device_args(gains)
     args = (params, params.view(np.int32), windows, flat(states), prefixes, *tables, noise8, vecs, out,
             cuda.to_device(EXP2_32), np.int64(first_member), np.int64(members), np.int64(n_layer), np.int64(dim),
             np.int64(dim.bit_length() - 1), np.int64(4 + sigma_shift), bool(perturbed), np.int64(plan.noise_len),
-            np.int64(plan.vec_tensor.size), np.int64(plan.px), np.int64(plan.pu))
+            np.int64(plan.vec_tensor.size), np.int64(plan.px), np.int64(plan.pu), gain_array,
+            cuda.to_device(plan.gain_off), scaled)
     allow_dynamic_shared(egg_epoch_cuda, args, plan.shared_bytes)
     egg_epoch_cuda[(members + MEMBERS - 1) // MEMBERS, THREADS, 0, plan.shared_bytes](*args)
     return out

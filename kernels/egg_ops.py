@@ -15,6 +15,7 @@ Perturbed parameters follow nano-egg: for member g (pair p = g // 2, sign = +1 e
                        a2 = noise[n:2n];
 - embedding E[V, D]:   clip(E[t] + (((sign * A[t]) * B) >> (4 + sigma_shift))), B = noise[0:D],
                        A = noise[D:D+V].
+With a gain array (kernels/noise_gain.py) a1, B and A are scaled by it first ((n * g) >> 6).
 """
 
 import numba
@@ -23,6 +24,7 @@ import numpy as np
 from eggnog.kernels import rng_reference
 from eggnog.kernels.cuda_api import BOOL, I8_1D, I8_2D, I64, I64_1D, U8_1D, blocks, cuda, device_function, grid2, kernel
 from eggnog.kernels.int_math import EXP2, FIXED_POINT, build
+from eggnog.kernels.noise_gain import GAIN_SHIFT, device_args, kernel_args, random_gains, scaled_reference
 from eggnog.kernels.reductions import block_total
 from eggnog.kernels.registry import op
 from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
@@ -55,6 +57,8 @@ def _vector_cases(rng):
         theta = _int8(rng, n, 40)
         theta[:2] = [127, -127]
         yield theta, 77, first, count, sigma_shift, perturbed
+    theta = _int8(rng, 45, 40)
+    yield theta, 77, 1, 6, 0, True, random_gains(rng, theta.size)
 
 
 def _embedding_cases(rng):
@@ -63,6 +67,8 @@ def _embedding_cases(rng):
         table = _int8(rng, (256, dim), 40)
         table[7, :3] = [127, -127, 127]
         yield tokens, table, 31, first, sigma_shift, perturbed
+    table = _int8(rng, (256, 24), 40)
+    yield tokens, table, 31, 1, 0, True, random_gains(rng, 24 + 256)
 
 
 def _l1_norm_cases(rng):
@@ -110,17 +116,18 @@ def _loglik_cases(rng):
 # ---- perturbed vector parameters ---------------------------------------------------------------
 
 @op(cases=_vector_cases)
-def reference_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+def reference_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True, gain=None):
     out = np.broadcast_to(theta.astype(np.int64), (count, theta.size))
     if perturbed:
         pairs, sign = _members(first_member, count)
         noise = rng_reference.gaussian_rows(prefix, pairs, 0, 2 * theta.size)
-        out = out + ((noise[:, :theta.size] * noise[:, theta.size:] * sign[:, None]) >> (FIXED_POINT + sigma_shift))
+        a1 = noise[:, :theta.size] if gain is None else scaled_reference(noise[:, :theta.size], gain)
+        out = out + ((a1 * noise[:, theta.size:] * sign[:, None]) >> (FIXED_POINT + sigma_shift))
     return _clip(out)
 
 
 @numba.njit(parallel=True)
-def _cpu_vector(theta, out, prefix, first_member, shift, perturbed):
+def _cpu_vector(theta, out, prefix, first_member, shift, perturbed, gain, scaled):
     n = theta.size
     for i in numba.prange(out.shape[0]):
         g = first_member + i
@@ -130,20 +137,22 @@ def _cpu_vector(theta, out, prefix, first_member, shift, perturbed):
             v = np.int64(theta[j])
             if perturbed:
                 a1 = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, j), kb))
+                if scaled:
+                    a1 = (a1 * np.int64(gain[j])) >> GAIN_SHIFT
                 a2 = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, n + j), kb))
                 v += (a1 * a2 * (1 - 2 * (g & 1))) >> shift
             out[i, j] = cpu_clip8(v)
 
 
 @op
-def cpu_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+def cpu_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True, gain=None):
     out = np.empty((count, theta.size), dtype=np.int8)
-    _cpu_vector(theta, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
+    _cpu_vector(theta, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed, *kernel_args(gain))
     return out
 
 
-@kernel((I8_1D, I8_2D, I64, I64, I64, BOOL))
-def vector_cuda(theta, out, prefix, first_member, shift, perturbed):
+@kernel((I8_1D, I8_2D, I64, I64, I64, BOOL, U8_1D, BOOL))
+def vector_cuda(theta, out, prefix, first_member, shift, perturbed, gain, scaled):
     j, i = cuda.grid(2)
     n = theta.size
     if i < out.shape[0] and j < n:
@@ -153,58 +162,69 @@ def vector_cuda(theta, out, prefix, first_member, shift, perturbed):
             ka = gpu_member_key_a(prefix, g >> 1)
             kb = gpu_member_key_b(ka)
             a1 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
+            if scaled:
+                a1 = (a1 * np.int64(gain[j])) >> GAIN_SHIFT
             a2 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, n + j), kb))
             v += (a1 * a2 * (1 - 2 * (g & 1))) >> shift
         out[i, j] = gpu_clip8(v)
 
 
 @op
-def cuda_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True):
+def cuda_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True, gain=None):
     out = cuda.device_array((count, theta.shape[0]), dtype=np.int8)
     vector_cuda[grid2(theta.shape[0], count)](theta, out, np.int64(prefix), np.int64(first_member),
-                                              np.int64(FIXED_POINT + sigma_shift), bool(perturbed))
+                                              np.int64(FIXED_POINT + sigma_shift), bool(perturbed),
+                                              *device_args(gain))
     return out
 
 
 # ---- perturbed embedding lookup ----------------------------------------------------------------
 
 @op(cases=_embedding_cases)
-def reference_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+def reference_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True, gain=None):
     out = table[tokens].astype(np.int64)
     if perturbed:
         vocab, dim = table.shape
         pairs, sign = _members(first_member, tokens.size)
         noise = rng_reference.gaussian_rows(prefix, pairs, 0, dim + vocab)
+        if gain is not None:
+            noise = scaled_reference(noise, gain)
         a = noise[np.arange(tokens.size), dim + tokens.astype(np.int64)] * sign
         out = out + ((a[:, None] * noise[:, :dim]) >> (FIXED_POINT + sigma_shift))
     return _clip(out)
 
 
 @numba.njit(parallel=True)
-def _cpu_embedding(tokens, table, out, prefix, first_member, shift, perturbed):
+def _cpu_embedding(tokens, table, out, prefix, first_member, shift, perturbed, gain, scaled):
     dim = table.shape[1]
     for i in numba.prange(tokens.size):
         g = first_member + i
         t = np.int64(tokens[i])
         ka = cpu_member_key_a(prefix, g >> 1)
         kb = cpu_member_key_b(ka)
-        a = (1 - 2 * (g & 1)) * cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, dim + t), kb))
+        a = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, dim + t), kb))
+        if scaled:
+            a = (a * np.int64(gain[dim + t])) >> GAIN_SHIFT
+        a *= 1 - 2 * (g & 1)
         for j in range(dim):
             v = np.int64(table[t, j])
             if perturbed:
-                v += (a * cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, j), kb))) >> shift
+                b = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, j), kb))
+                if scaled:
+                    b = (b * np.int64(gain[j])) >> GAIN_SHIFT
+                v += (a * b) >> shift
             out[i, j] = cpu_clip8(v)
 
 
 @op
-def cpu_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+def cpu_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True, gain=None):
     out = np.empty((tokens.size, table.shape[1]), dtype=np.int8)
-    _cpu_embedding(tokens, table, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed)
+    _cpu_embedding(tokens, table, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed, *kernel_args(gain))
     return out
 
 
-@kernel((U8_1D, I8_2D, I8_2D, I64, I64, I64, BOOL))
-def embedding_cuda(tokens, table, out, prefix, first_member, shift, perturbed):
+@kernel((U8_1D, I8_2D, I8_2D, I64, I64, I64, BOOL, U8_1D, BOOL))
+def embedding_cuda(tokens, table, out, prefix, first_member, shift, perturbed, gain, scaled):
     j, i = cuda.grid(2)
     dim = table.shape[1]
     if i < tokens.size and j < dim:
@@ -214,17 +234,22 @@ def embedding_cuda(tokens, table, out, prefix, first_member, shift, perturbed):
             g = first_member + i
             ka = gpu_member_key_a(prefix, g >> 1)
             kb = gpu_member_key_b(ka)
-            a = (1 - 2 * (g & 1)) * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, dim + t), kb))
-            v += (a * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))) >> shift
+            a = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, dim + t), kb))
+            b = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
+            if scaled:
+                a = (a * np.int64(gain[dim + t])) >> GAIN_SHIFT
+                b = (b * np.int64(gain[j])) >> GAIN_SHIFT
+            v += ((1 - 2 * (g & 1)) * a * b) >> shift
         out[i, j] = gpu_clip8(v)
 
 
 @op
-def cuda_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True):
+def cuda_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True, gain=None):
     out = cuda.device_array((tokens.shape[0], table.shape[1]), dtype=np.int8)
     embedding_cuda[grid2(table.shape[1], tokens.shape[0])](tokens, table, out, np.int64(prefix),
                                                            np.int64(first_member),
-                                                           np.int64(FIXED_POINT + sigma_shift), bool(perturbed))
+                                                           np.int64(FIXED_POINT + sigma_shift), bool(perturbed),
+                                                           *device_args(gain))
     return out
 
 

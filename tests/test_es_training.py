@@ -32,17 +32,26 @@ def train(tmp_path, name, steps, resume=False, **overrides):
     return load_checkpoint(run_dir)
 
 
-@pytest.mark.parametrize("optimizer", ["ztest", "adamw"])
-def test_resume_equals_uninterrupted_run(tmp_path, optimizer):
-    straight, _ = train(tmp_path, "straight", 6, optimizer=optimizer)
-    train(tmp_path, "split", 3, optimizer=optimizer)
-    resumed, record = train(tmp_path, "split", 6, resume=True, optimizer=optimizer)
+# adaptive noise at a constant z-test level that leaves most weights still, so overlays fall below 64
+@pytest.mark.parametrize("settings", [{}, {"optimizer": "adamw"}, {"adaptive_noise": True, "alpha": 0.2}],
+                         ids=["ztest", "adamw", "adaptive-noise"])
+def test_resume_equals_uninterrupted_run(tmp_path, settings):
+    straight, _ = train(tmp_path, "straight", 6, **settings)
+    train(tmp_path, "split", 3, **settings)
+    resumed, record = train(tmp_path, "split", 6, resume=True, **settings)
     assert record["step"] == 6
     assert set(straight) == set(resumed) and all(np.array_equal(straight[k], resumed[k]) for k in straight)
-    if optimizer == "adamw":  # its state is in the checkpoint and was carried over the resume
-        assert {"opt_m", "opt_v", "opt_acc"} <= set(resumed) and np.any(resumed["opt_acc"] != 0)
-        ztest, _ = train(tmp_path, "ztest", 6)
-        assert not np.array_equal(ztest["params"], resumed["params"])
+    if settings:  # the extra state is in the checkpoint, was carried over the resume and changed the run
+        plain = {k: v for k, v in settings.items() if k not in ("optimizer", "adaptive_noise")}
+        ztest, _ = train(tmp_path, "ztest", 6, **plain)
+        if "optimizer" in settings:
+            assert {"opt_m", "opt_v", "opt_acc"} <= set(resumed) and np.any(resumed["opt_acc"] != 0)
+            assert not np.array_equal(ztest["params"], resumed["params"])
+        else:  # overlays below 64 scale the noise down: the members' losses differ from step 1 on
+            assert resumed["noise_overlay"].dtype == np.int8 and len(set(resumed["noise_overlay"].tolist())) > 1
+            losses = [[r["train_bpb"] for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
+                      for name in ("ztest", "straight")]
+            assert losses[0][0] == losses[1][0] and losses[0][1:] != losses[1][1:]
     a, b = read_jsonl(tmp_path / "straight" / "metrics.jsonl"), read_jsonl(tmp_path / "split" / "metrics.jsonl")
     keep = ("epoch", "train_bpb", "alpha", "moved_fraction")
     assert [{k: r[k] for k in keep} for r in a] == [{k: r[k] for k in keep} for r in b]

@@ -1,5 +1,5 @@
 """Coordinator mode on 4 ranks (rank 0 coordinates, 3 workers): bit-identical to the synchronous
-trainer without stragglers, after a straggler's chunk is redone elsewhere, and after a checkpoint
+trainer without stragglers (also with AdamW, and with adaptive noise: its overlay included), after a straggler's chunk is redone elsewhere, and after a checkpoint
 write interrupted part-way and a resume."""
 
 from pathlib import Path
@@ -74,11 +74,12 @@ def same_as(world, run_dir, reference):
     return world.bcast_json(bool(same))
 
 
-@pytest.mark.parametrize("optimizer", ["ztest", "adamw"])
-def test_coordinator_matches_the_synchronous_trainer(world, shared_dir, parallel_assert, optimizer):
-    corpus_path, reference = synchronous_run(world, shared_dir, optimizer=optimizer)
-    run_dir = new_run_dir(world, shared_dir, "coordinated-" + optimizer)
-    coordinated_run(world, corpus_path, run_dir, optimizer=optimizer)
+@pytest.mark.parametrize("settings", [{"optimizer": "ztest"}, {"optimizer": "adamw"},
+                                      {"adaptive_noise": True, "alpha": 0.2}], ids=["ztest", "adamw", "adaptive-noise"])
+def test_coordinator_matches_the_synchronous_trainer(world, shared_dir, parallel_assert, settings):
+    corpus_path, reference = synchronous_run(world, shared_dir, **settings)
+    run_dir = new_run_dir(world, shared_dir, "coordinated-" + "-".join(map(str, settings.values())))
+    coordinated_run(world, corpus_path, run_dir, **settings)
     parallel_assert(same_as(world, run_dir, reference), "coordinator parameters or states differ from sync mode")
     ok = True
     if world.is_root:
