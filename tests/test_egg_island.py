@@ -63,6 +63,15 @@ def test_parameters_and_state_round_trip(tmp_path):
     assert not any(a.any() for a in egg.optimizer_state()[0].values())
 
 
+def test_the_adaptive_noise_overlay_stays_the_islands_own_through_a_merge(tmp_path):
+    egg = island(tmp_path, adaptive_noise=True, alpha=0.2)
+    egg.train_step()
+    overlay = egg.trainer.strategy.overlay.copy()
+    assert egg.optimizer_state() == ({}, {}) and np.any(overlay != 64)  # it never travels
+    egg.load(egg.parameters() + 1)
+    assert np.array_equal(egg.trainer.strategy.overlay, overlay)
+
+
 def test_ztest_has_no_optimizer_state(tmp_path):
     egg = island(tmp_path)
     egg.train_step()
