@@ -8,8 +8,9 @@ shifts are arithmetic (floor). The log-likelihood is in units of 1/16 bit:
     ll  = y'[target] - floor(16 * log2(S / 16))
 
 nano-egg reads the last term from a 1 GiB table (LOG2[S - 1]); here floor(16 * log2 S) is computed
-exactly with integers: with e = floor(log2 S) and M = S << (27 - e) in [2^27, 2^28), the sixteenth
-m is the number of thresholds ceil(2^(27 + q/16)), q = 1..15, that M reaches. All tables are built
+exactly with integers: with e = floor(log2 S) and M = S << (61 - e) in [2^61, 2^62), the sixteenth
+m is the number of thresholds ceil(2^(61 + q/16)), q = 1..15, that M reaches (exact for any S < 2^62,
+so also for the sums of vocabularies above 256 symbols). All tables are built
 with exact integer roots, so no libm result can shift a floor.
 """
 
@@ -39,7 +40,7 @@ def _ceil_pow2_sixteenth(exponent_times_16):
     return root if root**16 == 1 << exponent_times_16 else root + 1
 
 
-LOG2_THRESHOLDS = np.array([_ceil_pow2_sixteenth(27 * 16 + q) for q in range(16)], dtype=np.int64)
+LOG2_THRESHOLDS = np.array([_ceil_pow2_sixteenth(61 * 16 + q) for q in range(16)], dtype=np.int64)
 
 
 def matmul_divisor(d_in):
@@ -54,13 +55,13 @@ def build(jit):
 
     @jit
     def floor_log2_x16(s):
-        """floor(16 * log2(s)) for 1 <= s < 2^28."""
+        """floor(16 * log2(s)) for 1 <= s < 2^62."""
         e = 0
         t = s
         while t > 1:
             t >>= 1
             e += 1
-        m = s << (27 - e)
+        m = s << (61 - e)
         q = 0
         for j in range(1, 16):
             if m >= LOG2_THRESHOLDS[j]:

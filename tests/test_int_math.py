@@ -48,6 +48,16 @@ def test_floor_log2_boundaries_on_every_backend():
                 assert py(s) == cpu_floor_log2_x16(s) == int(gpu(s)) == expected
 
 
+def test_floor_log2_exact_above_2_to_28_on_every_backend():
+    """Sums of vocabularies above 256 symbols: edges of every sixteenth up to 2^40, exactly."""
+    py, gpu = egg_ops.py_floor_log2_x16, egg_ops.gpu_floor_log2_x16
+    for k in range(16 * 28, 16 * 40):
+        edge = iroot(1 << k, 16) + (0 if iroot(1 << k, 16) ** 16 == 1 << k else 1)  # ceil(2^(k/16))
+        for s in (edge - 1, edge, edge + 12345):
+            exact = (s**16).bit_length() - 1  # floor(log2(s^16)), in integers
+            assert py(s) == cpu_floor_log2_x16(s) == int(gpu(s)) == exact
+
+
 def table_loglik(logits, targets):
     """nano-egg: ll = y'[target] - LOG2[S - 1], LOG2[j] = int32(log2((j + 1) / 16) * 16)."""
     y = logits.astype(np.int64) + 128

@@ -1,0 +1,108 @@
+"""d-eggs' integer-only transformer: its configuration, parameter layout and initialisation. The
+forward over a population is the op `transformer_epoch` (kernels/transformer_epoch.py).
+
+Per token:  x = clip(E[t] + e_bias)
+            x = MLP_init(x)                                        (the block below, its own weights)
+            n_layer x [ x = norm(x + Wo . attention(rope(norm(q)), rope(norm(k)), norm(v)))
+                        x = MLP(x) ]
+            logits = clip((E . LN_f(x)) >> shift_logit)            (head tied to the embedding)
+MLP(x) = norm(x + ((Wdown . GELU(clip((Wup . LN(x) + b_up) >> shift_up))) >> shift_down) + b_down)
+
+Parameters: V*D + D, then 8*D^2 + 7*D for the init MLP, 12*D^2 + 9*D a layer and 2*D for LN_f: with
+d-eggs' sizes (V 8192, D 256, 4 layers) 5,778,944.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from eggnog.kernels.noise_math import stream_key
+from eggnog.kernels.rng_reference import uniform_int8
+from eggnog.runtime.errors import BadInput
+
+INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
+LN_ONE = 16  # 1.0 in fixed point: LN weights start here
+INIT_RANGE = 15  # matrices and the embedding start uniform on [-15, 15], d-eggs' host draw
+MLP_TENSORS = (("ln.weight", "vector", (1,)), ("ln.bias", "vector", (1,)), ("up", "matrix", (4, 1)),
+               ("up_bias", "vector", (4,)), ("down", "matrix", (1, 4)), ("down_bias", "vector", (1,)))
+ATTENTION_TENSORS = (("ln1.weight", "vector", (1,)), ("ln1.bias", "vector", (1,)), ("q", "matrix", (1, 1)),
+                     ("k", "matrix", (1, 1)), ("v", "matrix", (1, 1)), ("o", "matrix", (1, 1)))
+TENSORS_PER_LAYER = len(ATTENTION_TENSORS) + len(MLP_TENSORS)
+SHIFTS = ("shift_attn", "shift_qkv", "shift_out", "shift_logit", "shift_mlp_up", "shift_mlp_down")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    n_layer: int = 4
+    dim: int = 256
+    head_dim: int = 64
+    vocab: int = 256
+    shift_attn: int = 8  # d-eggs' config.h: the shifts after each product
+    shift_qkv: int = 6
+    shift_out: int = 9
+    shift_logit: int = 8
+    shift_mlp_up: int = 8
+    shift_mlp_down: int = 10
+
+    def __post_init__(self):
+        if self.n_layer < 1 or self.dim < 2 or self.head_dim < 2 or self.vocab < 2:
+            raise BadInput("the transformer needs --depth >= 1, --dim >= 2, --head-dim >= 2 and a vocabulary "
+                           f"of at least 2, got {self.n_layer}, {self.dim}, {self.head_dim} and {self.vocab}")
+        if self.dim % self.head_dim or self.head_dim % 2:
+            raise BadInput(f"--head-dim {self.head_dim} must be even and divide --dim {self.dim}")
+        if not all(0 <= getattr(self, name) <= 30 for name in SHIFTS):
+            raise BadInput("every --shift-* must be in [0, 30]")
+
+    @property
+    def n_heads(self):
+        return self.dim // self.head_dim
+
+    def shifts(self):
+        return np.array([getattr(self, name) for name in SHIFTS], np.int64)
+
+
+def transformer_layout(cfg):
+    """(name, shape, kind, offset) of every tensor, in tensor-id order."""
+    d = cfg.dim
+    specs = [("embedding", (cfg.vocab, d), "embedding"), ("embedding_bias", (d,), "vector")]
+    specs += [(f"init_mlp.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in MLP_TENSORS]
+    for layer in range(cfg.n_layer):
+        specs += [(f"layers.{layer}.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in ATTENTION_TENSORS]
+        specs += [(f"layers.{layer}.mlp.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in MLP_TENSORS]
+    specs += [("ln_f.weight", (d,), "vector"), ("ln_f.bias", (d,), "vector")]
+    out, offset = [], 0
+    for name, shape, kind in specs:
+        out.append((name, shape, kind, offset))
+        offset += int(np.prod(shape))
+    return out
+
+
+class TransformerModel:
+    def __init__(self, cfg: TransformerConfig):
+        self.cfg = cfg
+        self.layout = transformer_layout(cfg)
+        self.n_params = sum(int(np.prod(shape)) for _, shape, _, _ in self.layout)
+
+    def init_params(self, seed):
+        """Matrices and the embedding uniform on [-15, 15] from the noise hash, LN weights 16, biases 0."""
+        flat = np.zeros(self.n_params, dtype=np.int8)
+        for tensor_id, (name, shape, kind, offset) in enumerate(self.layout):
+            size = int(np.prod(shape))
+            if kind != "vector":
+                key = stream_key(seed, INIT_TENSOR_BASE + tensor_id, 0, 0)
+                flat[offset:offset + size] = uniform_int8(key, 0, size, INIT_RANGE)
+            elif name.endswith(".weight"):
+                flat[offset:offset + size] = LN_ONE
+        return flat
+
+    def architecture(self):
+        """Per-tensor table and resolved configuration, for print_arch."""
+        cfg = self.cfg
+        return {
+            "model": "transformer",
+            "config": {"depth": cfg.n_layer, "dim": cfg.dim, "head_dim": cfg.head_dim, "heads": cfg.n_heads,
+                       "vocab": cfg.vocab, **dict(zip(SHIFTS, cfg.shifts().tolist()))},
+            "total_params": self.n_params,
+            "tensors": [{"name": name, "shape": list(shape), "kind": kind, "params": int(np.prod(shape))}
+                        for name, shape, kind, _ in self.layout],
+        }
