@@ -88,6 +88,28 @@ def build(jit):
     return mul32, fmix32, member_key_a, member_key_b, round1, bits_of, uniform_int, gaussian_int8, rademacher
 
 
+# Member noise kinds, what `member_noise` draws at a stream index: the EGG's gaussian_int8 (nano-egg),
+# d-eggs' uniform integers on [-15, 15], and d-eggs' "gaussian": the sum of three such draws (at
+# stream indices 3i, 3i + 1, 3i + 2).
+EGG_NOISE, DEGGS_UNIFORM, DEGGS_GAUSSIAN = 0, 1, 2
+DEGGS_RANGE = 15
+
+
+def build_member_noise(jit, round1, bits_of, uniform_int, gaussian_int8):
+    @jit
+    def member_noise(ka, kb, index, kind):
+        if kind == EGG_NOISE:
+            return gaussian_int8(bits_of(round1(ka, index), kb))
+        if kind == DEGGS_UNIFORM:
+            return uniform_int(bits_of(round1(ka, index), kb), DEGGS_RANGE)
+        total = 0
+        for r in range(3):
+            total += uniform_int(bits_of(round1(ka, 3 * index + r), kb), DEGGS_RANGE)
+        return total
+
+    return member_noise
+
+
 def build_normal(jit, fmix32):
     """Box-Muller on float32. The cosine is a polynomial, not libm: libdevice's cosf carries a
     float64 slow path for huge arguments, and our angle is never huge. Constants are cast in place

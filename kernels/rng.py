@@ -28,10 +28,14 @@ MAX_BLOCKS = 4096  # grid-stride loops cover the rest
 (cpu_mul32, cpu_fmix32, cpu_member_key_a, cpu_member_key_b, cpu_round1, cpu_bits_of, cpu_uniform_int,
  cpu_gaussian_int8, cpu_rademacher) = noise_math.build(numba.njit)
 cpu_normal_f32 = noise_math.build_normal(numba.njit, cpu_fmix32)
+cpu_member_noise = noise_math.build_member_noise(numba.njit, cpu_round1, cpu_bits_of, cpu_uniform_int,
+                                                 cpu_gaussian_int8)
 
 (gpu_mul32, gpu_fmix32, gpu_member_key_a, gpu_member_key_b, gpu_round1, gpu_bits_of, gpu_uniform_int,
  gpu_gaussian_int8, gpu_rademacher) = noise_math.build(device_function)
 gpu_normal_f32 = noise_math.build_normal(device_function, gpu_fmix32)
+gpu_member_noise = noise_math.build_member_noise(device_function, gpu_round1, gpu_bits_of, gpu_uniform_int,
+                                                 gpu_gaussian_int8)
 
 
 def _check(kind, start, count, k):

@@ -67,6 +67,20 @@ def gaussian_rows(prefix, members, start, count):
     return gaussian_from_bits(fmix32(fmix32((index + ka[:, None]) & _M) ^ kb[:, None]))
 
 
+def member_noise_rows(prefix, members, count, kind):
+    """noise_math.member_noise elements [0, count) of each member's stream: int64 (len(members), count)."""
+    from eggnog.kernels.noise_math import DEGGS_GAUSSIAN, DEGGS_RANGE, EGG_NOISE
+
+    if kind == EGG_NOISE:
+        return gaussian_rows(prefix, members, 0, count)
+    reps = 3 if kind == DEGGS_GAUSSIAN else 1
+    ka, kb = member_keys(prefix, members)
+    index = np.arange(count * reps, dtype=np.uint64)[None, :]
+    b = fmix32(fmix32((index + ka[:, None]) & _M) ^ kb[:, None]).astype(np.int64)
+    values = ((b * (2 * DEGGS_RANGE + 1)) >> 32) - DEGGS_RANGE
+    return values.reshape(len(members), count, reps).sum(axis=2)
+
+
 def rademacher_int8(key, start, count):
     return 1 - 2 * (bits(key, start, count).astype(np.int64) >> 31)
 

@@ -35,14 +35,13 @@ import numpy as np
 
 from eggnog.kernels.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.registry import op
-from eggnog.kernels.rng_reference import fmix32, member_keys
+from eggnog.kernels.noise_math import DEGGS_GAUSSIAN, DEGGS_UNIFORM
+from eggnog.kernels.rng_reference import member_noise_rows
 from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, rope_table
 
 SPEC_FIELDS = ("n_layer", "dim", "head_dim", "vocab", "shift_attn", "shift_qkv", "shift_out", "shift_logit",
                "shift_mlp_up", "shift_mlp_down", "sigma_shift", "vector_shift", "noise_kind")
-UNIFORM, GAUSSIAN = 0, 1
-NOISE_KINDS = {"uniform": UNIFORM, "gaussian": GAUSSIAN}
-NOISE_RANGE = 15
+NOISE_KINDS = {"uniform": DEGGS_UNIFORM, "gaussian": DEGGS_GAUSSIAN}  # noise_math.member_noise kinds
 EMBEDDING, EMBEDDING_BIAS, INIT_MLP = 0, 1, 2  # tensor ids; an MLP block is 6 tensors from its first
 LN_W, LN_B, UP, UP_BIAS, DOWN, DOWN_BIAS = range(6)  # within an MLP block
 LN1_W, LN1_B, Q, K, V, O, LAYER_MLP = range(7)  # within a layer (12 tensors from 8 + 12 * layer)
@@ -73,16 +72,6 @@ def tensor_table(spec):
 
 # ---- the NumPy reference ------------------------------------------------------------------------
 
-def noise_rows(prefix, pairs, count, kind):
-    """Noise elements [0, count) of each pair's stream of one tensor: int64 (len(pairs), count)."""
-    ka, kb = member_keys(prefix, pairs)
-    reps = 3 if kind == GAUSSIAN else 1
-    index = np.arange(count * reps, dtype=np.uint64)[None, :]
-    bits = fmix32(fmix32((index + ka[:, None]) & np.uint64(0xFFFFFFFF)) ^ kb[:, None]).astype(np.int64)
-    values = ((bits * (2 * NOISE_RANGE + 1)) >> 32) - NOISE_RANGE
-    return values.reshape(len(pairs), count, reps).sum(axis=2)
-
-
 def _clip(a):
     return np.clip(a, -MAX_UNIT, MAX_UNIT)
 
@@ -104,7 +93,7 @@ class _Reference:
         self.pairs, self.sign = g >> 1, (1 - 2 * (g & 1))[:, None]
 
     def noise(self, tid, count):
-        return noise_rows(int(self.prefixes[tid]), self.pairs, count, self.kind)
+        return member_noise_rows(int(self.prefixes[tid]), self.pairs, count, self.kind)
 
     def vector(self, tid):
         at, n, _ = self.table[tid]
@@ -188,8 +177,8 @@ def _cases(rng):
     from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
 
     for n_layer, dim, head_dim, vocab, members, steps, first, noise, perturbed in (
-            (2, 8, 4, 256, 5, 4, 3, "uniform", True), (1, 8, 8, 256, 3, 3, 0, "uniform", False),
-            (1, 12, 4, 300, 4, 3, 1, "gaussian", True)):
+            (2, 8, 4, 256, 3, 3, 3, "uniform", True), (1, 8, 8, 256, 2, 2, 0, "uniform", False),
+            (1, 12, 4, 300, 2, 2, 1, "gaussian", True)):
         cfg = TransformerConfig(n_layer, dim, head_dim, vocab, shift_qkv=3, shift_out=4, shift_logit=4,
                                 shift_mlp_up=4, shift_mlp_down=5)
         model = TransformerModel(cfg)
@@ -229,3 +218,13 @@ def cpu_transformer_epoch(params, windows, prefixes, first_member, spec, perturb
     from eggnog.kernels.transformer_epoch_cpu import run_epoch
 
     return run_epoch(params, windows, prefixes, first_member, spec, perturbed)
+
+
+@op
+def cuda_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
+    from eggnog.kernels.cuda_api import on_device
+    from eggnog.kernels.transformer_epoch_cuda import run_epoch
+
+    out = run_epoch(on_device(params), on_device(windows, np.int32), on_device(prefixes, np.int64), first_member,
+                    spec, perturbed)
+    return out.copy_to_host()

@@ -7,10 +7,10 @@ import numpy as np
 
 from eggnog.kernels.egg_ops import cpu_floor_log2_x16
 from eggnog.kernels.int_math import EXP2, FIXED_POINT
-from eggnog.kernels.rng import cpu_bits_of, cpu_member_key_a, cpu_member_key_b, cpu_round1, cpu_uniform_int
-from eggnog.kernels.transformer_epoch import (DOWN, DOWN_BIAS, EMBEDDING, EMBEDDING_BIAS, FIRST_LAYER, GAUSSIAN,
-                                              INIT_MLP, K, LAYER_MLP, LN1_W, LN_W, MAX_UNIT, NOISE_RANGE, O, Q,
-                                              TENSORS_PER_LAYER, UP, UP_BIAS, V, tensor_table)
+from eggnog.kernels.rng import cpu_member_key_a, cpu_member_key_b, cpu_member_noise
+from eggnog.kernels.transformer_epoch import (DOWN, DOWN_BIAS, EMBEDDING, EMBEDDING_BIAS, FIRST_LAYER, INIT_MLP, K,
+                                              LAYER_MLP, LN1_W, LN_W, MAX_UNIT, O, Q, TENSORS_PER_LAYER, UP, UP_BIAS,
+                                              V, tensor_table)
 from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, rope_table
 
 
@@ -92,16 +92,12 @@ def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_a
     # the window's noise rows and perturbed vectors
     noise = np.zeros(n_noise, np.int64)
     if perturbed:
-        reps = 3 if kind == GAUSSIAN else 1
         for tid in range(n_tensors):
             ka = cpu_member_key_a(prefixes[tid], g >> 1)
             kb = cpu_member_key_b(ka)
             width = 2 * table[tid, 1] if table[tid, 2] == 0 else table[tid, 1] + table[tid, 2]
             for i in range(width):
-                v = 0
-                for r in range(reps):
-                    v += cpu_uniform_int(cpu_bits_of(cpu_round1(ka, reps * i + r), kb), NOISE_RANGE)
-                noise[noise_at[tid] + i] = v
+                noise[noise_at[tid] + i] = cpu_member_noise(ka, kb, i, kind)
     vecs = np.zeros(n_vecs, np.int64)
     for tid in range(n_tensors):
         if table[tid, 2] == 0:
