@@ -1,6 +1,10 @@
-"""Print a model's tensors and parameter count (or, with --json, one JSON object)."""
+"""Print a model's tensors and parameter count (or, with --json, one JSON object).
+
+    python bin/print_arch.py transformer --preset d-eggs     # d-eggs' own sizes: 5,778,944 parameters
+"""
 
 import json
+import sys
 
 import typer
 
@@ -8,14 +12,14 @@ from eggnog.runtime.cli import user_errors
 from eggnog.training.mingru_run import DEFAULT_DEPTH, DEFAULT_DIM, MinGruRunConfig
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
-MODELS = ("egg", "mingru", "lstm", "dnc")
+MODELS = ("egg", "transformer", "mingru", "lstm", "dnc")
 EGG_DEPTH, EGG_DIM = 6, 256  # nano-egg's size
 
 
 @app.command()
 @user_errors
 def main(
-    model: str = typer.Argument(..., help="Model family: egg, mingru, lstm or dnc."),
+    model: str = typer.Argument(..., help="Model family: egg, transformer, mingru, lstm or dnc."),
     dim: int = typer.Option(None, "--dim", "--n-embd", help="Width of the EGG or the MinGRU.",
                             show_default=f"EGG {EGG_DIM}; MinGRU from --params, else {DEFAULT_DIM}"),
     depth: int = typer.Option(None, "--depth", "--n-layer", help="Blocks of the EGG or the MinGRU.",
@@ -26,7 +30,9 @@ def main(
     hidden_size: int = typer.Option(240, help="LSTM hidden size H (all heads); DNC controller width."),
     num_heads: int = typer.Option(12, help="LSTM heads N (H must be divisible by N)."),
     input_size: int = typer.Option(100, help="LSTM/DNC embedding width E."),
-    vocab_size: int = typer.Option(100, help="LSTM/DNC vocabulary V."),
+    head_dim: int = typer.Option(64, help="Transformer head width (--preset d-eggs: d-eggs' sizes)."),
+    vocab_size: int = typer.Option(None, help="Vocabulary: transformer 256, LSTM/DNC 100.",
+                                   show_default="transformer 256, LSTM/DNC 100"),
     memory_size: int = typer.Option(128, help="DNC memory rows."),
     head_size: int = typer.Option(128, help="DNC memory row width."),
     num_reads: int = typer.Option(1, help="DNC read heads."),
@@ -38,7 +44,14 @@ def main(
 
     if model not in MODELS:
         raise BadInput(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
-    if model == "egg":
+    lstm_vocab = 100 if vocab_size is None else vocab_size
+    if model == "transformer":
+        from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
+
+        depth, dim = 4 if depth is None else depth, 256 if dim is None else dim
+        cfg = TransformerConfig(depth, dim, head_dim, 256 if vocab_size is None else vocab_size)
+        arch = TransformerModel(cfg).architecture()
+    elif model == "egg":
         depth, dim = EGG_DEPTH if depth is None else depth, EGG_DIM if dim is None else dim
         if depth < 1 or dim < 1:
             raise BadInput(f"--depth and --dim must be positive, got {depth} and {dim}")
@@ -46,12 +59,13 @@ def main(
     elif model == "lstm":
         from eggnog.models.lstm import LstmConfig, LstmModel
 
-        arch = LstmModel(LstmConfig(vocab_size=vocab_size, input_size=input_size, hidden_size=hidden_size,
+        arch = LstmModel(LstmConfig(vocab_size=lstm_vocab, input_size=input_size, hidden_size=hidden_size,
                                     num_heads=num_heads)).architecture()
     elif model == "dnc":
         from eggnog.models.dnc import DncConfig, DncModel
 
-        arch = DncModel(DncConfig(vocab_size, input_size, hidden_size, memory_size, head_size, num_reads)).architecture()
+        dnc = DncConfig(lstm_vocab, input_size, hidden_size, memory_size, head_size, num_reads)
+        arch = DncModel(dnc).architecture()
     else:
         sizing = MinGruRunConfig(params=params, dim=dim, depth=depth, expansion_factor=expansion_factor,
                                  ff_mult=ff_mult).resolved()
@@ -68,5 +82,10 @@ def main(
     print("config: " + ", ".join(f"{k}={v}" for k, v in arch["config"].items()))
 
 
+PRESETS = {"d-eggs": ["--depth", "4", "--dim", "256", "--head-dim", "64", "--vocab-size", "8192"]}
+
 if __name__ == "__main__":
+    from eggnog.evolution.transformer_es_config import with_preset
+
+    sys.argv[1:] = with_preset(sys.argv[1:], PRESETS)
     app()

@@ -1,17 +1,22 @@
 """Train a language model with EGGROLL, the population split over MPI ranks: the integer EGG
-(`--model egg`, the default) or the float MinGRU LM (`--model mingru`, float EGGROLL).
+(`--model egg`, the default), d-eggs' integer transformer (`--model transformer`, `--preset d-eggs` for
+its own configuration) or the float MinGRU LM (`--model mingru`, float EGGROLL).
 
     python bin/train_es.py                                   # embedded default corpus, one process
     srun --mpi=pmi2 python -m mpi4py bin/train_es.py --population 32768 --depth 6 --dim 256
     python bin/train_es.py --model mingru --dim 64 --depth 2 --population 256 --sigma 0.01
     mpiexec -n 4 python bin/train_es.py --mode coordinator --population-chunk 64   # rank 0 hands out chunks
+    python bin/train_es.py --model transformer --depth 2 --dim 64 --head-dim 16
 """
+
+import sys
 
 import typer
 
 from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
 from eggnog.evolution.es_trainer import EsRunConfig, EsTrainer
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
+from eggnog.evolution.transformer_es_config import TransformerEsRunConfig, with_preset
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 
@@ -23,14 +28,16 @@ def egg_trainer(cfg, world, backend, corpus):
     return trainer(cfg, world, backend, corpus)
 
 
-TRAINERS = {EsRunConfig: egg_trainer, FloatEsRunConfig: FloatEsTrainer}
+TRAINERS = {EsRunConfig: egg_trainer, TransformerEsRunConfig: egg_trainer, FloatEsRunConfig: FloatEsTrainer}
 
 
-@config_command(app, {"egg": EsRunConfig, "mingru": FloatEsRunConfig}, choose="model",
-                choose_help="egg (integer EGGROLL) or mingru (float EGGROLL).")
+@config_command(app, {"egg": EsRunConfig, "transformer": TransformerEsRunConfig, "mingru": FloatEsRunConfig},
+                choose="model", choose_help="egg (integer EGGROLL), transformer (d-eggs' model, integer EGGROLL) or "
+                                            "mingru (float EGGROLL).")
 def main(config_cls, flags):
     launch(config_cls, TRAINERS[config_cls], flags)
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = with_preset(sys.argv[1:])
     app()

@@ -7,7 +7,6 @@ import numpy as np
 from eggnog.evolution.coordinator import Coordinator, history_from
 from eggnog.evolution.coordinator_worker import Worker
 from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es_checkpoint, val_sample
-from eggnog.models.egg import EggModel
 from eggnog.runtime.checkpoint import resolve_checkpoint
 
 
@@ -15,13 +14,13 @@ class CoordinatedEsTrainer:
     def __init__(self, cfg: EsRunConfig, world, backend, corpus):
         cfg.check(world.size)
         self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
-        self.model = EggModel(cfg.model())
+        self.model = cfg.build_model()
         self.members = cfg.population_chunk
         self.val_sample = val_sample(cfg, corpus)
         self.epoch, self.best_val, self.history, self.optimizer_state, self.latest = 0, None, {}, None, None
         # Rank 0 holds every member's states and no model; workers hold the parameters.
         self.params = None if world.is_root else self.model.init_params(cfg.seed)
-        self.states = np.zeros((cfg.population, cfg.depth, cfg.dim), np.int8) if world.is_root else None
+        self.states = np.zeros((cfg.population, *self.model.state_dims), np.int8) if world.is_root else None
 
     def restore(self, path):
         arrays, record = read_es_checkpoint(path, self.cfg, self.model)

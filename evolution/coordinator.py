@@ -25,7 +25,6 @@ import numpy as np
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.eggroll import state_layout
 from eggnog.evolution.fitness import bits_per_byte, pack_ternary, unpack_ternary
-from eggnog.models.egg import EggModel
 from eggnog.runtime.checkpoint import encode_checkpoint, save_checkpoint
 from eggnog.runtime.files import temp_name
 from eggnog.runtime.rundir import metrics_log
@@ -68,7 +67,7 @@ class Coordinator:
     def __init__(self, cfg, world, epoch, states, history, best_val, val_sample, latest=None):
         """latest: (step, path) of the checkpoint the run resumed from, for workers that fall behind."""
         self.cfg, self.world, self.comm = cfg, world, world.comm
-        self.model = EggModel(cfg.model())  # its tensor table only, to read a worker's snapshot
+        self.model = cfg.build_model()  # its tensor table only, to read a worker's snapshot
         self.epoch, self.states, self.history, self.best_val = epoch, states, history, best_val
         self.val_rows, self.val_tokens = val_sample
         self.chunk = cfg.population_chunk
@@ -152,7 +151,7 @@ class Coordinator:
         self.fitness[chunk * pairs:(chunk + 1) * pairs] = unpack_ternary(body[:n_packed], pairs)
         cfg = self.cfg
         self.states[chunk * self.chunk:(chunk + 1) * self.chunk] = \
-            body[n_packed:].view(np.int8).reshape(self.chunk, cfg.depth, cfg.dim)
+            body[n_packed:].view(np.int8).reshape(self.chunk, *self.model.state_dims)
         self.loglik += loglik
         self.done[chunk] = True
         if self.done.all():

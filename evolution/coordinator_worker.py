@@ -73,7 +73,7 @@ class Worker:
     def job(self, comm, step, chunk, states_bytes):
         cfg = self.cfg
         first = chunk * self.chunk
-        states = states_bytes.view(np.int8).reshape(self.chunk, cfg.depth, cfg.dim)
+        states = states_bytes.view(np.int8).reshape(self.chunk, *self.model.state_dims)
         device_states = self.backend.to_device(np.ascontiguousarray(states.transpose(1, 0, 2)))
         self.strategy.first_member = first
         windows = self.streams.member_batch(step, first, self.chunk, cfg.group_size)

@@ -148,9 +148,10 @@ class IntEggroll:
 
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
         by_id = np.array([prefixes[t.name] for t in self.model.tensors], dtype=np.int64)  # tensors are in id order
-        scores = self.ops.egg_epoch(self.params, self.backend.to_device(np.ascontiguousarray(windows, dtype=np.uint8)),
-                                    states, self.backend.to_device(by_id), self.first_member, self.cfg.sigma_shift,
-                                    perturbed, self.gains if perturbed else None)
+        windows = self.backend.to_device(np.ascontiguousarray(windows, dtype=self.model.token_dtype))
+        scores = self.model.population_scores(self.ops, self.params, windows, states, self.backend.to_device(by_id),
+                                              self.first_member, self.cfg, perturbed,
+                                              self.gains if perturbed else None)
         return to_host(scores)
 
     def tell(self, fitness):
@@ -167,15 +168,18 @@ class IntEggroll:
         for t in self.model.tensors:
             kind = "vector" if t.kind == "vector" else "matrix"
             if cfg.optimizer == "ztest":
-                self.ops.int_update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, cfg.use_clt)
+                self.ops.int_update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, cfg.use_clt,
+                                    self.model.noise_kind)
                 continue
             if not self.optimizer_state:
                 self.optimizer_state = {name: self.backend.zeros((self.model.n_params,), np.float32)
                                         for name in OPTIMIZER_ARRAYS}
-            votes = self.ops.int_vote(views[t.name], device_fitness, prefixes[t.name], kind, cfg.use_clt)
+            votes = self.ops.int_vote(views[t.name], device_fitness, prefixes[t.name], kind, cfg.use_clt,
+                                      self.model.noise_kind)
             flat = slice(t.offset, t.offset + t.size)
             m, v, acc = (self.optimizer_state[name][flat] for name in OPTIMIZER_ARRAYS)
-            self.ops.quantized_adamw_(self.params[flat], votes.reshape(t.size), m, v, acc, cfg.lr_at(self.epoch),
+            lr = cfg.lr_at(self.epoch) * self.model.lr_scale.get(t.name, 1.0)
+            self.ops.quantized_adamw_(self.params[flat], votes.reshape(t.size), m, v, acc, lr,
                                       cfg.beta1, cfg.beta2, ADAM_EPS, cfg.weight_decay)
         self.epoch += 1
         after = self.host_params()

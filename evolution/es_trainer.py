@@ -22,6 +22,7 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
     group size and model default to a size that trains on a laptop CPU in minutes."""
 
     run_name = "es"
+    model_name = "egg"  # what its checkpoints say they hold
 
     population: int = redefault(IntEggrollConfig, "population", 512)
     group_size: int = redefault(IntEggrollConfig, "group_size", 64)
@@ -50,6 +51,9 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
 
     def model(self):
         return EggConfig(self.depth, self.dim)
+
+    def build_model(self):
+        return EggModel(self.model())
 
     def check(self, ranks=1):
         for name in ("depth", "dim", "steps", "validate_every", "checkpoint_every", "val_rows", "val_tokens"):
@@ -123,13 +127,14 @@ def val_loglik(model, cfg, backend, params, epoch, corpus, rows, tokens):
     length = tokens + 1
     windows = np.stack([np.asarray(corpus.val[r * length:(r + 1) * length]) for r in rows])
     probe = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=epoch, members=len(rows))
-    states = backend.zeros((cfg.depth, len(rows), cfg.dim), np.int8)
+    layers, width = model.state_dims
+    states = backend.zeros((layers, len(rows), width), np.int8)
     return int(probe.evaluate(windows, states, perturbed=False).sum())
 
 
 def write_es_checkpoint(run_dir, cfg, epoch, params, states, best_val, best=False, extra=None, write=save_checkpoint):
     """An EGG checkpoint: params, every member's states (members, layers, dim) and `extra` arrays."""
-    meta = {"config": asdict(cfg), "model": "egg", "best_val_bpb": best_val, "data_position": {"epoch": epoch}}
+    meta = {"config": asdict(cfg), "model": cfg.model_name, "best_val_bpb": best_val, "data_position": {"epoch": epoch}}
     path = write(run_dir / "checkpoints", epoch, {"params": params, "states": states, **(extra or {})}, meta)
     if best:
         mark_best(run_dir / "checkpoints", path)
@@ -144,8 +149,8 @@ def read_es_checkpoint(path, cfg, model):
     """(arrays, record) of an EGG checkpoint that this run may resume from; BadInput otherwise."""
     arrays, record = load_checkpoint(path)
     meta = record.get("meta", {})
-    if meta.get("model") != "egg":
-        raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model, not an EGG")
+    if meta.get("model") != cfg.model_name:
+        raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model, not a {cfg.model_name!r} one")
     check_resume(meta.get("config", {}), asdict(cfg))
     if arrays["params"].size != model.n_params or arrays["states"].shape[0] != cfg.population:
         raise BadInput(f"checkpoint {str(path)!r} does not match this model and population")
@@ -157,7 +162,7 @@ class EsTrainer:
         """Checks everything about the run (so bad input stops before a run directory exists)."""
         cfg.check(world.size)
         self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
-        self.model = EggModel(cfg.model())
+        self.model = cfg.build_model()
         self.members = cfg.population // world.size
         self.first = world.rank * self.members
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
@@ -165,7 +170,8 @@ class EsTrainer:
         self.best_val = None
         self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
                                    first_member=self.first, members=self.members)
-        self.states = backend.zeros((cfg.depth, self.members, cfg.dim), np.int8)  # (layers, members, dim)
+        layers, width = self.model.state_dims
+        self.states = backend.zeros((layers, self.members, width), np.int8)  # (layers, members, dim)
 
     # ---- checkpoints -------------------------------------------------------------------------
     def save(self, run_dir, best=False):

@@ -8,7 +8,8 @@
     theta = clip(theta + (Z > 0 ? +1 : -1), +-127) where move
 
 Z = 0 moves down, as in nano-egg (this only matters while thr = 0). `thr` already carries the
-fitness scale (see evolution.eggroll). Noise is regenerated from each pair's key, never stored.
+fitness scale (see evolution.eggroll). Noise is regenerated from each pair's key, never stored; its
+kind (`noise`, noise_math.member_noise) is the EGG's gaussian_int8 unless given (d-eggs' transformer).
 
 `int_vote(theta, fitness, prefix, kind, use_clt)` returns Z itself (int64, theta's shape) and moves
 nothing: d-eggs' vote, for an optimiser to apply (kernels/vote_adamw.py). Both ops share the kernels:
@@ -23,8 +24,9 @@ from eggnog.kernels.cuda_api import BOOL, I8_1D, I8_2D, I64, I64_1D, I64_2D, blo
 from eggnog.kernels.egg_ops import cpu_clip8, gpu_clip8
 from eggnog.kernels.int_math import iroot
 from eggnog.kernels.registry import op
-from eggnog.kernels.rng import (cpu_bits_of, cpu_gaussian_int8, cpu_member_key_a, cpu_member_key_b, cpu_round1,
-                                gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1)
+from eggnog.kernels.noise_math import DEGGS_GAUSSIAN, DEGGS_UNIFORM, EGG_NOISE
+from eggnog.kernels.rng import (cpu_member_key_a, cpu_member_key_b, cpu_member_noise, gpu_member_key_a,
+                                gpu_member_key_b, gpu_member_noise)
 
 KINDS = ("matrix", "vector")
 TILE = 16
@@ -48,18 +50,21 @@ def _cases(rng):
         theta.flat[:2] = [127, -127]
         fitness = rng.integers(-1, 2, pairs).astype(np.int8)
         yield theta, fitness, 555, kind, threshold, use_clt
+    for kind, shape, noise in (("matrix", (18, 21), DEGGS_UNIFORM), ("vector", (45,), DEGGS_GAUSSIAN)):
+        theta = rng.integers(-127, 128, shape).astype(np.int8)
+        yield theta, rng.integers(-1, 2, 36).astype(np.int8), 555, kind, 0, True, noise
 
 
-def _reference_votes(theta, fitness, prefix, kind, use_clt):
+def _reference_votes(theta, fitness, prefix, kind, use_clt, noise_kind):
     n_pairs = fitness.size
     f = fitness.astype(np.int64)
     if kind == "vector":
-        noise = rng_reference.gaussian_rows(prefix, np.arange(n_pairs), 0, 2 * theta.size)
+        noise = rng_reference.member_noise_rows(prefix, np.arange(n_pairs), 2 * theta.size, noise_kind)
         product = noise[:, :theta.size] * noise[:, theta.size:]
         z = (f[:, None] * (np.sign(product) if not use_clt else product)).sum(axis=0)
     else:
         d_out, d_in = theta.shape
-        noise = rng_reference.gaussian_rows(prefix, np.arange(n_pairs), 0, d_in + d_out)
+        noise = rng_reference.member_noise_rows(prefix, np.arange(n_pairs), d_in + d_out, noise_kind)
         b, a = noise[:, :d_in], noise[:, d_in:]
         if not use_clt:
             a, b = np.sign(a), np.sign(b)
@@ -68,30 +73,30 @@ def _reference_votes(theta, fitness, prefix, kind, use_clt):
 
 
 @op(cases=_cases)
-def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt):
+def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
     bound = gate_bound(theta, fitness, kind, threshold, use_clt)
-    z = _reference_votes(theta, fitness, prefix, kind, use_clt)
+    z = _reference_votes(theta, fitness, prefix, kind, use_clt, noise)
     move = np.abs(z) * 16 >= bound
     step = np.where(z > 0, 1, -1)
     theta[...] = np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta)
 
 
 @numba.njit
-def _cpu_noise_rows(prefix, n_pairs, width, use_clt):
+def _cpu_noise_rows(prefix, n_pairs, width, use_clt, noise):
     rows = np.empty((n_pairs, width), dtype=np.int64)
     for p in numba.prange(n_pairs):
         ka = cpu_member_key_a(prefix, p)
         kb = cpu_member_key_b(ka)
         for k in range(width):
-            v = cpu_gaussian_int8(cpu_bits_of(cpu_round1(ka, k), kb))
+            v = cpu_member_noise(ka, kb, k, noise)
             rows[p, k] = v if use_clt else (v > 0) - (v < 0)
     return rows
 
 
 @numba.njit(parallel=True)
-def _cpu_matrix(theta, fitness, prefix, use_clt, bound, votes):
+def _cpu_matrix(theta, fitness, prefix, use_clt, bound, votes, noise):
     d_out, d_in = theta.shape
-    rows = _cpu_noise_rows(prefix, fitness.size, d_in + d_out, use_clt)
+    rows = _cpu_noise_rows(prefix, fitness.size, d_in + d_out, use_clt, noise)
     for j in numba.prange(d_out):
         z = np.zeros(d_in, dtype=np.int64)
         for p in range(fitness.size):
@@ -107,9 +112,9 @@ def _cpu_matrix(theta, fitness, prefix, use_clt, bound, votes):
 
 
 @numba.njit(parallel=True)
-def _cpu_vector(theta, fitness, prefix, use_clt, bound, votes):
+def _cpu_vector(theta, fitness, prefix, use_clt, bound, votes, noise):
     n = theta.size
-    rows = _cpu_noise_rows(prefix, fitness.size, 2 * n, True)
+    rows = _cpu_noise_rows(prefix, fitness.size, 2 * n, True, noise)
     for j in numba.prange(n):
         z = 0
         for p in range(fitness.size):
@@ -126,32 +131,32 @@ def _no_votes(kind):
 
 
 @op
-def cpu_int_update(theta, fitness, prefix, kind, threshold, use_clt):
+def cpu_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
     bound = gate_bound(theta, fitness, kind, threshold, use_clt)
-    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound, _no_votes(kind))
+    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound, _no_votes(kind), noise)
 
 
 def _vote_cases(rng):
-    for theta, fitness, prefix, kind, _, use_clt in _cases(rng):
-        yield theta, fitness, prefix, kind, use_clt
+    for theta, fitness, prefix, kind, _, use_clt, *noise in _cases(rng):
+        yield theta, fitness, prefix, kind, use_clt, *noise
 
 
 @op(cases=_vote_cases)
-def reference_int_vote(theta, fitness, prefix, kind, use_clt):
+def reference_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
     gate_bound(theta, fitness, kind, 0, use_clt)
-    return _reference_votes(theta, fitness, prefix, kind, use_clt).astype(np.int64)
+    return _reference_votes(theta, fitness, prefix, kind, use_clt, noise).astype(np.int64)
 
 
 @op
-def cpu_int_vote(theta, fitness, prefix, kind, use_clt):
+def cpu_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
     gate_bound(theta, fitness, kind, 0, use_clt)
     votes = np.empty(theta.shape, dtype=np.int64)
-    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, 0, votes)
+    (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, 0, votes, noise)
     return votes
 
 
-@kernel((I8_2D, I8_1D, I64, BOOL, I64, I64_2D), block=TILE * TILE)
-def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
+@kernel((I8_2D, I8_1D, I64, BOOL, I64, I64_2D, I64), block=TILE * TILE)
+def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, votes, noise):
     """One thread per element of a 16 x 16 tile; pairs are staged through shared memory in chunks,
     each thread generating noise for one (pair, row) and one (pair, column) of the chunk."""
     tx = cuda.threadIdx.x
@@ -176,9 +181,9 @@ def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
                 row = cuda.blockIdx.y * TILE + r
                 col = cuda.blockIdx.x * TILE + r
                 if row < d_out:
-                    av = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, d_in + row), kb))
+                    av = gpu_member_noise(ka, kb, d_in + row, noise)
                 if col < d_in:
-                    bv = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, col), kb))
+                    bv = gpu_member_noise(ka, kb, col, noise)
                 if not use_clt:  # signs; int64 casts keep the simulator off numpy bool arithmetic
                     av = np.int64(av > 0) - np.int64(av < 0)
                     bv = np.int64(bv > 0) - np.int64(bv < 0)
@@ -196,8 +201,8 @@ def matrix_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
             theta[j, k] = gpu_clip8(np.int64(theta[j, k]) + (1 if z > 0 else -1))
 
 
-@kernel((I8_1D, I8_1D, I64, BOOL, I64, I64_1D))
-def vector_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
+@kernel((I8_1D, I8_1D, I64, BOOL, I64, I64_1D, I64))
+def vector_update_cuda(theta, fitness, prefix, use_clt, bound, votes, noise):
     j = cuda.grid(1)
     n = theta.size
     if j < n:
@@ -205,8 +210,7 @@ def vector_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
         for p in range(fitness.size):
             ka = gpu_member_key_a(prefix, p)
             kb = gpu_member_key_b(ka)
-            product = (gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
-                       * gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, n + j), kb)))
+            product = gpu_member_noise(ka, kb, j, noise) * gpu_member_noise(ka, kb, n + j, noise)
             if not use_clt:
                 product = np.int64(product > 0) - np.int64(product < 0)
             z += np.int64(fitness[p]) * product
@@ -216,24 +220,26 @@ def vector_update_cuda(theta, fitness, prefix, use_clt, bound, votes):
             theta[j] = gpu_clip8(np.int64(theta[j]) + (1 if z > 0 else -1))
 
 
-def _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, votes):
+def _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, votes, noise):
     if kind == "vector":
-        vector_update_cuda[blocks(theta.shape[0])](theta, fitness, np.int64(prefix), bool(use_clt), bound, votes)
+        vector_update_cuda[blocks(theta.shape[0])](theta, fitness, np.int64(prefix), bool(use_clt), bound, votes,
+                                                   np.int64(noise))
     else:
         d_out, d_in = theta.shape
         grid = ((d_in + TILE - 1) // TILE, (d_out + TILE - 1) // TILE)
-        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, np.int64(prefix), bool(use_clt), bound, votes)
+        matrix_update_cuda[grid, (TILE, TILE)](theta, fitness, np.int64(prefix), bool(use_clt), bound, votes,
+                                               np.int64(noise))
 
 
 @op
-def cuda_int_update(theta, fitness, prefix, kind, threshold, use_clt):
+def cuda_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
     bound = np.int64(gate_bound(theta, fitness, kind, threshold, use_clt))
-    _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, cuda.to_device(_no_votes(kind)))
+    _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, cuda.to_device(_no_votes(kind)), noise)
 
 
 @op
-def cuda_int_vote(theta, fitness, prefix, kind, use_clt):
+def cuda_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
     gate_bound(theta, fitness, kind, 0, use_clt)
     votes = cuda.device_array(theta.shape, dtype=np.int64)
-    _cuda_launch(theta, fitness, prefix, kind, use_clt, np.int64(0), votes)
+    _cuda_launch(theta, fitness, prefix, kind, use_clt, np.int64(0), votes, noise)
     return votes

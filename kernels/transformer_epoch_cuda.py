@@ -2,7 +2,8 @@
 order, each product's outputs shared out over the threads, its reductions (x . B, sum |x|, max |y|,
 the attention maximum and normaliser, the softmax sum) as block reductions. A member's noise rows
 and perturbed vectors are made once for the window into global scratch; activations live in a
-per-member global row and the KV cache is int8, [layer][K/V][position][dim] per member.
+per-member global row and the KV cache is int8, [layer][position][dim] for K and for V per member.
+Memory per member: `scratch_bytes` (bin/train_es.py prints it for the population it runs at once).
 """
 
 import numba
@@ -123,8 +124,8 @@ def _projection(act, dim, tid, params, table, noise, noise_at, sign, m_shift, s_
     cuda.syncthreads()
 
 
-@kernel((I8_1D, I32_2D, I64_1D, I64, I64_1D, BOOL, I64_2D, I64_1D, I64_1D, I64_3D, I64_1D, I64_1D, I64_1D, I64_2D,
-         I64_2D, I64_2D, I8_2D, I8_2D, I64_1D), block=THREADS)
+@kernel((I8_1D, I32_2D, I64_1D, I64, I64_1D, BOOL, I64_2D, I64_1D, I64_1D, I64_3D, I64_1D, I64_1D, I64_1D, I8_2D,
+         I8_2D, I64_2D, I8_2D, I8_2D, I64_1D), block=THREADS)
 def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, perturbed, table, noise_at, vec_at, rope,
                            exp_lut, gelu, exp2, noise_all, vecs_all, act_all, keys_all, values_all, out):
     m = cuda.blockIdx.x
@@ -156,7 +157,7 @@ def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, pertur
             for j in range(t, n, THREADS):
                 v = np.int64(params[table[tid, 0] + j])
                 if perturbed:
-                    v += (noise[noise_at[tid] + j] * noise[noise_at[tid] + n + j] * sign) >> v_shift
+                    v += (np.int64(noise[noise_at[tid] + j]) * noise[noise_at[tid] + n + j] * sign) >> v_shift
                 vecs[vec_at[tid] + j] = _clip(v)
     cuda.syncthreads()
 
@@ -164,7 +165,7 @@ def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, pertur
     total = np.int64(0)
     for pos in range(steps):
         token = np.int64(windows[m, pos])
-        a = noise[e_noise + dim + token] if perturbed else np.int64(0)
+        a = np.int64(noise[e_noise + dim + token]) if perturbed else np.int64(0)
         for j in range(t, dim, THREADS):
             v = np.int64(params[e_at + token * dim + j]) + vecs[vec_at[EMBEDDING_BIAS] + j]
             if perturbed:
@@ -248,6 +249,14 @@ def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, pertur
         cuda.syncthreads()
     if t == 0:
         out[m] = total
+
+
+def scratch_bytes(spec, steps):
+    """Device bytes one member needs during a window: noise rows, vectors, activations, KV cache."""
+    table = tensor_table(np.asarray(spec, np.int64))
+    _, _, n_noise, n_vecs = offsets(table)
+    n_layer, dim, _, vocab = (int(v) for v in spec[:4])
+    return n_noise + n_vecs + 8 * ((U + 4) * dim + vocab + steps + 1) + 2 * n_layer * steps * dim
 
 
 def run_epoch(params, windows, prefixes, first_member, spec, perturbed):

@@ -19,7 +19,7 @@ import numpy as np
 
 from eggnog.runtime.errors import BadInput
 from eggnog.kernels.egg_epoch import VOCAB, egg_layout
-from eggnog.kernels.noise_math import prefix_key, stream_key
+from eggnog.kernels.noise_math import EGG_NOISE, prefix_key, stream_key
 from eggnog.kernels.rng_reference import gaussian_int8
 
 INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
@@ -49,17 +49,44 @@ class Tensor:
         return int(np.prod(self.shape))
 
 
-def tensor_specs(cfg):
-    return [Tensor(name, shape, kind, tensor_id, offset)
-            for tensor_id, (name, shape, kind, offset) in enumerate(egg_layout(cfg.n_layer, cfg.n_embd))]
+class IntTensorModel:
+    """An integer model over one flat int8 buffer of named tensors (`layout`: (name, shape, kind,
+    offset) in tensor-id order), trained by integer EGGROLL (evolution/eggroll.py). A subclass gives
+    `noise_kind` (noise_math.member_noise), `token_dtype` of its windows, `lr_scale` (per tensor name,
+    AdamW's learning-rate factor), `state_dims` (the (layers, width) of the hidden state a member
+    carries across steps; (0, 0) for none) and `population_scores`."""
 
-
-class EggModel:
-    def __init__(self, cfg: EggConfig):
-        self.cfg = cfg
-        self.tensors = tensor_specs(cfg)
+    def __init__(self, layout):
+        self.tensors = [Tensor(name, shape, kind, tensor_id, offset)
+                        for tensor_id, (name, shape, kind, offset) in enumerate(layout)]
         self.by_name = {t.name: t for t in self.tensors}
         self.n_params = sum(t.size for t in self.tensors)
+
+    def views(self, flat):
+        """Named views of a flat buffer (host or device array)."""
+        return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in self.tensors}
+
+    def prefixes(self, seed, noise_epoch):
+        return {t.name: prefix_key(seed, t.tensor_id, noise_epoch) for t in self.tensors}
+
+
+class EggModel(IntTensorModel):
+    noise_kind = EGG_NOISE
+    token_dtype = np.uint8
+    lr_scale = {}
+
+    def __init__(self, cfg: EggConfig):
+        self.cfg = cfg
+        super().__init__(egg_layout(cfg.n_layer, cfg.n_embd))
+
+    @property
+    def state_dims(self):
+        return self.cfg.n_layer, self.cfg.n_embd
+
+    def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
+        """Each member's summed log-likelihood over its window (kernels/egg_epoch.py); `cfg`: the
+        strategy's (IntEggrollConfig)."""
+        return ops.egg_epoch(params, windows, states, prefix_ids, first_member, cfg.sigma_shift, perturbed, gains)
 
     def init_params(self, seed):
         """Matrices ~ round(16 * N(0,1)) from the noise hash, L1-norm weights 16, biases 0."""
@@ -71,13 +98,6 @@ class EggModel:
             elif t.name.rsplit(".", 1)[-1].startswith("ln"):
                 view[:] = LN_ONE
         return flat
-
-    def views(self, flat):
-        """Named views of a flat buffer (host or device array)."""
-        return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in self.tensors}
-
-    def prefixes(self, seed, noise_epoch):
-        return {t.name: prefix_key(seed, t.tensor_id, noise_epoch) for t in self.tensors}
 
     def member_vectors(self, ops, params, prefixes, first_member, count, sigma_shift, perturbed):
         """Each member's (perturbed) copy of every vector parameter: constant over an epoch."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from eggnog.kernels.noise_math import stream_key
 from eggnog.kernels.rng_reference import uniform_int8
+from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
 
 INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
@@ -27,7 +28,6 @@ MLP_TENSORS = (("ln.weight", "vector", (1,)), ("ln.bias", "vector", (1,)), ("up"
                ("up_bias", "vector", (4,)), ("down", "matrix", (1, 4)), ("down_bias", "vector", (1,)))
 ATTENTION_TENSORS = (("ln1.weight", "vector", (1,)), ("ln1.bias", "vector", (1,)), ("q", "matrix", (1, 1)),
                      ("k", "matrix", (1, 1)), ("v", "matrix", (1, 1)), ("o", "matrix", (1, 1)))
-TENSORS_PER_LAYER = len(ATTENTION_TENSORS) + len(MLP_TENSORS)
 SHIFTS = ("shift_attn", "shift_qkv", "shift_out", "shift_logit", "shift_mlp_up", "shift_mlp_down")
 
 
@@ -67,8 +67,10 @@ def transformer_layout(cfg):
     specs = [("embedding", (cfg.vocab, d), "embedding"), ("embedding_bias", (d,), "vector")]
     specs += [(f"init_mlp.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in MLP_TENSORS]
     for layer in range(cfg.n_layer):
-        specs += [(f"layers.{layer}.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in ATTENTION_TENSORS]
-        specs += [(f"layers.{layer}.mlp.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in MLP_TENSORS]
+        specs += [(f"layers.{layer}.{name}", tuple(m * d for m in mult), kind)
+                  for name, kind, mult in ATTENTION_TENSORS]
+        specs += [(f"layers.{layer}.mlp.{name}", tuple(m * d for m in mult), kind)
+                  for name, kind, mult in MLP_TENSORS]
     specs += [("ln_f.weight", (d,), "vector"), ("ln_f.bias", (d,), "vector")]
     out, offset = [], 0
     for name, shape, kind in specs:
@@ -77,23 +79,34 @@ def transformer_layout(cfg):
     return out
 
 
-class TransformerModel:
-    def __init__(self, cfg: TransformerConfig):
+class TransformerModel(IntTensorModel):
+    state_dims = (0, 0)  # members carry nothing across steps: the KV cache lives for one window
+    token_dtype = np.int32
+    lr_scale = {"embedding_bias": 0.1}  # d-eggs
+
+    def __init__(self, cfg: TransformerConfig, sigma_shift=3, vector_shift=4, noise="uniform"):
+        from eggnog.kernels.transformer_epoch import NOISE_KINDS, make_spec
+
         self.cfg = cfg
         self.layout = transformer_layout(cfg)
-        self.n_params = sum(int(np.prod(shape)) for _, shape, _, _ in self.layout)
+        super().__init__(self.layout)
+        self.noise_kind = NOISE_KINDS[noise]
+        self.spec = make_spec(cfg, sigma_shift, vector_shift, noise)
 
     def init_params(self, seed):
         """Matrices and the embedding uniform on [-15, 15] from the noise hash, LN weights 16, biases 0."""
         flat = np.zeros(self.n_params, dtype=np.int8)
-        for tensor_id, (name, shape, kind, offset) in enumerate(self.layout):
-            size = int(np.prod(shape))
-            if kind != "vector":
-                key = stream_key(seed, INIT_TENSOR_BASE + tensor_id, 0, 0)
-                flat[offset:offset + size] = uniform_int8(key, 0, size, INIT_RANGE)
-            elif name.endswith(".weight"):
-                flat[offset:offset + size] = LN_ONE
+        for t in self.tensors:
+            if t.kind != "vector":
+                key = stream_key(seed, INIT_TENSOR_BASE + t.tensor_id, 0, 0)
+                flat[t.offset:t.offset + t.size] = uniform_int8(key, 0, t.size, INIT_RANGE)
+            elif t.name.endswith(".weight"):
+                flat[t.offset:t.offset + t.size] = LN_ONE
         return flat
+
+    def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
+        """Each member's summed log-likelihood over its window (kernels/transformer_epoch.py)."""
+        return ops.transformer_epoch(params, windows, prefix_ids, first_member, self.spec, perturbed)
 
     def architecture(self):
         """Per-tensor table and resolved configuration, for print_arch."""

@@ -1,0 +1,89 @@
+"""`bin/train_es.py --model transformer`: d-eggs' integer transformer (models/egg_transformer.py)
+trained by the same integer EGGROLL runs as the EGG (synchronous or coordinator, checkpoints,
+resume), with d-eggs' noise and, by default, its AdamW update.
+
+The defaults are a laptop-sized model; `--preset d-eggs` gives d-eggs' own configuration (PRESETS).
+"""
+
+import sys
+from dataclasses import dataclass
+
+from eggnog.evolution.es_trainer import EsRunConfig
+from eggnog.kernels.transformer_epoch import NOISE_KINDS
+from eggnog.runtime.errors import BadInput
+from eggnog.training.run_config import flag, redefault
+
+# d-eggs' config.h, as flags (applied before the user's own, which win)
+PRESETS = {"d-eggs": ["--model", "transformer", "--depth", "4", "--dim", "256", "--head-dim", "64",
+                      "--tokens-per-update", "64", "--vocab-size", "8192", "--population", "327680",
+                      "--population-chunk", "40960", "--sigma-shift", "3", "--vector-sigma-shift", "4",
+                      "--shift-attn", "8", "--shift-qkv", "6", "--shift-out", "9", "--shift-logit", "8",
+                      "--shift-mlp-up", "8", "--shift-mlp-down", "10", "--optimizer", "adamw", "--lr", "0.125",
+                      "--group-size", "2"]}
+
+
+def with_preset(argv, presets=PRESETS):
+    """The command line with `--preset NAME` replaced by that preset's flags, placed first so that
+    the user's own flags win (the last value of a flag is the one taken). The model argument of a
+    command that has one stays first."""
+    if "--preset" not in argv:
+        return argv
+    at = argv.index("--preset")
+    name = argv[at + 1] if at + 1 < len(argv) else None
+    if name not in presets:
+        print(f"error: unknown --preset {name!r}: choose {', '.join(presets)}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    rest = argv[:at] + argv[at + 2:]
+    lead = rest[:1] if rest and not rest[0].startswith("-") else []
+    return lead + presets[name] + rest[len(lead):]
+
+
+@dataclass(frozen=True)
+class TransformerEsRunConfig(EsRunConfig):
+    run_name = "es-transformer"
+    model_name = "transformer"
+
+    depth: int = redefault(EsRunConfig, "depth", 1)
+    dim: int = redefault(EsRunConfig, "dim", 32)
+    tokens_per_update: int = flag(32, "Tokens each member reads per step (d-eggs' SEQ_LEN).", aliases=("seq_len",))
+    sigma_shift: int = redefault(EsRunConfig, "sigma_shift", 3)
+    optimizer: str = redefault(EsRunConfig, "optimizer", "adamw")
+    head_dim: int = flag(16, "Width of one attention head (divides --dim, even).")
+    vocab_size: int = flag(256, "Vocabulary: 256 for bytes; larger for token data.")
+    vector_sigma_shift: int = flag(4, "Noise scale of vectors: (n1 n2) >> this (d-eggs' SIGMA_SHIFT_VECTOR).")
+    noise: str = flag("uniform", "Perturbation noise: uniform (integers on [-15, 15]) or gaussian (sum of three).")
+    shift_attn: int = flag(8, "Attention scores >> this before the EXP_LUT.")
+    shift_qkv: int = flag(4, "Q, K, V projections >> this.")
+    shift_out: int = flag(6, "Attention output projection >> this.")
+    shift_logit: int = flag(6, "Head >> this, then clipped to int8 logits.")
+    shift_mlp_up: int = flag(6, "MLP up projection (+ bias) >> this, before the GELU table.")
+    shift_mlp_down: int = flag(7, "MLP down projection >> this.")
+
+    def model(self):
+        from eggnog.models.egg_transformer import TransformerConfig
+
+        return TransformerConfig(self.depth, self.dim, self.head_dim, self.vocab_size, self.shift_attn,
+                                 self.shift_qkv, self.shift_out, self.shift_logit, self.shift_mlp_up,
+                                 self.shift_mlp_down)
+
+    def build_model(self):
+        from eggnog.models.egg_transformer import TransformerModel
+
+        return TransformerModel(self.model(), self.sigma_shift, self.vector_sigma_shift, self.noise)
+
+    def check(self, ranks=1):
+        if self.noise not in NOISE_KINDS:
+            raise BadInput(f"unknown --noise {self.noise!r}: choose uniform or gaussian")
+        if not 0 <= self.vector_sigma_shift <= 20:
+            raise BadInput(f"--vector-sigma-shift must be in [0, 20], got {self.vector_sigma_shift}")
+        if self.adaptive_noise:
+            raise BadInput("--adaptive-noise is built for the EGG only; the transformer runs without it")
+        super().check(ranks)
+
+    def describe(self, trainer):
+        cfg = self.model()
+        share = (f"{self.population // self.population_chunk} chunks" if self.mode == "coordinator"
+                 else f"{trainer.members} per rank")
+        return [f"transformer {cfg.n_layer}x{cfg.dim}, {cfg.n_heads} heads of {cfg.head_dim}, vocabulary "
+                f"{cfg.vocab}: {trainer.model.n_params:,} int8 parameters; population {self.population} ({share}), "
+                f"{self.tokens_per_update} tokens per member per epoch"]
