@@ -19,5 +19,10 @@ def tiny_corpus(directory):
     return out
 
 
-def tiny_config(**overrides):
+def tiny_config(model="egg", **overrides):
+    """The tiny run of the EGG, or of d-eggs' transformer (two heads of 4)."""
+    if model == "transformer":
+        from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
+
+        return TransformerEsRunConfig(**{**TINY, "head_dim": 4, "tokens_per_update": 6, **overrides})
     return EsRunConfig(**{**TINY, **overrides})

@@ -75,7 +75,8 @@ def same_as(world, run_dir, reference):
 
 
 @pytest.mark.parametrize("settings", [{"optimizer": "ztest"}, {"optimizer": "adamw"},
-                                      {"adaptive_noise": True, "alpha": 0.2}], ids=["ztest", "adamw", "adaptive-noise"])
+                                      {"adaptive_noise": True, "alpha": 0.2}, {"model": "transformer"}],
+                         ids=["ztest", "adamw", "adaptive-noise", "transformer"])
 def test_coordinator_matches_the_synchronous_trainer(world, shared_dir, parallel_assert, settings):
     corpus_path, reference = synchronous_run(world, shared_dir, **settings)
     run_dir = new_run_dir(world, shared_dir, "coordinated-" + "-".join(map(str, settings.values())))

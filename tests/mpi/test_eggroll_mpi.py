@@ -1,5 +1,6 @@
 """The same seed gives bit-identical EGG parameters and states after N epochs on 1, 2 and 4 ranks
-(ranks split the population and exchange only ternary-packed fitness signs)."""
+(ranks split the population and exchange only ternary-packed fitness signs); the same for d-eggs'
+transformer."""
 
 import os
 from pathlib import Path
@@ -14,8 +15,8 @@ from eggnog.runtime.checkpoint import load_checkpoint
 from tests.es_helpers import tiny_config, tiny_corpus
 
 
-@pytest.mark.parametrize("fast_fitness", [True, False])
-def test_rank_count_invariance(world, shared_dir, parallel_assert, fast_fitness):
+@pytest.mark.parametrize("model,fast_fitness", [("egg", True), ("egg", False), ("transformer", True)])
+def test_rank_count_invariance(world, shared_dir, parallel_assert, model, fast_fitness):
     corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
     results = {}
     for size in (1, 2, 4):
@@ -23,8 +24,8 @@ def test_rank_count_invariance(world, shared_dir, parallel_assert, fast_fitness)
             continue
         group = world.first_ranks(size)
         if group is not None:
-            cfg = tiny_config(steps=4, fast_fitness=fast_fitness)
-            run_dir = os.path.join(shared_dir, f"ranks-{size}-{fast_fitness}")
+            cfg = tiny_config(model, steps=4, fast_fitness=fast_fitness)
+            run_dir = os.path.join(shared_dir, f"{model}-ranks-{size}-{fast_fitness}")
             if group.is_root:
                 os.makedirs(os.path.join(run_dir, "checkpoints"))
             group.barrier()

@@ -1,0 +1,112 @@
+"""d-eggs' integer transformer: its parameter count, its tables pinned against their formulas, and its
+training runs (resume bit for bit, bad input refused with one sentence). The forward's three
+implementations are compared by the generated kernel tests (op transformer_epoch)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from eggnog.corpus.reader import open_corpus
+from eggnog.evolution.es_trainer import EsTrainer
+from eggnog.evolution.transformer_es_config import TransformerEsRunConfig, with_preset
+from eggnog.kernels.backend import Backend
+from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, rope_table
+from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
+from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.rundir import read_jsonl
+from eggnog.runtime.world import init_world
+from tests.es_helpers import tiny_corpus
+from tests.helpers import assert_user_error, run_script
+
+TINY = dict(depth=1, dim=8, head_dim=4, population=8, group_size=2, tokens_per_update=6, steps=4, validate_every=2,
+            checkpoint_every=2, val_rows=4, val_tokens=8, seed=5)
+
+
+@pytest.mark.parametrize("vocab,total", [(8192, 5_778_944), (256, 3_747_328)])
+def test_parameter_count_of_d_eggs_sizes(vocab, total):
+    arch = TransformerModel(TransformerConfig(4, 256, 64, vocab)).architecture()
+    assert arch["total_params"] == total
+    groups = {"embedding": 0, "init_mlp": 0, "layers.0.": 0, "ln_f": 0}
+    for t in arch["tensors"]:
+        for prefix in groups:
+            groups[prefix] += t["params"] if t["name"].startswith(prefix) else 0
+    assert groups == {"embedding": vocab * 256 + 256, "init_mlp": 526_080, "layers.0.": 788_736, "ln_f": 512}
+
+
+def test_print_arch_preset_and_single_flags():
+    preset = run_script("print_arch.py", "transformer", "--preset", "d-eggs", "--json")
+    assert preset.returncode == 0, preset.stderr
+    assert json.loads(preset.stdout)["total_params"] == 5_778_944
+    single = run_script("print_arch.py", "transformer", "--depth", "4", "--dim", "256", "--head-dim", "64",
+                        "--vocab-size", "256", "--json")
+    assert json.loads(single.stdout)["total_params"] == 3_747_328
+    assert_user_error(run_script("print_arch.py", "transformer", "--dim", "100"), "--head-dim 64", "divide --dim 100")
+
+
+def test_tables_follow_their_formulas():
+    assert EXP_LUT[0] == 1 << 18 and EXP_LUT[6] == round(2**18 / math.e) and EXP_LUT[-1] == 0
+    assert all(EXP_LUT[i] == round(2**18 * math.exp(-i / 6)) for i in range(256))
+    rope = rope_table(5, 8)
+    assert rope.shape == (5, 4, 2) and rope[0].tolist() == [[1 << 20, 0]] * 4
+    for p, i in ((1, 0), (4, 1), (3, 3)):
+        theta = 10000.0 ** (-2 * i / 8)
+        assert rope[p, i].tolist() == [round(math.cos(p * theta) * 2**20), round(math.sin(p * theta) * 2**20)]
+    gelu = lambda z: z * 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
+    assert GELU_LUT[128] == 0 and GELU_LUT[128 + 16] == round(16 * gelu(1.0)) == 13
+    assert GELU_LUT[0] == 0 and GELU_LUT[255] == 127 and GELU_LUT[128 - 16] == round(16 * gelu(-1.0))
+
+
+def test_preset_flags_come_first_so_the_users_win():
+    argv = with_preset(["--preset", "d-eggs", "--population", "64"])
+    assert argv[:2] == ["--model", "transformer"] and argv[-2:] == ["--population", "64"]
+    assert with_preset(["transformer", "--preset", "d-eggs"], {"d-eggs": ["--dim", "256"]}) == \
+        ["transformer", "--dim", "256"]
+
+
+def train(tmp_path, name, steps, resume=False, **overrides):
+    cfg = TransformerEsRunConfig(**{**TINY, "steps": steps, **overrides})
+    run_dir = tmp_path / name
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    trainer = EsTrainer(cfg, init_world(), Backend("cpu"), open_corpus(tiny_corpus(tmp_path)))
+    if resume:
+        trainer.restore(run_dir)
+    trainer.run(run_dir)
+    return load_checkpoint(run_dir)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "ztest"])
+def test_resume_equals_uninterrupted_run(tmp_path, optimizer):
+    straight, record = train(tmp_path, "straight", 4, optimizer=optimizer)
+    assert record["meta"]["model"] == "transformer"
+    initial = TransformerEsRunConfig(**TINY).build_model().init_params(TINY["seed"])
+    assert np.any(straight["params"] != initial)
+    train(tmp_path, "split", 2, optimizer=optimizer)
+    resumed, _ = train(tmp_path, "split", 4, resume=True, optimizer=optimizer)
+    assert set(straight) == set(resumed) and all(np.array_equal(straight[k], resumed[k]) for k in straight)
+    logged = read_jsonl(tmp_path / "split" / "metrics.jsonl")
+    assert [r["epoch"] for r in logged] == [0, 1, 2, 3] and all(np.isfinite(r["train_bpb"]) for r in logged)
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(head_dim=3), "--head-dim 3 must be even and divide --dim 8"),
+    (dict(noise="normal"), "unknown --noise 'normal'"),
+    (dict(adaptive_noise=True), "--adaptive-noise is built for the EGG only"),
+    (dict(population=7), "group size"),
+])
+def test_bad_transformer_settings_are_refused(changes, message):
+    with pytest.raises(BadInput, match=message):
+        cfg = TransformerEsRunConfig(**{**TINY, **changes})
+        cfg.check(1)
+        cfg.model()
+
+
+def test_script_refuses_bad_input_with_one_sentence_and_writes_nothing(tmp_path):
+    corpus = tiny_corpus(tmp_path)
+    result = run_script("train_es.py", "--model", "transformer", "--data", corpus, "--run-dir", tmp_path / "run",
+                        "--dim", "10", "--head-dim", "4")
+    assert_user_error(result, "--head-dim 4 must be even and divide --dim 10")
+    assert not (tmp_path / "run").exists()
+    assert_user_error(run_script("train_es.py", "--preset", "tiny"), "unknown --preset 'tiny'")
