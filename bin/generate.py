@@ -1,4 +1,5 @@
-"""Generate bytes from a trained model's checkpoint, streamed to stdout (non-printable bytes escaped)."""
+"""Generate bytes from a trained model's checkpoint (EGG, d-eggs' transformer on bytes, MinGRU),
+streamed to stdout (non-printable bytes escaped). The transformer samples with d-eggs' integer sampler."""
 
 import sys
 from pathlib import Path
@@ -52,10 +53,24 @@ def main(
     if meta.get("model") == "egg":
         cfg = current_names(meta["config"])
         model, generate = EggModel(EggConfig(cfg["depth"], cfg["dim"])), generate_egg
+    elif meta.get("model") == "transformer":
+        from dataclasses import fields
+
+        from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
+        from eggnog.models.transformer_generate import generate_transformer
+
+        cfg = current_names(meta["config"])
+        stored = TransformerEsRunConfig(**{f.name: cfg[f.name] for f in fields(TransformerEsRunConfig) if f.name in cfg})
+        if sampler.top_k or sampler.top_p < 1.0:
+            raise BadInput("d-eggs' sampler has no --top-k or --top-p: use --temperature, --min-p and "
+                           "--presence-penalty")
+        if stored.vocab_size != 256:
+            raise BadInput(f"this run's vocabulary has {stored.vocab_size} tokens: generation decodes bytes only")
+        model, generate = stored.build_model(), generate_transformer
     elif meta.get("model") == "mingru":
         model, generate = MinGruModel(model_config_of(meta)), generate_mingru
     else:
-        raise BadInput(f"checkpoint holds a {meta.get('model')!r} model; this script knows: egg, mingru")
+        raise BadInput(f"checkpoint holds a {meta.get('model')!r} model; this script knows: egg, transformer, mingru")
     chosen = select_backend(backend)
     sys.stdout.write("".join(map(escape_byte, text)))
     for byte in generate(model, arrays["params"], text, length, sampler, seed, chosen):

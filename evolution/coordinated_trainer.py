@@ -7,6 +7,7 @@ import numpy as np
 from eggnog.evolution.coordinator import Coordinator, history_from
 from eggnog.evolution.coordinator_worker import Worker
 from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es_checkpoint, val_sample
+from eggnog.kernels.backend import device_free_bytes
 from eggnog.runtime.checkpoint import resolve_checkpoint
 
 
@@ -17,6 +18,7 @@ class CoordinatedEsTrainer:
         self.model = cfg.build_model()
         self.members = cfg.population_chunk
         self.val_sample = val_sample(cfg, corpus)
+        self.memory_line = self.model.check_memory(self.members, cfg.tokens_per_update, device_free_bytes(backend))
         self.epoch, self.best_val, self.history, self.optimizer_state, self.latest = 0, None, {}, None, None
         # Rank 0 holds every member's states and no model; workers hold the parameters.
         self.params = None if world.is_root else self.model.init_params(cfg.seed)

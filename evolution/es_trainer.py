@@ -8,7 +8,7 @@ import numpy as np
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
-from eggnog.kernels.backend import to_host
+from eggnog.kernels.backend import device_free_bytes, to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
@@ -168,6 +168,7 @@ class EsTrainer:
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
         self.val_rows, self.val_tokens = val_sample(cfg, corpus)
         self.best_val = None
+        self.memory_line = self.model.check_memory(self.members, cfg.tokens_per_update, device_free_bytes(backend))
         self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
                                    first_member=self.first, members=self.members)
         layers, width = self.model.state_dims

@@ -189,8 +189,8 @@ def _cases(rng):
         yield params, windows, prefixes, first, make_spec(cfg, 1, 2, noise), perturbed
 
 
-@op(cases=_cases)
-def reference_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
+def _forward(params, windows, prefixes, first_member, spec, perturbed):
+    """(each member's summed log-likelihood, each member's logits at the window's last position)."""
     windows = np.asarray(windows, np.int64)
     members, steps = windows.shape[0], windows.shape[1] - 1
     r = _Reference(np.asarray(params), np.asarray(prefixes), first_member, members, np.asarray(spec), perturbed)
@@ -209,15 +209,48 @@ def reference_transformer_epoch(params, windows, prefixes, first_member, spec, p
             x = rescale(x + (r.mm(attended, layer_tensor(layer, O)) >> r.s_out))
             x = r.mlp(x, layer_tensor(layer, LAYER_MLP))
         h = r.ln(x, layer_tensor(r.n_layer, 0))  # ln_f follows the last layer
-        total += loglik(r.head(h), windows[:, t + 1])
-    return total
+        logits = r.head(h)
+        total += loglik(logits, windows[:, t + 1])
+    return total, logits
+
+
+@op(cases=_cases)
+def reference_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
+    return _forward(params, windows, prefixes, first_member, spec, perturbed)[0]
+
+
+# ---- the logits after a context, for generation -----------------------------------------------------
+
+def _context_window(context):
+    """A one-member window that reads every context token (the token after it is never scored)."""
+    return np.append(np.asarray(context, np.int32), np.int32(0))[None, :]
+
+
+def _logit_cases(rng):
+    for params, windows, prefixes, _, spec, _ in _cases(rng):
+        yield params, windows[0, :-1], spec
+
+
+@op(cases=_logit_cases)
+def reference_transformer_last_logits(params, context, spec):
+    """int64 (vocab,) logits of the unperturbed model after reading `context` (tokens) from an empty cache."""
+    window = _context_window(context)
+    return _forward(params, window, np.zeros(len(tensor_table(spec)), np.int64), 0, spec, False)[1][0]
 
 
 @op
 def cpu_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
     from eggnog.kernels.transformer_epoch_cpu import run_epoch
 
-    return run_epoch(params, windows, prefixes, first_member, spec, perturbed)
+    return run_epoch(params, windows, prefixes, first_member, spec, perturbed)[0]
+
+
+@op
+def cpu_transformer_last_logits(params, context, spec):
+    from eggnog.kernels.transformer_epoch_cpu import run_epoch
+
+    window = _context_window(context)
+    return run_epoch(params, window, np.zeros(len(tensor_table(spec)), np.int64), 0, spec, False)[1][0]
 
 
 @op
@@ -225,6 +258,18 @@ def cuda_transformer_epoch(params, windows, prefixes, first_member, spec, pertur
     from eggnog.kernels.cuda_api import on_device
     from eggnog.kernels.transformer_epoch_cuda import run_epoch
 
-    out = run_epoch(on_device(params), on_device(windows, np.int32), on_device(prefixes, np.int64), first_member,
-                    spec, perturbed)
+    out, _ = run_epoch(on_device(params), on_device(windows, np.int32), on_device(prefixes, np.int64), first_member,
+                       spec, perturbed)
     return out.copy_to_host()
+
+
+@op
+def cuda_transformer_last_logits(params, context, spec):
+    from eggnog.kernels.cuda_api import on_device
+    from eggnog.kernels.transformer_epoch_cuda import logit_offset, run_epoch
+
+    window = on_device(_context_window(context))
+    _, act = run_epoch(on_device(params), window, on_device(np.zeros(len(tensor_table(spec)), np.int64)), 0, spec,
+                       False)
+    at = logit_offset(int(spec[1]))
+    return act.copy_to_host()[0, at:at + int(spec[3])]

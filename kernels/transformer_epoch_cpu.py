@@ -81,7 +81,8 @@ def _rope(u, rope, t, dim, head_dim):
 
 
 @numba.njit
-def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope):
+def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope, logits):
+    """The member's summed log-likelihood; `logits` (vocab,) ends with those of the last position."""
     n_layer, dim, head_dim, vocab = spec[0], spec[1], spec[2], spec[3]
     s_attn, s_qkv, s_out, s_logit, s_up, s_down = spec[4], spec[5], spec[6], spec[7], spec[8], spec[9]
     m_shift, v_shift, kind = FIXED_POINT + spec[10], spec[11], spec[12]
@@ -115,7 +116,6 @@ def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_a
     att = np.zeros(dim, np.int64)
     u = np.zeros(4 * dim, np.int64)
     z = np.zeros(dim, np.int64)
-    logits = np.zeros(vocab, np.int64)
     weights = np.zeros(steps, np.int64)
     keys = np.zeros((n_layer, steps, dim), np.int64)
     values = np.zeros((n_layer, steps, dim), np.int64)
@@ -194,10 +194,10 @@ def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_a
 
 @numba.njit(parallel=True)
 def _epoch(params, windows, prefixes, first_member, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope,
-           out):
+           out, logits):
     for m in numba.prange(windows.shape[0]):
         out[m] = _member(params, windows[m], prefixes, first_member + m, spec, perturbed, table, noise_at, vec_at,
-                         n_noise, n_vecs, rope)
+                         n_noise, n_vecs, rope, logits[m])
 
 
 def offsets(table):
@@ -211,12 +211,14 @@ def offsets(table):
 
 
 def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
+    """(each member's summed log-likelihood, each member's logits at the last position)."""
     spec = np.ascontiguousarray(spec, np.int64)
     table = tensor_table(spec)
     noise_at, vec_at, n_noise, n_vecs = offsets(table)
     windows = np.ascontiguousarray(windows, np.int32)
     out = np.zeros(windows.shape[0], np.int64)
+    logits = np.zeros((windows.shape[0], int(spec[3])), np.int64)
+    rope = rope_table(windows.shape[1] - 1, int(spec[2]))
     _epoch(np.ascontiguousarray(params, np.int8), windows, np.ascontiguousarray(prefixes, np.int64), int(first_member),
-           spec, bool(perturbed), table, noise_at, vec_at, n_noise, n_vecs, rope_table(windows.shape[1] - 1,
-                                                                                      int(spec[2])), out)
-    return out
+           spec, bool(perturbed), table, noise_at, vec_at, n_noise, n_vecs, rope, out, logits)
+    return out, logits

@@ -260,7 +260,9 @@ def scratch_bytes(spec, steps):
 
 
 def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
-    """Launch on device arrays (params, int32 windows, prefixes); the (members,) int64 sums on the device."""
+    """Launch on device arrays (params, int32 windows, prefixes); on the device: the (members,) int64
+    sums and each member's activation row, whose [logit_offset(dim), + vocab) are the logits of the
+    last position."""
     spec = np.ascontiguousarray(spec, np.int64)
     table = tensor_table(spec)
     noise_at, vec_at, n_noise, n_vecs = offsets(table)
@@ -276,4 +278,8 @@ def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
             cuda.device_array((members, cache), np.int8), cuda.device_array((members, cache), np.int8),
             cuda.device_array(members, np.int64))
     transformer_epoch_cuda[members, THREADS](*args)
-    return args[-1]
+    return args[-1], args[-4]
+
+
+def logit_offset(dim):
+    return (U + 4) * dim

@@ -20,6 +20,7 @@ from eggnog.kernels.noise_math import stream_key
 from eggnog.kernels.rng_reference import uniform_int8
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
+from eggnog.training.memory_plan import HEADROOM
 
 INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
 LN_ONE = 16  # 1.0 in fixed point: LN weights start here
@@ -103,6 +104,26 @@ class TransformerModel(IntTensorModel):
             elif t.name.endswith(".weight"):
                 flat[t.offset:t.offset + t.size] = LN_ONE
         return flat
+
+    def evaluation_bytes(self, steps):
+        """Device bytes one member takes while its window runs on a GPU (KV cache, noise, activations)."""
+        from eggnog.kernels.transformer_epoch_cuda import scratch_bytes
+
+        return scratch_bytes(self.spec, steps)
+
+    def check_memory(self, members, steps, free_bytes):
+        """The line the run prints, or BadInput where `members` at once cannot fit `free_bytes` (None:
+        no GPU, nothing to check), naming the largest number that would."""
+        per_member = self.evaluation_bytes(steps)
+        kv = 2 * self.cfg.n_layer * steps * self.cfg.dim
+        line = (f"evaluation on a GPU: {per_member / 1024:.1f} KiB a member (KV cache {kv / 1024:.1f} KiB), "
+                f"{members * per_member / 2**20:,.1f} MiB for the {members} members evaluated at once")
+        if free_bytes is not None and members * per_member > HEADROOM * free_bytes:
+            fits = int(HEADROOM * free_bytes // per_member)
+            raise BadInput(f"{members} members at once need {members * per_member / 2**30:.1f} GiB of GPU memory but "
+                           f"{free_bytes / 2**30:.1f} GiB are free; at most {fits} fit (fewer members per rank, or "
+                           "a smaller --population-chunk)")
+        return line
 
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
         """Each member's summed log-likelihood over its window (kernels/transformer_epoch.py)."""

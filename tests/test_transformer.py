@@ -59,6 +59,18 @@ def test_tables_follow_their_formulas():
     assert GELU_LUT[0] == 0 and GELU_LUT[255] == 127 and GELU_LUT[128 - 16] == round(16 * gelu(-1.0))
 
 
+def test_evaluation_memory_is_stated_and_refused_with_what_would_fit():
+    model = TransformerModel(TransformerConfig(4, 256, 64, 8192))
+    per_member = model.evaluation_bytes(64)
+    assert 2 * 4 * 64 * 256 < per_member < 300_000  # the int8 KV cache and the rest
+    line = model.check_memory(40_960, 64, None)
+    assert "40960 members" in line and f"{40_960 * per_member / 2**20:,.1f} MiB" in line
+    fits = int(0.9 * 2**30 // per_member)
+    with pytest.raises(BadInput, match=f"at most {fits} fit"):
+        model.check_memory(40_960, 64, 2**30)
+    assert model.check_memory(fits, 64, 2**30)
+
+
 def test_preset_flags_come_first_so_the_users_win():
     argv = with_preset(["--preset", "d-eggs", "--population", "64"])
     assert argv[:2] == ["--model", "transformer"] and argv[-2:] == ["--population", "64"]
@@ -88,6 +100,17 @@ def test_resume_equals_uninterrupted_run(tmp_path, optimizer):
     assert set(straight) == set(resumed) and all(np.array_equal(straight[k], resumed[k]) for k in straight)
     logged = read_jsonl(tmp_path / "split" / "metrics.jsonl")
     assert [r["epoch"] for r in logged] == [0, 1, 2, 3] and all(np.isfinite(r["train_bpb"]) for r in logged)
+
+
+def test_generate_samples_with_d_eggs_sampler_and_refuses_what_it_lacks(tmp_path):
+    train(tmp_path, "run", 2)
+    text = run_script("generate.py", tmp_path / "run", "--prompt", "import ", "--length", "12", "--seed", "3")
+    assert text.returncode == 0, text.stderr
+    again = run_script("generate.py", tmp_path / "run", "--prompt", "import ", "--length", "12", "--seed", "3")
+    assert text.stdout.startswith("import ") and len(text.stdout) >= 7 + 12 and again.stdout == text.stdout
+    refused = run_script("generate.py", tmp_path / "run", "--top-k", "3")
+    assert_user_error(refused, "no --top-k or --top-p")
+    assert refused.stdout == ""
 
 
 @pytest.mark.parametrize("changes,message", [
