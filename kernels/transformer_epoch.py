@@ -152,13 +152,8 @@ class _Reference:
         return _clip(x)
 
     def head(self, h):
-        at, dim, vocab = self.table[EMBEDDING]
-        acc = h @ self.p[at:at + vocab * dim].reshape(vocab, dim).T
-        if self.perturbed:
-            noise = self.noise(EMBEDDING, dim + vocab)
-            s = (h * noise[:, :dim]).sum(axis=1, keepdims=True)
-            acc = acc + ((s * noise[:, dim:] * self.sign) >> self.m_shift)
-        return _clip(acc >> self.s_logit)
+        """The embedding (vocab, dim) is the head's matrix, with its noise: B over dim, A over tokens."""
+        return _clip(self.mm(h, EMBEDDING) >> self.s_logit)
 
 
 def loglik(logits, targets):

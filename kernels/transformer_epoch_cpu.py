@@ -174,18 +174,10 @@ def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_a
             _mlp(x, first + LAYER_MLP, dim, params, table, noise, noise_at, vecs, vec_at, sign, m_shift, s_up,
                  s_down, perturbed, h, u, z)
         _ln(x, dim, vecs, vec_at, FIRST_LAYER + TENSORS_PER_LAYER * n_layer, h)
-        s = 0
-        if perturbed:
-            for j in range(dim):
-                s += h[j] * noise[e_noise + j]
+        _mm(h, dim, params, table, EMBEDDING, noise, noise_at, sign, m_shift, perturbed, logits)  # the tied head
         sum_exp = 0
         for v in range(vocab):
-            acc = 0
-            for j in range(dim):
-                acc += h[j] * params[e_at + v * dim + j]
-            if perturbed:
-                acc += (s * noise[e_noise + dim + v] * sign) >> m_shift
-            logits[v] = _clip(acc >> s_logit)
+            logits[v] = _clip(logits[v] >> s_logit)
             sum_exp += EXP2[logits[v] + 128]
         target = np.int64(window[t + 1])
         total += logits[target] + 128 - (cpu_floor_log2_x16(sum_exp) - 64)

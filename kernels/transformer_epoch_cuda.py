@@ -95,6 +95,14 @@ def _rope(act, at, rope, pos, dim, head_dim, t):
 
 
 @device_function
+def _to_cache(cache, at, act, dim, t):
+    """The rescaled K or V in the row's KV slot into the member's int8 cache."""
+    for j in range(t, dim, THREADS):
+        cache[at + j] = act[KV * dim + j]
+    cuda.syncthreads()
+
+
+@device_function
 def _mlp(act, dim, first, params, table, noise, noise_at, vecs, vec_at, sign, m_shift, s_up, s_down, perturbed,
          gelu, partial, t):
     x_at, h_at, z_at, u_at = X * dim, H * dim, Z * dim, U * dim
@@ -182,15 +190,11 @@ def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, pertur
                         partial, t)
             _rope(act, KV * dim, rope, pos, dim, head_dim, t)
             _rescale(act, KV * dim, dim, partial, t)
-            for j in range(t, dim, THREADS):
-                keys[cache + j] = act[KV * dim + j]
-            cuda.syncthreads()
+            _to_cache(keys, cache, act, dim, t)
             _projection(act, dim, first + V, params, table, noise, noise_at, sign, m_shift, s_qkv, perturbed,
                         partial, t)
             _rescale(act, KV * dim, dim, partial, t)
-            for j in range(t, dim, THREADS):
-                values[cache + j] = act[KV * dim + j]
-            cuda.syncthreads()
+            _to_cache(values, cache, act, dim, t)
             _projection(act, dim, first + Q, params, table, noise, noise_at, sign, m_shift, s_qkv, perturbed,
                         partial, t)
             _rope(act, KV * dim, rope, pos, dim, head_dim, t)
@@ -226,20 +230,11 @@ def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, pertur
                  s_down, perturbed, gelu, partial, t)
         ln_f = FIRST_LAYER + TENSORS_PER_LAYER * n_layer
         _ln(act, X * dim, H * dim, dim, vecs, vec_at[ln_f], vec_at[ln_f + 1], partial, t)
-        s = np.int64(0)
-        if perturbed:
-            acc = np.int64(0)
-            for j in range(t, dim, THREADS):
-                acc += act[H * dim + j] * noise[e_noise + j]
-            s = block_total(acc, partial, t)
+        _mm(act, H * dim, dim, params, e_at, vocab, noise, e_noise, sign, m_shift, perturbed, logit_at, partial,
+            t)  # the tied head: the embedding (vocab, dim) with its noise
         sum_exp = np.int64(0)
         for v in range(t, vocab, THREADS):
-            acc = np.int64(0)
-            for j in range(dim):
-                acc += act[H * dim + j] * np.int64(params[e_at + v * dim + j])
-            if perturbed:
-                acc += (s * noise[e_noise + dim + v] * sign) >> m_shift
-            logit = _clip(acc >> s_logit)
+            logit = _clip(act[logit_at + v] >> s_logit)
             act[logit_at + v] = logit
             sum_exp += exp2[logit + 128]
         sum_exp = block_total(sum_exp, partial, t)
