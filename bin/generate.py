@@ -1,5 +1,6 @@
-"""Generate bytes from a trained model's checkpoint (EGG, d-eggs' transformer on bytes, MinGRU),
-streamed to stdout (non-printable bytes escaped). The transformer samples with d-eggs' integer sampler."""
+"""Generate bytes from a trained model's checkpoint (EGG, d-eggs' transformer, MinGRU), streamed to
+stdout (non-printable bytes escaped). The transformer samples with d-eggs' integer sampler; a run on
+d-eggs' token data starts from an empty prompt and decodes its tokens through the data's decoding.bin."""
 
 import sys
 from pathlib import Path
@@ -48,6 +49,11 @@ def main(
             raise BadInput(f"cannot read prompt file {str(prompt_file)!r}: {e.strerror}") from None
     else:
         text = prompt.encode()
+    from eggnog.corpus.deggs_tokens import deggs_paths, read_decoding
+
+    def decode(token):  # a token is a byte, unless the run read d-eggs tokens
+        return bytes([token])
+
     arrays, record = load_checkpoint(checkpoint)
     meta = record.get("meta", {})
     if meta.get("model") == "egg":
@@ -64,17 +70,19 @@ def main(
         if sampler.top_k or sampler.top_p < 1.0:
             raise BadInput("d-eggs' sampler has no --top-k or --top-p: use --temperature, --min-p and "
                            "--presence-penalty")
-        if stored.vocab_size != 256:
-            raise BadInput(f"this run's vocabulary has {stored.vocab_size} tokens: generation decodes bytes only")
         model, generate = stored.build_model(), generate_transformer
+        if stored.data and deggs_paths(stored.data) is not None:
+            if text:
+                raise BadInput("this run reads d-eggs tokens and there is no tokenizer here: give no prompt")
+            decode = read_decoding(deggs_paths(stored.data)[1]).__getitem__
     elif meta.get("model") == "mingru":
         model, generate = MinGruModel(model_config_of(meta)), generate_mingru
     else:
         raise BadInput(f"checkpoint holds a {meta.get('model')!r} model; this script knows: egg, transformer, mingru")
     chosen = select_backend(backend)
     sys.stdout.write("".join(map(escape_byte, text)))
-    for byte in generate(model, arrays["params"], text, length, sampler, seed, chosen):
-        sys.stdout.write(escape_byte(byte))
+    for token in generate(model, arrays["params"], text, length, sampler, seed, chosen):
+        sys.stdout.write("".join(map(escape_byte, decode(token))))
         sys.stdout.flush()
     sys.stdout.write("\n")
 

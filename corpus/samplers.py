@@ -18,7 +18,7 @@ WINDOW_STREAM_ID = 0x57494E44  # tensor id of the window-start noise: "WIND"
 
 
 def _gather(data, starts, length):
-    out = np.empty((len(starts), length), dtype=np.uint8)
+    out = np.empty((len(starts), length), dtype=data.dtype)  # bytes, or a token corpus's tokens
     for row, start in enumerate(starts):  # a loop of slices beats fancy indexing on a memmap
         out[row] = data[int(start):int(start) + length]
     return out

@@ -58,6 +58,8 @@ class TransformerEsRunConfig(EsRunConfig):
     shift_logit: int = flag(6, "Head >> this, then clipped to int8 logits.")
     shift_mlp_up: int = flag(6, "MLP up projection (+ bias) >> this, before the GELU table.")
     shift_mlp_down: int = flag(7, "MLP down projection >> this.")
+    val_fraction: float = flag(0.05, "d-eggs data (a folder with input.bin and decoding.bin): the tail of the "
+                                     "token stream used for validation.")
 
     def model(self):
         from eggnog.models.egg_transformer import TransformerConfig
@@ -76,9 +78,28 @@ class TransformerEsRunConfig(EsRunConfig):
             raise BadInput(f"unknown --noise {self.noise!r}: choose uniform or gaussian")
         if not 0 <= self.vector_sigma_shift <= 20:
             raise BadInput(f"--vector-sigma-shift must be in [0, 20], got {self.vector_sigma_shift}")
+        if self.data is None and self.vocab_size < 256:
+            raise BadInput(f"the embedded corpus is bytes: --vocab-size must be at least 256, got {self.vocab_size}")
         if self.adaptive_noise:
             raise BadInput("--adaptive-noise is built for the EGG only; the transformer runs without it")
         super().check(ranks)
+
+    def open_data(self, path):
+        """d-eggs' input.bin and decoding.bin (checked against --vocab-size), or a byte corpus."""
+        from eggnog.corpus.deggs_tokens import deggs_paths, open_deggs
+
+        if deggs_paths(path) is not None:
+            return open_deggs(path, self.val_fraction, self.vocab_size)
+        if self.vocab_size < 256:
+            raise BadInput(f"byte data needs --vocab-size of at least 256, got {self.vocab_size}")
+        return super().open_data(path)
+
+    @property
+    def unit(self):
+        return "bits/byte" if self.vocab_size == 256 else "bits/token"
+
+    def summarize(self, summary):
+        return super().summarize(summary).replace("bits/byte", self.unit)
 
     def describe(self, trainer):
         cfg = self.model()

@@ -133,3 +133,55 @@ def test_script_refuses_bad_input_with_one_sentence_and_writes_nothing(tmp_path)
     assert_user_error(result, "--head-dim 4 must be even and divide --dim 10")
     assert not (tmp_path / "run").exists()
     assert_user_error(run_script("train_es.py", "--preset", "tiny"), "unknown --preset 'tiny'")
+
+
+def write_deggs_data(folder, tokens, vocab, decoding_vocab=None):
+    """d-eggs' input.bin (uint32 tokens) and decoding.bin (token t decodes to '<t>')."""
+    folder.mkdir(parents=True, exist_ok=True)
+    np.asarray(tokens, "<u4").tofile(folder / "input.bin")
+    with open(folder / "decoding.bin", "wb") as f:
+        f.write((decoding_vocab or vocab).to_bytes(4, "little"))
+        for t in range(decoding_vocab or vocab):
+            text = f"<{t}>".encode()
+            f.write(len(text).to_bytes(4, "little") + text)
+    return folder
+
+
+def test_d_eggs_token_data_trains_in_bits_per_token_and_generates_through_decoding_bin(tmp_path):
+    data = write_deggs_data(tmp_path / "data", np.arange(6000) * 7 % 300, 300)
+    run_dir = tmp_path / "run"
+    result = run_script("train_es.py", "--model", "transformer", "--data", data / "input.bin", "--vocab-size", "300",
+                        "--run-dir", run_dir, "--steps", "2", "--population", "8", "--group-size", "2", "--dim", "8",
+                        "--head-dim", "4", "--tokens-per-update", "6", "--val-rows", "4", "--val-tokens", "8")
+    assert result.returncode == 0, result.stderr
+    assert "vocabulary 300" in result.stdout and "bits/token" in result.stdout
+    text = run_script("generate.py", run_dir, "--length", "5")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.count("<") == 5 and text.stdout.count(">") == 5
+    assert_user_error(run_script("generate.py", run_dir, "--prompt", "x"), "no tokenizer here")
+
+
+@pytest.mark.parametrize("tokens,vocab,decoding_vocab,message", [
+    (np.arange(100) % 50, 60, 50, "has 50 tokens but --vocab-size is 60"),
+    (np.arange(100) % 70, 60, None, "holds token 69, outside a vocabulary of 60"),
+])
+def test_bad_d_eggs_data_is_refused(tmp_path, tokens, vocab, decoding_vocab, message):
+    from eggnog.corpus.deggs_tokens import open_deggs
+
+    data = write_deggs_data(tmp_path / "data", tokens, vocab, decoding_vocab)
+    with pytest.raises(BadInput, match=message):
+        open_deggs(data, 0.1, vocab)
+
+
+def test_damaged_d_eggs_files_are_refused(tmp_path):
+    from eggnog.corpus.deggs_tokens import open_deggs, read_decoding
+
+    data = write_deggs_data(tmp_path / "data", np.arange(100) % 50, 50)
+    whole = (data / "decoding.bin").read_bytes()
+    (data / "decoding.bin").write_bytes(whole[:-3])
+    with pytest.raises(BadInput, match="ends inside token 49 of 50"):
+        read_decoding(data / "decoding.bin")
+    (data / "decoding.bin").write_bytes(whole)
+    (data / "input.bin").write_bytes((data / "input.bin").read_bytes()[:-1])
+    with pytest.raises(BadInput, match="not a whole number of 4-byte tokens"):
+        open_deggs(data, 0.1, 50)

@@ -5,7 +5,6 @@ corpus, create (or reopen) the run directory, print the header, run, print the c
 from dataclasses import asdict, fields
 
 from eggnog.corpus.default import default_corpus
-from eggnog.corpus.reader import open_corpus
 from eggnog.kernels.backend import select_backend
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import config_from, create_run_dir, read_config
@@ -41,7 +40,7 @@ def resolve(config_cls, flags, ranks, resume=None):
 
 def open_run_corpus(cfg, world):
     """--data, or the embedded default corpus (built once, by rank 0 first)."""
-    return open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
+    return cfg.open_data(cfg.data) if cfg.data else world.root_first(default_corpus)
 
 
 def launch(config_cls, trainer_cls, flags):

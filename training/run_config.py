@@ -51,6 +51,12 @@ class RunConfig:
     def uses_corpus(self):
         return True
 
+    def open_data(self, path):
+        """The corpus at --data `path`."""
+        from eggnog.corpus.reader import open_corpus
+
+        return open_corpus(path)
+
     def layout(self, world):
         """How the run is spread over ranks, when that is a choice (printed in the header)."""
         return None
