@@ -12,6 +12,10 @@ from eggnog.runtime.cli import user_errors
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 
+def one_byte(token):
+    return bytes([token])
+
+
 @app.command()
 @user_errors
 def main(
@@ -51,9 +55,7 @@ def main(
         text = prompt.encode()
     from eggnog.corpus.deggs_tokens import deggs_paths, read_decoding
 
-    def decode(token):  # a token is a byte, unless the run read d-eggs tokens
-        return bytes([token])
-
+    decode = one_byte  # unless the run read d-eggs tokens
     arrays, record = load_checkpoint(checkpoint)
     meta = record.get("meta", {})
     if meta.get("model") == "egg":

@@ -149,7 +149,6 @@ class Coordinator:
         body = wire.payload(message, 5)
         pairs = self.chunk // 2
         self.fitness[chunk * pairs:(chunk + 1) * pairs] = unpack_ternary(body[:n_packed], pairs)
-        cfg = self.cfg
         self.states[chunk * self.chunk:(chunk + 1) * self.chunk] = \
             body[n_packed:].view(np.int8).reshape(self.chunk, *self.model.state_dims)
         self.loglik += loglik

@@ -85,6 +85,7 @@ class IntEggrollConfig:
 OPTIMIZER_ARRAYS = ("opt_m", "opt_v", "opt_acc")  # adamw state, float32 like the parameters' layout
 OVERLAY_ARRAY = "noise_overlay"  # adaptive noise: int8, laid out as the gains (kernels/noise_gain.py)
 STATE_ARRAYS = OPTIMIZER_ARRAYS + (OVERLAY_ARRAY,)  # what a strategy carries besides its parameters
+ADAM_EPS = 1e-8
 
 
 def state_layout(cfg, model):
@@ -97,7 +98,6 @@ def full_state(cfg, model, state):
     """`state` with adamw's arrays, which a strategy makes at its first update, as zeros before it."""
     return {name: np.asarray(state[name]) if name in state else np.zeros(n, dtype)
             for name, dtype, n in state_layout(cfg, model)}
-ADAM_EPS = 1e-8
 
 
 class IntEggroll:
@@ -141,9 +141,10 @@ class IntEggroll:
 
     def evaluate(self, windows, states, perturbed=True):
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
-        byte window, as int64 on the host; `states` ((n_layer, members, D) int8 on the backend) carry
-        over and are updated in place. One `egg_epoch` call: every byte and layer of every member runs
-        inside it, and only the sums leave the device."""
+        token window, as int64 on the host; `states` ((layers, members, width) int8 on the backend, the
+        model's state_dims) carry over and are updated in place. One fused call (the EGG's `egg_epoch`,
+        the transformer's `transformer_epoch`): every token and layer of every member runs inside it, and
+        only the sums leave the device."""
         from eggnog.kernels.backend import to_host
 
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
