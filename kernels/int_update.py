@@ -4,7 +4,8 @@
     Z = sum_p F_p * A_p B_p^T      (kind "matrix", embeddings too; the even member's noise, int32 accumulation)
     Z = sum_p F_p * a1_p * a2_p    (kind "vector")
     move = |Z| * 16 >= thr * isqrt(P) * scale,  scale = 256 with use_clt (products of two 16-scaled
-           normals), 1 without (signs of the noise replace the noise)
+           normals; 80 and 240, the variances, for d-eggs' uniform and three-draw noise), 1 without
+           (signs of the noise replace the noise)
     theta = clip(theta + (Z > 0 ? +1 : -1), +-127) where move
 
 Z = 0 moves down, as in nano-egg (this only matters while thr = 0). `thr` already carries the
@@ -33,11 +34,15 @@ TILE = 16
 PAIR_CHUNK = 32
 
 
-def gate_bound(theta, fitness, kind, threshold, use_clt):
+# the standard deviation of a product of two noise values, per noise kind: the z-test's unit
+PRODUCT_SCALE = {EGG_NOISE: 256, DEGGS_UNIFORM: 80, DEGGS_GAUSSIAN: 240}
+
+
+def gate_bound(theta, fitness, kind, threshold, use_clt, noise=EGG_NOISE):
     """Right-hand side of the z-test gate |Z| * 16 >= bound (and the check of the arguments)."""
     if kind not in KINDS or theta.ndim != (1 if kind == "vector" else 2):
         raise ValueError(f"int_update of kind {kind!r} got a {theta.ndim}-D theta: use a 2-D matrix or 1-D vector")
-    return int(threshold) * iroot(int(fitness.shape[0]), 2) * (256 if use_clt else 1)
+    return int(threshold) * iroot(int(fitness.shape[0]), 2) * (PRODUCT_SCALE[noise] if use_clt else 1)
 
 
 def _cases(rng):
@@ -52,7 +57,7 @@ def _cases(rng):
         yield theta, fitness, 555, kind, threshold, use_clt
     for kind, shape, noise in (("matrix", (18, 21), DEGGS_UNIFORM), ("vector", (45,), DEGGS_GAUSSIAN)):
         theta = rng.integers(-127, 128, shape).astype(np.int8)
-        yield theta, rng.integers(-1, 2, 36).astype(np.int8), 555, kind, 0, True, noise
+        yield theta, rng.integers(-1, 2, 36).astype(np.int8), 555, kind, 3, True, noise
 
 
 def _reference_votes(theta, fitness, prefix, kind, use_clt, noise_kind):
@@ -74,7 +79,7 @@ def _reference_votes(theta, fitness, prefix, kind, use_clt, noise_kind):
 
 @op(cases=_cases)
 def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
-    bound = gate_bound(theta, fitness, kind, threshold, use_clt)
+    bound = gate_bound(theta, fitness, kind, threshold, use_clt, noise)
     z = _reference_votes(theta, fitness, prefix, kind, use_clt, noise)
     move = np.abs(z) * 16 >= bound
     step = np.where(z > 0, 1, -1)
@@ -132,7 +137,7 @@ def _no_votes(kind):
 
 @op
 def cpu_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
-    bound = gate_bound(theta, fitness, kind, threshold, use_clt)
+    bound = gate_bound(theta, fitness, kind, threshold, use_clt, noise)
     (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound, _no_votes(kind), noise)
 
 
@@ -233,7 +238,7 @@ def _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, votes, noise):
 
 @op
 def cuda_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
-    bound = np.int64(gate_bound(theta, fitness, kind, threshold, use_clt))
+    bound = np.int64(gate_bound(theta, fitness, kind, threshold, use_clt, noise))
     _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, cuda.to_device(_no_votes(kind)), noise)
 
 
