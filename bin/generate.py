@@ -68,7 +68,8 @@ def main(
         from eggnog.models.transformer_generate import generate_transformer
 
         cfg = current_names(meta["config"])
-        stored = TransformerEsRunConfig(**{f.name: cfg[f.name] for f in fields(TransformerEsRunConfig) if f.name in cfg})
+        names = [f.name for f in fields(TransformerEsRunConfig) if f.name in cfg]
+        stored = TransformerEsRunConfig(**{name: cfg[name] for name in names})
         if sampler.top_k or sampler.top_p < 1.0:
             raise BadInput("d-eggs' sampler has no --top-k or --top-p: use --temperature, --min-p and "
                            "--presence-penalty")

@@ -1,6 +1,7 @@
 """Coordinator mode on 4 ranks (rank 0 coordinates, 3 workers): bit-identical to the synchronous
-trainer without stragglers (also with AdamW, and with adaptive noise: its overlay included), after a straggler's chunk is redone elsewhere, and after a checkpoint
-write interrupted part-way and a resume."""
+trainer without stragglers (also with AdamW, with adaptive noise, its overlay included, and for d-eggs'
+transformer), after a straggler's chunk is redone elsewhere, and after a checkpoint write interrupted
+part-way and a resume."""
 
 from pathlib import Path
 
