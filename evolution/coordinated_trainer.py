@@ -18,7 +18,7 @@ class CoordinatedEsTrainer:
         self.model = cfg.build_model()
         self.members = cfg.population_chunk
         self.val_sample = val_sample(cfg, corpus)
-        self.memory_line = self.model.check_memory(self.members, cfg.tokens_per_update, device_free_bytes(backend))
+        self.memory_line = cfg.memory_line(self.model, self.members, device_free_bytes(backend))
         self.epoch, self.best_val, self.history, self.optimizer_state, self.latest = 0, None, {}, None, None
         # Rank 0 holds every member's states and no model; workers hold the parameters.
         self.params = None if world.is_root else self.model.init_params(cfg.seed)

@@ -55,6 +55,11 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
     def build_model(self):
         return EggModel(self.model())
 
+    def memory_line(self, model, members, free_bytes):
+        """A header line on the evaluation's memory (None: nothing to say), or BadInput where it
+        cannot fit."""
+        return None
+
     def check(self, ranks=1):
         for name in ("depth", "dim", "steps", "validate_every", "checkpoint_every", "val_rows", "val_tokens"):
             if getattr(self, name) < 1:
@@ -168,7 +173,7 @@ class EsTrainer:
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
         self.val_rows, self.val_tokens = val_sample(cfg, corpus)
         self.best_val = None
-        self.memory_line = self.model.check_memory(self.members, cfg.tokens_per_update, device_free_bytes(backend))
+        self.memory_line = cfg.memory_line(self.model, self.members, device_free_bytes(backend))
         self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
                                    first_member=self.first, members=self.members)
         layers, width = self.model.state_dims

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.kernels.transformer_epoch import NOISE_KINDS
 from eggnog.runtime.errors import BadInput
+from eggnog.training.memory_plan import HEADROOM
 from eggnog.training.run_config import flag, redefault
 
 # d-eggs' config.h, as flags (applied before the user's own, which win)
@@ -83,6 +84,21 @@ class TransformerEsRunConfig(EsRunConfig):
         if self.adaptive_noise:
             raise BadInput("--adaptive-noise is built for the EGG only; the transformer runs without it")
         super().check(ranks)
+
+    def memory_line(self, model, members, free_bytes):
+        """The GPU memory of `members` evaluated at once; BadInput where it cannot fit `free_bytes`
+        (None: no GPU, nothing to check), naming the largest number that would."""
+        steps = self.tokens_per_update
+        per_member = model.evaluation_bytes(steps)
+        kv = 2 * self.depth * steps * self.dim
+        line = (f"evaluation on a GPU: {per_member / 1024:.1f} KiB a member (KV cache {kv / 1024:.1f} KiB), "
+                f"{members * per_member / 2**20:,.1f} MiB for the {members} members evaluated at once")
+        if free_bytes is not None and members * per_member > HEADROOM * free_bytes:
+            fits = int(HEADROOM * free_bytes // per_member)
+            raise BadInput(f"{members} members at once need {members * per_member / 2**30:.1f} GiB of GPU memory but "
+                           f"{free_bytes / 2**30:.1f} GiB are free; at most {fits} fit (fewer members per rank, or "
+                           "a smaller --population-chunk)")
+        return line
 
     def open_data(self, path):
         """d-eggs' input.bin and decoding.bin (checked against --vocab-size), or a byte corpus."""

@@ -56,6 +56,7 @@ def build(jit):
     @jit
     def floor_log2_x16(s):
         """floor(16 * log2(s)) for 1 <= s < 2^62."""
+        s = np.int64(s)  # a kernel may hand in an int32 sum: the shift below needs 64 bits
         e = 0
         t = s
         while t > 1:

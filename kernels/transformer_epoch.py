@@ -31,6 +31,8 @@ vector w + ((n1 n2 sign) >> vector_shift) (n1 = noise[0:n], n2 = noise[n:2n]); t
 the same A and B, as the transpose.
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from eggnog.kernels.int_math import EXP2, FIXED_POINT
@@ -48,6 +50,10 @@ LN1_W, LN1_B, Q, K, V, O, LAYER_MLP = range(7)  # within a layer (12 tensors fro
 TENSORS_PER_LAYER = 12
 FIRST_LAYER = 8
 MAX_UNIT = 127
+MLP_TENSORS = (("ln.weight", "vector", (1,)), ("ln.bias", "vector", (1,)), ("up", "matrix", (4, 1)),
+               ("up_bias", "vector", (4,)), ("down", "matrix", (1, 4)), ("down_bias", "vector", (1,)))
+ATTENTION_TENSORS = (("ln1.weight", "vector", (1,)), ("ln1.bias", "vector", (1,)), ("q", "matrix", (1, 1)),
+                     ("k", "matrix", (1, 1)), ("v", "matrix", (1, 1)), ("o", "matrix", (1, 1)))
 
 
 def make_spec(cfg, sigma_shift=3, vector_shift=4, noise="uniform"):
@@ -56,16 +62,32 @@ def make_spec(cfg, sigma_shift=3, vector_shift=4, noise="uniform"):
                      NOISE_KINDS[noise]], np.int64)
 
 
+def transformer_layout(cfg):
+    """(name, shape, kind, offset) of every tensor, in tensor-id order."""
+    d = cfg.dim
+    specs = [("embedding", (cfg.vocab, d), "embedding"), ("embedding_bias", (d,), "vector")]
+    specs += [(f"init_mlp.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in MLP_TENSORS]
+    for layer in range(cfg.n_layer):
+        specs += [(f"layers.{layer}.{name}", tuple(m * d for m in mult), kind)
+                  for name, kind, mult in ATTENTION_TENSORS]
+        specs += [(f"layers.{layer}.mlp.{name}", tuple(m * d for m in mult), kind)
+                  for name, kind, mult in MLP_TENSORS]
+    specs += [("ln_f.weight", (d,), "vector"), ("ln_f.bias", (d,), "vector")]
+    out, offset = [], 0
+    for name, shape, kind in specs:
+        out.append((name, shape, kind, offset))
+        offset += int(np.prod(shape))
+    return out
+
+
 def layer_tensor(layer, which):
     return FIRST_LAYER + TENSORS_PER_LAYER * layer + which
 
 
 def tensor_table(spec):
     """int64 (n_tensors, 3): offset in params, d_in (a vector's n), d_out (0 for a vector)."""
-    from eggnog.models.egg_transformer import TransformerConfig, transformer_layout
-
-    n_layer, dim, head_dim, vocab = (int(v) for v in spec[:4])
-    layout = transformer_layout(TransformerConfig(n_layer, dim, head_dim, vocab))
+    n_layer, dim, _, vocab = (int(v) for v in spec[:4])
+    layout = transformer_layout(SimpleNamespace(n_layer=n_layer, dim=dim, vocab=vocab))
     return np.array([(offset, shape[-1], shape[0] if kind != "vector" else 0) for _, shape, kind, offset in layout],
                     np.int64)
 
@@ -169,19 +191,20 @@ def loglik(logits, targets):
 def _cases(rng):
     """Two heads of 4 over dim 8, two layers, members off any block, an odd first member; one
     unperturbed run; gaussian noise and a vocabulary above 256 symbols."""
-    from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
-
     for n_layer, dim, head_dim, vocab, members, steps, first, noise, perturbed in (
             (2, 8, 4, 256, 3, 3, 3, "uniform", True), (1, 8, 8, 256, 2, 2, 0, "uniform", False),
             (1, 12, 4, 300, 2, 2, 1, "gaussian", True)):
-        cfg = TransformerConfig(n_layer, dim, head_dim, vocab, shift_qkv=3, shift_out=4, shift_logit=4,
-                                shift_mlp_up=4, shift_mlp_down=5)
-        model = TransformerModel(cfg)
-        params = model.init_params(int(rng.integers(1 << 30)))
-        params[:] = np.clip(params.astype(np.int64) * 4 + rng.integers(-3, 4, params.size), -127, 127)
+        # shifts (attn, qkv, out, logit, mlp up, mlp down) for these widths; sigma shift 1, vector shift 2
+        spec = np.array([n_layer, dim, head_dim, vocab, 8, 3, 4, 4, 4, 5, 1, 2, NOISE_KINDS[noise]], np.int64)
+        layout = transformer_layout(SimpleNamespace(n_layer=n_layer, dim=dim, vocab=vocab))
+        n_params = layout[-1][3] + int(np.prod(layout[-1][1]))
+        params = np.clip(rng.integers(-15, 16, n_params) * 4 + rng.integers(-3, 4, n_params), -127, 127)
+        for name, shape, _, offset in layout:
+            if name.endswith(".weight"):  # LN weights near 1.0
+                params[offset:offset + shape[0]] = 16 + rng.integers(-3, 4, shape[0])
         windows = rng.integers(0, vocab, (members, steps + 1)).astype(np.int32)
-        prefixes = rng.integers(0, 1 << 32, len(model.layout)).astype(np.int64)
-        yield params, windows, prefixes, first, make_spec(cfg, 1, 2, noise), perturbed
+        prefixes = rng.integers(0, 1 << 32, len(layout)).astype(np.int64)
+        yield params.astype(np.int8), windows, prefixes, first, spec, perturbed
 
 
 def _forward(params, windows, prefixes, first_member, spec, perturbed):

@@ -267,8 +267,8 @@ def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
     args = (params, windows, prefixes, np.int64(first_member), cuda.to_device(spec), bool(perturbed),
             cuda.to_device(table), cuda.to_device(noise_at), cuda.to_device(vec_at),
             cuda.to_device(rope_table(steps, head_dim)), cuda.to_device(EXP_LUT), cuda.to_device(GELU_LUT),
-            cuda.to_device(EXP2), cuda.device_array((members, max(n_noise, 1)), np.int64),
-            cuda.device_array((members, n_vecs), np.int64),
+            cuda.to_device(EXP2), cuda.device_array((members, max(n_noise, 1)), np.int8),
+            cuda.device_array((members, n_vecs), np.int8),
             cuda.device_array((members, (U + 4) * dim + vocab + steps), np.int64),
             cuda.device_array((members, cache), np.int8), cuda.device_array((members, cache), np.int8),
             cuda.device_array(members, np.int64))

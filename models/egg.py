@@ -69,11 +69,6 @@ class IntTensorModel:
     def prefixes(self, seed, noise_epoch):
         return {t.name: prefix_key(seed, t.tensor_id, noise_epoch) for t in self.tensors}
 
-    def check_memory(self, members, steps, free_bytes):
-        """A line on the evaluation's memory for the run's header (None: nothing to say), or BadInput
-        where it cannot fit."""
-        return None
-
 
 class EggModel(IntTensorModel):
     noise_kind = EGG_NOISE

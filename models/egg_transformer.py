@@ -18,17 +18,13 @@ import numpy as np
 
 from eggnog.kernels.noise_math import stream_key
 from eggnog.kernels.rng_reference import uniform_int8
+from eggnog.kernels.transformer_epoch import transformer_layout
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
-from eggnog.training.memory_plan import HEADROOM
 
 INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
 LN_ONE = 16  # 1.0 in fixed point: LN weights start here
 INIT_RANGE = 15  # matrices and the embedding start uniform on [-15, 15], d-eggs' host draw
-MLP_TENSORS = (("ln.weight", "vector", (1,)), ("ln.bias", "vector", (1,)), ("up", "matrix", (4, 1)),
-               ("up_bias", "vector", (4,)), ("down", "matrix", (1, 4)), ("down_bias", "vector", (1,)))
-ATTENTION_TENSORS = (("ln1.weight", "vector", (1,)), ("ln1.bias", "vector", (1,)), ("q", "matrix", (1, 1)),
-                     ("k", "matrix", (1, 1)), ("v", "matrix", (1, 1)), ("o", "matrix", (1, 1)))
 SHIFTS = ("shift_attn", "shift_qkv", "shift_out", "shift_logit", "shift_mlp_up", "shift_mlp_down")
 
 
@@ -62,24 +58,6 @@ class TransformerConfig:
         return np.array([getattr(self, name) for name in SHIFTS], np.int64)
 
 
-def transformer_layout(cfg):
-    """(name, shape, kind, offset) of every tensor, in tensor-id order."""
-    d = cfg.dim
-    specs = [("embedding", (cfg.vocab, d), "embedding"), ("embedding_bias", (d,), "vector")]
-    specs += [(f"init_mlp.{name}", tuple(m * d for m in mult), kind) for name, kind, mult in MLP_TENSORS]
-    for layer in range(cfg.n_layer):
-        specs += [(f"layers.{layer}.{name}", tuple(m * d for m in mult), kind)
-                  for name, kind, mult in ATTENTION_TENSORS]
-        specs += [(f"layers.{layer}.mlp.{name}", tuple(m * d for m in mult), kind)
-                  for name, kind, mult in MLP_TENSORS]
-    specs += [("ln_f.weight", (d,), "vector"), ("ln_f.bias", (d,), "vector")]
-    out, offset = [], 0
-    for name, shape, kind in specs:
-        out.append((name, shape, kind, offset))
-        offset += int(np.prod(shape))
-    return out
-
-
 class TransformerModel(IntTensorModel):
     state_dims = (0, 0)  # members carry nothing across steps: the KV cache lives for one window
     token_dtype = np.int32
@@ -110,20 +88,6 @@ class TransformerModel(IntTensorModel):
         from eggnog.kernels.transformer_epoch_cuda import scratch_bytes
 
         return scratch_bytes(self.spec, steps)
-
-    def check_memory(self, members, steps, free_bytes):
-        """The line the run prints, or BadInput where `members` at once cannot fit `free_bytes` (None:
-        no GPU, nothing to check), naming the largest number that would."""
-        per_member = self.evaluation_bytes(steps)
-        kv = 2 * self.cfg.n_layer * steps * self.cfg.dim
-        line = (f"evaluation on a GPU: {per_member / 1024:.1f} KiB a member (KV cache {kv / 1024:.1f} KiB), "
-                f"{members * per_member / 2**20:,.1f} MiB for the {members} members evaluated at once")
-        if free_bytes is not None and members * per_member > HEADROOM * free_bytes:
-            fits = int(HEADROOM * free_bytes // per_member)
-            raise BadInput(f"{members} members at once need {members * per_member / 2**30:.1f} GiB of GPU memory but "
-                           f"{free_bytes / 2**30:.1f} GiB are free; at most {fits} fit (fewer members per rank, or "
-                           "a smaller --population-chunk)")
-        return line
 
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
         """Each member's summed log-likelihood over its window (kernels/transformer_epoch.py)."""

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig
 from eggnog.evolution.gossip_config import GossipEggRunConfig, GossipRunConfig
+from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import RENAMED, check_resume
 from eggnog.training.bptt import BpttRunConfig
@@ -23,7 +24,7 @@ from eggnog.zorn.rge_run import RgeRunConfig
 from tests.helpers import ROOT, assert_user_error, run_script
 
 SCRIPTS = {
-    "train_es.py": {"egg": EsRunConfig, "mingru": FloatEsRunConfig},
+    "train_es.py": {"egg": EsRunConfig, "transformer": TransformerEsRunConfig, "mingru": FloatEsRunConfig},
     "train_bptt.py": {"bptt": BpttRunConfig},
     "train_rge.py": {"rge": RgeRunConfig},
     "train_gossip.py": {"bptt": GossipRunConfig, "egg": GossipEggRunConfig, "rge": GossipRgeRunConfig},

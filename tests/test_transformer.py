@@ -60,15 +60,16 @@ def test_tables_follow_their_formulas():
 
 
 def test_evaluation_memory_is_stated_and_refused_with_what_would_fit():
-    model = TransformerModel(TransformerConfig(4, 256, 64, 8192))
+    cfg = TransformerEsRunConfig(depth=4, dim=256, head_dim=64, vocab_size=8192, tokens_per_update=64)
+    model = cfg.build_model()
     per_member = model.evaluation_bytes(64)
     assert 2 * 4 * 64 * 256 < per_member < 300_000  # the int8 KV cache and the rest
-    line = model.check_memory(40_960, 64, None)
+    line = cfg.memory_line(model, 40_960, None)
     assert "40960 members" in line and f"{40_960 * per_member / 2**20:,.1f} MiB" in line
     fits = int(0.9 * 2**30 // per_member)
     with pytest.raises(BadInput, match=f"at most {fits} fit"):
-        model.check_memory(40_960, 64, 2**30)
-    assert model.check_memory(fits, 64, 2**30)
+        cfg.memory_line(model, 40_960, 2**30)
+    assert cfg.memory_line(model, fits, 2**30)
 
 
 def test_preset_flags_come_first_so_the_users_win():

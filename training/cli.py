@@ -100,14 +100,19 @@ def run_options(run_names):
 
 
 def stored_label(configs, resume):
-    """The one label whose config has every field of the run at `resume`, or None (then the default
-    stands, and the launcher reports what does not match)."""
+    """The label whose config has every field of the run at `resume` and the fewest others, or None
+    (then the default stands, and the launcher reports what does not match)."""
     try:
         stored = read_config(resume)
     except BadInput:
         return None
-    matches = [label for label, cls in configs.items() if set(stored) <= {f.name for f in fields(cls)}]
-    return matches[0] if len(matches) == 1 else None
+    # A config may extend another (the transformer's extends the EGG's): the closest fit wins.
+    extra = {label: len({f.name for f in fields(cls)} - set(stored))
+             for label, cls in configs.items() if set(stored) <= {f.name for f in fields(cls)}}
+    closest = sorted(extra, key=extra.get)
+    if not closest or (len(closest) > 1 and extra[closest[0]] == extra[closest[1]]):
+        return None
+    return closest[0]
 
 
 def config_command(app, configs, choose=None, choose_help=None):
