@@ -24,7 +24,7 @@ import numpy as np
 
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.eggroll import state_layout
-from eggnog.evolution.fitness import bits_per_byte, pack_ternary, unpack_ternary
+from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
 from eggnog.runtime.checkpoint import encode_checkpoint, save_checkpoint
 from eggnog.runtime.files import temp_name
 from eggnog.runtime.rundir import metrics_log
@@ -86,7 +86,7 @@ class Coordinator:
         self.done = np.zeros(self.n_chunks, dtype=bool)
         self.assigned_at = np.full(self.n_chunks, -np.inf)
         self.fitness = np.zeros(self.cfg.population // 2, dtype=np.int8)
-        self.loglik = 0
+        self.loglik = self.proxy = 0
         for key, value in self.counts.items():
             self.totals[key] += value
         self.counts = dict.fromkeys(self.totals, 0)
@@ -139,19 +139,20 @@ class Coordinator:
         self.reply(source, [wire.JOB, self.epoch, chunk], self.states[chunk * self.chunk:(chunk + 1) * self.chunk])
 
     def on_result(self, message):
-        _, step, chunk, loglik, n_packed = wire.header(message, 5)
+        _, step, chunk, loglik, proxy, n_packed = wire.header(message, 6)
         if step != self.epoch:
             self.counts["stale"] += 1
             return
         if self.done[chunk]:
             self.counts["duplicates"] += 1
             return
-        body = wire.payload(message, 5)
+        body = wire.payload(message, 6)
         pairs = self.chunk // 2
         self.fitness[chunk * pairs:(chunk + 1) * pairs] = unpack_ternary(body[:n_packed], pairs)
         self.states[chunk * self.chunk:(chunk + 1) * self.chunk] = \
             body[n_packed:].view(np.int8).reshape(self.chunk, *self.model.state_dims)
         self.loglik += loglik
+        self.proxy += proxy
         self.done[chunk] = True
         if self.done.all():
             self.finish_step()
@@ -166,6 +167,8 @@ class Coordinator:
         self.record = {"epoch": self.epoch, "train_bpb": round(bits_per_byte(self.loglik, tokens), 5),
                        "chunks": self.n_chunks, **self.counts, "tokens_per_s": round(tokens / seconds, 1),
                        "step_s": round(seconds, 4)}
+        if self.model.has_proxy_loss:
+            self.record["train_deggs_proxy"] = round(deggs_proxy(self.proxy, tokens), 5)
         self.epoch += 1
         validate = self.epoch % cfg.validate_every == 0 or self.epoch == cfg.steps
         if validate or self.epoch % cfg.checkpoint_every == 0:

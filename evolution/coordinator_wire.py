@@ -12,7 +12,7 @@ UP, DOWN = 11, 12
 
 # worker -> coordinator
 REQUEST = 1  # [REQUEST, worker_step]
-RESULT = 2  # [RESULT, step, chunk, loglik_sum, n_packed] + packed fitness + the chunk's states
+RESULT = 2  # [RESULT, step, chunk, loglik_sum, proxy_sum, n_packed] + packed fitness + the chunk's states
 SNAPSHOT_RESULT = 3  # [SNAPSHOT_RESULT, step, validated, val_loglik_sum] + parameters
 
 # coordinator -> worker

@@ -83,7 +83,8 @@ class Worker:
         if self.slow is not None and step >= self.slow[0]:
             time.sleep(self.slow[1])
             self.slow = None
-        message = wire.encode([wire.RESULT, step, chunk, int(scores.sum()), packed.size], packed, updated)
+        proxy = self.strategy.proxy_sum or 0  # 0 for a model without a proxy loss
+        message = wire.encode([wire.RESULT, step, chunk, int(scores.sum()), proxy, packed.size], packed, updated)
         wire.send(comm, message, 0, wire.UP)
 
     def snapshot(self, comm, step, validate):

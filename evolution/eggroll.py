@@ -116,6 +116,7 @@ class IntEggroll:
         self.optimizer_state = {name: backend.to_device(np.array(state[name], dtype=np.float32))
                                 for name in OPTIMIZER_ARRAYS if name in state and cfg.optimizer == "adamw"}
         self.overlay, self.gains = None, None  # host int8; device uint8
+        self.proxy_sum = None  # the last evaluate's summed d-eggs proxy loss, for a model that has one
         if cfg.adaptive_noise:
             overlay = np.asarray(state.get(OVERLAY_ARRAY, initial_overlay(model)))
             if not check_overlay(overlay, model):
@@ -141,7 +142,7 @@ class IntEggroll:
 
     def evaluate(self, windows, states, perturbed=True):
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
-        token window, as int64 on the host; `states` ((layers, members, width) int8 on the backend, the
+        token window, as int64 on the host (and `proxy_sum` for a model with a proxy loss); `states` ((layers, members, width) int8 on the backend, the
         model's state_dims) carry over and are updated in place. One fused call (the EGG's `egg_epoch`,
         the transformer's `transformer_epoch`): every token and layer of every member runs inside it, and
         only the sums leave the device."""
@@ -153,7 +154,11 @@ class IntEggroll:
         scores = self.model.population_scores(self.ops, self.params, windows, states, self.backend.to_device(by_id),
                                               self.first_member, self.cfg, perturbed,
                                               self.gains if perturbed else None)
-        return to_host(scores)
+        scores = to_host(scores)
+        if self.model.has_proxy_loss:
+            self.proxy_sum = int(scores[:, 1].sum())
+            return np.ascontiguousarray(scores[:, 0])
+        return scores
 
     def tell(self, fitness):
         """Apply the update from the fitness of every pair of the population; returns the fraction of

@@ -7,7 +7,7 @@ import numpy as np
 
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
-from eggnog.evolution.fitness import bits_per_byte, pack_ternary, pair_signs, pair_zscores, unpack_ternary
+from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, pair_signs, pair_zscores, unpack_ternary
 from eggnog.kernels.backend import device_free_bytes, to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.models.egg import EggConfig, EggModel
@@ -233,8 +233,12 @@ class EsTrainer:
         with clock.phase("update"):
             moved = self.strategy.tell(fitness)
         tokens = cfg.population * cfg.tokens_per_update  # member-tokens evaluated by all ranks
-        return {"epoch": epoch, "train_bpb": round(bits_per_byte(total, tokens), 5), "alpha": alpha,
-                "moved_fraction": round(moved, 6)}, tokens
+        record = {"epoch": epoch, "train_bpb": round(bits_per_byte(total, tokens), 5), "alpha": alpha,
+                  "moved_fraction": round(moved, 6)}
+        if self.model.has_proxy_loss:
+            proxy = self.world.allgather_array(np.array([self.strategy.proxy_sum], np.int64)).sum()
+            record["train_deggs_proxy"] = round(deggs_proxy(proxy, tokens), 5)
+        return record, tokens
 
     def run(self, run_dir):
         val_bpb, seconds = run_steps(self, run_dir, "epochs")

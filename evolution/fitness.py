@@ -27,6 +27,11 @@ def bits_per_byte(loglik_sum, tokens):
     return -float(loglik_sum) / (16.0 * tokens)
 
 
+def deggs_proxy(proxy_sum, tokens):
+    """d-eggs' reported loss: its integer proxy summed over `tokens` member-tokens, / (tokens 16)."""
+    return proxy_sum / (tokens * 16)
+
+
 def pair_signs(scores):
     """Fast fitness: sign(s_even - s_odd) per antithetic pair, int8 in {-1, 0, +1}."""
     scores = np.asarray(scores, dtype=np.int64)

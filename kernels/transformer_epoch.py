@@ -1,8 +1,8 @@
 """The integer transformer (models/egg_transformer.py) over a population for one window of tokens:
 every member reads its window with its own KV cache and perturbation; only each member's summed
-log-likelihood (1/16 bit) comes back.
+log-likelihood (1/16 bit) and its d-eggs proxy loss come back.
 
-    transformer_epoch(params, windows, prefixes, first_member, spec, perturbed) -> int64 (members,)
+    transformer_epoch(params, windows, prefixes, first_member, spec, perturbed) -> int64 (members, 2)
 
 - windows: uint8 or int32 (members, T + 1) tokens; token t is read at position t, token t + 1 scored;
 - prefixes: int64 (n_tensors,), each tensor's noise prefix at this epoch;
@@ -22,7 +22,10 @@ computes in float or its summary is loose (tested, the same on every backend):
 - MLP: u = GELU_LUT[clip((W_up h + b_up) >> shift_up)]; z = ((W_down u) >> shift_down) + b_down;
 - the init MLP is the same block with its own weights (LN, up, GELU, down, residual, rescale);
 - logits: clip((E h + perturbation) >> shift_logit) to int8, then the EGG's exact log-likelihood
-  (kernels/int_math.py; exact for any vocabulary).
+  (kernels/int_math.py; exact for any vocabulary): column 0, the training signal;
+- d-eggs' proxy loss, column 1, over the unclipped logits l = (E h + perturbation) >> shift_logit:
+  8 (floor(log2 sum_v EXP_LUT[min(max l - l_v, 255)]) - 18) + max l - l_target per token, summed (d-eggs'
+  (floor(log2 S) 16 - 18 16) >> 1; its coordinator reports the sum / (members tokens 16)).
 
 Perturbations (d-eggs' conventions; member g: pair g // 2, sign + for even g): a matrix (d_out, d_in)
 adds ((x . B) A_j sign) >> (4 + sigma_shift) to output j (B = noise[0:d_in], A = noise[d_in:]); a
@@ -39,7 +42,7 @@ from eggnog.kernels.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.registry import op
 from eggnog.kernels.noise_math import DEGGS_GAUSSIAN, DEGGS_UNIFORM
 from eggnog.kernels.rng_reference import member_noise_rows
-from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, rope_table
+from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, SOFTMAX_SCALE_BIT, rope_table
 
 SPEC_FIELDS = ("n_layer", "dim", "head_dim", "vocab", "shift_attn", "shift_qkv", "shift_out", "shift_logit",
                "shift_mlp_up", "shift_mlp_down", "sigma_shift", "vector_shift", "noise_kind")
@@ -174,8 +177,9 @@ class _Reference:
         return _clip(x)
 
     def head(self, h):
-        """The embedding (vocab, dim) is the head's matrix, with its noise: B over dim, A over tokens."""
-        return _clip(self.mm(h, EMBEDDING) >> self.s_logit)
+        """Unclipped logits: the embedding (vocab, dim) is the head's matrix, with its noise (B over
+        dim, A over tokens)."""
+        return self.mm(h, EMBEDDING) >> self.s_logit
 
 
 def loglik(logits, targets):
@@ -186,6 +190,16 @@ def loglik(logits, targets):
     sums = EXP2[y].sum(axis=1)
     log_term = np.array([py_floor_log2_x16(int(s)) for s in sums], np.int64) - 64
     return y[np.arange(len(y)), targets] - log_term
+
+
+def proxy_loss(logits, targets):
+    """d-eggs' integer loss of each row's target over unclipped logits (the module docstring)."""
+    from eggnog.kernels.egg_ops import py_floor_log2_x16
+
+    top = logits.max(axis=1)
+    sums = EXP_LUT[np.minimum(top[:, None] - logits, EXP_LUT.size - 1)].sum(axis=1)
+    log2 = np.array([py_floor_log2_x16(int(s)) >> 4 for s in sums], np.int64)
+    return 8 * (log2 - SOFTMAX_SCALE_BIT) + top - logits[np.arange(len(logits)), targets]
 
 
 def _cases(rng):
@@ -208,14 +222,15 @@ def _cases(rng):
 
 
 def _forward(params, windows, prefixes, first_member, spec, perturbed):
-    """(each member's summed log-likelihood, each member's logits at the window's last position)."""
+    """(each member's summed (log-likelihood, proxy loss), each member's logits at the window's last
+    position)."""
     windows = np.asarray(windows, np.int64)
     members, steps = windows.shape[0], windows.shape[1] - 1
     r = _Reference(np.asarray(params), np.asarray(prefixes), first_member, members, np.asarray(spec), perturbed)
     rope = rope_table(steps, r.head_dim)
     keys = np.zeros((r.n_layer, members, steps, r.dim), np.int64)
     values = np.zeros_like(keys)
-    total = np.zeros(members, np.int64)
+    total = np.zeros((members, 2), np.int64)
     for t in range(steps):
         x = r.mlp(r.embed(windows[:, t]), INIT_MLP)
         for layer in range(r.n_layer):
@@ -227,8 +242,10 @@ def _forward(params, windows, prefixes, first_member, spec, perturbed):
             x = rescale(x + (r.mm(attended, layer_tensor(layer, O)) >> r.s_out))
             x = r.mlp(x, layer_tensor(layer, LAYER_MLP))
         h = r.ln(x, layer_tensor(r.n_layer, 0))  # ln_f follows the last layer
-        logits = r.head(h)
-        total += loglik(logits, windows[:, t + 1])
+        raw = r.head(h)
+        logits = _clip(raw)
+        total[:, 0] += loglik(logits, windows[:, t + 1])
+        total[:, 1] += proxy_loss(raw, windows[:, t + 1])
     return total, logits
 
 

@@ -11,7 +11,7 @@ from eggnog.kernels.rng import cpu_member_key_a, cpu_member_key_b, cpu_member_no
 from eggnog.kernels.transformer_epoch import (DOWN, DOWN_BIAS, EMBEDDING, EMBEDDING_BIAS, FIRST_LAYER, INIT_MLP, K,
                                               LAYER_MLP, LN1_W, LN_W, MAX_UNIT, O, Q, TENSORS_PER_LAYER, UP, UP_BIAS,
                                               V, tensor_table)
-from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, rope_table
+from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, SOFTMAX_SCALE_BIT, rope_table
 
 
 @numba.njit
@@ -81,8 +81,10 @@ def _rope(u, rope, t, dim, head_dim):
 
 
 @numba.njit
-def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope, logits):
-    """The member's summed log-likelihood; `logits` (vocab,) ends with those of the last position."""
+def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope, logits,
+            total):
+    """The member's summed log-likelihood and proxy loss into `total` (2,); `logits` (vocab,) ends with
+    those of the last position."""
     n_layer, dim, head_dim, vocab = spec[0], spec[1], spec[2], spec[3]
     s_attn, s_qkv, s_out, s_logit, s_up, s_down = spec[4], spec[5], spec[6], spec[7], spec[8], spec[9]
     m_shift, v_shift, kind = FIXED_POINT + spec[10], spec[11], spec[12]
@@ -120,7 +122,6 @@ def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_a
     keys = np.zeros((n_layer, steps, dim), np.int64)
     values = np.zeros((n_layer, steps, dim), np.int64)
     e_at, e_noise = table[EMBEDDING, 0], noise_at[EMBEDDING]
-    total = 0
     for t in range(steps):
         token = np.int64(window[t])
         a = noise[e_noise + dim + token]
@@ -175,21 +176,28 @@ def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_a
                  s_down, perturbed, h, u, z)
         _ln(x, dim, vecs, vec_at, FIRST_LAYER + TENSORS_PER_LAYER * n_layer, h)
         _mm(h, dim, params, table, EMBEDDING, noise, noise_at, sign, m_shift, perturbed, logits)  # the tied head
+        target = np.int64(window[t + 1])
+        top = -(1 << 62)
+        for v in range(vocab):
+            logits[v] >>= s_logit
+            top = max(top, logits[v])
+        sum_lut = 0
+        for v in range(vocab):
+            sum_lut += EXP_LUT[min(top - logits[v], EXP_LUT.size - 1)]
+        total[1] += 8 * ((cpu_floor_log2_x16(sum_lut) >> 4) - SOFTMAX_SCALE_BIT) + top - logits[target]
         sum_exp = 0
         for v in range(vocab):
-            logits[v] = _clip(logits[v] >> s_logit)
+            logits[v] = _clip(logits[v])
             sum_exp += EXP2[logits[v] + 128]
-        target = np.int64(window[t + 1])
-        total += logits[target] + 128 - (cpu_floor_log2_x16(sum_exp) - 64)
-    return total
+        total[0] += logits[target] + 128 - (cpu_floor_log2_x16(sum_exp) - 64)
 
 
 @numba.njit(parallel=True)
 def _epoch(params, windows, prefixes, first_member, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope,
            out, logits):
     for m in numba.prange(windows.shape[0]):
-        out[m] = _member(params, windows[m], prefixes, first_member + m, spec, perturbed, table, noise_at, vec_at,
-                         n_noise, n_vecs, rope, logits[m])
+        _member(params, windows[m], prefixes, first_member + m, spec, perturbed, table, noise_at, vec_at, n_noise,
+                n_vecs, rope, logits[m], out[m])
 
 
 def offsets(table):
@@ -203,12 +211,12 @@ def offsets(table):
 
 
 def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
-    """(each member's summed log-likelihood, each member's logits at the last position)."""
+    """(each member's summed (log-likelihood, proxy loss), each member's logits at the last position)."""
     spec = np.ascontiguousarray(spec, np.int64)
     table = tensor_table(spec)
     noise_at, vec_at, n_noise, n_vecs = offsets(table)
     windows = np.ascontiguousarray(windows, np.int32)
-    out = np.zeros(windows.shape[0], np.int64)
+    out = np.zeros((windows.shape[0], 2), np.int64)
     logits = np.zeros((windows.shape[0], int(spec[3])), np.int64)
     rope = rope_table(windows.shape[1] - 1, int(spec[2]))
     _epoch(np.ascontiguousarray(params, np.int8), windows, np.ascontiguousarray(prefixes, np.int64), int(first_member),

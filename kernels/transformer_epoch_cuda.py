@@ -18,7 +18,7 @@ from eggnog.kernels.transformer_epoch import (DOWN, DOWN_BIAS, EMBEDDING, EMBEDD
                                               LAYER_MLP, LN1_W, LN_W, MAX_UNIT, O, Q, TENSORS_PER_LAYER, UP, UP_BIAS,
                                               V, tensor_table)
 from eggnog.kernels.transformer_epoch_cpu import offsets
-from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, rope_table
+from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, SOFTMAX_SCALE_BIT, rope_table
 
 THREADS = 64  # a power of two: the block reductions are trees
 I32_2D = numba.int32[:, ::1]
@@ -133,7 +133,7 @@ def _projection(act, dim, tid, params, table, noise, noise_at, sign, m_shift, s_
 
 
 @kernel((I8_1D, I32_2D, I64_1D, I64, I64_1D, BOOL, I64_2D, I64_1D, I64_1D, I64_3D, I64_1D, I64_1D, I64_1D, I8_2D,
-         I8_2D, I64_2D, I8_2D, I8_2D, I64_1D), block=THREADS)
+         I8_2D, I64_2D, I8_2D, I8_2D, I64_2D), block=THREADS)
 def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, perturbed, table, noise_at, vec_at, rope,
                            exp_lut, gelu, exp2, noise_all, vecs_all, act_all, keys_all, values_all, out):
     m = cuda.blockIdx.x
@@ -171,6 +171,7 @@ def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, pertur
 
     e_at, e_noise = table[EMBEDDING, 0], noise_at[EMBEDDING]
     total = np.int64(0)
+    proxy = np.int64(0)
     for pos in range(steps):
         token = np.int64(windows[m, pos])
         a = np.int64(noise[e_noise + dim + token]) if perturbed else np.int64(0)
@@ -232,18 +233,31 @@ def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, pertur
         _ln(act, X * dim, H * dim, dim, vecs, vec_at[ln_f], vec_at[ln_f + 1], partial, t)
         _mm(act, H * dim, dim, params, e_at, vocab, noise, e_noise, sign, m_shift, perturbed, logit_at, partial,
             t)  # the tied head: the embedding (vocab, dim) with its noise
+        mine = np.int64(-(1 << 62))
+        for v in range(t, vocab, THREADS):
+            act[logit_at + v] >>= s_logit
+            mine = max(mine, act[logit_at + v])
+        top = _max_all(mine, partial, t)
+        sum_lut = np.int64(0)
+        for v in range(t, vocab, THREADS):
+            sum_lut += exp_lut[min(top - act[logit_at + v], exp_lut.size - 1)]
+        sum_lut = block_total(sum_lut, partial, t)
+        target = np.int64(windows[m, pos + 1])
+        if t == 0:
+            proxy += 8 * ((gpu_floor_log2_x16(sum_lut) >> 4) - SOFTMAX_SCALE_BIT) + top - act[logit_at + target]
+        cuda.syncthreads()  # thread 0 has read the unclipped target logit
         sum_exp = np.int64(0)
         for v in range(t, vocab, THREADS):
-            logit = _clip(act[logit_at + v] >> s_logit)
+            logit = _clip(act[logit_at + v])
             act[logit_at + v] = logit
             sum_exp += exp2[logit + 128]
         sum_exp = block_total(sum_exp, partial, t)
         if t == 0:
-            target = np.int64(windows[m, pos + 1])
             total += act[logit_at + target] + 128 - (gpu_floor_log2_x16(sum_exp) - 64)
         cuda.syncthreads()
     if t == 0:
-        out[m] = total
+        out[m, 0] = total
+        out[m, 1] = proxy
 
 
 def scratch_bytes(spec, steps):
@@ -255,8 +269,8 @@ def scratch_bytes(spec, steps):
 
 
 def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
-    """Launch on device arrays (params, int32 windows, prefixes); on the device: the (members,) int64
-    sums and each member's activation row, whose [logit_offset(dim), + vocab) are the logits of the
+    """Launch on device arrays (params, int32 windows, prefixes); on the device: the (members, 2) int64
+    sums (log-likelihood, proxy loss) and each member's activation row, whose [logit_offset(dim), + vocab) are the logits of the
     last position."""
     spec = np.ascontiguousarray(spec, np.int64)
     table = tensor_table(spec)
@@ -271,7 +285,7 @@ def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
             cuda.device_array((members, n_vecs), np.int8),
             cuda.device_array((members, (U + 4) * dim + vocab + steps), np.int64),
             cuda.device_array((members, cache), np.int8), cuda.device_array((members, cache), np.int8),
-            cuda.device_array(members, np.int64))
+            cuda.device_array((members, 2), np.int64))
     transformer_epoch_cuda[members, THREADS](*args)
     return args[-1], args[-4]
 

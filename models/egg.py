@@ -54,7 +54,8 @@ class IntTensorModel:
     offset) in tensor-id order), trained by integer EGGROLL (evolution/eggroll.py). A subclass gives
     `noise_kind` (noise_math.member_noise), `token_dtype` of its windows, `lr_scale` (per tensor name,
     AdamW's learning-rate factor), `state_dims` (the (layers, width) of the hidden state a member
-    carries across steps; (0, 0) for none) and `population_scores`."""
+    carries across steps; (0, 0) for none), `has_proxy_loss` and `population_scores` (each member's
+    summed log-likelihood; with a proxy loss, (members, 2) with the proxy's sum in column 1)."""
 
     def __init__(self, layout):
         self.tensors = [Tensor(name, shape, kind, tensor_id, offset)
@@ -74,6 +75,7 @@ class EggModel(IntTensorModel):
     noise_kind = EGG_NOISE
     token_dtype = np.uint8
     lr_scale = {}
+    has_proxy_loss = False
 
     def __init__(self, cfg: EggConfig):
         self.cfg = cfg

@@ -62,6 +62,7 @@ class TransformerModel(IntTensorModel):
     state_dims = (0, 0)  # members carry nothing across steps: the KV cache lives for one window
     token_dtype = np.int32
     lr_scale = {"embedding_bias": 0.1}  # d-eggs
+    has_proxy_loss = True  # d-eggs' own loss, reported beside bits
 
     def __init__(self, cfg: TransformerConfig, sigma_shift=3, vector_shift=4, noise="uniform"):
         from eggnog.kernels.transformer_epoch import NOISE_KINDS, make_spec
@@ -90,7 +91,8 @@ class TransformerModel(IntTensorModel):
         return scratch_bytes(self.spec, steps)
 
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
-        """Each member's summed log-likelihood over its window (kernels/transformer_epoch.py)."""
+        """Each member's summed (log-likelihood, d-eggs proxy loss) over its window
+        (kernels/transformer_epoch.py)."""
         return ops.transformer_epoch(params, windows, prefix_ids, first_member, self.spec, perturbed)
 
     def architecture(self):

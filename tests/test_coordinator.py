@@ -47,7 +47,7 @@ def coordinator(tmp_path, epoch=0, fitness_history=None, **overrides):
 def result(step, chunk, signs, loglik=-100, states=None):
     packed = pack_ternary(np.asarray(signs, np.int8))
     states = np.full((CHUNK, DEPTH, DIM), chunk + 1, np.int8) if states is None else states
-    return wire.encode([wire.RESULT, step, chunk, loglik, packed.size], packed, states)
+    return wire.encode([wire.RESULT, step, chunk, loglik, 0, packed.size], packed, states)
 
 
 def test_chunks_go_out_once_each_then_a_straggler_is_handed_out_again(tmp_path):

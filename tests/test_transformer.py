@@ -12,6 +12,7 @@ from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.es_trainer import EsTrainer
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig, with_preset
 from eggnog.kernels.backend import Backend
+from eggnog.kernels.transformer_epoch import proxy_loss
 from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, rope_table
 from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
 from eggnog.runtime.checkpoint import load_checkpoint
@@ -101,6 +102,16 @@ def test_resume_equals_uninterrupted_run(tmp_path, optimizer):
     assert set(straight) == set(resumed) and all(np.array_equal(straight[k], resumed[k]) for k in straight)
     logged = read_jsonl(tmp_path / "split" / "metrics.jsonl")
     assert [r["epoch"] for r in logged] == [0, 1, 2, 3] and all(np.isfinite(r["train_bpb"]) for r in logged)
+    assert all(r["train_deggs_proxy"] > 0 for r in logged)
+
+
+def test_proxy_loss_follows_d_eggs_formula():
+    # 8 (floor(log2 sum EXP_LUT[max - l]) - 18) + max - l_target per row, over unclipped logits
+    logits = np.array([[0, 0], [10, 0], [300, 0], [-5, -5]], np.int64)
+    targets = np.array([0, 1, 1, 0])
+    sums = [2 << 18, (1 << 18) + EXP_LUT[10], (1 << 18) + EXP_LUT[255], 2 << 18]
+    expected = [8 * (math.floor(math.log2(s)) - 18) for s in sums] + np.array([0, 10, 300, 0])
+    assert proxy_loss(logits, targets).tolist() == expected.tolist() == [8, 10, 300, 8]
 
 
 def test_generate_samples_with_d_eggs_sampler_and_refuses_what_it_lacks(tmp_path):

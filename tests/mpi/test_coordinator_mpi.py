@@ -41,10 +41,14 @@ def coordinated_run(world, corpus_path, run_dir, resume=False, **overrides):
     return trainer.run(run_dir)
 
 
+def sync_dir(shared_dir, overrides):
+    return Path(shared_dir) / ("sync-" + "-".join(map(str, overrides.values())))
+
+
 def synchronous_run(world, shared_dir, **overrides):
     """The final checkpoint's arrays of the synchronous trainer on one rank (rank 0 only)."""
     corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
-    run_dir = Path(shared_dir) / ("sync-" + "-".join(map(str, overrides.values())))
+    run_dir = sync_dir(shared_dir, overrides)
     if world.is_root:
         (run_dir / "checkpoints").mkdir(parents=True)
         alone = world.comm.Split(0, 0)
@@ -88,7 +92,11 @@ def test_coordinator_matches_the_synchronous_trainer(world, shared_dir, parallel
         lines = read_jsonl(run_dir / "metrics.jsonl")
         ok = [r["epoch"] for r in lines] == list(range(STEPS)) and all(r["chunks"] == 4 for r in lines)
         ok &= sum("val_bpb" in r for r in lines) == 2
-    parallel_assert(world.bcast_json(bool(ok)), "metrics.jsonl is not one line per step with chunks and val")
+        losses = ["train_bpb"] + (["train_deggs_proxy"] if "transformer" in settings.values() else [])
+        sync_lines = read_jsonl(sync_dir(shared_dir, settings) / "metrics.jsonl")
+        ok &= all(r[k] == q[k] for r, q in zip(lines, sync_lines) for k in losses)
+    parallel_assert(world.bcast_json(bool(ok)), "metrics.jsonl is not one line per step with chunks, val "
+                    "and the synchronous run's losses")
 
 
 def test_a_straggler_chunk_is_redone_and_the_result_is_unchanged(world, shared_dir, synchronous_result,
