@@ -10,12 +10,14 @@ from eggnog.training.bptt import BpttRunConfig, BpttTrainer
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 
+SCRIPT = "train_bptt.py"  # recorded in each run's config.json: a resume with another script is refused
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 
 @config_command(app, BpttRunConfig)
 def main(config_cls, flags):
-    launch(config_cls, BpttTrainer, flags)
+    launch(config_cls, BpttTrainer, flags, SCRIPT)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from eggnog.evolution.transformer_es_config import TransformerEsRunConfig, with_
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 
+SCRIPT = "train_es.py"  # recorded in each run's config.json: a resume with another script is refused
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 
@@ -35,7 +37,7 @@ TRAINERS = {EsRunConfig: egg_trainer, TransformerEsRunConfig: egg_trainer, Float
                 choose="model", choose_help="egg (integer EGGROLL), transformer (d-eggs' model, integer EGGROLL) or "
                                             "mingru (float EGGROLL).")
 def main(config_cls, flags):
-    launch(config_cls, TRAINERS[config_cls], flags)
+    launch(config_cls, TRAINERS[config_cls], flags, SCRIPT)
 
 
 if __name__ == "__main__":

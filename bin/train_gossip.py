@@ -23,6 +23,8 @@ from eggnog.training.launch import launch
 from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig
 from eggnog.zorn.rge_island import RgeIsland
 
+SCRIPT = "train_gossip.py"  # recorded in each run's config.json: a resume with another script is refused
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 # the island trainers are chosen here, so that evolution/ needs no trainer of its own
@@ -33,7 +35,7 @@ ISLANDS = {GossipRunConfig: BpttIsland, GossipEggRunConfig: EggIsland, GossipRge
                 choose="trainer", choose_help="bptt (MinGRU LM, truncated BPTT), egg (integer EGG, EGGROLL) or "
                                               "rge (zero-order RNN on a task, CD-RGE).")
 def main(config_cls, flags):
-    launch(config_cls, partial(GossipRun, island_cls=ISLANDS[config_cls]), flags)
+    launch(config_cls, partial(GossipRun, island_cls=ISLANDS[config_cls]), flags, SCRIPT)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,14 @@ from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
 
+SCRIPT = "train_rge.py"  # recorded in each run's config.json: a resume with another script is refused
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
 
 @config_command(app, RgeRunConfig)
 def main(config_cls, flags):
-    launch(config_cls, RgeRun, flags)
+    launch(config_cls, RgeRun, flags, SCRIPT)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from eggnog.evolution.eggroll import state_layout
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
 from eggnog.runtime.checkpoint import encode_checkpoint, save_checkpoint
 from eggnog.runtime.files import temp_name
-from eggnog.runtime.rundir import metrics_log
+from eggnog.runtime.rundir import resumed_metrics_log
 
 # Test hook: a step number; the checkpoint of that step stops half-written, as if the job died there.
 CRASH_VAR = "EGGNOG_TEST_CHECKPOINT_CRASH"
@@ -236,8 +236,8 @@ class Coordinator:
     def run(self, run_dir):
         """Serve the workers until the last step's snapshot is in; then (or on an error, before it
         propagates) answer every worker's next request with STOP, so no rank is left waiting."""
-        self.log = metrics_log(self.world, run_dir)
-        self.started = time.perf_counter()
+        self.log, elapsed = resumed_metrics_log(self.world, run_dir, self.epoch)
+        self.started = time.perf_counter() - elapsed
         self.begin_step()
         try:
             while self.epoch < self.cfg.steps or self.snapshot is not None:

@@ -142,10 +142,10 @@ class IntEggroll:
 
     def evaluate(self, windows, states, perturbed=True):
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
-        token window, as int64 on the host (and `proxy_sum` for a model with a proxy loss); `states` ((layers, members, width) int8 on the backend, the
-        model's state_dims) carry over and are updated in place. One fused call (the EGG's `egg_epoch`,
-        the transformer's `transformer_epoch`): every token and layer of every member runs inside it, and
-        only the sums leave the device."""
+        token window, as int64 on the host (and `proxy_sum` for a model with a proxy loss); `states`
+        ((layers, members, width) int8 on the backend, the model's state_dims) carry over and are
+        updated in place. One fused call (the EGG's `egg_epoch`, the transformer's `transformer_epoch`):
+        every token and layer of every member runs inside it, and only the sums leave the device."""
         from eggnog.kernels.backend import to_host
 
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))

@@ -54,6 +54,8 @@ def agreed(world, fn):
 
 
 class GossipRun:
+    island_checkpoints = True  # each rank-NN island resumes from its own checkpoints (restore)
+
     def __init__(self, cfg, world, backend, corpus, island_cls):
         cfg.check(world.size)
         self.cfg, self.world, self.backend = cfg, world, backend

@@ -270,8 +270,8 @@ def scratch_bytes(spec, steps):
 
 def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
     """Launch on device arrays (params, int32 windows, prefixes); on the device: the (members, 2) int64
-    sums (log-likelihood, proxy loss) and each member's activation row, whose [logit_offset(dim), + vocab) are the logits of the
-    last position."""
+    sums (log-likelihood, proxy loss) and each member's activation row, whose [logit_offset(dim), + vocab)
+    are the logits of the last position."""
     spec = np.ascontiguousarray(spec, np.int64)
     table = tensor_table(spec)
     noise_at, vec_at, n_noise, n_vecs = offsets(table)

@@ -71,6 +71,16 @@ def resolve_checkpoint(path):
     raise BadInput(f"no checkpoint at {str(path)!r} (expected a .npz file, or a run directory with checkpoints/latest)")
 
 
+def checkpoint_step(path):
+    """The step of the checkpoint at `path` (as resolve_checkpoint finds it), from its record only."""
+    path = resolve_checkpoint(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return int(json.loads(npz[META_KEY].tobytes().decode())["step"])
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
+        raise BadInput(f"cannot read checkpoint {str(path)!r} ({e})") from None
+
+
 def load_checkpoint(path):
     """Return (arrays, record) after checking every array against its recorded SHA-256."""
     path = resolve_checkpoint(path)

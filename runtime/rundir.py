@@ -1,4 +1,5 @@
-"""A run directory: config.json, metrics.jsonl (rank 0), checkpoints/."""
+"""A run directory: config.json (the config's fields, and the script that started it), metrics.jsonl
+(rank 0, one line per step), checkpoints/, and the lock of the process running it."""
 
 import json
 import time
@@ -7,11 +8,15 @@ from pathlib import Path
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
+from eggnog.runtime.run_lock import acquire_lock
+
+SCRIPT_KEY = "script"  # config.json: the bin/ script of the run, beside the config's fields
 
 
-def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name="run"):
-    """Create (or, when resuming, reopen) the run directory on rank 0 and return its Path on all
-    ranks. Without an explicit path, rank 0 picks runs/<name>-<timestamp> and broadcasts it."""
+def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name="run", script=None):
+    """Create (or, when resuming, reopen) the run directory on rank 0, take its lock and return its Path
+    on all ranks. Without an explicit path, rank 0 picks runs/<name>-<timestamp> and broadcasts it. A
+    reopened run loses the temporary files a kill during a write left behind."""
     error, path = None, None
     if world.is_root:
         path = Path(run_dir) if run_dir else Path(runs_root) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -21,8 +26,16 @@ def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name=
             error = f"run directory {str(path)!r} already exists and is not empty; pass --resume or choose another"
         else:
             (path / "checkpoints").mkdir(parents=True, exist_ok=True)
-            if not resume:
-                write_atomic(path / "config.json", (json.dumps(config, indent=1, sort_keys=True) + "\n").encode())
+            try:
+                acquire_lock(path)
+            except BadInput as e:
+                error = str(e)
+            if error is None and resume:
+                for stale in path.rglob(".*.tmp-*"):
+                    stale.unlink(missing_ok=True)
+            if error is None and not resume:
+                stored = {**config, **({SCRIPT_KEY: script} if script else {})}
+                write_atomic(path / "config.json", (json.dumps(stored, indent=1, sort_keys=True) + "\n").encode())
     answer = world.bcast_json({"error": error, "path": str(path) if path else None})
     if answer["error"]:
         raise BadInput(answer["error"])
@@ -38,7 +51,7 @@ def current_names(config):
     return {RENAMED.get(k, k): v for k, v in config.items()}
 
 
-def read_config(run_dir):
+def _stored(run_dir):
     path = Path(run_dir) / "config.json"
     try:
         stored = json.loads(path.read_text())
@@ -46,7 +59,22 @@ def read_config(run_dir):
         raise BadInput(f"cannot read run configuration {str(path)!r} ({e})") from None
     if not isinstance(stored, dict):
         raise BadInput(f"run configuration {str(path)!r} is not a JSON object")
+    return stored
+
+
+def read_config(run_dir):
+    """The config fields of the run at `run_dir`, under their names now."""
+    stored = _stored(run_dir)
+    stored.pop(SCRIPT_KEY, None)
     return current_names(stored)
+
+
+def check_script(run_dir, script):
+    """Refuse to resume, with `script`, a run another script started (runs from before the script was
+    recorded pass)."""
+    started = _stored(run_dir).get(SCRIPT_KEY)
+    if started and started != script:
+        raise BadInput(f"{str(run_dir)!r} is a {Path(started).stem} run; resume it with bin/{started}")
 
 
 def config_from(cls, stored, given):
@@ -88,3 +116,23 @@ def metrics_log(world, run_dir):
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def resumed_metrics_log(world, run_dir, done):
+    """The metrics log of a run going on after `done` steps. On rank 0 the lines of steps from `done`
+    on (a resume runs them again) and a torn last line are dropped first, atomically. Returns (log,
+    the elapsed seconds logged at step `done`, 0.0 for none)."""
+    path, elapsed = Path(run_dir) / "metrics.jsonl", 0.0
+    if world.is_root and path.exists():
+        kept = []
+        for line in path.read_text().splitlines():
+            if len(kept) == done:
+                break
+            try:
+                record = json.loads(line)
+            except ValueError:
+                break
+            kept.append(line)
+            elapsed = float(record.get("elapsed_s", elapsed))
+        write_atomic(path, "".join(line + "\n" for line in kept).encode())
+    return metrics_log(world, run_dir), elapsed

@@ -60,7 +60,7 @@ def parsed(script, args):
     """(config class, flags) the script hands to the launcher for `args`."""
     module = load_script(script)
     calls = []
-    module.launch = lambda config_cls, trainer_cls, flags: calls.append((config_cls, flags))
+    module.launch = lambda config_cls, trainer_cls, flags, script: calls.append((config_cls, flags))
     result = CliRunner().invoke(module.app, args)
     assert result.exit_code == 0, result.output
     [call] = calls

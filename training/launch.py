@@ -3,11 +3,14 @@ flags with a resumed run's config, check everything before anything is written, 
 corpus, create (or reopen) the run directory, print the header, run, print the closing line."""
 
 from dataclasses import asdict, fields
+from pathlib import Path
 
 from eggnog.corpus.default import default_corpus
 from eggnog.kernels.backend import select_backend
+from eggnog.runtime.checkpoint import checkpoint_step
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.rundir import config_from, create_run_dir, read_config
+from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
+from eggnog.runtime.run_lock import release_lock
 from eggnog.runtime.world import init_world
 from eggnog.training.run_config import option_name
 
@@ -43,28 +46,53 @@ def open_run_corpus(cfg, world):
     return cfg.open_data(cfg.data) if cfg.data else world.root_first(default_corpus)
 
 
-def launch(config_cls, trainer_cls, flags):
+def resume_point(trainer, cfg, resume):
+    """Restore the trainer from the run at `resume`. A run that never saved starts from step 0 with
+    its stored config; a finished run is refused unless --steps gives it more to do. Trainers whose
+    islands keep their own checkpoints (`island_checkpoints`) restore themselves."""
+    if getattr(trainer, "island_checkpoints", False):
+        trainer.restore(resume)
+        return "resumed"
+    if not (Path(resume) / "checkpoints" / "latest").is_file():
+        return "no checkpoint yet: starting it from step 0 with its stored configuration"
+    trainer.restore(resume)  # first: it refuses changed fields, and writes nothing
+    step = checkpoint_step(resume)
+    if step >= cfg.steps:
+        raise BadInput(f"run {str(resume)!r} already finished at step {step}; pass --steps N with N > {step} to "
+                       "continue it")
+    return f"resumed from step {step}"
+
+
+def launch(config_cls, trainer_cls, flags, script):
     """Run `trainer_cls(cfg, world, backend, corpus)` on the config the flags give; flags: fields and
-    their per-rank companions by name, and run_dir, resume, backend. Returns the trainer's summary."""
+    their per-rank companions by name, and run_dir, resume, backend; `script`: the bin/ file name,
+    recorded in the run's config.json. Returns the trainer's summary."""
     world = init_world()
     resume, run_dir = flags.get("resume"), flags.get("run_dir")
+    if resume is not None:
+        check_script(resume, script)
     cfg = resolve(config_cls, flags, world.size, resume)
     chosen = select_backend(flags.get("backend"), world.local_rank)
     corpus = open_run_corpus(cfg, world) if cfg.uses_corpus else None
     trainer = trainer_cls(cfg, world, chosen, corpus)
-    if resume is not None:
-        trainer.restore(resume)
-    path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=cfg.run_name)
-    if world.is_root:
-        mode = cfg.layout(world)
-        print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}"
-              + (f"  mode: {mode}" if mode else ""))
-        for line in cfg.describe(trainer):
-            print(line)
-        val = corpus.meta.get("splits", {}).get("val", {}) if cfg.validates and corpus is not None else {}
-        if val:
-            print(f"validation baselines: unigram {val['unigram_bpb']:.3f}, bigram {val['bigram_bpb']:.3f} bits/byte")
-    summary = trainer.run(path)
-    if world.is_root:
-        print(cfg.summarize(summary))
-    return summary
+    start = resume_point(trainer, cfg, resume) if resume is not None else None
+    path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=cfg.run_name,
+                          script=script)
+    try:
+        if world.is_root:
+            mode = cfg.layout(world)
+            print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}"
+                  + (f"  mode: {mode}" if mode else "") + (f"  ({start})" if start else ""))
+            for line in cfg.describe(trainer):
+                print(line)
+            val = corpus.meta.get("splits", {}).get("val", {}) if cfg.validates and corpus is not None else {}
+            if val:
+                print(f"validation baselines: unigram {val['unigram_bpb']:.3f}, bigram {val['bigram_bpb']:.3f} "
+                      "bits/byte")
+        summary = trainer.run(path)
+        if world.is_root:
+            print(cfg.summarize(summary))
+        return summary
+    finally:
+        if world.is_root:
+            release_lock(path)

@@ -1,12 +1,14 @@
 """The loop every trainer of a language model runs: steps until the budget, each timed by phase and
 logged as one line of metrics.jsonl, validated and checkpointed on schedule (and whenever validation
-improves, so `best` always points at a checkpoint), with a progress bar on rank 0."""
+improves, so `best` always points at a checkpoint), with a progress bar on rank 0. SIGINT or SIGTERM
+stops it after the current step, on every rank at the same step, with a checkpoint."""
 
 import time
 
 from eggnog.runtime.progress import progress
-from eggnog.runtime.rundir import metrics_log
+from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.step_clock import StepClock, rounded
+from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
 
 
 def run_steps(trainer, run_dir, unit):
@@ -14,30 +16,37 @@ def run_steps(trainer, run_dir, unit):
     (steps, validate_every, checkpoint_every), `world`, `backend`, `best_val`, `steps_done()`,
     `loop_step(clock)` -> (the step's own metrics, tokens it evaluated over all ranks),
     `validate()` -> bits/byte and `save(run_dir, best)`. Returns (last val_bpb, seconds)."""
-    cfg, log = trainer.cfg, metrics_log(trainer.world, run_dir)
-    started = time.perf_counter()
+    cfg = trainer.cfg
+    log, elapsed = resumed_metrics_log(trainer.world, run_dir, trainer.steps_done())
+    started = time.perf_counter() - elapsed  # elapsed_s goes on from the checkpoint's
     bar = progress(cfg.steps, trainer.world, unit, initial=trainer.steps_done())
     clock = StepClock(trainer.backend.synchronize)
     val = None
-    while trainer.steps_done() < cfg.steps:
-        clock.start()
-        record, tokens = trainer.loop_step(clock)
-        split = clock.split()
-        record.update(tokens_per_s=round(tokens / split["step_s"], 1), **rounded(split),
-                      elapsed_s=round(time.perf_counter() - started, 3))
-        done = trainer.steps_done()
-        improved = False
-        if done % cfg.validate_every == 0 or done == cfg.steps:
-            val = trainer.validate()
-            record["val_bpb"] = round(val, 5)
-            improved = trainer.best_val is None or val < trainer.best_val
-            if improved:
-                trainer.best_val = val
-        log.write(**record)
-        bar.update(1)
-        bar.set_postfix(train=record["train_bpb"], val=val)
-        if improved or done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            trainer.save(run_dir, best=improved)
-    bar.close()
-    log.close()
+    try:
+        with StopSignals() as signals:
+            while trainer.steps_done() < cfg.steps:
+                clock.start()
+                record, tokens = trainer.loop_step(clock)
+                split = clock.split()
+                record.update(tokens_per_s=round(tokens / split["step_s"], 1), **rounded(split),
+                              elapsed_s=round(time.perf_counter() - started, 3))
+                done = trainer.steps_done()
+                improved = False
+                if done % cfg.validate_every == 0 or done == cfg.steps:
+                    val = trainer.validate()
+                    record["val_bpb"] = round(val, 5)
+                    improved = trainer.best_val is None or val < trainer.best_val
+                    if improved:
+                        trainer.best_val = val
+                log.write(**record)
+                bar.update(1)
+                bar.set_postfix(train=record["train_bpb"], **({"val": round(val, 4)} if val is not None else {}))
+                saved = improved or done % cfg.checkpoint_every == 0 or done == cfg.steps
+                if saved:
+                    trainer.save(run_dir, best=improved)
+                stop_if_signalled(signals, trainer.world, done, run_dir,
+                                  None if saved else lambda: trainer.save(run_dir, best=False))
+    finally:
+        bar.close()
+        log.close()
     return val, time.perf_counter() - started

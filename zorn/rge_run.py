@@ -17,7 +17,8 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
 from eggnog.training.memory import MemoryMeter
 from eggnog.runtime.progress import progress
-from eggnog.runtime.rundir import check_resume, metrics_log
+from eggnog.runtime.rundir import check_resume, resumed_metrics_log
+from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
 from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.training.run_config import RunConfig, flag
@@ -188,34 +189,39 @@ class RgeRun:
 
     def run(self, run_dir):
         cfg, world = self.cfg, self.world
-        log, meter, clock = metrics_log(world, run_dir), MemoryMeter(self.backend), StepClock(self.backend.synchronize)
+        log, _ = resumed_metrics_log(world, run_dir, self.step)
+        meter, clock = MemoryMeter(self.backend), StepClock(self.backend.synchronize)
         probes = 0 if cfg.solver == "bptt" else cfg.probes
         mode = cfg.layout(world)
         bar = progress(cfg.steps, world, "steps", initial=self.step)
         loss, reached = None, False
-        try:
-            while self.step < cfg.steps and not reached:
-                batch = self.task.batch(self.step, cfg.batch_size)
-                meter.reset()
-                clock.start()
-                loss = self.train_step(batch, clock)
-                split = clock.split()
-                self.step += 1
-                reached = cfg.overfit and loss < cfg.target_loss
-                timing = rounded(split)
-                log.write(step=self.step, loss=round(loss, 6), eps=None if cfg.solver == "bptt" else cfg.eps,
-                          lr=cfg.lr, s_per_step=timing.pop("step_s"), **timing, probes=probes, solver=cfg.solver,
-                          mode=mode, ranks=world.size, **meter.peaks())
-                bar.update(1)
-                bar.set_postfix(loss=round(loss, 4))
-                if self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps:
-                    self.save(run_dir)
-        except NonFiniteLoss as e:
-            self.save(run_dir)
-            raise BadInput(f"the loss became NaN or infinite at step {e.step + 1}; lower --lr (a checkpoint of "
-                           f"the last good state, step {self.step}, was written)") from None
-        finally:
-            bar.close()
-            log.close()
-            meter.stop()
+        with StopSignals() as signals:
+            try:
+                while self.step < cfg.steps and not reached:
+                    batch = self.task.batch(self.step, cfg.batch_size)
+                    meter.reset()
+                    clock.start()
+                    loss = self.train_step(batch, clock)
+                    split = clock.split()
+                    self.step += 1
+                    reached = cfg.overfit and loss < cfg.target_loss
+                    timing = rounded(split)
+                    log.write(step=self.step, loss=round(loss, 6), eps=None if cfg.solver == "bptt" else cfg.eps,
+                              lr=cfg.lr, s_per_step=timing.pop("step_s"), **timing, probes=probes, solver=cfg.solver,
+                              mode=mode, ranks=world.size, **meter.peaks())
+                    bar.update(1)
+                    bar.set_postfix(loss=round(loss, 4))
+                    saved = self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps
+                    if saved:
+                        self.save(run_dir)
+                    stop_if_signalled(signals, world, self.step, run_dir,
+                                      None if saved else lambda: self.save(run_dir))
+            except NonFiniteLoss as e:
+                self.save(run_dir)
+                raise BadInput(f"the loss became NaN or infinite at step {e.step + 1}; lower --lr (a checkpoint of "
+                               f"the last good state, step {self.step}, was written)") from None
+            finally:
+                bar.close()
+                log.close()
+                meter.stop()
         return {"steps": self.step, "loss": loss, "reached_target": reached}

@@ -1,0 +1,46 @@
+"""A signal that reaches one rank only stops every rank after the same step, with one checkpoint of
+that step and the signal's exit status on every rank."""
+
+import os
+import signal
+from pathlib import Path
+
+from eggnog.corpus.reader import open_corpus
+from eggnog.evolution.es_trainer import EsTrainer
+from eggnog.kernels.backend import Backend
+from eggnog.runtime.checkpoint import checkpoint_step
+from eggnog.runtime.rundir import read_jsonl
+from tests.es_helpers import tiny_config, tiny_corpus
+
+SIGNALLED_RANK, SIGNALLED_AT = 1, 2
+
+
+def test_a_signal_on_one_rank_stops_all_after_the_same_step(world, shared_dir, parallel_assert, monkeypatch):
+    corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
+    run_dir = Path(shared_dir) / "signalled"
+    if world.is_root:
+        (run_dir / "checkpoints").mkdir(parents=True)
+    world.barrier()
+    trainer = EsTrainer(tiny_config(steps=50, checkpoint_every=100, validate_every=100), world, Backend("cpu"),
+                        open_corpus(corpus_path))
+    step = trainer.loop_step
+
+    def loop_step(clock):
+        if world.rank == SIGNALLED_RANK and trainer.steps_done() == SIGNALLED_AT:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return step(clock)
+
+    monkeypatch.setattr(trainer, "loop_step", loop_step)
+    try:
+        trainer.run(run_dir)
+        status = None
+    except SystemExit as e:
+        status = e.code
+    statuses = world.allgather_array([-1 if status is None else status])
+    parallel_assert(bool((statuses == 143).all()), f"exit statuses {statuses.tolist()}, expected 143 everywhere")
+    ok = True
+    if world.is_root:
+        stopped = SIGNALLED_AT + 1
+        ok = checkpoint_step(run_dir) == stopped
+        ok &= [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(stopped))
+    parallel_assert(world.bcast_json(bool(ok)), "the checkpoint or the log is not of the step after the signal")
