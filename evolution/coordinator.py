@@ -208,6 +208,7 @@ class Coordinator:
         path = write_es_checkpoint(run_dir, self.cfg, self.epoch, params, self.states, self.best_val, best,
                                    extra={**optimizer_state, **history_arrays(self.history)}, write=write)
         self.latest = (self.epoch, path)
+        prune_checkpoints(run_dir / "checkpoints", self.cfg.keep_checkpoints)
         print(f"checkpoint: {path}", flush=True)
 
     def log_step(self):

@@ -32,6 +32,7 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
     steps: int = flag(1000, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)
     validate_every: int = flag(25, "Steps between validations.", changeable=True)
     checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)
+    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).", changeable=True)
     val_rows: int = flag(64, "Validation rows, each from a zero state.", changeable=True)
     val_tokens: int = flag(256, "Bytes scored per validation row.", changeable=True)
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
@@ -61,7 +62,8 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
         return None
 
     def check(self, ranks=1):
-        for name in ("depth", "dim", "steps", "validate_every", "checkpoint_every", "val_rows", "val_tokens"):
+        for name in ("depth", "dim", "steps", "validate_every", "checkpoint_every", "keep_checkpoints", "val_rows",
+                     "val_tokens"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         self.model()

@@ -227,7 +227,7 @@ class GossipRun:
         record = summary_record(table, round_number, elapsed)
         cfg = self.cfg
         rng = np.random.default_rng([cfg.seed, round_number, ARCHIVE_DRAW])
-        record["checkpoints"] = tidy(self.run_dir, cfg.elites, cfg.keep_last, cfg.archive_rate, rng)
+        record["checkpoints"] = tidy(self.run_dir, cfg.elites, cfg.keep_checkpoints, cfg.archive_rate, rng)
         self.summaries.write(**record)
         if self.first_summary is None and record["mean_fitness"] is not None:
             self.first_summary = record

@@ -58,6 +58,16 @@ def save_checkpoint(directory, step, arrays, meta, link_latest=True, name=None):
     return path
 
 
+def prune_checkpoints(directory, keep):
+    """Delete the step checkpoints of `directory` but the newest `keep` and those `latest` and `best`
+    point at."""
+    directory = Path(directory)
+    kept = {(directory / link).resolve() for link in ("latest", "best") if (directory / link).exists()}
+    for path in sorted(directory.glob("step-*.npz"))[:-keep]:
+        if path.resolve() not in kept:
+            path.unlink(missing_ok=True)
+
+
 def mark_best(directory, path):
     link_atomic(Path(directory) / "best", path)
 

@@ -43,7 +43,8 @@ def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name=
 
 
 # Config keys of runs written before the flags were renamed, and their names now.
-RENAMED = {"epochs": "steps", "n_layer": "depth", "n_embd": "dim", "epsilon": "sigma", "rank": "perturbation_rank"}
+RENAMED = {"epochs": "steps", "n_layer": "depth", "n_embd": "dim", "epsilon": "sigma", "rank": "perturbation_rank",
+           "keep_last": "keep_checkpoints"}
 
 
 def current_names(config):

@@ -221,7 +221,7 @@ def assert_refused(result, fragment):
     (["--gossip-fitness-decay", "1"], "--gossip-fitness-decay must lie in [0, 1)"),
     (["--gossip-merge", "sexual"], "unknown --gossip-merge 'sexual': choose clonal, recombination, mixed"),
     (["--gossip-optimizer-merge", "keep"], "unknown --gossip-optimizer-merge 'keep'"),
-    (["--keep-last", "0"], "--keep-last must be positive, got 0"),
+    (["--keep-last", "0"], "--keep-checkpoints must be positive, got 0"),
     (["--elite-checkpoint-multiplier", "0.5"], "--elite-checkpoint-multiplier must be at least 1"),
     (["--dim", "0", "--depth", "1"], "--dim must be positive"),
 ])

@@ -131,3 +131,13 @@ def test_another_scripts_run_is_refused_and_stale_temporary_files_go(tmp_path, c
     stale.write_bytes(b"half a checkpoint")
     assert run_script("train_bptt.py", "--resume", bptt, "--steps", "2").returncode == 0
     assert not stale.exists() and checkpoint_step(bptt) == 2
+
+
+def test_only_the_newest_checkpoints_are_kept_with_latest_and_best(tmp_path, corpus):
+    run = tmp_path / "r"
+    result = run_script("train_es.py", "--run-dir", run, "--steps", "8", "--checkpoint-every", "1",
+                        "--validate-every", "1", "--keep-checkpoints", "2", "--data", corpus, *ES)
+    assert result.returncode == 0, result.stderr
+    steps = sorted(int(p.stem.split("-")[1]) for p in (run / "checkpoints").glob("step-*.npz"))
+    best = int((run / "checkpoints" / "best").resolve().stem.split("-")[1])
+    assert steps == sorted({7, 8, best}) and checkpoint_step(run) == 8

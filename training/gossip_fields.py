@@ -38,7 +38,7 @@ class GossipFields:
     gossip_fitness_decay: float = flag(0.995, "Decay of the training-loss average whose negative is the fitness.")
     elites: int = flag(10, "Elite checkpoints kept (lowest average training loss over all islands).",
                        changeable=True)
-    keep_last: int = flag(3, "Newest checkpoints kept per island.", changeable=True)
+    keep_checkpoints: int = flag(3, "Newest checkpoints kept per island.", aliases=("keep_last",), changeable=True)
     archive_rate: float = flag(0.0, "Probability that a checkpoint due for removal is archived for good instead.",
                                changeable=True)
     elite_checkpoint_multiplier: float = flag(4.0, "Save rate of the fittest island over the least fit one.",
@@ -62,7 +62,7 @@ class GossipFields:
                      "archive_rate", "rejuvenation_rate", "rejuvenation_threshold"):
             _in_unit_interval(self, name)
         _in_unit_interval(self, "gossip_fitness_decay", upper_open=True)
-        for name in ("elites", "keep_last", "population_every"):
+        for name in ("elites", "keep_checkpoints", "population_every"):
             if getattr(self, name) < 1:
                 raise BadInput(f"{option_name(name)} must be positive, got {getattr(self, name)}")
         if not self.elite_checkpoint_multiplier >= 1:
@@ -76,7 +76,7 @@ class GossipFields:
                                      if self.gossip_merge == "mixed" else "")
         return (f"tournaments: rate {self.gossip_mixing_rate} per step, merge {merge}, alpha "
                 f"{self.gossip_recombination_alpha}, optimizer {self.gossip_optimizer_merge}; elites {self.elites}, "
-                f"keep-last {self.keep_last}, rejuvenation rate {self.rejuvenation_rate}")
+                f"keep-checkpoints {self.keep_checkpoints}, rejuvenation rate {self.rejuvenation_rate}")
 
     def summarize(self, summary):
         first, last = summary["first"], summary["final"]

@@ -40,6 +40,7 @@ class MinGruRunConfig(RunConfig):
     seed: int = flag(0, "Seed of initialisation, noise and data.")
     validate_every: int = flag(25, "Steps between validations.", changeable=True)
     checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)
+    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).", changeable=True)
     val_rows: int = flag(32, "Validation rows, each from a zero state.", changeable=True)
     val_tokens: int = flag(512, "Bytes scored per validation row.", changeable=True)
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
@@ -59,7 +60,7 @@ class MinGruRunConfig(RunConfig):
     def check_run(self):
         if self.optimizer not in OPTIMIZERS:
             raise BadInput(f"unknown optimizer {self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
-        for name in ("validate_every", "checkpoint_every", "val_rows", "val_tokens"):
+        for name in ("validate_every", "checkpoint_every", "keep_checkpoints", "val_rows", "val_tokens"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
 

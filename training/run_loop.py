@@ -5,6 +5,7 @@ stops it after the current step, on every rank at the same step, with a checkpoi
 
 import time
 
+from eggnog.runtime.checkpoint import prune_checkpoints
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.step_clock import StepClock, rounded
@@ -44,6 +45,8 @@ def run_steps(trainer, run_dir, unit):
                 saved = improved or done % cfg.checkpoint_every == 0 or done == cfg.steps
                 if saved:
                     trainer.save(run_dir, best=improved)
+                    if trainer.world.is_root:
+                        prune_checkpoints(run_dir / "checkpoints", cfg.keep_checkpoints)
                 stop_if_signalled(signals, trainer.world, done, run_dir,
                                   None if saved else lambda: trainer.save(run_dir, best=False))
     finally:

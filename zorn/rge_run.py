@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
+from eggnog.runtime.checkpoint import load_checkpoint, prune_checkpoints, save_checkpoint
 from eggnog.training.memory import MemoryMeter
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import check_resume, resumed_metrics_log
@@ -56,6 +56,7 @@ class RgeRunConfig(RgeConfig, RunConfig):
     steps: int = flag(1000, "Step budget.", changeable=True)
     seed: int = flag(0, "Seed of initialisation, probes and data.")
     checkpoint_every: int = flag(50, "Steps between checkpoints.", changeable=True)
+    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).", changeable=True)
     data: str | None = flag(None, "Corpus for char_lm.", default_text="the embedded stdlib corpus", metavar="<path>")
 
     def check(self, ranks=1):
@@ -72,7 +73,7 @@ class RgeRunConfig(RgeConfig, RunConfig):
         if self.probe_batch > 1 and self.model != "lstm":
             raise BadInput(f"--probe-batch above 1 needs --model lstm (the {self.model} model evaluates one "
                            "perturbation a pass)")
-        for name in ("batch_size", "steps", "checkpoint_every"):
+        for name in ("batch_size", "steps", "checkpoint_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
 
@@ -214,6 +215,8 @@ class RgeRun:
                     saved = self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps
                     if saved:
                         self.save(run_dir)
+                        if world.is_root:
+                            prune_checkpoints(run_dir / "checkpoints", cfg.keep_checkpoints)
                     stop_if_signalled(signals, world, self.step, run_dir,
                                       None if saved else lambda: self.save(run_dir))
             except NonFiniteLoss as e:

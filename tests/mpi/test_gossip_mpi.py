@@ -22,7 +22,7 @@ from tests.es_helpers import tiny_corpus
 
 RANKS = 4
 TINY = dict(dim=16, depth=1, chunk_size=8, context_chunks=2, batch_size=2, val_rows=4, val_tokens=16, seed=5,
-            validate_every=4, checkpoint_every=3, population_every=3, elites=3, keep_last=1)
+            validate_every=4, checkpoint_every=3, population_every=3, elites=3, keep_checkpoints=1)
 
 
 class Events(list):
