@@ -81,6 +81,20 @@ def resolve_checkpoint(path):
     raise BadInput(f"no checkpoint at {str(path)!r} (expected a .npz file, or a run directory with checkpoints/latest)")
 
 
+def unreadable(path, error):
+    """The BadInput for a checkpoint file that cannot be read: damaged where it starts as a zip file
+    does (a kill or a full disk during a copy), otherwise not a checkpoint at all."""
+    try:
+        with open(path, "rb") as f:
+            zipped = f.read(4) == b"PK\x03\x04"
+    except OSError as e:
+        return BadInput(f"cannot read checkpoint {str(path)!r} ({e.strerror or e})")
+    if zipped:
+        return BadInput(f"checkpoint {str(path)!r} is damaged ({error}); resume from an earlier step-*.npz "
+                        "of its folder")
+    return BadInput(f"{str(path)!r} is not an eggnog checkpoint (not a zip file)")
+
+
 def checkpoint_step(path):
     """The step of the checkpoint at `path` (as resolve_checkpoint finds it), from its record only."""
     path = resolve_checkpoint(path)
@@ -88,7 +102,7 @@ def checkpoint_step(path):
         with np.load(path, allow_pickle=False) as npz:
             return int(json.loads(npz[META_KEY].tobytes().decode())["step"])
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
-        raise BadInput(f"cannot read checkpoint {str(path)!r} ({e})") from None
+        raise unreadable(path, e) from None
 
 
 def load_checkpoint(path):
@@ -101,7 +115,7 @@ def load_checkpoint(path):
             record = json.loads(npz[META_KEY].tobytes().decode())
             arrays = {name: npz[name] for name in npz.files if name != META_KEY}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise BadInput(f"cannot read checkpoint {str(path)!r} ({e})") from None
+        raise unreadable(path, e) from None
     if record.get("format") != FORMAT_NAME:
         raise BadInput(f"{str(path)!r} is not an eggnog checkpoint")
     expected = record.get("arrays", {})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.checkpoint import load_checkpoint, mark_best, resolve_checkpoint, save_checkpoint
+from eggnog.runtime.checkpoint import checkpoint_step, load_checkpoint, mark_best, resolve_checkpoint, save_checkpoint
 from eggnog.runtime.cli import user_errors
 from eggnog.runtime.rundir import create_run_dir, metrics_log, read_config, read_jsonl
 from eggnog.runtime.world import check_launch, init_world
@@ -84,16 +84,21 @@ def test_damaged_checkpoints_are_refused(tmp_path):
     offset = raw.find(np.arange(1000, dtype=np.int32).tobytes()[400:416])
     raw[offset] ^= 0xFF
     path.write_bytes(bytes(raw))
-    with pytest.raises(BadInput, match="cannot read checkpoint .*CRC"):  # caught by the zip layer
+    with pytest.raises(BadInput, match="is damaged .*CRC.*earlier step-"):  # caught by the zip layer
         load_checkpoint(path)
     record = save_checkpoint(tmp_path / "ok", 0, {"w": np.arange(1000, dtype=np.int32)}, {})
     with np.load(record) as npz:  # a well-formed archive whose array no longer matches its record
         np.savez(path, w=npz["w"] + 1, __meta__=npz["__meta__"])
     with pytest.raises(BadInput, match="array 'w' fails its checksum"):
         load_checkpoint(path)
-    path.write_bytes(bytes(raw[: len(raw) // 2]))
-    with pytest.raises(BadInput, match="cannot read checkpoint"):
+    path.write_bytes(bytes(raw[: len(raw) // 2]))  # its zip directory is gone
+    with pytest.raises(BadInput, match="is damaged"):
         load_checkpoint(path)
+    with pytest.raises(BadInput, match="is damaged"):
+        checkpoint_step(path)
+    (tmp_path / "text.npz").write_text("not a zip")
+    with pytest.raises(BadInput, match="not an eggnog checkpoint \\(not a zip file\\)"):
+        load_checkpoint(tmp_path / "text.npz")
     np.savez(tmp_path / "plain.npz", w=np.zeros(3))
     with pytest.raises(BadInput, match="not an eggnog checkpoint"):
         load_checkpoint(tmp_path / "plain.npz")
