@@ -44,6 +44,9 @@ def main(
 
     if model not in MODELS:
         raise BadInput(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    if depth is not None and depth > MAX_LISTED_DEPTH:
+        raise BadInput(f"the table lists every tensor of every block: --depth must be at most {MAX_LISTED_DEPTH:,}, "
+                       f"got {depth:,}")
     lstm_vocab = 100 if vocab_size is None else vocab_size
     if model == "transformer":
         from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
@@ -82,6 +85,7 @@ def main(
     print("config: " + ", ".join(f"{k}={v}" for k, v in arch["config"].items()))
 
 
+MAX_LISTED_DEPTH = 100_000
 PRESETS = {"d-eggs": ["--depth", "4", "--dim", "256", "--head-dim", "64", "--vocab-size", "8192"]}
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import numpy as np
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.eggroll import state_layout
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
-from eggnog.runtime.checkpoint import encode_checkpoint, save_checkpoint
+from eggnog.runtime.checkpoint import encode_checkpoint, prune_checkpoints, save_checkpoint
 from eggnog.runtime.files import temp_name
 from eggnog.runtime.rundir import resumed_metrics_log
 

@@ -26,6 +26,9 @@ from eggnog.training.run_config import flag
 from eggnog.kernels.registry import ops_for
 
 
+MAX_ALPHA = 64
+
+
 @dataclass(frozen=True)
 class IntEggrollConfig:
     population: int = flag(1024, "Population over all ranks.",
@@ -56,6 +59,9 @@ class IntEggrollConfig:
         check_population(self.population, self.group_size, ranks)
         if self.tokens_per_update < 1 or self.noise_reuse < 0 or self.alpha <= 0 or self.alpha_decay_timestep < 1:
             raise BadInput("tokens per update and alpha decay timestep must be positive, alpha > 0, noise reuse >= 0")
+        if self.alpha > MAX_ALPHA:
+            raise BadInput(f"--alpha must be at most {MAX_ALPHA} (the z-test level falls as 1 / 2^alpha), got "
+                           f"{self.alpha}")
         if not 0 <= self.sigma_shift <= 20:
             raise BadInput(f"sigma shift must be in [0, 20], got {self.sigma_shift}")
         if self.optimizer not in ("ztest", "adamw"):

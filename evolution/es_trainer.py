@@ -1,7 +1,7 @@
 """The integer EGGROLL training run behind bin/train_es.py: data streams, per-member hidden states,
 fitness exchange across ranks, validation, metrics, checkpoints and exact resume."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from eggnog.runtime.errors import BadInput
 from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime import rundir
+from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.run_config import RunConfig, flag, redefault
 from eggnog.training.run_loop import run_steps
 
@@ -55,6 +56,19 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
 
     def build_model(self):
         return EggModel(self.model())
+
+    def n_params(self):
+        return linear_in_depth(lambda depth: replace(self, depth=depth).build_model().n_params, self.depth)
+
+    def member_bytes(self):
+        """Host bytes a member of this rank holds: its state and window (int8), its score."""
+        return self.depth * self.dim + self.tokens_per_update + 1 + 8
+
+    def host_memory(self, ranks):
+        n, members = self.n_params(), self.population // ranks
+        return {"parameters (three copies)": 3 * n,
+                "AdamW state": 12 * n if self.optimizer == "adamw" else 0,
+                "members' states and windows": members * self.member_bytes()}
 
     def memory_line(self, model, members, free_bytes):
         """A header line on the evaluation's memory (None: nothing to say), or BadInput where it

@@ -2,7 +2,7 @@
 split the population, exchange only every member's loss (one float64 each), and apply the same
 optimiser step; validation, metrics, checkpoints and exact resume as the other runs."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.rundir import check_resume
 from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
+from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.run_config import flag, redefault
 from eggnog.training.run_loop import run_steps
 
@@ -28,11 +29,21 @@ class FloatEsRunConfig(FloatEggrollConfig, MinGruRunConfig):
     steps: int = flag(600, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)
 
     def check(self, ranks=1):
-        self.model_config()
+        model = self.model_config()
         self.check_run()
         FloatEggrollConfig.check(self, ranks)
+        if self.perturbation_rank > model.dim:  # a rank above the smallest side adds nothing
+            raise BadInput(f"--perturbation-rank must be at most --dim {model.dim}, got {self.perturbation_rank}")
         if self.steps < 1:
             raise BadInput(f"--steps must be positive, got {self.steps}")
+
+    def host_memory(self, ranks):
+        model = self.model_config()
+        n = linear_in_depth(lambda depth: MinGruModel(replace(model, depth=depth)).n_params, model.depth)
+        per_token = 4 * model.dim + 3 * model.dim_inner + 2 * model.ff_inner + 2 + 2 * 256  # a layer, the logits
+        members = self.population // ranks
+        return {"parameters, optimiser state and the ES estimate": 4 * 5 * n,
+                "the population's activations": 4 * members * (self.tokens_per_update + 1) * per_token}
 
     def describe(self, trainer):
         return super().describe(trainer) + [

@@ -10,7 +10,7 @@ the optimiser's evaluation point (x for Schedule-Free AdamW).
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from eggnog.training.mingru_run import (MinGruRunConfig, load_mingru, restore_op
                              save_mingru)
 from eggnog.training.run_config import flag, redefault
 from eggnog.training import memory_plan
+from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.run_loop import run_steps
 
 
@@ -43,6 +44,14 @@ class BpttRunConfig(MinGruRunConfig):
     recompute: bool = flag(False, "Recompute each block's activations in the backward pass (gradient "
                                   "checkpointing): one block's activations held instead of all; same gradients.",
                            changeable=True)
+
+    def host_memory(self, ranks):
+        """The parameters, optimiser state and gradients (the trainer checks the whole plan, activations
+        and the GPU included, once the model is laid out; this stops a huge --depth before that)."""
+        model = self.model_config()
+        n = linear_in_depth(lambda depth: MinGruModel(replace(model, depth=depth)).n_params, model.depth)
+        words = 4 + memory_plan.OPTIMIZER_STATE.get(self.optimizer, 2)
+        return {"parameters, optimiser state and gradients": memory_plan.WORD * n * words}
 
     def check(self, ranks=1):
         self.model_config()

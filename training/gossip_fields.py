@@ -51,6 +51,9 @@ class GossipFields:
     population_every: int = flag(10, "Steps between population summaries (fitness ranking, metrics.jsonl line, "
                                      "checkpoint links and removal).", changeable=True)
 
+    def host_memory(self, ranks):
+        return super().host_memory(1)  # an island holds its whole population or batch
+
     def check(self, ranks=1):
         super().check(1)  # every island trains alone, on its whole batch or population
         if self.gossip_merge not in MERGES:

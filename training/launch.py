@@ -12,7 +12,8 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
 from eggnog.runtime.run_lock import release_lock
 from eggnog.runtime.world import init_world
-from eggnog.training.run_config import option_name
+from eggnog.training.memory_preflight import check_host_fits
+from eggnog.training.run_config import check_values, option_name
 
 
 def given_fields(config_cls, flags, ranks):
@@ -36,8 +37,11 @@ def resolve(config_cls, flags, ranks, resume=None):
     """The run's checked config: the flags over the resumed run's stored config. (Whether a resumed
     run keeps what it must is checked against its checkpoint, which also knows the model.)"""
     stored = read_config(resume) if resume is not None else {}
-    cfg = config_from(config_cls, stored, given_fields(config_cls, flags, ranks)).resolved()
+    cfg = config_from(config_cls, stored, given_fields(config_cls, flags, ranks))
+    check_values(cfg)
+    cfg = cfg.resolved()
     cfg.check(ranks)
+    check_host_fits(cfg.host_memory(ranks))
     return cfg
 
 

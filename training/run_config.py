@@ -31,6 +31,25 @@ def redefault(base, name, default):
     return field(default=default, metadata=base.__dataclass_fields__[name].metadata)
 
 
+SEED_LIMIT = 1 << 63  # seeds are stored as int64 and hashed as uint64
+
+
+def check_values(cfg):
+    """What holds for every run config, whatever its fields mean: floats are finite (a NaN would run
+    and be written into JSON), a seed lies in [0, 2^63)."""
+    import math
+    from dataclasses import fields
+
+    from eggnog.runtime.errors import BadInput
+
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadInput(f"{option_name(f.name)} must be a finite number, got {value}")
+        if f.name == "seed" and not 0 <= value < SEED_LIMIT:
+            raise BadInput(f"--seed must lie in [0, 2^63), got {value}")
+
+
 class RunConfig:
     """Mixed into every run config (after the dataclass bases): what the launcher asks besides the
     fields. Subclasses override what differs."""
@@ -56,6 +75,11 @@ class RunConfig:
         from eggnog.corpus.reader import open_corpus
 
         return open_corpus(path)
+
+    def host_memory(self, ranks):
+        """{what: bytes} of one rank's largest host arrays (training/memory_preflight.py); {} where the
+        trainer checks its own."""
+        return {}
 
     def layout(self, world):
         """How the run is spread over ranks, when that is a choice (printed in the header)."""

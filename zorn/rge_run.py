@@ -20,6 +20,7 @@ from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import check_resume, resumed_metrics_log
 from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
 from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
+from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.training.run_config import RunConfig, flag
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
@@ -76,6 +77,20 @@ class RgeRunConfig(RgeConfig, RunConfig):
         for name in ("batch_size", "steps", "checkpoint_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+
+    def host_memory(self, ranks):
+        if self.model == "mingru":
+            from eggnog.models.mingru import MinGruConfig
+
+            model = MinGruConfig(self.dim, self.depth, self.expansion_factor, self.ff_mult).check()
+            n = linear_in_depth(lambda depth: build_model(replace(self, depth=depth)).n_params, self.depth)
+            width = 4 * model.dim + 3 * model.dim_inner + 2 * model.ff_inner + 2
+        else:
+            n = build_model(self).n_params
+            width = 8 * self.hidden_size + self.input_size
+        tokens = self.batch_size * 2 * self.max_seq_len  # a sample is its input and its answer
+        return {"parameters, optimiser state and the estimate": 4 * 5 * n, "probe losses": 16 * self.probes,
+                "batch and activations": 4 * tokens * (width + 2 * VOCAB) * 2 * self.probe_batch}
 
     @property
     def uses_corpus(self):
