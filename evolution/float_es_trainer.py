@@ -24,6 +24,7 @@ class FloatEsRunConfig(FloatEggrollConfig, MinGruRunConfig):
     """Float EGGROLL's hyperparameters plus the run's; sized to train on a laptop CPU in minutes."""
 
     run_name = "es-mingru"
+    divergence_hint = "lower --lr or --sigma"
 
     lr: float = redefault(MinGruRunConfig, "lr", 1e-2)
     steps: int = flag(600, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)

@@ -55,6 +55,7 @@ class RunConfig:
     fields. Subclasses override what differs."""
 
     run_name = "run"  # a run directory defaults to runs/<run_name>-<time>
+    divergence_hint = "lower --lr"  # what the stop on a diverged loss suggests
     validates = True  # prints the corpus's validation baselines in its header
 
     @classmethod

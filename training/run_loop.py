@@ -6,6 +6,7 @@ stops it after the current step, on every rank at the same step, with a checkpoi
 import time
 
 from eggnog.runtime.checkpoint import prune_checkpoints
+from eggnog.runtime.divergence import DivergenceGuard
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.step_clock import StepClock, rounded
@@ -22,6 +23,7 @@ def run_steps(trainer, run_dir, unit):
     started = time.perf_counter() - elapsed  # elapsed_s goes on from the checkpoint's
     bar = progress(cfg.steps, trainer.world, unit, initial=trainer.steps_done())
     clock = StepClock(trainer.backend.synchronize)
+    guard = DivergenceGuard(run_dir, trainer.cfg.divergence_hint)
     val = None
     try:
         with StopSignals() as signals:
@@ -40,6 +42,7 @@ def run_steps(trainer, run_dir, unit):
                     if improved:
                         trainer.best_val = val
                 log.write(**record)
+                guard.check(record["train_bpb"], done)  # before a checkpoint could keep a diverged state
                 bar.update(1)
                 bar.set_postfix(train=record["train_bpb"], **({"val": round(val, 4)} if val is not None else {}))
                 saved = improved or done % cfg.checkpoint_every == 0 or done == cfg.steps

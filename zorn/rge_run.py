@@ -16,6 +16,7 @@ import numpy as np
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.checkpoint import load_checkpoint, prune_checkpoints, save_checkpoint
 from eggnog.training.memory import MemoryMeter
+from eggnog.runtime.divergence import DivergenceGuard
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import check_resume, resumed_metrics_log
 from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
@@ -33,6 +34,7 @@ SOLVERS = ("cdrge", "fdras", "bptt")
 @dataclass(frozen=True)
 class RgeRunConfig(RgeConfig, RunConfig):
     run_name = "rge"
+    divergence_hint = "lower --lr or --sigma"
     validates = False
 
     model: str = flag("lstm", "lstm, dnc or mingru.")
@@ -211,6 +213,7 @@ class RgeRun:
         mode = cfg.layout(world)
         bar = progress(cfg.steps, world, "steps", initial=self.step)
         loss, reached = None, False
+        guard = DivergenceGuard(run_dir, cfg.divergence_hint)
         with StopSignals() as signals:
             try:
                 while self.step < cfg.steps and not reached:
@@ -227,6 +230,7 @@ class RgeRun:
                               mode=mode, ranks=world.size, **meter.peaks())
                     bar.update(1)
                     bar.set_postfix(loss=round(loss, 4))
+                    guard.check(loss, self.step)
                     saved = self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps
                     if saved:
                         self.save(run_dir)
