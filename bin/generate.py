@@ -37,7 +37,7 @@ def main(
     from eggnog.models.egg_generate import generate_egg
     from eggnog.models.mingru import MinGruModel
     from eggnog.models.mingru_generate import generate_mingru
-    from eggnog.models.sampling import Sampler, escape_byte
+    from eggnog.models.sampling import Sampler, degenerate, escape_byte
     from eggnog.runtime.checkpoint import load_checkpoint
     from eggnog.runtime.rundir import current_names
     from eggnog.training.mingru_run import model_config_of
@@ -84,10 +84,16 @@ def main(
         raise BadInput(f"checkpoint holds a {meta.get('model')!r} model; this script knows: egg, transformer, mingru")
     chosen = select_backend(backend)
     sys.stdout.write("".join(map(escape_byte, text)))
+    produced = []
     for token in generate(model, arrays["params"], text, length, sampler, seed, chosen):
+        produced.append(token)
         sys.stdout.write("".join(map(escape_byte, decode(token))))
         sys.stdout.flush()
     sys.stdout.write("\n")
+    if degenerate(produced):
+        print(f"note: the sample is one token repeated ({decode(produced[0])!r}); a young model's best guess "
+              "often is: try a higher --temperature, a lower --min-p or a larger --presence-penalty",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

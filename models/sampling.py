@@ -59,3 +59,8 @@ def escape_byte(b):
     if 32 <= b < 127 or b in (9, 10):
         return chr(b)
     return f"\\x{b:02x}"
+
+
+def degenerate(tokens):
+    """A sample of at least 8 tokens that repeats one token (e.g. only spaces): worth a note."""
+    return len(tokens) >= 8 and len(set(tokens)) == 1

@@ -38,7 +38,12 @@ def corpus(tmp_path):
 def test_a_finished_run_asks_for_more_steps_then_continues(tmp_path, corpus, script):
     data = [] if script == "train_rge.py" else ["--data", corpus]
     run = tmp_path / "r"
-    assert run_script(script, "--run-dir", run, "--steps", "2", *data, *SCRIPTS[script]).returncode == 0
+    first = run_script(script, "--run-dir", run, "--steps", "2", *data, *SCRIPTS[script])
+    assert first.returncode == 0, first.stderr
+    assert f"latest: {(run / 'checkpoints' / 'step-00000002.npz').resolve()}" in first.stdout
+    assert f"continue: python bin/{script} --resume {run} --steps N" in first.stdout
+    assert ("generate: python bin/generate.py" in first.stdout) == (script != "train_rge.py")
+    assert ("baselines of the validation split: unigram" in first.stdout) == (script != "train_rge.py")
     assert_user_error(run_script(script, "--resume", run), "already finished at step 2", "--steps N with N > 2")
     more = run_script(script, "--resume", run, "--steps", "3")
     assert more.returncode == 0, more.stderr

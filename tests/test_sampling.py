@@ -53,3 +53,25 @@ def test_escape_and_bad_settings():
     assert escape_byte(ord("a")) + escape_byte(10) + escape_byte(0) + escape_byte(255) == "a\n\\x00\\xff"
     with pytest.raises(BadInput):
         Sampler(top_p=0).check()
+
+
+def test_a_degenerate_sample_gets_a_note_with_the_sampling_flags(tmp_path):
+    from eggnog.models.sampling import degenerate
+    from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
+    from tests.es_helpers import tiny_corpus
+    from tests.helpers import run_script
+
+    assert degenerate([32] * 8) and not degenerate([32] * 7) and not degenerate([32] * 9 + [10])
+    run = tmp_path / "r"
+    trained = run_script("train_es.py", "--run-dir", run, "--steps", "1", "--dim", "8", "--population", "8",
+                         "--group-size", "2", "--tokens-per-update", "8", "--data", tiny_corpus(tmp_path),
+                         "--backend", "cpu")
+    assert trained.returncode == 0, trained.stderr
+    arrays, record = load_checkpoint(run)
+    flat = save_checkpoint(tmp_path / "flat", 1, {**arrays, "params": np.zeros_like(arrays["params"])},
+                           record["meta"], name="flat.npz")  # equal logits: argmax repeats one byte
+    sample = run_script("generate.py", flat, "--temperature", "0", "--presence-penalty", "0", "--length", "20")
+    assert sample.returncode == 0, sample.stderr
+    assert "note: the sample is one token repeated" in sample.stderr and "--temperature" in sample.stderr
+    varied = run_script("generate.py", flat, "--temperature", "1", "--min-p", "0", "--length", "20")
+    assert varied.returncode == 0 and "note:" not in varied.stderr

@@ -67,6 +67,23 @@ def resume_point(trainer, cfg, resume):
     return f"resumed from step {step}"
 
 
+def closing_lines(cfg, path, script, corpus):
+    """Where the run's checkpoints are, the corpus's baselines and the commands that come next."""
+    lines = []
+    val = corpus.meta.get("splits", {}).get("val", {}) if cfg.validates and corpus is not None else {}
+    if val:
+        lines.append(f"baselines of the validation split: unigram {val['unigram_bpb']:.3f}, bigram "
+                     f"{val['bigram_bpb']:.3f} bits/byte")
+    for link in ("latest", "best"):
+        target = path / "checkpoints" / link
+        if target.exists():
+            lines.append(f"{link}: {target.resolve()}")
+    if cfg.generates:
+        lines.append(f"generate: python bin/generate.py {path} --length 300")
+    lines.append(f"continue: python bin/{script} --resume {path} --steps N")
+    return lines
+
+
 def launch(config_cls, trainer_cls, flags, script):
     """Run `trainer_cls(cfg, world, backend, corpus)` on the config the flags give; flags: fields and
     their per-rank companions by name, and run_dir, resume, backend; `script`: the bin/ file name,
@@ -96,6 +113,8 @@ def launch(config_cls, trainer_cls, flags, script):
         summary = trainer.run(path)
         if world.is_root:
             print(cfg.summarize(summary))
+            for line in closing_lines(cfg, path, script, corpus):
+                print(line)
         return summary
     finally:
         if world.is_root:

@@ -57,6 +57,7 @@ class RunConfig:
     run_name = "run"  # a run directory defaults to runs/<run_name>-<time>
     divergence_hint = "lower --lr"  # what the stop on a diverged loss suggests
     validates = True  # prints the corpus's validation baselines in its header
+    generates = True  # bin/generate.py reads its checkpoints
 
     @classmethod
     def fixed_on_resume(cls):

@@ -34,6 +34,7 @@ SOLVERS = ("cdrge", "fdras", "bptt")
 @dataclass(frozen=True)
 class RgeRunConfig(RgeConfig, RunConfig):
     run_name = "rge"
+    generates = False
     divergence_hint = "lower --lr or --sigma"
     validates = False
 
