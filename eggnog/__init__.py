@@ -5,9 +5,39 @@ without backpropagation. Its parts install as `eggnog.kernels`, `eggnog.models`,
 import os
 
 __version__ = "0.1.0"
+PARTS = ("kernels", "models", "training", "evolution", "zorn", "corpus", "runtime")
 
 # From a source checkout on PYTHONPATH (no install), the parts are the folders beside this one.
 _checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.isfile(os.path.join(_checkout, "pyproject.toml")) and os.path.isfile(
         os.path.join(_checkout, "kernels", "__init__.py")) and _checkout not in __path__:
     __path__.append(_checkout)
+
+
+def _compile_cache():
+    """Numba's on-disk cache of compiled kernels, in a folder named after a hash of this package's
+    sources: numba checks only the changed file of a cached function, not the files of the functions
+    it calls, so a source edit anywhere starts a fresh folder instead of reusing stale code.
+    NUMBA_CACHE_DIR (or ~/.cache) is the folder's parent. Set before numba is first imported."""
+    import hashlib
+    import sys
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    folders = [root] + [os.path.join(base, part) for base in (root, _checkout) for part in PARTS]
+    digest = hashlib.sha256()
+    for folder in filter(os.path.isdir, folders):
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    digest.update(name.encode() + f.read())
+    parent = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "eggnog-numba")
+    path = os.path.join(parent, digest.hexdigest()[:16])
+    if "numba" in sys.modules:
+        import numba
+
+        numba.config.CACHE_DIR = path
+    else:
+        os.environ["NUMBA_CACHE_DIR"] = path
+
+
+_compile_cache()

@@ -31,7 +31,7 @@ file; nothing else is touched. A complete family:
 
 
     @op
-    @numba.njit(parallel=True)
+    @numba.njit(parallel=True, cache=True)
     def cpu_scale(x, a):
         out = np.empty_like(x)
         for i in numba.prange(x.size):

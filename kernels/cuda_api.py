@@ -55,7 +55,7 @@ def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS):
     def wrap(fn):
         spec = KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free, tensor_cores, block)
         KERNELS.append(spec)
-        compiled = cuda.jit(fn)
+        compiled = cuda.jit(cache=True)(fn)
         return _RecordingKernel(spec.name, compiled) if SIMULATED else compiled
 
     return wrap

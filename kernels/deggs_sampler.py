@@ -58,7 +58,7 @@ def reference_sample_token(logits, counts, temperature, floor_weight, penalty, r
     return int(np.argmax(np.cumsum(w) > pick))
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _cpu_sample(logits, counts, temperature, floor_weight, penalty, r):
     top = logits[0] - penalty * counts[0]
     for v in range(logits.size):

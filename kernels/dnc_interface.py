@@ -125,13 +125,13 @@ def _outputs(empty, iface, w):
     return (empty((batch, rw)), empty((batch, w)), empty((batch, w)), empty((batch, w)), empty((batch,)))
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_forward(iface, rk, wk, erase, add, strength, w):
     for i in numba.prange(iface.size):
         _cpu_forward_element(iface, rk, wk, erase, add, strength, w, i)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength, diface):
     for i in numba.prange(diface.size):
         _cpu_backward_element(drk, dwk, derase, dadd, dstrength, erase, add, strength, diface, i)

@@ -116,19 +116,19 @@ _cpu_write_row, _cpu_backward_row, _cpu_backward_column = build(numba.njit)
 _gpu_write_row, _gpu_backward_row, _gpu_backward_column = build(device_function)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_memory_write(mem, p, s, e, a, out):
     for k in numba.prange(mem.shape[0] * mem.shape[1]):
         _cpu_write_row(mem, p, s, e, a, out, k)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_memory_write_rows(dout, mem, p, s, e, a, dmem, dw):
     for k in numba.prange(mem.shape[0] * mem.shape[1]):
         _cpu_backward_row(dout, mem, p, s, e, a, dmem, dw, k)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_memory_write_columns(dout, mem, p, s, dw, dp, ds, de, da):
     for k in numba.prange(mem.shape[0] * (mem.shape[2] + 1)):
         _cpu_backward_column(dout, mem, p, s, dw, dp, ds, de, da, k)

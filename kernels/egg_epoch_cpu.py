@@ -198,7 +198,7 @@ def scale_clip(typingctx, acc, acc_at, a, a_at, out, out_at, n, sd, shift, div_s
 
 # ---- once per call: matrices as panels -----------------------------------------------------------
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def pack_panels(params, tensors, packed):
     """Every matrix (kind 1, with a panel offset) into packed[at:]: for each block of COLS outputs,
     each k-pair, W[j, 2p], W[j, 2p + 1] for the block's j; zero past d_out and d_in."""
@@ -221,7 +221,7 @@ def pack_panels(params, tensors, packed):
 
 # ---- per-tile pieces ----------------------------------------------------------------------------
 
-@numba.njit
+@numba.njit(cache=True)
 def _noise_rows(noise, at, prefix, pair0, pairs, width, gain_row, scaled):
     """Elements [0, width) of every local pair's stream of one tensor into noise[:, at:at + width],
     scaled by gain_row[at:at + width] (noise_gain) where `scaled`."""
@@ -234,7 +234,7 @@ def _noise_rows(noise, at, prefix, pair0, pairs, width, gain_row, scaled):
             row[j] = (n * np.int64(gain_row[at + j])) >> GAIN_SHIFT if scaled else n
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _matmul(x, count, packed, t, tensors, noise, pair_of, sign_of, shift, perturbed, divide, acc, noise_dot, out):
     """out[m, :d_out] = clip((x[m] . W^T + (x[m] . B) * sign * A >> shift) // divisor) for the
     tile's members m < count; x and out are int16 tile buffers, W is tensor t (packed)."""
@@ -279,7 +279,7 @@ def _matmul(x, count, packed, t, tensors, noise, pair_of, sign_of, shift, pertur
                 out[m, j] = min(max(q, -MAX8), MAX8)
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _l1_norm(x, count, vec, slot, dim, out):
     """EGG_LN of each member row: x * w / mean|x|, floor, clipped (int_math.l1_norm_value)."""
     for m in range(count):
@@ -297,7 +297,7 @@ def _l1_norm(x, count, vec, slot, dim, out):
                 out[m, j] = min(max(q, -MAX8), MAX8)
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _tile(params, packed, windows, states, prefixes, first_member, start, count, shift, perturbed, tensors, divide,
           layer_ids, head_ids, gain_row, scaled, total):
     """One tile: members [start, start + count) of the slice through the whole epoch."""
@@ -411,7 +411,7 @@ def _tile(params, packed, windows, states, prefixes, first_member, start, count,
             total[start + m] += np.int64(logits[m, target]) + 128 - (cpu_floor_log2_x16(sum_exp) - 64)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def egg_epoch_tiles(params, packed, windows, states, prefixes, first_member, shift, perturbed, tensors, divide,
                     layer_ids, head_ids, gain_row, scaled, tile, total):
     """Every member of the slice through the epoch, tiles of `tile` members in parallel."""

@@ -126,7 +126,7 @@ def reference_egg_vector(theta, prefix, first_member, count, sigma_shift, pertur
     return _clip(out)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_vector(theta, out, prefix, first_member, shift, perturbed, gain, scaled):
     n = theta.size
     for i in numba.prange(out.shape[0]):
@@ -194,7 +194,7 @@ def reference_egg_embedding(tokens, table, prefix, first_member, sigma_shift, pe
     return _clip(out)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_embedding(tokens, table, out, prefix, first_member, shift, perturbed, gain, scaled):
     dim = table.shape[1]
     for i in numba.prange(tokens.size):
@@ -265,7 +265,7 @@ def reference_egg_l1_norm(x, w):
     return np.where(mean_abs == 0, np.where(product == 0, -1, -2), normed).astype(np.int8)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_l1_norm(x, w, out):
     dim = x.shape[1]
     for i in numba.prange(x.shape[0]):
@@ -324,7 +324,7 @@ def reference_egg_clip_add(a, b):
     return _clip(a.astype(np.int64) + b)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_gru_forget(xf, sf, bf, s, f, fh):
     for i in numba.prange(xf.shape[0]):
         for j in range(xf.shape[1]):
@@ -333,7 +333,7 @@ def _cpu_gru_forget(xf, sf, bf, s, f, fh):
             fh[i, j] = cpu_gru_gate(v, np.int64(s[i, j]))
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_gru_output(xh, fhh, bh, f, s, h):
     for i in numba.prange(xh.shape[0]):
         for j in range(xh.shape[1]):
@@ -341,7 +341,7 @@ def _cpu_gru_output(xh, fhh, bh, f, s, h):
             h[i, j] = cpu_gru_mix(np.int64(f[i, j]), np.int64(s[i, j]), hh)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_clip_add(a, b, out):
     for i in numba.prange(a.shape[0]):
         for j in range(a.shape[1]):
@@ -421,7 +421,7 @@ def reference_egg_reset(state, tokens):
 
 
 @op
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def cpu_egg_reset(state, tokens):
     for i in numba.prange(tokens.size):
         if tokens[i] == 0:
@@ -450,7 +450,7 @@ def reference_egg_loglik(logits, targets):
     return y[np.arange(y.shape[0]), targets.astype(np.int64)] - log_term
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_loglik(logits, targets, out):
     for i in numba.prange(logits.shape[0]):
         s = 0

@@ -163,7 +163,7 @@ def reference_member_affine(x, scale, shift):
     return f64(x) * f64(scale)[:, None, :] + f64(shift)[:, None, :]
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_member_affine(x, scale, shift, out):
     members, steps, d = x.shape
     for mt in numba.prange(members * steps):
@@ -344,7 +344,7 @@ def reference_scale_rows(x, scale):
     return f64(x) * f64(scale)[:, None]
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_scale_rows(x, scale, out):
     for i in numba.prange(x.shape[0]):
         for j in range(x.shape[1]):

@@ -70,7 +70,7 @@ def cpu_embedding(table, tokens):
     return np.ascontiguousarray(table[tokens.astype(np.int64)])
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_embedding_backward(dout, tokens, grad):
     # parallel over columns: each thread owns a column, so no two threads add to one element
     for j in numba.prange(dout.shape[1]):

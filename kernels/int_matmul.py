@@ -63,7 +63,7 @@ def reference_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True
     return np.clip(acc // matmul_divisor(d_in), -127, 127).astype(np.int8)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu(x, w, out, prefix, first_member, shift, perturbed, divisor, gain, scaled):
     members, d_in = x.shape
     d_out = w.shape[0]

@@ -86,7 +86,7 @@ def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise
     theta[...] = np.where(move, np.clip(theta.astype(np.int64) + step, -127, 127), theta)
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _cpu_noise_rows(prefix, n_pairs, width, use_clt, noise):
     rows = np.empty((n_pairs, width), dtype=np.int64)
     for p in numba.prange(n_pairs):
@@ -98,7 +98,7 @@ def _cpu_noise_rows(prefix, n_pairs, width, use_clt, noise):
     return rows
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_matrix(theta, fitness, prefix, use_clt, bound, votes, noise):
     d_out, d_in = theta.shape
     rows = _cpu_noise_rows(prefix, fitness.size, d_in + d_out, use_clt, noise)
@@ -116,7 +116,7 @@ def _cpu_matrix(theta, fitness, prefix, use_clt, bound, votes, noise):
                 theta[j, k] = cpu_clip8(np.int64(theta[j, k]) + (1 if z[k] > 0 else -1))
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_vector(theta, fitness, prefix, use_clt, bound, votes, noise):
     n = theta.size
     rows = _cpu_noise_rows(prefix, fitness.size, 2 * n, True, noise)

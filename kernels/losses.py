@@ -48,7 +48,7 @@ def reference_cross_entropy(logits, targets):
     return loss, grad / (z.shape[0] * LN2)
 
 
-@numba.njit(parallel=True, error_model="numpy")
+@numba.njit(parallel=True, error_model="numpy", cache=True)
 def _cpu_cross_entropy(logits, targets, loss, grad):
     """One exponential per logit (the vectorisable exp32), kept in grad and scaled by 1 / sum."""
     n, v = logits.shape

@@ -97,7 +97,7 @@ def cpu_lowrank_project_rows(tokens, b):
     return np.ascontiguousarray(b[np.arange(b.shape[0])[:, None], tokens.astype(np.int64)])
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_expand(y, xb, a, coef, out):
     members, steps, width = y.shape
     for mt in numba.prange(members * steps):

@@ -330,19 +330,19 @@ def reference_lstm_input_projection_backward(dwx, x, w_in):
 
 # ---- CPU twins (fp32) ---------------------------------------------------------------------------------
 
-@numba.njit(parallel=True, error_model="numpy")
+@numba.njit(parallel=True, error_model="numpy", cache=True)
 def _cpu_forward_step(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep):
     for i in numba.prange(h.size):
         _cpu_forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i)
 
 
-@numba.njit(parallel=True, error_model="numpy")
+@numba.njit(parallel=True, error_model="numpy", cache=True)
 def _cpu_backward_gates(dh, dc, gates, c, c_prev, draw, dc_prev):
     for i in numba.prange(dh.size):
         _cpu_backward_gates_element(dh, dc, gates, c, c_prev, draw, dc_prev, i)
 
 
-@numba.njit(parallel=True, error_model="numpy")
+@numba.njit(parallel=True, error_model="numpy", cache=True)
 def _cpu_backward_recurrent(draw, r, dh_extra, dh_prev):
     for i in numba.prange(dh_prev.size):
         _cpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)

@@ -70,7 +70,7 @@ def unit_block_product(typingctx, w, w_at, w_pitch, h, acc, acc_at, size):
     return sig, codegen
 
 
-@numba.njit(parallel=True, error_model="numpy")
+@numba.njit(parallel=True, error_model="numpy", cache=True)
 def forward_sequence(table_t, rows, rt, c0, hs, cs, gates, keep):
     """table_t (4H, V): wx + bias, transposed; rt (N, D, 4D): R with the gate outputs contiguous per
     input k; c0 (H,); hs (T + 1, B, H) with hs[0] set; cs and gates written when `keep`."""

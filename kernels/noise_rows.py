@@ -54,7 +54,7 @@ def reference_normal_rows(prefix, members, start, count):
     return out
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _fill_cpu(out, prefix, members, start):
     for i in numba.prange(out.shape[0]):
         ka = cpu_member_key_a(prefix, members[i])

@@ -72,7 +72,7 @@ def reference_rmsnorm_backward(dy, x, w, rstd):
     return dx, (dy * x * rstd[:, None]).sum(axis=0)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_rmsnorm(x, w, y, rstd):
     n, d = x.shape
     for i in numba.prange(n):
@@ -92,7 +92,7 @@ def cpu_rmsnorm(x, w):
     return y, rstd
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_rmsnorm_backward(dy, x, w, rstd, dx, dw_rows):
     n, d = x.shape
     for i in numba.prange(n):
@@ -175,7 +175,7 @@ def reference_layernorm_backward(dy, x, w, mean, rstd):
     return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_layernorm(x, w, b, y, mean, rstd):
     n, d = x.shape
     for i in numba.prange(n):
@@ -194,7 +194,7 @@ def _cpu_layernorm(x, w, b, y, mean, rstd):
             y[i, j] = (x[i, j] - m) * r * w[j] + b[j]
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_layernorm_backward(dy, x, w, mean, rstd, dx, dw_rows):
     n, d = x.shape
     for i in numba.prange(n):

@@ -238,20 +238,20 @@ def reference_apply_probes_(theta, keys, coefs, distribution, start=0):
 
 # ---- CPU twin -----------------------------------------------------------------------------------------
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_noise(out, ka, kb, start, distribution):
     for j in numba.prange(out.size):
         out[j] = cpu_direction(ka, kb, start + j, distribution)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_axpz(theta, out, ka, kb, start, alpha, distribution):
     # out may be theta itself: element j is read before it is written, by the same iteration.
     for j in numba.prange(theta.size):
         out[j] = theta[j] + alpha * cpu_direction(ka, kb, start + j, distribution)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_apply_probes(theta, keys, coefs, start, distribution):
     for j in numba.prange(theta.size):
         s = np.float32(0.0)

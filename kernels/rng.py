@@ -76,7 +76,7 @@ def reference_random_int8(kind, key, start, count, k):
     return rng_reference.rademacher_int8(key, start, count).astype(np.int8)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_fill_int8(out, ka, kb, start, kind, k):
     for j in numba.prange(out.size):
         b = cpu_bits_of(cpu_round1(ka, start + j), kb)
@@ -128,7 +128,7 @@ def reference_random_normal(key, start, count):
     return rng_reference.normal_float32(key, start, count)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_fill_normal(out, ka, kb, start):
     for j in numba.prange(out.size):
         out[j] = cpu_normal_f32(cpu_round1(ka, start + j), kb)

@@ -150,7 +150,7 @@ def _candidate_cpu(uv):
     return (uv + np.float32(0.5), np.float32(1.0)) if uv >= 0 else (s, s * (np.float32(1.0) - s))
 
 
-@numba.njit(parallel=True, error_model="numpy")
+@numba.njit(parallel=True, error_model="numpy", cache=True)
 def _cpu_forward(k, u, h0, h):
     batch, steps, channels = k.shape
     tiles = (channels + CPU_TILE - 1) // CPU_TILE
@@ -176,7 +176,7 @@ def cpu_scan_forward(k, u, h0=None):
     return h
 
 
-@numba.njit(parallel=True, error_model="numpy")
+@numba.njit(parallel=True, error_model="numpy", cache=True)
 def _cpu_backward(grad_h, k, u, h, h0, dk, du, dh0):
     batch, steps, channels = k.shape
     tiles = (channels + CPU_TILE - 1) // CPU_TILE

@@ -45,7 +45,7 @@ def reference_softmax_rows_backward(dp, p):
     return p * (dp - (dp * p).sum(axis=1, keepdims=True))
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_softmax_rows(x, p):
     n, d = x.shape
     for i in numba.prange(n):
@@ -61,7 +61,7 @@ def _cpu_softmax_rows(x, p):
             p[i, j] *= inv
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_softmax_rows_backward(dp, p, dx):
     n, d = p.shape
     for i in numba.prange(n):

@@ -14,12 +14,12 @@ from eggnog.kernels.transformer_epoch import (DOWN, DOWN_BIAS, EMBEDDING, EMBEDD
 from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, SOFTMAX_SCALE_BIT, rope_table
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _clip(v):
     return min(max(v, -MAX_UNIT), MAX_UNIT)
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _rescale(y, n):
     top = 0
     for j in range(n):
@@ -28,7 +28,7 @@ def _rescale(y, n):
         y[j] = (y[j] * MAX_UNIT) // top if top > 0 else 0
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _mm(x, d_in, params, table, tid, noise, noise_at, sign, m_shift, perturbed, out):
     at, d_out = table[tid, 0], table[tid, 2]
     s = 0
@@ -45,7 +45,7 @@ def _mm(x, d_in, params, table, tid, noise, noise_at, sign, m_shift, perturbed, 
         out[j] = acc
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _ln(x, dim, vecs, vec_at, w_tid, out):
     total = 0
     for j in range(dim):
@@ -56,7 +56,7 @@ def _ln(x, dim, vecs, vec_at, w_tid, out):
         out[j] = _clip((x[j] * vecs[w + j]) // mean + vecs[b + j])
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _mlp(x, first, dim, params, table, noise, noise_at, vecs, vec_at, sign, m_shift, s_up, s_down, perturbed,
          h, u, z):
     _ln(x, dim, vecs, vec_at, first + LN_W, h)
@@ -69,7 +69,7 @@ def _mlp(x, first, dim, params, table, noise, noise_at, vecs, vec_at, sign, m_sh
     _rescale(x, dim)
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _rope(u, rope, t, dim, head_dim):
     half = head_dim // 2
     for start in range(0, dim, head_dim):
@@ -80,7 +80,7 @@ def _rope(u, rope, t, dim, head_dim):
             u[start + 2 * i + 1] = (a * s + b * c) >> ROPE_SCALE_BIT
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope, logits,
             total):
     """The member's summed log-likelihood and proxy loss into `total` (2,); `logits` (vocab,) ends with
@@ -192,7 +192,7 @@ def _member(params, window, prefixes, g, spec, perturbed, table, noise_at, vec_a
         total[0] += logits[target] + 128 - (cpu_floor_log2_x16(sum_exp) - 64)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _epoch(params, windows, prefixes, first_member, spec, perturbed, table, noise_at, vec_at, n_noise, n_vecs, rope,
            out, logits):
     for m in numba.prange(windows.shape[0]):

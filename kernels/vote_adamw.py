@@ -93,7 +93,7 @@ cpu_update = numba.njit(_update)
 gpu_update = device_function(_update)
 
 
-@numba.njit(parallel=True)
+@numba.njit(parallel=True, cache=True)
 def _cpu_all(theta, votes, m, v, acc, lr, b1, c1, b2, c2, eps, wd):
     for i in numba.prange(theta.shape[0]):
         theta[i], m[i], v[i], acc[i] = cpu_update(theta[i], votes[i], m[i], v[i], acc[i], lr, b1, c1, b2, c2, eps, wd)
