@@ -41,13 +41,17 @@ def cache_dir():
     return Path(platformdirs.user_cache_dir("eggnog"))
 
 
+STATS_VERSION = "gzip-xz"  # the statistics its metadata holds: a new kind rebuilds the cached corpus
+
+
 def default_corpus_path(root=None, directory=None):
-    """Cache path; its name fingerprints the Python version and the file list with sizes."""
+    """Cache path; its name fingerprints the Python version, the file list with sizes and the
+    statistics kept."""
     root = Path(root or stdlib_root())
     files = stdlib_files(root)
     if not files:
         raise BadInput(f"no Python source files under {str(root)!r} to build the default corpus from")
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(STATS_VERSION.encode())
     for f in files:
         digest.update(f"{f.relative_to(root).as_posix()}\0{f.stat().st_size}\n".encode())
     version = ".".join(map(str, sys.version_info[:3]))

@@ -23,6 +23,7 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
     group size and model default to a size that trains on a laptop CPU in minutes."""
 
     run_name = "es"
+    unit = "bits/byte"  # of its losses (the transformer on token data: bits/token)
     divergence_hint = "lower --lr (adamw) or raise --sigma-shift"
     model_name = "egg"  # what its checkpoints say they hold
 

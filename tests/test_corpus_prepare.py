@@ -1,6 +1,7 @@
 """prepare: exact round trips in all three formats, the validation split, and the metadata."""
 
 import hashlib
+import lzma
 import os
 from collections import Counter
 
@@ -62,7 +63,17 @@ def test_metadata_records_sizes_hashes_and_entropies(tmp_path):
         uni, bi = entropy_spec(data)
         assert split["unigram_bpb"] == pytest.approx(uni, abs=2e-6)
         assert split["bigram_bpb"] == pytest.approx(bi, abs=2e-6)
+        # one-shot compression of the whole split: the streamed sizes are the same
+        assert split["gzip_bpb"] == pytest.approx(8 * len(gzip_compress(data)) / len(data), abs=2e-6)
+        assert split["xz_bpb"] == pytest.approx(8 * len(lzma.compress(data, preset=9)) / len(data), abs=2e-6)
     assert corpus.verify()
+
+
+def gzip_compress(data):
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    return packer.compress(data) + packer.flush()
 
 
 def test_validation_split_is_by_document_and_deterministic(tmp_path):
