@@ -78,8 +78,12 @@ def closing_lines(cfg, path, script, corpus):
         target = path / "checkpoints" / link
         if target.exists():
             lines.append(f"{link}: {target.resolve()}")
+    if (path / "plots" / "loss.png").exists():
+        lines.append(f"plots: {path / 'plots'} (redraw or compare runs: python bin/plot.py {path})")
     if cfg.generates:
         lines.append(f"generate: python bin/generate.py {path} --length 300")
+        data = f" --data {cfg.data}" if getattr(cfg, "data", None) else ""
+        lines.append(f"evaluate: python bin/evaluate.py {path}{data}")
     lines.append(f"continue: python bin/{script} --resume {path} --steps N")
     return lines
 

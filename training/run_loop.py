@@ -7,6 +7,7 @@ import time
 
 from eggnog.runtime.checkpoint import prune_checkpoints
 from eggnog.runtime.divergence import DivergenceGuard
+from eggnog.training.run_plots import PlotRefresh
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.step_clock import StepClock, rounded
@@ -24,6 +25,7 @@ def run_steps(trainer, run_dir, unit):
     bar = progress(cfg.steps, trainer.world, unit, initial=trainer.steps_done())
     clock = StepClock(trainer.backend.synchronize)
     guard = DivergenceGuard(run_dir, trainer.cfg.divergence_hint)
+    plots = PlotRefresh(run_dir, trainer.world.is_root and cfg.plots)
     val = None
     try:
         with StopSignals() as signals:
@@ -41,6 +43,7 @@ def run_steps(trainer, run_dir, unit):
                     improved = trainer.best_val is None or val < trainer.best_val
                     if improved:
                         trainer.best_val = val
+                    plots.validated(last=done == cfg.steps)
                 log.write(**record)
                 guard.check(record["train_bpb"], done)  # before a checkpoint could keep a diverged state
                 bar.update(1)

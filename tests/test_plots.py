@@ -1,0 +1,62 @@
+"""bin/plot.py draws a run's figures (loss against steps and wall time with the baselines, throughput,
+ES alpha and moved fraction), overlays several runs, and a run redraws its own plots at the end."""
+
+import struct
+
+from tests.es_helpers import tiny_corpus
+from tests.helpers import assert_user_error, run_script
+
+ES = ["--dim", "8", "--population", "8", "--group-size", "2", "--tokens-per-update", "8", "--val-rows", "4",
+      "--val-tokens", "8", "--validate-every", "2", "--backend", "cpu"]
+
+
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_a_run_draws_its_plots_and_plot_overlays_runs(tmp_path):
+    corpus = tiny_corpus(tmp_path)
+    for name, plots in (("a", "--plots"), ("b", "--no-plots")):
+        result = run_script("train_es.py", "--run-dir", tmp_path / name, "--steps", "4", "--data", corpus, plots, *ES)
+        assert result.returncode == 0, result.stderr
+    drawn = sorted(p.name for p in (tmp_path / "a" / "plots").iterdir())
+    assert drawn == ["alpha.png", "loss.png", "moved.png", "throughput.png"]
+    assert not (tmp_path / "b" / "plots").exists()
+    width, height = png_size(tmp_path / "a" / "plots" / "loss.png")
+    assert width > 1000 and height > 400  # two panels side by side
+    both = run_script("plot.py", tmp_path / "a", tmp_path / "b")
+    assert both.returncode == 0, both.stderr
+    listed = both.stdout.split()
+    assert listed[0] == str(tmp_path / "a" / "plots" / "compare" / "loss.png") and len(listed) == 4
+
+
+def test_the_loss_figure_has_both_axes_and_the_baselines(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from eggnog.training import run_plots
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "metrics.jsonl").write_text("".join(
+        f'{{"epoch": {i}, "train_bpb": {8 - i / 10}, "elapsed_s": {i * 0.5}, "tokens_per_s": 100.0'
+        + (f', "val_bpb": {7.9 - i / 10}' if i % 2 else "") + "}\n" for i in range(6)))
+    figures = []
+    saved = run_plots._save
+    monkeypatch.setattr(run_plots, "baselines", lambda run_dir: (4.5, 3.4))
+    monkeypatch.setattr(run_plots, "_save", lambda fig, path: figures.append(fig) or saved(fig, path))
+    paths = run_plots.plot_runs([tmp_path / "r"], tmp_path / "out")
+    assert [p.name for p in paths] == ["loss.png", "throughput.png"]
+    by_step, by_time = figures[0].axes
+    assert by_step.get_xlabel() == "step" and by_time.get_xlabel() == "wall time (s)"
+    labels = [line.get_label() for line in by_step.get_lines()]
+    assert labels == ["r train", "r val", "unigram baseline", "bigram baseline"]
+    assert list(by_step.get_lines()[1].get_xdata()) == [2, 4, 6]
+    plt.close("all")
+
+
+def test_plot_refuses_a_folder_without_metrics(tmp_path):
+    assert_user_error(run_script("plot.py", tmp_path), "is not a run directory with metrics")
