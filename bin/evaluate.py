@@ -13,9 +13,10 @@ from types import SimpleNamespace
 import numpy as np
 import typer
 
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 BASELINES = ("unigram_bpb", "bigram_bpb", "gzip_bpb", "xz_bpb")
 
 
@@ -72,7 +73,7 @@ def fitted(stream, rows, tokens):
     return rows, max(1, min(tokens, len(stream) // rows - 1))
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(
     checkpoint: Path = typer.Argument(..., help="Run directory (its latest checkpoint) or checkpoint file."),

@@ -7,16 +7,17 @@ from pathlib import Path
 
 import typer
 
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
 def one_byte(token):
     return bytes([token])
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(
     checkpoint: Path = typer.Argument(..., help="Run directory (its latest checkpoint) or checkpoint file."),

@@ -5,12 +5,13 @@ from pathlib import Path
 import typer
 
 from eggnog.corpus.prepare import prepare
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(
     sources: list[str] = typer.Argument(..., metavar="SRC...", help="Files, directories (read recursively) or glob patterns."),

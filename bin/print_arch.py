@@ -8,15 +8,16 @@ import sys
 
 import typer
 
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.training.mingru_run import DEFAULT_DEPTH, DEFAULT_DIM, MinGruRunConfig
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 MODELS = ("egg", "transformer", "mingru", "lstm", "dnc")
 EGG_DEPTH, EGG_DIM = 6, 256  # nano-egg's size
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(
     model: str = typer.Argument(..., help="Model family: egg, transformer, mingru, lstm or dnc."),

@@ -7,16 +7,17 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
 def _escape(window):
     return "".join(chr(b) if 32 <= b < 127 else "\\n" if b == 10 else f"\\x{b:02x}" for b in window)
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(
     data: Path = typer.Option(None, help="Corpus (.bin/.h5/.zarr); default: the embedded stdlib corpus."),
@@ -62,6 +63,8 @@ def main(
         if world.is_root:
             print(f"noise {kind:<16} {'ok' if ok else 'MISMATCH':<8} {detail} of {elements:,} on every rank; "
                   f"mean {got.mean():+.4f} std {got.std():.4f}")
+    if world.is_root:
+        print("all OK" if not failures else f"FAILED: {failures} noise kind(s) differ from the reference")
     sys.exit(1 if failures else 0)
 
 

@@ -17,12 +17,14 @@ from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
 from eggnog.evolution.es_trainer import EsRunConfig, EsTrainer
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig, with_preset
+from eggnog.runtime.cli import cli_help
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 
 SCRIPT = "train_es.py"  # recorded in each run's config.json: a resume with another script is refused
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, help=cli_help(__doc__))
 
 
 def egg_trainer(cfg, world, backend, corpus):

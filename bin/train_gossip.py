@@ -17,6 +17,7 @@ import typer
 from eggnog.evolution.egg_island import EggIsland
 from eggnog.evolution.gossip_config import GossipEggRunConfig, GossipRunConfig
 from eggnog.evolution.gossip_run import GossipRun
+from eggnog.runtime.cli import cli_help
 from eggnog.training.cli import config_command
 from eggnog.training.island import BpttIsland
 from eggnog.training.launch import launch
@@ -25,7 +26,8 @@ from eggnog.zorn.rge_island import RgeIsland
 
 SCRIPT = "train_gossip.py"  # recorded in each run's config.json: a resume with another script is refused
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, help=cli_help(__doc__))
 
 # the island trainers are chosen here, so that evolution/ needs no trainer of its own
 ISLANDS = {GossipRunConfig: BpttIsland, GossipEggRunConfig: EggIsland, GossipRgeRunConfig: RgeIsland}

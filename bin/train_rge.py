@@ -9,13 +9,15 @@ BPTT as the baseline; series in one process or split over MPI ranks.
 
 import typer
 
+from eggnog.runtime.cli import cli_help
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
 
 SCRIPT = "train_rge.py"  # recorded in each run's config.json: a resume with another script is refused
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+# plain click help: rich truncates long flag names at 80 columns
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, help=cli_help(__doc__))
 
 
 @config_command(app, RgeRunConfig)

@@ -39,3 +39,11 @@ def user_errors(fn):
         raise SystemExit(2) from None
 
     return wrapper
+
+
+def cli_help(doc):
+    """A script's docstring as click's plain help: its indented example blocks keep their lines (click
+    rewraps every other paragraph to the terminal's width)."""
+    paragraphs = doc.strip("\n").split("\n\n")
+    kept = ["\b\n" + p if all(line.startswith("    ") for line in p.splitlines()) else p for p in paragraphs]
+    return "\n\n".join(kept)

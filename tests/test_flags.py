@@ -109,16 +109,22 @@ def expected_defaults(configs):
 
 
 def help_defaults(script):
-    """{option: shown default} read from the script's --help."""
-    result = run_script(script, "--help", env={"TERMINAL_WIDTH": "1000"})
+    """{option: shown default} read from the script's --help (click's plain layout: an option's help
+    may continue on the lines below it)."""
+    result = run_script(script, "--help", env={"COLUMNS": "1000"})
     assert result.returncode == 0, result.stderr
-    rows = [line for line in result.stdout.splitlines() if re.match(r"^│ --", line)]
+    entries = []
+    for line in result.stdout.split("Options:", 1)[1].splitlines():
+        if re.match(r"^  --", line):
+            entries.append(line)
+        elif entries and line.startswith("   "):  # click breaks lines after hyphens too
+            entries[-1] += ("" if entries[-1].endswith("-") else " ") + line.strip()
     found = {}
-    for row in rows:
-        option = row.split()[1].split(",")[0]
+    for entry in entries:
+        option = entry.split()[0].split(",")[0]
         if option != "--help":
-            default = re.search(r"\[default: (.*)\]\s*│$", row)
-            assert default, row
+            default = re.search(r"\[default: (.*)\]\s*$", entry)
+            assert default, entry
             found[option] = default.group(1)
     return found
 

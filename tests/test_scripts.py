@@ -55,6 +55,18 @@ def test_selfcheck_runs_everything_on_the_simulator(tmp_path):
     assert "backend: cuda (CUDA simulator)" in result.stdout
     assert result.stdout.count(" ok ") == 4
     assert "sample:" in result.stdout and "eggnog" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "all OK"
+
+
+@pytest.mark.parametrize("script", ["train_es.py", "train_bptt.py", "train_rge.py", "train_gossip.py", "generate.py",
+                                    "evaluate.py", "plot.py", "prepare_data.py", "print_arch.py", "selfcheck.py"])
+def test_help_at_80_columns_keeps_every_flag_name_and_default(script):
+    result = run_script(script, "--help", env={"COLUMNS": "80", "TERM": "dumb"})
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout and "Usage:" in result.stdout
+    lines = result.stdout.splitlines()
+    assert len(lines[2].strip()) > 20  # the script's description comes first
+    assert not [line for line in lines if line.rstrip().endswith(" .")]  # a default that vanished
 
 
 def test_selfcheck_bad_backend_and_data(tmp_path):
