@@ -30,5 +30,6 @@ class DivergenceGuard:
         else:
             what = f"the training loss became {loss}"
         latest = self.run_dir / "checkpoints" / "latest"
-        saved = f"the last checkpoint, {latest.resolve().name}, is unchanged" if latest.exists() else "nothing was saved"
+        saved = (f"the last checkpoint, {latest.resolve().name}, is unchanged" if latest.exists()
+                 else "nothing was saved")
         raise BadInput(f"{what} at step {step}; {self.hint} ({saved})")

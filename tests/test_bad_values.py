@@ -20,7 +20,7 @@ NEEDS = "of host memory per rank"
     ("train_bptt.py", ["--ff-mult", "nan"], "--ff-mult must be a finite number"),
     ("train_bptt.py", ["--ff-mult", BIG], "GiB of host memory"),
     ("train_bptt.py", ["--dim", BIG], "GiB of host memory"),
-    ("train_bptt.py", ["--depth", BIG], NEEDS),
+    ("train_bptt.py", ["--depth", BIG], "GiB of host memory"),
     ("train_bptt.py", ["--batch-size", BIG], "GiB of host memory"),
     ("train_rge.py", ["--target-loss", "nan"], "--target-loss must be a finite number, got nan"),
     ("train_rge.py", ["--hidden-size", BIG, "--num-heads", "1"], NEEDS),

@@ -45,14 +45,6 @@ class BpttRunConfig(MinGruRunConfig):
                                   "checkpointing): one block's activations held instead of all; same gradients.",
                            changeable=True)
 
-    def host_memory(self, ranks):
-        """The parameters, optimiser state and gradients (the trainer checks the whole plan, activations
-        and the GPU included, once the model is laid out; this stops a huge --depth before that)."""
-        model = self.model_config()
-        n = linear_in_depth(lambda depth: MinGruModel(replace(model, depth=depth)).n_params, model.depth)
-        words = 4 + memory_plan.OPTIMIZER_STATE.get(self.optimizer, 2)
-        return {"parameters, optimiser state and gradients": memory_plan.WORD * n * words}
-
     def check(self, ranks=1):
         self.model_config()
         self.check_run()
@@ -88,12 +80,15 @@ class BpttTrainer:
         cfg.check(world.size)
         self.cfg, self.world, self.backend = cfg, world, backend
         self.ops = ops_for(backend.name)
-        self.model = MinGruModel(cfg.model_config())
+        model_cfg = cfg.model_config()
         self.rows = cfg.batch_size // world.size
-        # before anything is allocated: a run that cannot fit stops here with what it would need
-        self.memory = memory_plan.bptt_memory(self.model.cfg, self.model.n_params, self.rows * cfg.chunk_size,
-                                              cfg.optimizer, cfg.recompute, world.size)
+        # before anything is allocated (the layout of a huge --depth included): a run that cannot fit
+        # stops here with what it would need
+        n_params = linear_in_depth(lambda depth: MinGruModel(replace(model_cfg, depth=depth)).n_params, model_cfg.depth)
+        self.memory = memory_plan.bptt_memory(model_cfg, n_params, self.rows * cfg.chunk_size, cfg.optimizer,
+                                              cfg.recompute, world.size)
         memory_plan.check_fits(self.memory, memory_plan.host_available(), device_free_bytes(backend), cfg.recompute)
+        self.model = MinGruModel(model_cfg)
         self.first_row = world.rank * self.rows
         self.sampler = RandomWindows(corpus.train, cfg.window, cfg.seed if data_seed is None else data_seed)
         self.val = val_windows(corpus.val, cfg.val_rows, cfg.val_tokens)

@@ -42,7 +42,8 @@ class MinGruRunConfig(RunConfig):
     checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)
     plots: bool = flag(True, "Rank 0 redraws RUN/plots/*.png (bin/plot.py) at validations, at most once a minute, "
                              "and at the end (gossip and coordinator runs: with bin/plot.py).", changeable=True)
-    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).", changeable=True)
+    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).",
+                                 changeable=True)
     val_rows: int = flag(32, "Validation rows, each from a zero state.", changeable=True)
     val_tokens: int = flag(512, "Bytes scored per validation row.", changeable=True)
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",

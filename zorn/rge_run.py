@@ -60,7 +60,8 @@ class RgeRunConfig(RgeConfig, RunConfig):
     steps: int = flag(1000, "Step budget.", changeable=True)
     seed: int = flag(0, "Seed of initialisation, probes and data.")
     checkpoint_every: int = flag(50, "Steps between checkpoints.", changeable=True)
-    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).", changeable=True)
+    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).",
+                                 changeable=True)
     data: str | None = flag(None, "Corpus for char_lm.", default_text="the embedded stdlib corpus", metavar="<path>")
 
     def check(self, ranks=1):
