@@ -9,9 +9,10 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
-from eggnog.runtime.checkpoint import checkpoint_step
+from eggnog.runtime.checkpoint import checkpoint_step, load_checkpoint
 from eggnog.runtime.rundir import read_jsonl
 from tests.es_helpers import tiny_corpus
 from tests.helpers import ROOT, assert_user_error, run_script
@@ -94,6 +95,11 @@ def test_a_signal_stops_after_the_step_with_a_checkpoint(tmp_path, corpus, signu
     more = run_script("train_es.py", "--resume", run, "--steps", str(step + 2))
     assert more.returncode == 0, more.stderr
     assert steps_logged(run) == list(range(step + 2))
+    straight = tmp_path / "straight"  # the same run without the interruption: the same weights
+    assert run_script("train_es.py", "--run-dir", straight, "--steps", str(step + 2), "--checkpoint-every", "100000",
+                      "--validate-every", "100000", "--data", corpus, *ES).returncode == 0
+    interrupted, uninterrupted = load_checkpoint(run)[0], load_checkpoint(straight)[0]
+    assert all(np.array_equal(interrupted[k], uninterrupted[k]) for k in uninterrupted)
 
 
 def test_a_run_killed_before_its_first_checkpoint_starts_again_from_step_zero(tmp_path, corpus):
