@@ -31,7 +31,8 @@ def _compile_cache():
                 with open(os.path.join(folder, name), "rb") as f:
                     digest.update(name.encode() + f.read())
     parent = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "eggnog-numba")
-    path = os.path.join(parent, digest.hexdigest()[:16])
+    key = digest.hexdigest()[:16]
+    path = parent if os.path.basename(parent) == key else os.path.join(parent, key)  # a child process
     if "numba" in sys.modules:
         import numba
 
