@@ -29,7 +29,7 @@ SCRIPTS = {
     "train_rge.py": {"rge": RgeRunConfig},
     "train_gossip.py": {"bptt": GossipRunConfig, "egg": GossipEggRunConfig, "rge": GossipRgeRunConfig},
 }
-RUN_OPTIONS = {"--run-dir", "--resume", "--backend"}
+RUN_OPTIONS = {"--run-dir", "--resume", "--backend", "--threads"}
 
 # (script, arguments, config field, value it must get on 2 ranks): every older or per-rank name
 ALIASES = [

@@ -152,3 +152,18 @@ def test_only_the_newest_checkpoints_are_kept_with_latest_and_best(tmp_path, cor
     steps = sorted(int(p.stem.split("-")[1]) for p in (run / "checkpoints").glob("step-*.npz"))
     best = int((run / "checkpoints" / "best").resolve().stem.split("-")[1])
     assert steps == sorted({7, 8, best}) and checkpoint_step(run) == 8
+
+
+def test_threads_default_to_the_ranks_share_of_the_cores_and_the_flag_sets_them(tmp_path, corpus):
+    from eggnog.runtime.errors import BadInput
+    from eggnog.runtime.threads import thread_count, usable_cores
+
+    assert thread_count(None, 1, 64) == min(64, usable_cores())
+    assert thread_count(None, 4 * usable_cores(), 64) == 1 and thread_count(3, 4, 8) == 3
+    with pytest.raises(BadInput, match=r"--threads must lie in \[1, 8\]"):
+        thread_count(9, 1, 8)
+    result = run_script("train_es.py", "--run-dir", tmp_path / "r", "--steps", "1", "--threads", "1", "--data",
+                        corpus, *ES)
+    assert result.returncode == 0, result.stderr
+    assert "threads: 1" in result.stdout
+    assert_user_error(run_script("train_es.py", "--run-dir", tmp_path / "s", "--threads", "0"), "--threads must lie in")

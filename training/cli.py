@@ -19,7 +19,7 @@ from eggnog.training.run_config import option_name
 
 RANK_REFUSED = ("--rank is not a flag here: an MPI program's ranks are its processes; the rank of a "
                 "perturbation is --perturbation-rank")
-RUN_OPTIONS = ("run_dir", "resume", "backend")
+RUN_OPTIONS = ("run_dir", "resume", "backend", "threads")
 
 
 def field_type(cls, name):
@@ -95,6 +95,8 @@ def run_options(run_names):
         "resume": (Path, typer.Option(None, help="Continue the run in this directory from its latest checkpoint.",
                                       show_default="a new run")),
         "backend": (str, typer.Option(None, help="auto, cpu or cuda.", show_default="EGGNOG_BACKEND or auto")),
+        "threads": (int, typer.Option(None, help="CPU threads of the kernels in each rank.",
+                                      show_default="the node's cores / its ranks")),
         "rank": (str, typer.Option(None, "--rank", hidden=True)),
     }
 

@@ -11,6 +11,7 @@ from eggnog.runtime.checkpoint import checkpoint_step
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
 from eggnog.runtime.run_lock import release_lock
+from eggnog.runtime.threads import set_threads
 from eggnog.runtime.world import init_world
 from eggnog.training.memory_preflight import check_host_fits
 from eggnog.training.run_config import check_values, option_name
@@ -98,6 +99,7 @@ def launch(config_cls, trainer_cls, flags, script):
         check_script(resume, script)
     cfg = resolve(config_cls, flags, world.size, resume)
     chosen = select_backend(flags.get("backend"), world.local_rank)
+    threads = set_threads(flags.get("threads"), world)
     corpus = open_run_corpus(cfg, world) if cfg.uses_corpus else None
     trainer = trainer_cls(cfg, world, chosen, corpus)
     start = resume_point(trainer, cfg, resume) if resume is not None else None
@@ -106,7 +108,8 @@ def launch(config_cls, trainer_cls, flags, script):
     try:
         if world.is_root:
             mode = cfg.layout(world)
-            print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}"
+            print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}  "
+                  f"threads: {threads}"
                   + (f"  mode: {mode}" if mode else "") + (f"  ({start})" if start else ""))
             for line in cfg.describe(trainer):
                 print(line)
