@@ -37,7 +37,7 @@ class CoordinatedEsTrainer:
     def run(self, run_dir):
         """Every rank leaves through the closing barrier, also when the coordinator fails (it stops
         the workers first), so the error surfaces on rank 0 instead of a hang."""
-        seconds, val, totals = None, None, None
+        seconds, val, totals, status = None, None, None, 0
         try:
             if self.world.is_root:
                 coordinator = Coordinator(self.cfg, self.world, self.epoch, self.states, self.history,
@@ -45,11 +45,13 @@ class CoordinatedEsTrainer:
                 seconds = coordinator.run(run_dir)
                 self.best_val, self.epoch = coordinator.best_val, coordinator.epoch
                 val = getattr(coordinator, "record", {}).get("val_bpb")
-                totals = coordinator.totals
+                totals, status = coordinator.totals, coordinator.status
             else:
-                Worker(self.cfg, self.world, self.backend, self.corpus, self.model, self.params, self.epoch,
-                       self.val_sample, self.optimizer_state).run()
+                status = Worker(self.cfg, self.world, self.backend, self.corpus, self.model, self.params, self.epoch,
+                                self.val_sample, self.optimizer_state).run()
         finally:
             self.world.barrier(quiet=True)
+        if status:  # a stop signal: every rank leaves with its status, the step's checkpoint written
+            raise SystemExit(status)
         return {"epochs": self.cfg.steps, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds,
                 "coordinator": totals}

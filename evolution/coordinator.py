@@ -17,6 +17,8 @@ lost worker (MPI ends the whole job) `--resume` continues from the last one.
 """
 
 import os
+import signal
+import sys
 import time
 from collections import deque
 
@@ -28,6 +30,7 @@ from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, u
 from eggnog.runtime.checkpoint import encode_checkpoint, prune_checkpoints, save_checkpoint
 from eggnog.runtime.files import temp_name
 from eggnog.runtime.rundir import resumed_metrics_log
+from eggnog.runtime.stop_signals import StopSignals, exit_status
 
 # Test hook: a step number; the checkpoint of that step stops half-written, as if the job died there.
 CRASH_VAR = "EGGNOG_TEST_CHECKPOINT_CRASH"
@@ -79,6 +82,7 @@ class Coordinator:
         self.totals = {"requeued": 0, "duplicates": 0, "stale": 0}
         self.counts = dict.fromkeys(self.totals, 0)  # of the step under way
         self.unanswered = None
+        self.stop_signal, self.stopped, self.status = 0, False, 0  # a stop signal of any rank; its step saved
 
     # ---- one step's bookkeeping ----------------------------------------------------------------
     def begin_step(self):
@@ -171,7 +175,7 @@ class Coordinator:
             self.record["train_deggs_proxy"] = round(deggs_proxy(self.proxy, tokens), 5)
         self.epoch += 1
         validate = self.epoch % cfg.validate_every == 0 or self.epoch == cfg.steps
-        if validate or self.epoch % cfg.checkpoint_every == 0:
+        if validate or self.epoch % cfg.checkpoint_every == 0 or self.stop_signal:
             self.snapshot = {"step": self.epoch, "validate": int(validate), "assigned_at": -np.inf}
         else:
             self.log_step()
@@ -196,9 +200,11 @@ class Coordinator:
             improved = self.best_val is None or val < self.best_val
             if improved:
                 self.best_val = val
-        if improved or self.epoch % self.cfg.checkpoint_every == 0 or self.epoch == self.cfg.steps:
+        due = self.epoch % self.cfg.checkpoint_every == 0 or self.epoch == self.cfg.steps
+        if improved or due or self.stop_signal:
             self.save(run_dir, params, state, improved)
         self.snapshot = None
+        self.stopped = bool(self.stop_signal)  # the step a signal asked to end at is saved
         self.log_step()
 
     def save(self, run_dir, params, optimizer_state, best):
@@ -225,7 +231,9 @@ class Coordinator:
         what = wire.kind(message)
         if what == wire.REQUEST:
             self.unanswered = source  # answered with STOP if handling the request fails
-            self.on_request(source, wire.header(message, 2)[1])
+            _, worker_step, signum = wire.header(message, 3)
+            self.stop_signal = self.stop_signal or signum
+            self.on_request(source, worker_step)
             self.unanswered = None
         elif what == wire.RESULT:
             self.on_result(message)
@@ -240,26 +248,35 @@ class Coordinator:
         self.log, elapsed = resumed_metrics_log(self.world, run_dir, self.epoch)
         self.started = time.perf_counter() - elapsed
         self.begin_step()
+        status = 0
         try:
-            while self.epoch < self.cfg.steps or self.snapshot is not None:
-                self.serve(run_dir)
+            with StopSignals() as signals:
+                while (self.epoch < self.cfg.steps and not self.stopped) or self.snapshot is not None:
+                    self.serve(run_dir)
+                    self.stop_signal = self.stop_signal or signals.signum
+            status = exit_status(self.stop_signal) if self.stopped else 0
         finally:
             for key, value in self.counts.items():  # those since the last step's record
                 self.totals[key] += value
-            self.stop_workers()
+            self.stop_workers(status)
             self.log.close()
         print("coordinator: " + ", ".join(f"{v} {k}" for k, v in self.totals.items()), flush=True)
+        if status:
+            print(f"\nstopped by {signal.Signals(self.stop_signal).name} after step {self.epoch}: checkpoint "
+                  f"{run_dir}/checkpoints/latest; continue with: python {sys.argv[0]} --resume {run_dir}",
+                  flush=True)
+        self.status = status
         return time.perf_counter() - self.started
 
-    def stop_workers(self):
+    def stop_workers(self, status=0):
         stopped = 0
         if self.unanswered is not None:
-            self.reply(self.unanswered, [wire.STOP])
+            self.reply(self.unanswered, [wire.STOP, status])
             stopped += 1
         while stopped < self.world.size - 1:
             message, source = wire.receive(self.comm, None, wire.UP)
             if wire.kind(message) == wire.REQUEST:
-                self.reply(source, [wire.STOP])
+                self.reply(source, [wire.STOP, status])
                 stopped += 1
             else:
                 self.totals["stale"] += 1  # a straggler's result after the last step

@@ -11,7 +11,7 @@ import numpy as np
 UP, DOWN = 11, 12
 
 # worker -> coordinator
-REQUEST = 1  # [REQUEST, worker_step]
+REQUEST = 1  # [REQUEST, worker_step, signal]: signal, a stop signal the worker got (0: none)
 RESULT = 2  # [RESULT, step, chunk, loglik_sum, proxy_sum, n_packed] + packed fitness + the chunk's states
 SNAPSHOT_RESULT = 3  # [SNAPSHOT_RESULT, step, validated, val_loglik_sum] + parameters
 
@@ -19,7 +19,7 @@ SNAPSHOT_RESULT = 3  # [SNAPSHOT_RESULT, step, validated, val_loglik_sum] + para
 JOB = 10  # [JOB, step, chunk] + the chunk's states (members, layers, dim)
 CATCHUP = 11  # [CATCHUP, step] + the packed fitness of that step
 WAIT = 12  # [WAIT]
-STOP = 13  # [STOP]
+STOP = 13  # [STOP, status]: the exit status of every rank (0, or 128 + the stop signal)
 SNAPSHOT = 14  # [SNAPSHOT, step, validate]: send the parameters (and the validation sum)
 LOAD = 15  # [LOAD, step] + a checkpoint's path, UTF-8
 

@@ -20,6 +20,7 @@ from eggnog.evolution.eggroll import IntEggroll, full_state
 from eggnog.evolution.fitness import pack_ternary, unpack_ternary
 from eggnog.kernels.backend import to_host
 from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.stop_signals import StopSignals
 
 # Test hook: "RANK:STEP:SECONDS" delays this rank's first result of a job at STEP or later, as a straggler.
 SLOW_WORKER_VAR = "EGGNOG_TEST_SLOW_WORKER"
@@ -46,29 +47,38 @@ class Worker:
         self.slow = slow_hook(world.rank)
 
     def run(self):
+        """Serve until the coordinator says STOP; returns the exit status it sends. A stop signal
+        (SIGINT, SIGTERM) goes to the coordinator with the next request; the worker goes on until then."""
         comm = self.world.comm
-        while True:
-            wire.send(comm, wire.encode([wire.REQUEST, self.strategy.epoch]), 0, wire.UP)
-            reply, _ = wire.receive(comm, 0, wire.DOWN)
-            what = wire.kind(reply)
-            if what == wire.STOP:
-                return
-            if what == wire.WAIT:
-                time.sleep(WAIT_S)
-            elif what == wire.CATCHUP:
-                _, step = wire.header(reply, 2)
-                assert step == self.strategy.epoch, (step, self.strategy.epoch)
-                self.strategy.tell(unpack_ternary(wire.payload(reply, 2), self.cfg.population // 2))
-            elif what == wire.JOB:
-                _, step, chunk = wire.header(reply, 3)
-                self.job(comm, step, chunk, wire.payload(reply, 3))
-            elif what == wire.SNAPSHOT:
-                _, step, validate = wire.header(reply, 3)
-                self.snapshot(comm, step, validate)
-            elif what == wire.LOAD:
-                self.load(bytes(wire.payload(reply, 2)).decode())
-            else:
-                raise RuntimeError(f"unknown coordinator message kind {what}")
+        with StopSignals() as signals:
+            while True:
+                status = self.serve_one(comm, signals.signum)
+                if status is not None:
+                    return status
+
+    def serve_one(self, comm, signum):
+        wire.send(comm, wire.encode([wire.REQUEST, self.strategy.epoch, signum]), 0, wire.UP)
+        reply, _ = wire.receive(comm, 0, wire.DOWN)
+        what = wire.kind(reply)
+        if what == wire.STOP:
+            return wire.header(reply, 2)[1]
+        if what == wire.WAIT:
+            time.sleep(WAIT_S)
+        elif what == wire.CATCHUP:
+            _, step = wire.header(reply, 2)
+            assert step == self.strategy.epoch, (step, self.strategy.epoch)
+            self.strategy.tell(unpack_ternary(wire.payload(reply, 2), self.cfg.population // 2))
+        elif what == wire.JOB:
+            _, step, chunk = wire.header(reply, 3)
+            self.job(comm, step, chunk, wire.payload(reply, 3))
+        elif what == wire.SNAPSHOT:
+            _, step, validate = wire.header(reply, 3)
+            self.snapshot(comm, step, validate)
+        elif what == wire.LOAD:
+            self.load(bytes(wire.payload(reply, 2)).decode())
+        else:
+            raise RuntimeError(f"unknown coordinator message kind {what}")
+        return None
 
     def job(self, comm, step, chunk, states_bytes):
         cfg = self.cfg

@@ -44,3 +44,40 @@ def test_a_signal_on_one_rank_stops_all_after_the_same_step(world, shared_dir, p
         ok = checkpoint_step(run_dir) == stopped
         ok &= [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(stopped))
     parallel_assert(world.bcast_json(bool(ok)), "the checkpoint or the log is not of the step after the signal")
+
+
+def test_a_signal_on_a_worker_stops_a_coordinated_run_after_a_saved_step(world, shared_dir, parallel_assert,
+                                                                        monkeypatch):
+    from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
+    from eggnog.evolution.coordinator_worker import Worker
+
+    corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
+    run_dir = Path(shared_dir) / "coordinated"
+    if world.is_root:
+        (run_dir / "checkpoints").mkdir(parents=True)
+    world.barrier()
+    job, sent = Worker.job, []
+
+    def signalled_job(self, comm, step, chunk, states):
+        if world.rank == SIGNALLED_RANK and step >= SIGNALLED_AT and not sent:
+            sent.append(step)
+            os.kill(os.getpid(), signal.SIGINT)
+        return job(self, comm, step, chunk, states)
+
+    monkeypatch.setattr(Worker, "job", signalled_job)
+    cfg = tiny_config(steps=50, mode="coordinator", population_chunk=2, checkpoint_every=100, validate_every=100)
+    trainer = CoordinatedEsTrainer(cfg, world, Backend("cpu"), open_corpus(corpus_path))
+    try:
+        trainer.run(run_dir)
+        status = None
+    except SystemExit as e:
+        status = e.code
+    statuses = world.allgather_array([-1 if status is None else status])
+    parallel_assert(bool((statuses == 130).all()), f"exit statuses {statuses.tolist()}, expected 130 everywhere")
+    signalled_at = max(world.allgather_array([sent[0] if sent else -1]))
+    ok = True
+    if world.is_root:
+        stopped = checkpoint_step(run_dir)  # the step under way when the request came in, or the next
+        ok = stopped in (signalled_at + 1, signalled_at + 2)
+        ok &= [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(stopped))
+    parallel_assert(world.bcast_json(bool(ok)), "the coordinated run did not stop at a saved step")
