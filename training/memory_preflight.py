@@ -19,9 +19,9 @@ def gib(n):
     return f"{n / 2**30:,.2f} GiB"
 
 
-def check_host_fits(needs, available=None):
+def check_host_fits(needs):
     """Refuse `needs` ({what: bytes}) above HEADROOM of the available host memory."""
-    available = host_available() if available is None else available
+    available = host_available()
     total = sum(needs.values())
     if available is not None and total > HEADROOM * available:
         parts = ", ".join(f"{what} {gib(n)}" for what, n in needs.items() if n)
