@@ -102,16 +102,21 @@ def test_coordinator_matches_the_synchronous_trainer(world, shared_dir, parallel
 def test_a_straggler_chunk_is_redone_and_the_result_is_unchanged(world, shared_dir, synchronous_result,
                                                                  parallel_assert, monkeypatch):
     corpus_path, reference = synchronous_result
-    run_dir = new_run_dir(world, shared_dir, "straggler")
     monkeypatch.setenv(SLOW_WORKER_VAR, "1:1:1.5")  # rank 1's first result from step 1 on comes 1.5 s late
-    summary = coordinated_run(world, corpus_path, run_dir, straggler_timeout=0.3)
-    parallel_assert(same_as(world, run_dir, reference), "a redone straggler chunk changed the result")
-    counted = True
-    if world.is_root:
-        logged = sum(r["requeued"] for r in read_jsonl(run_dir / "metrics.jsonl"))
-        totals = summary["coordinator"]
-        counted = logged == totals["requeued"] >= 1 and totals["duplicates"] + totals["stale"] >= 1
-    parallel_assert(world.bcast_json(bool(counted)), "the re-queue or the dropped late result was not counted")
+    for attempt in range(3):  # scheduling decides whether rank 1 gets a chunk late enough: a few tries
+        run_dir = new_run_dir(world, shared_dir, f"straggler-{attempt}")
+        summary = coordinated_run(world, corpus_path, run_dir, straggler_timeout=0.3)
+        parallel_assert(same_as(world, run_dir, reference), "a redone straggler chunk changed the result")
+        counted, detail = True, None
+        if world.is_root:
+            logged = sum(r["requeued"] for r in read_jsonl(run_dir / "metrics.jsonl"))
+            totals = summary["coordinator"]
+            counted = logged == totals["requeued"] >= 1 and totals["duplicates"] + totals["stale"] >= 1
+            detail = f"logged re-queues {logged}, totals {totals}"
+        counted, detail = world.bcast_json([bool(counted), detail])
+        if counted:
+            break
+    parallel_assert(counted, f"the re-queue or the dropped late result was not counted ({detail})")
 
 
 def test_an_interrupted_checkpoint_write_leaves_the_previous_one_and_resume_continues(
