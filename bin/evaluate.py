@@ -40,14 +40,13 @@ def mingru_loss(meta, arrays, data, split, rows, tokens, backend):
     from eggnog.corpus.reader import open_corpus
     from eggnog.kernels.registry import ops_for
     from eggnog.models.mingru import MinGruModel
-    from eggnog.models.mingru_eval import val_bpb
+    from eggnog.models.mingru_eval import val_bpb, val_windows
     from eggnog.runtime.world import init_world
     from eggnog.training.mingru_run import model_config_of
 
     corpus = open_corpus(data) if data else open_default()
-    stream = split_of(corpus, split)
-    rows, tokens = fitted(stream, rows, tokens)
-    windows = np.stack([np.asarray(stream[r * (tokens + 1):(r + 1) * (tokens + 1)], np.uint8) for r in range(rows)])
+    windows = val_windows(split_of(corpus, split), rows, tokens)  # shrunk to a small split as validation does
+    rows, tokens = windows.shape[0], windows.shape[1] - 1
     loss = val_bpb(MinGruModel(model_config_of(meta)), ops_for(backend.name), arrays["params"], windows, init_world())
     return loss, corpus, rows, tokens, "bits/byte"
 

@@ -15,12 +15,27 @@ from tests.es_helpers import tiny_config, tiny_corpus
 SIGNALLED_RANK, SIGNALLED_AT = 1, 2
 
 
-def test_a_signal_on_one_rank_stops_all_after_the_same_step(world, shared_dir, parallel_assert, monkeypatch):
-    corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
-    run_dir = Path(shared_dir) / "signalled"
+def fresh_run_dir(world, shared_dir, name):
+    run_dir = Path(shared_dir) / name
     if world.is_root:
         (run_dir / "checkpoints").mkdir(parents=True)
     world.barrier()
+    return run_dir
+
+
+def exit_statuses(world, run):
+    """Every rank's exit status of `run()` (-1 where it returned)."""
+    try:
+        run()
+        status = -1
+    except SystemExit as e:
+        status = e.code
+    return world.allgather_array([status])
+
+
+def test_a_signal_on_one_rank_stops_all_after_the_same_step(world, shared_dir, parallel_assert, monkeypatch):
+    corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
+    run_dir = fresh_run_dir(world, shared_dir, "signalled")
     trainer = EsTrainer(tiny_config(steps=50, checkpoint_every=100, validate_every=100), world, Backend("cpu"),
                         open_corpus(corpus_path))
     step = trainer.loop_step
@@ -31,12 +46,7 @@ def test_a_signal_on_one_rank_stops_all_after_the_same_step(world, shared_dir, p
         return step(clock)
 
     monkeypatch.setattr(trainer, "loop_step", loop_step)
-    try:
-        trainer.run(run_dir)
-        status = None
-    except SystemExit as e:
-        status = e.code
-    statuses = world.allgather_array([-1 if status is None else status])
+    statuses = exit_statuses(world, lambda: trainer.run(run_dir))
     parallel_assert(bool((statuses == 143).all()), f"exit statuses {statuses.tolist()}, expected 143 everywhere")
     ok = True
     if world.is_root:
@@ -52,10 +62,7 @@ def test_a_signal_on_a_worker_stops_a_coordinated_run_after_a_saved_step(world, 
     from eggnog.evolution.coordinator_worker import Worker
 
     corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
-    run_dir = Path(shared_dir) / "coordinated"
-    if world.is_root:
-        (run_dir / "checkpoints").mkdir(parents=True)
-    world.barrier()
+    run_dir = fresh_run_dir(world, shared_dir, "coordinated")
     job, sent = Worker.job, []
 
     def signalled_job(self, comm, step, chunk, states):
@@ -67,12 +74,7 @@ def test_a_signal_on_a_worker_stops_a_coordinated_run_after_a_saved_step(world, 
     monkeypatch.setattr(Worker, "job", signalled_job)
     cfg = tiny_config(steps=50, mode="coordinator", population_chunk=2, checkpoint_every=100, validate_every=100)
     trainer = CoordinatedEsTrainer(cfg, world, Backend("cpu"), open_corpus(corpus_path))
-    try:
-        trainer.run(run_dir)
-        status = None
-    except SystemExit as e:
-        status = e.code
-    statuses = world.allgather_array([-1 if status is None else status])
+    statuses = exit_statuses(world, lambda: trainer.run(run_dir))
     parallel_assert(bool((statuses == 130).all()), f"exit statuses {statuses.tolist()}, expected 130 everywhere")
     signalled_at = max(world.allgather_array([sent[0] if sent else -1]))
     ok = True
