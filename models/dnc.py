@@ -314,6 +314,17 @@ class DncModel(FlatParams):
         """Mask-weighted mean cross-entropy in bits; backend "numpy" (float64), "cpu" or "cuda"."""
         return self._loss_parts(ops_for(backend), flat, batch, False, memory0)[0]
 
+    def logits(self, backend, flat, inputs):
+        """Host logits (B, T, V) for token ids (B, T)."""
+        ops = ops_for(backend)
+        inputs = np.asarray(inputs)
+        if inputs.ndim != 2 or inputs.size == 0 or int(inputs.max()) >= self.cfg.vocab_size:
+            raise BadInput(f"DNC inputs must be a non-empty (B, T) array of ids below {self.cfg.vocab_size}")
+        p = self.views(ops.to_device(np.ascontiguousarray(flat, ops.dtype)))
+        logits, _ = self.forward(ops, p, inputs)
+        batch, steps = inputs.shape
+        return np.ascontiguousarray(ops.to_host(logits).reshape(steps, batch, -1).transpose(1, 0, 2))
+
     def loss_and_grad(self, backend, flat, batch, dtype=np.float32, memory0=None):
         """(loss, gradient as a host vector in storage order) by BPTT; float32 unless `dtype` asks
         otherwise (float64 keeps the "numpy" reference exact, for finite-difference checks)."""

@@ -37,3 +37,11 @@ class MinGruTaskModel:
         dlogits = ops.to_device((ops.to_host(dlogits) * scale).astype(ops.dtype))
         grads = self.model.backward(ops, p, cache, dlogits)
         return float(loss @ weights / weights.sum()), self.model.flatten(grads, ops)
+
+    def logits(self, backend, flat, inputs):
+        """Host logits (B, T, V) for token ids (B, T)."""
+        ops = ops_for(backend)
+        inputs = np.ascontiguousarray(inputs, np.uint8)
+        p = self.model.views(ops.to_device(flat) if isinstance(flat, np.ndarray) else flat)
+        logits, _, _ = self.model.forward(ops, p, inputs, keep=False)
+        return np.asarray(ops.to_host(logits)).reshape(inputs.shape[0], inputs.shape[1], -1)

@@ -13,7 +13,7 @@ from eggnog.zorn.rge_run import RgeRunConfig
 @dataclass(frozen=True)
 class GossipRgeRunConfig(GossipFields, RgeRunConfig):
     probes: int = flag(32, "Probes per step of each island.")
-    validate_every: int = flag(25, "Steps between validations (the loss on a held-out batch of the task).",
+    validate_every: int = flag(25, "Steps between validations (the loss on the held-out samples).",
                                changeable=True)
 
     def check(self, ranks=1):
@@ -22,6 +22,9 @@ class GossipRgeRunConfig(GossipFields, RgeRunConfig):
                            "(or --trainer bptt)")
         if self.validate_every < 1:
             raise BadInput(f"--validate-every must be positive, got {self.validate_every}")
+        if self.curriculum_max is not None or self.lr_search is not None:
+            raise BadInput("gossip islands train at fixed lengths and a fixed rate: --curriculum-max and --lr-search "
+                           "belong to bin/train_rge.py")
         super().check(ranks)
 
     def describe(self, run):

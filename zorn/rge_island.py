@@ -3,7 +3,8 @@ as a gossip island (the interface of training/island.py). Losses are in bits per
 
 The flat vector a tournament moves is the float32 parameters; the optimiser state is none for SGD and
 the optimiser's arrays and scalars for momentum and Adam. Validation scores the unperturbed model on
-one fixed held-out batch: the val split for char_lm, samples of another seed for synthetic tasks.
+the run's held-out samples (zorn/validation.py): longer samples than any trained on for synthetic
+tasks, the val split for char_lm.
 
 Islands share the initialisation (--seed); each draws its own task batches and probe directions
 (keyed by `data_seed`, so island 0 trains as bin/train_rge.py would).
@@ -20,9 +21,7 @@ from eggnog.runtime.rundir import check_resume
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.zorn.rge import RgeTrainer
 from eggnog.zorn.rge_run import RESUME_FIXED, build_model, build_task
-from eggnog.zorn.tasks import make_task
-
-VAL_SEED_OFFSET = 104729  # synthetic validation samples: a seed no island trains on for small --seed
+from eggnog.zorn.validation import Validation
 
 
 class RgeIsland:
@@ -34,9 +33,7 @@ class RgeIsland:
         self.cfg, self.world, self.backend, self.data_seed = cfg, world, backend, data_seed
         self.model = build_model(cfg)
         self.task = build_task(replace(cfg, seed=data_seed), corpus)
-        val_task = make_task(cfg.task, cfg.min_seq_len, cfg.max_seq_len, cfg.seed + VAL_SEED_OFFSET, corpus,
-                             split="val" if cfg.task == "char_lm" else "train")
-        self.val_batch = val_task.batch(0, cfg.batch_size)
+        self.validation = Validation(cfg, corpus)
         self.step, self.best_val = 0, None
         self.load(self.model.init_params(cfg.seed))
 
@@ -73,8 +70,7 @@ class RgeIsland:
             self.rge.optimizer.load_state(arrays, scalars)
 
     def validate(self):
-        theta = self.backend.to_device(self.parameters())
-        val = float(self.model.loss(self.backend.name, theta, self.val_batch))
+        val = self.validation.score(self.model, self.backend, self.parameters(), self.world)["val_loss"]
         if self.best_val is None or val < self.best_val:
             self.best_val = val  # stored in the checkpoints' metadata
         return val

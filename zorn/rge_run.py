@@ -14,18 +14,22 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.checkpoint import load_checkpoint, prune_checkpoints, save_checkpoint
+from eggnog.runtime.checkpoint import load_checkpoint, mark_best, prune_checkpoints, save_checkpoint
 from eggnog.training.memory import MemoryMeter
 from eggnog.runtime.divergence import DivergenceGuard
 from eggnog.runtime.progress import progress
-from eggnog.runtime.rundir import check_resume, resumed_metrics_log
+from eggnog.runtime.files import write_atomic
+from eggnog.runtime.rundir import JsonLog, check_resume, resumed_metrics_log
 from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
 from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
 from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.training.run_config import RunConfig, flag
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
+from eggnog.zorn.curriculum import Curriculum
+from eggnog.zorn.lr_search import parse_bracket, search_lr
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
+from eggnog.zorn.validation import Validation, validation_bounds
 
 MODELS = ("lstm", "dnc", "mingru")
 SOLVERS = ("cdrge", "fdras", "bptt")
@@ -63,6 +67,19 @@ class RgeRunConfig(RgeConfig, RunConfig):
     keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).",
                                  changeable=True)
     data: str | None = flag(None, "Corpus for char_lm.", default_text="the embedded stdlib corpus", metavar="<path>")
+    validate_every: int = flag(50, "Steps between validations (0: never).", changeable=True)
+    val_samples: int = flag(256, "Held-out samples scored at each validation.")
+    val_min_len: int | None = flag(None, "Shortest validation sample.", default_text="the longest training sample + 1")
+    val_max_len: int | None = flag(None, "Longest validation sample.", default_text="--val-min-len + 49")
+    curriculum_max: int | None = flag(None, "Longest sample the curriculum may reach.", default_text="no curriculum")
+    curriculum_threshold: float = flag(1.0, "Curriculum: the fast EMA of the training loss (bits/token) must stay "
+                                            "below this ...")
+    curriculum_patience: int = flag(50, "... for this many consecutive steps ...")
+    curriculum_step: int = flag(2, "... to raise --max-seq-len by this much.")
+    lr_search: str | None = flag(None, "Bisect the learning rate in log space in this bracket by short trials, then "
+                                       "train with the best.", default_text="no search", metavar="LO,HI")
+    lr_search_steps: int = flag(20, "Steps of each learning-rate trial.")
+    lr_search_rounds: int = flag(3, "Bisection rounds (two trials each).")
 
     def check(self, ranks=1):
         if self.model not in MODELS:
@@ -78,9 +95,26 @@ class RgeRunConfig(RgeConfig, RunConfig):
         if self.probe_batch > 1 and self.model != "lstm":
             raise BadInput(f"--probe-batch above 1 needs --model lstm (the {self.model} model evaluates one "
                            "perturbation a pass)")
-        for name in ("batch_size", "steps", "checkpoint_every", "keep_checkpoints"):
+        for name in ("batch_size", "steps", "checkpoint_every", "keep_checkpoints", "val_samples",
+                     "curriculum_patience", "curriculum_step", "lr_search_steps", "lr_search_rounds"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.validate_every < 0:
+            raise BadInput(f"--validate-every must be 0 (never) or positive, got {self.validate_every}")
+        self._check_lengths()
+        if self.lr_search is not None:
+            parse_bracket(self.lr_search)
+
+    def _check_lengths(self):
+        low, high = validation_bounds(self)
+        if low < 1 or high < low:
+            raise BadInput(f"validation lengths must satisfy 1 <= --val-min-len <= --val-max-len, got {low} and {high}")
+        if self.curriculum_max is None:
+            return
+        if self.overfit:
+            raise BadInput("--curriculum-max needs sampled batches; --overfit trains on one fixed batch")
+        if self.curriculum_max <= self.max_seq_len:
+            raise BadInput(f"--curriculum-max {self.curriculum_max} must exceed --max-seq-len {self.max_seq_len}")
 
     def host_memory(self, ranks):
         if self.model == "mingru":
@@ -92,7 +126,8 @@ class RgeRunConfig(RgeConfig, RunConfig):
         else:
             n = build_model(self).n_params
             width = 8 * self.hidden_size + self.input_size
-        tokens = self.batch_size * 2 * self.max_seq_len  # a sample is its input and its answer
+        longest = max(self.curriculum_max or self.max_seq_len, validation_bounds(self)[1] if self.validate_every else 0)
+        tokens = self.batch_size * 2 * longest  # a sample is its input and its answer
         return {"parameters, optimiser state and the estimate": 4 * 5 * n, "probe losses": 16 * self.probes,
                 "batch and activations": 4 * tokens * (width + 2 * VOCAB) * 2 * self.probe_batch}
 
@@ -107,11 +142,30 @@ class RgeRunConfig(RgeConfig, RunConfig):
         probes = "" if self.solver == "bptt" else f" with {self.probes} {self.distribution} probes, eps {self.eps}"
         return [f"{self.model}: {trainer.model.n_params:,} parameters; {self.solver}{probes}, lr {self.lr}, "
                 f"{self.optimizer}; task {self.task}, batch {self.batch_size}"
-                + (" (overfit one batch)" if self.overfit else "")]
+                + (" (overfit one batch)" if self.overfit else "")] + self._schedule_lines()
+
+    def _schedule_lines(self):
+        lines = []
+        if self.validate_every:
+            where = ("windows of the val split" if self.task == "char_lm" else
+                     "lengths {}..{}".format(*validation_bounds(self)))
+            lines.append(f"validation every {self.validate_every} steps: {self.val_samples} held-out samples, {where}")
+        if self.curriculum_max is not None:
+            lines.append(f"curriculum: --max-seq-len {self.max_seq_len} -> {self.curriculum_max} by "
+                         f"{self.curriculum_step} after {self.curriculum_patience} steps with the loss EMA below "
+                         f"{self.curriculum_threshold} bits/token")
+        if self.lr_search is not None:
+            lines.append(f"lr search in [{self.lr_search}]: {self.lr_search_rounds} rounds of two "
+                         f"{self.lr_search_steps}-step trials" + ("" if self.sigma is not None else ", eps = lr"))
+        return lines
 
     def summarize(self, summary):
         status = "reached the target loss" if summary["reached_target"] else "ran its step budget"
-        return f"done: {summary['steps']} steps, loss {summary['loss']:.4f} bits/token ({status})"
+        line = f"done: {summary['steps']} steps, loss {summary['loss']:.4f} bits/token ({status})"
+        if summary.get("val_loss") is not None:
+            line += (f"; validation {summary['val_loss']:.4f} bits/token, accuracy {summary['val_accuracy']:.3f} "
+                     f"(best {summary['best_val_loss']:.4f})")
+        return line + (f"; lr {summary['lr']:.4g} from the search" if self.lr_search is not None else "")
 
 
 RESUME_FIXED = RgeRunConfig.fixed_on_resume()
@@ -151,14 +205,25 @@ def build_task(cfg, corpus):
 class RgeRun:
     def __init__(self, cfg: RgeRunConfig, world, backend, corpus=None):
         cfg.check(world.size)
-        self.cfg, self.world, self.backend = cfg, world, backend
+        self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
         self.model = build_model(cfg)
+        self.lr = cfg.lr  # the rate trained with: --lr, or the one --lr-search chose
+        self.lr_settled = cfg.lr_search is None
+        self.curriculum = (Curriculum(cfg.max_seq_len, cfg.curriculum_max, cfg.curriculum_step,
+                                      cfg.curriculum_threshold, cfg.curriculum_patience)
+                           if cfg.curriculum_max is not None else None)
         self.task = build_task(cfg, corpus)
-        self.step = 0
+        self.validation = Validation(cfg, corpus) if cfg.validate_every else None
+        self.step, self.best_val = 0, None
         self._start(self.model.init_params(cfg.seed))
 
+    @property
+    def train_cfg(self):
+        """The config the estimator and optimiser run on: the chosen rate (eps follows it unless given)."""
+        return replace(self.cfg, lr=self.lr)
+
     def _start(self, params, opt_arrays=None, opt_scalars=None):
-        cfg = self.cfg
+        cfg = self.train_cfg
         if cfg.solver == "bptt":
             self.rge = None
             self.optimizer = step_optimizer(cfg, np.array(params, np.float32))
@@ -168,16 +233,22 @@ class RgeRun:
         if opt_arrays and self.optimizer is not None:
             self.optimizer.load_state(opt_arrays, opt_scalars)
 
+    def _follow_curriculum(self):
+        self.task = build_task(replace(self.cfg, max_seq_len=self.curriculum.max_seq_len), self.corpus)
+
     def host_params(self):
         return self.optimizer.train_params().copy() if self.rge is None else self.rge.host_params()
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def save(self, run_dir):
+    def save(self, run_dir, best=False):
         if self.world.is_root:
             arrays, scalars = checkpoint_arrays(self.optimizer) if self.optimizer is not None else ({}, {})
-            save_checkpoint(run_dir / "checkpoints", self.step, {"params": self.host_params(), **arrays},
-                            {"model": self.cfg.model, "trainer": "rge", "config": asdict(self.cfg),
-                             "optimizer_state": scalars})
+            path = save_checkpoint(run_dir / "checkpoints", self.step, {"params": self.host_params(), **arrays},
+                                   {"model": self.cfg.model, "trainer": "rge", "config": asdict(self.cfg),
+                                    "optimizer_state": scalars, "lr": self.lr, "best_val_loss": self.best_val,
+                                    "curriculum": self.curriculum.state() if self.curriculum else None})
+            if best:
+                mark_best(run_dir / "checkpoints", path)
         self.world.barrier()
 
     def restore(self, path):
@@ -187,6 +258,11 @@ class RgeRun:
             raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model from "
                            f"{meta.get('trainer')!r} training, not a {self.cfg.model!r} zero-order run")
         check_resume(meta.get("config", {}), asdict(self.cfg), RESUME_FIXED)
+        self.lr, self.lr_settled = float(meta.get("lr", self.cfg.lr)), True
+        self.best_val = meta.get("best_val_loss")
+        if self.curriculum is not None and meta.get("curriculum"):
+            self.curriculum.load(meta["curriculum"])
+            self._follow_curriculum()
         self._start(arrays["params"], state_from_checkpoint(arrays), meta.get("optimizer_state"))
         self.step = int(record["step"])
 
@@ -207,14 +283,52 @@ class RgeRun:
             self.optimizer.step(grad)
         return loss
 
+    def validate(self):
+        """{"val_loss", "val_accuracy"} of the current parameters on the held-out samples."""
+        return self.validation.score(self.model, self.backend, self.host_params(), self.world)
+
+    def search_lr(self, run_dir):
+        """Settle the rate by --lr-search: every trial from the initial weights over the first batches;
+        trials to lr_search.jsonl; the run then starts from the initial weights at the chosen rate."""
+        cfg, initial = self.cfg, self.host_params()
+        steps = cfg.lr_search_steps
+
+        def trial(lr):
+            self.lr = lr
+            self._start(initial)
+            losses = []
+            try:
+                for self.step in range(steps):
+                    losses.append(self.train_step(self.task.batch(self.step, cfg.batch_size)))
+            except NonFiniteLoss:
+                return math.inf
+            return float(np.mean(losses[-max(1, steps // 4):]))  # the loss reached: the last quarter's mean
+
+        path = run_dir / "lr_search.jsonl"
+        if self.world.is_root:
+            write_atomic(path, b"")
+        chosen, trials = search_lr(*parse_bracket(cfg.lr_search), cfg.lr_search_rounds, trial)
+        log = JsonLog(path, enabled=self.world.is_root)
+        for record in trials:
+            log.write(**record, eps=cfg.sigma if cfg.sigma is not None else record["lr"], steps=steps,
+                      chosen=record["lr"] == chosen)
+        log.close()
+        self.lr, self.lr_settled, self.step = chosen, True, 0
+        self._start(initial)
+        if self.world.is_root:
+            print(f"lr search: {len(trials)} trials of {steps} steps in [{cfg.lr_search}] chose lr {chosen:.4g} "
+                  f"({path.name})")
+
     def run(self, run_dir):
         cfg, world = self.cfg, self.world
+        if not self.lr_settled:
+            self.search_lr(run_dir)
         log, _ = resumed_metrics_log(world, run_dir, self.step)
         meter, clock = MemoryMeter(self.backend), StepClock(self.backend.synchronize)
         probes = 0 if cfg.solver == "bptt" else cfg.probes
         mode = cfg.layout(world)
         bar = progress(cfg.steps, world, "steps", initial=self.step)
-        loss, reached = None, False
+        loss, reached, scores = None, False, {}
         guard = DivergenceGuard(run_dir, cfg.divergence_hint)
         with StopSignals() as signals:
             try:
@@ -227,15 +341,32 @@ class RgeRun:
                     self.step += 1
                     reached = cfg.overfit and loss < cfg.target_loss
                     timing = rounded(split)
-                    log.write(step=self.step, loss=round(loss, 6), eps=None if cfg.solver == "bptt" else cfg.eps,
-                              lr=cfg.lr, s_per_step=timing.pop("step_s"), **timing, probes=probes, solver=cfg.solver,
-                              mode=mode, ranks=world.size, **meter.peaks())
+                    record = dict(step=self.step, loss=round(loss, 6), eps=None if cfg.solver == "bptt" else
+                                  self.train_cfg.eps, lr=self.lr, s_per_step=timing.pop("step_s"), **timing,
+                                  probes=probes, solver=cfg.solver, mode=mode, ranks=world.size, **meter.peaks())
+                    if self.curriculum is not None:
+                        record["max_seq_len"] = self.curriculum.max_seq_len
+                        raised = self.curriculum.observe(loss)
+                        if raised is not None:
+                            record["curriculum_raised_to"] = raised
+                            self._follow_curriculum()
+                            if world.is_root:
+                                bar.write(f"step {self.step}: curriculum raises --max-seq-len to {raised}")
+                    improved = False
+                    if self.validation is not None and (self.step % cfg.validate_every == 0 or reached
+                                                        or self.step == cfg.steps):
+                        scores = self.validate()
+                        record.update({k: round(v, 6) for k, v in scores.items()})
+                        improved = self.best_val is None or scores["val_loss"] < self.best_val
+                        if improved:
+                            self.best_val = scores["val_loss"]
+                    log.write(**record)
                     bar.update(1)
-                    bar.set_postfix(loss=round(loss, 4))
+                    bar.set_postfix(loss=round(loss, 4), **({"val": round(scores["val_loss"], 4)} if scores else {}))
                     guard.check(loss, self.step)
-                    saved = self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps
+                    saved = improved or self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps
                     if saved:
-                        self.save(run_dir)
+                        self.save(run_dir, best=improved)
                         if world.is_root:
                             prune_checkpoints(run_dir / "checkpoints", cfg.keep_checkpoints)
                     stop_if_signalled(signals, world, self.step, run_dir,
@@ -248,4 +379,5 @@ class RgeRun:
                 bar.close()
                 log.close()
                 meter.stop()
-        return {"steps": self.step, "loss": loss, "reached_target": reached}
+        return {"steps": self.step, "loss": loss, "reached_target": reached, "lr": self.lr, **scores,
+                "best_val_loss": self.best_val}

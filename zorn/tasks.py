@@ -17,7 +17,8 @@ string.printable (the 0 byte joining the documents of a prepared corpus, the byt
 UTF-8) all become token 0, the symbol "0".
 
 Every batch is a pure function of (task, bounds, seed, step): each MPI rank and each resumed run
-builds the same global batch (ranks slice its rows).
+builds the same global batch (ranks slice its rows). Validation samples (validation_task) come from
+their own stream, so no validation sample shares a generator with a training batch.
 
 Fixed-batch overfit mode, the Table 1 workload of the paper: one batch of `batch_size` sequences of
 input_tokens + target_tokens tokens (2 + 10: feed 11, predict 11), built once from the seed and
@@ -51,6 +52,7 @@ _BYTE_OF_TOKEN = np.frombuffer(SYMBOLS.encode("ascii"), dtype=np.uint8)
 
 _BATCH_STREAM = 0x5441534B  # first seed word of per-step batches: "TASK"
 _OVERFIT_STREAM = 0x46495844  # first seed word of the fixed overfit batch: "FIXD"
+_VALIDATION_STREAM = 0x56414C44  # first seed word of validation samples: "VALD", never a training batch's
 
 
 def tokens_of_bytes(data):
@@ -105,8 +107,9 @@ def _overfit_geometry(batch_size, input_tokens, target_tokens):
 class SyntheticTask:
     """copy, repeat_copy, reverse, sort or add with sample lengths in [min_seq_len, max_seq_len]."""
 
-    def __init__(self, name, min_seq_len, max_seq_len, seed):
+    def __init__(self, name, min_seq_len, max_seq_len, seed, stream=_BATCH_STREAM):
         self.name, self.min_seq_len, self.max_seq_len, self.seed = name, min_seq_len, max_seq_len, seed
+        self.stream = stream
         hi = max_seq_len
         self.width = {"add": 2 * hi + len(str(9 * hi)), "repeat_copy": (MAX_REPEATS + 1) * hi + 2}.get(name, 2 * hi + 1)
 
@@ -133,10 +136,14 @@ class SyntheticTask:
             mask[row, q - 1:q - 1 + a] = 1.0  # inputs at q-1 .. q+a-2 predict the answer tokens q .. q+a-1
         return seqs, mask
 
+    def generator(self, step):
+        """The generator of the samples of `step`."""
+        return np.random.default_rng([self.stream, self.seed, step])
+
     def batch(self, step, batch_size):
         """The batch of `step`: a pure function of (seed, step)."""
         step, batch_size = _count("step", step, 0), _count("batch size", batch_size, 1)
-        seqs, mask = self._sequences(np.random.default_rng([_BATCH_STREAM, self.seed, step]), batch_size)
+        seqs, mask = self._sequences(self.generator(step), batch_size)
         return _shifted(seqs, mask)
 
     def overfit_batch(self, batch_size=1024, input_tokens=2, target_tokens=10):
@@ -210,6 +217,15 @@ def make_task(name, min_seq_len, max_seq_len, seed, corpus=None, split="train"):
         raise BadInput(f"the {split} split of the corpus holds {len(data)} bytes, shorter than one window of "
                        f"{max_seq_len + 1} bytes")
     return CharLmTask(data, min_seq_len, max_seq_len, seed)
+
+
+def validation_task(name, min_seq_len, max_seq_len, seed, corpus=None):
+    """Held-out samples: for a synthetic task, lengths in [min_seq_len, max_seq_len] drawn from a stream
+    no training batch uses; for char_lm, windows of max_seq_len + 1 bytes of the corpus's val split."""
+    if name == "char_lm":
+        return make_task(name, min_seq_len, max_seq_len, seed, corpus, split="val")
+    task = make_task(name, min_seq_len, max_seq_len, seed)
+    return SyntheticTask(name, task.min_seq_len, task.max_seq_len, task.seed, _VALIDATION_STREAM)
 
 
 def overfit_task(task, batch_size=1024, input_tokens=2, target_tokens=10):
