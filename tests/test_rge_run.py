@@ -92,3 +92,16 @@ def test_runs_from_before_a_new_performance_flag_still_resume():
         now = asdict(cls())
         before = {k: v for k, v in now.items() if k != name}
         check_resume(before, now, cls.fixed_on_resume())
+
+
+def test_a_checkpoint_from_before_validation_and_the_curriculum_resumes(tmp_path):
+    from eggnog.runtime.checkpoint import save_checkpoint
+
+    run_dir, _ = run(tmp_path, "old", steps=3)
+    arrays, record = load_checkpoint(run_dir)
+    new = ("validate_every", "val_samples", "val_min_len", "val_max_len", "curriculum_max", "curriculum_threshold",
+           "curriculum_patience", "curriculum_step", "lr_search", "lr_search_steps", "lr_search_rounds")
+    meta = {**record["meta"], "config": {k: v for k, v in record["meta"]["config"].items() if k not in new}}
+    save_checkpoint(run_dir / "checkpoints", 3, arrays, meta)
+    _, summary = run(tmp_path, "old", resume=True)
+    assert summary["steps"] == 6

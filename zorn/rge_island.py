@@ -95,7 +95,7 @@ class RgeIsland:
     def restore(self, path):
         arrays, record = self._read(path)
         meta = record["meta"]
-        check_resume(meta.get("config", {}), asdict(self.cfg), RESUME_FIXED)
+        check_resume({**asdict(type(self.cfg)()), **meta.get("config", {})}, asdict(self.cfg), RESUME_FIXED)
         self.load(arrays["params"], state_from_checkpoint(arrays), meta.get("optimizer_state"))
         self.step, self.best_val = int(record["step"]), meta.get("best_val_bpb")
         return meta

@@ -257,7 +257,8 @@ class RgeRun:
         if meta.get("trainer") != "rge" or meta.get("model") != self.cfg.model:
             raise BadInput(f"checkpoint {str(path)!r} holds a {meta.get('model')!r} model from "
                            f"{meta.get('trainer')!r} training, not a {self.cfg.model!r} zero-order run")
-        check_resume(meta.get("config", {}), asdict(self.cfg), RESUME_FIXED)
+        # fields a run predates (validation, curriculum, lr search) stand at their defaults, as when it ran
+        check_resume({**asdict(RgeRunConfig()), **meta.get("config", {})}, asdict(self.cfg), RESUME_FIXED)
         self.lr, self.lr_settled = float(meta.get("lr", self.cfg.lr)), True
         self.best_val = meta.get("best_val_loss")
         if self.curriculum is not None and meta.get("curriculum"):
