@@ -105,13 +105,13 @@ def draw(cells, path):
     tasks = list(dict.fromkeys(c["task"] for c in cells))
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4.2), squeeze=False)
     sizes = list(dict.fromkeys(c["size"] for c in cells))
-    styles = dict(zip(sizes, ("-", "--", ":", "-.")))
+    styles, markers = dict(zip(sizes, ("-", "--", ":", "-."))), dict(zip(sizes, "osD^"))
     for ax, task in zip(axes[0], tasks):
         for c in (c for c in cells if c["task"] == task and "loss" in c):
             label = f"{c['method']} {c['size']}"
             ax.plot(range(1, len(c["loss"]) + 1), c["loss"], styles[c["size"]], color=COLORS[c["method"]], lw=1,
                     label=label)
-            ax.plot([len(c["loss"])], [c["val_loss"]], "o", color=COLORS[c["method"]], ms=5)
+            ax.plot([len(c["loss"])], [c["val_loss"]], markers[c["size"]], color=COLORS[c["method"]], ms=5)
         ax.set(title=f"{task} (dots: validation, longer samples)", xlabel="step", ylabel="loss (bits per answer token)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)

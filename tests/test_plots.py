@@ -60,3 +60,12 @@ def test_the_loss_figure_has_both_axes_and_the_baselines(tmp_path, monkeypatch):
 
 def test_plot_refuses_a_folder_without_metrics(tmp_path):
     assert_user_error(run_script("plot.py", tmp_path), "is not a run directory with metrics")
+
+
+def test_a_zero_order_run_s_validation_is_its_val_series(tmp_path):
+    from eggnog.training.run_plots import run_series
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 6.5, "s_per_step": 0.5}\n'
+                                            '{"step": 2, "loss": 6.1, "s_per_step": 0.5, "val_loss": 6.3}\n')
+    series = run_series(tmp_path)
+    assert series["train"] == [6.5, 6.1] and series["val"] == [(2, 1.0, 6.3)]

@@ -12,7 +12,8 @@ from eggnog.runtime.rundir import read_jsonl
 
 def run_series(run_dir):
     """{x: step (1-based), elapsed, train, val (step, value) pairs, tokens_per_s, alpha, moved} of a
-    run; a zero-order run's loss (bits/token) is its train series, its clock the summed step times."""
+    run; a zero-order run's loss and val_loss (bits/token) are its train and val series, its clock the
+    summed step times."""
     records = read_jsonl(Path(run_dir) / "metrics.jsonl") if (Path(run_dir) / "metrics.jsonl").is_file() else []
     out = {"step": [], "elapsed": [], "train": [], "val": [], "tokens_per_s": [], "alpha": [], "moved": []}
     clock = 0.0
@@ -24,8 +25,9 @@ def run_series(run_dir):
         out["step"].append(step)
         out["elapsed"].append(clock)
         out["train"].append(r.get("train_bpb", r.get("loss")))
-        if "val_bpb" in r:
-            out["val"].append((step, clock, r["val_bpb"]))
+        val = r.get("val_bpb", r.get("val_loss"))  # a zero-order run validates in bits/token
+        if val is not None:
+            out["val"].append((step, clock, val))
         for key, name in (("tokens_per_s", "tokens_per_s"), ("alpha", "alpha"), ("moved_fraction", "moved")):
             if key in r:
                 out[name].append((step, r[key]))
