@@ -37,7 +37,7 @@ def test_validation_curriculum_and_lr_search_agree_across_rank_counts(world, par
 
     from eggnog.runtime.rundir import read_jsonl
 
-    cfg = RgeRunConfig(**{**CFG, "overfit": False}, steps=6, validate_every=3, val_samples=10, curriculum_max=7,
+    cfg = RgeRunConfig(**{**CFG, "overfit": False, "steps": 6}, validate_every=3, val_samples=10, curriculum_max=7,
                        curriculum_patience=2, curriculum_threshold=1000.0, lr_search="0.01,0.5", lr_search_steps=2,
                        lr_search_rounds=1)
 
