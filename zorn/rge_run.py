@@ -3,6 +3,11 @@ and a solver (CD-RGE, FDRAS, or the BPTT baseline), logging per step the loss, e
 per step and where they went (probes, exchange, update), probes and peak memory, with checkpoints,
 exact resume and a stop on non-finite loss.
 
+Every --validate-every steps the unperturbed model scores held-out samples (zorn/validation.py; `best`
+follows the validation loss); --curriculum-max raises the training lengths as the loss falls
+(zorn/curriculum.py); --lr-search settles the learning rate by short trials first (zorn/lr_search.py).
+The chosen rate, the curriculum's state and the best validation loss travel in the checkpoints.
+
 Losses are mask-weighted cross-entropy in bits per predicted token. In overfit mode (the paper's
 Table 1 workload: one fixed batch) the run stops once the loss is below `target_loss`; the default
 0.1443 bits is the authors' 0.1 nats.
@@ -29,7 +34,7 @@ from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
 from eggnog.zorn.curriculum import Curriculum
 from eggnog.zorn.lr_search import parse_bracket, search_lr
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
-from eggnog.zorn.validation import Validation, validation_bounds
+from eggnog.zorn.validation import Validation, validation_bounds, validation_chunk
 
 MODELS = ("lstm", "dnc", "mingru")
 SOLVERS = ("cdrge", "fdras", "bptt")
@@ -126,8 +131,10 @@ class RgeRunConfig(RgeConfig, RunConfig):
         else:
             n = build_model(self).n_params
             width = 8 * self.hidden_size + self.input_size
-        longest = max(self.curriculum_max or self.max_seq_len, validation_bounds(self)[1] if self.validate_every else 0)
-        tokens = self.batch_size * 2 * longest  # a sample is its input and its answer
+        # a sample is its input and its answer
+        tokens = self.batch_size * 2 * (self.curriculum_max or self.max_seq_len)
+        if self.validate_every:
+            tokens = max(tokens, validation_chunk(self) * 2 * validation_bounds(self)[1])
         return {"parameters, optimiser state and the estimate": 4 * 5 * n, "probe losses": 16 * self.probes,
                 "batch and activations": 4 * tokens * (width + 2 * VOCAB) * 2 * self.probe_batch}
 

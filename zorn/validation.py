@@ -29,6 +29,12 @@ def validation_bounds(cfg):
     return low, high
 
 
+def validation_chunk(cfg):
+    """Rows scored in one pass: a training batch, or 64 when that is fewer (a pass per chunk costs the
+    per-step launches of the model, which dominate small batches)."""
+    return max(cfg.batch_size, 64)
+
+
 def score_rows(logits, batch):
     """(Σ mask · CE bits, Σ mask, exact answers, samples, right tokens) of a batch's host logits (B, T, V)."""
     logits = np.asarray(logits, np.float64)
@@ -54,7 +60,7 @@ class Validation:
         else:
             task = validation_task(cfg.task, *validation_bounds(cfg), cfg.seed)
         self.batch = task.batch(0, cfg.val_samples)
-        self.chunk = cfg.batch_size
+        self.chunk = validation_chunk(cfg)
 
     def score(self, model, backend, flat, world):
         """{"val_loss": bits per scored token, "val_accuracy": share right} of the parameters `flat`."""
