@@ -17,6 +17,7 @@ import numpy as np
 
 from eggnog.kernels.cuda_api import F32_1D, I32, blocks, cuda, device_function, f64, flat, kernel
 from eggnog.kernels.registry import op
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.vector_math import exp32, normal_cdf32
 
 SIGMOID, TANH = 0, 1
@@ -94,13 +95,13 @@ def reference_gelu_backward(dy, x):
 
 # The CPU twin's GELU uses vector_math's normal CDF and exp, which LLVM vectorises (libm's erff is a
 # scalar call); error_model="numpy" keeps a division check from blocking that.
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_gelu(x, y):
     for i in numba.prange(x.size):
         y[i] = x[i] * normal_cdf32(x[i])
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_gelu_backward(dy, x, dx):
     for i in numba.prange(x.size):
         v = x[i]
@@ -176,13 +177,13 @@ def reference_activation_backward(dy, y, kind):
     return f64(dy) * (y * (1.0 - y) if kind == SIGMOID else 1.0 - y * y)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_activation(x, y, kind):
     for i in numba.prange(x.size):
         y[i] = _activate_cpu(x[i], kind)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_activation_backward(dy, y, dx, kind):
     for i in numba.prange(y.size):
         dx[i] = dy[i] * _activate_slope_cpu(y[i], kind)

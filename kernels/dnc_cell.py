@@ -15,6 +15,7 @@ import numpy as np
 
 from eggnog.kernels.cuda_api import F32_2D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.lstm_cell import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import op
 
 THREADS = 128
@@ -105,14 +106,14 @@ _cpu_lstm_at, _cpu_lstm_back_at = _lstm_build(numba.njit(error_model="numpy"), c
 _gpu_lstm_at, _gpu_lstm_back_at = _lstm_build(device_function, gpu_sigmoid, gpu_tanh)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_lstm_cell(gates, c_prev, h, c):
     n, hid = c_prev.shape
     for k in numba.prange(n * hid):
         _cpu_lstm_at(gates, c_prev, h, c, k // hid, k % hid)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_lstm_cell_backward(dh, dc, gates, c_prev, c, dgates, dc_prev):
     n, hid = c_prev.shape
     for k in numba.prange(n * hid):

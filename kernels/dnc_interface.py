@@ -19,6 +19,7 @@ import numpy as np
 
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, I64, blocks, cuda, device_function, f64, kernel, require
 from eggnog.kernels.lstm_cell import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (1e-6, 1e-6)
@@ -125,13 +126,13 @@ def _outputs(empty, iface, w):
     return (empty((batch, rw)), empty((batch, w)), empty((batch, w)), empty((batch, w)), empty((batch,)))
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_forward(iface, rk, wk, erase, add, strength, w):
     for i in numba.prange(iface.size):
         _cpu_forward_element(iface, rk, wk, erase, add, strength, w, i)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength, diface):
     for i in numba.prange(diface.size):
         _cpu_backward_element(drk, dwk, derase, dadd, dstrength, erase, add, strength, diface, i)

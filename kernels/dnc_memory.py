@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import op
 
 THREADS = 128
@@ -116,19 +117,19 @@ _cpu_write_row, _cpu_backward_row, _cpu_backward_column = build(numba.njit)
 _gpu_write_row, _gpu_backward_row, _gpu_backward_column = build(device_function)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_memory_write(mem, p, s, e, a, out):
     for k in numba.prange(mem.shape[0] * mem.shape[1]):
         _cpu_write_row(mem, p, s, e, a, out, k)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_memory_write_rows(dout, mem, p, s, e, a, dmem, dw):
     for k in numba.prange(mem.shape[0] * mem.shape[1]):
         _cpu_backward_row(dout, mem, p, s, e, a, dmem, dw, k)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_memory_write_columns(dout, mem, p, s, dw, dp, ds, de, da):
     for k in numba.prange(mem.shape[0] * (mem.shape[2] + 1)):
         _cpu_backward_column(dout, mem, p, s, dw, dp, ds, de, da, k)

@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import normal32, op
 
 ROUNDED = (1e-7, 0.0)  # one fp32 rounding of the exact result
@@ -163,7 +164,7 @@ def reference_member_affine(x, scale, shift):
     return f64(x) * f64(scale)[:, None, :] + f64(shift)[:, None, :]
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_member_affine(x, scale, shift, out):
     members, steps, d = x.shape
     for mt in numba.prange(members * steps):
@@ -344,7 +345,7 @@ def reference_scale_rows(x, scale):
     return f64(x) * f64(scale)[:, None]
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_scale_rows(x, scale, out):
     for i in numba.prange(x.shape[0]):
         for j in range(x.shape[1]):

@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import F32_2D, U8_1D, cuda, f64, grid2, kernel, require
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import op
 
 
@@ -70,7 +71,7 @@ def cpu_embedding(table, tokens):
     return np.ascontiguousarray(table[tokens.astype(np.int64)])
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_embedding_backward(dout, tokens, grad):
     # parallel over columns: each thread owns a column, so no two threads add to one element
     for j in numba.prange(dout.shape[1]):

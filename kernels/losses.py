@@ -16,6 +16,7 @@ import numpy as np
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, U8_1D, cuda, f64, kernel, require
 from eggnog.kernels.reductions import row_max_and_exp_sum
 from eggnog.kernels.registry import op
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.vector_math import exp32
 
 LN2 = math.log(2.0)
@@ -48,7 +49,7 @@ def reference_cross_entropy(logits, targets):
     return loss, grad / (z.shape[0] * LN2)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_cross_entropy(logits, targets, loss, grad):
     """One exponential per logit (the vectorisable exp32), kept in grad and scaled by 1 / sum."""
     n, v = logits.shape

@@ -18,6 +18,7 @@ import numpy as np
 
 from eggnog.kernels.cpu_products import product
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (1e-5, 1e-5)
@@ -97,7 +98,7 @@ def cpu_lowrank_project_rows(tokens, b):
     return np.ascontiguousarray(b[np.arange(b.shape[0])[:, None], tokens.astype(np.int64)])
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_expand(y, xb, a, coef, out):
     members, steps, width = y.shape
     for mt in numba.prange(members * steps):

@@ -52,6 +52,7 @@ from eggnog.kernels.float_matmul import tiled_product
 from eggnog.kernels.lstm_sequence_cpu import forward_sequence
 from eggnog.kernels.lstm_sequence_cuda import backward_fits, gpu_sigmoid, gpu_tanh, run as run_sequence, run_backward
 from eggnog.kernels.registry import normal32, op
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.vector_math import sigmoid32, tanh32
 from eggnog.runtime.errors import BadInput
 
@@ -330,19 +331,19 @@ def reference_lstm_input_projection_backward(dwx, x, w_in):
 
 # ---- CPU twins (fp32) ---------------------------------------------------------------------------------
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_forward_step(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep):
     for i in numba.prange(h.size):
         _cpu_forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_backward_gates(dh, dc, gates, c, c_prev, draw, dc_prev):
     for i in numba.prange(dh.size):
         _cpu_backward_gates_element(dh, dc, gates, c, c_prev, draw, dc_prev, i)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_backward_recurrent(draw, r, dh_extra, dh_prev):
     for i in numba.prange(dh_prev.size):
         _cpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)

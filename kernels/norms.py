@@ -17,6 +17,7 @@ import numpy as np
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, cuda, f64, kernel
 from eggnog.kernels.elementwise import cpu_column_sum, cuda_column_sum
 from eggnog.kernels.reductions import block_total
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import op
 
 RMS_EPS = float(np.finfo(np.float32).eps)  # torch's RMSNorm default for float32
@@ -72,7 +73,7 @@ def reference_rmsnorm_backward(dy, x, w, rstd):
     return dx, (dy * x * rstd[:, None]).sum(axis=0)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_rmsnorm(x, w, y, rstd):
     n, d = x.shape
     for i in numba.prange(n):
@@ -92,7 +93,7 @@ def cpu_rmsnorm(x, w):
     return y, rstd
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_rmsnorm_backward(dy, x, w, rstd, dx, dw_rows):
     n, d = x.shape
     for i in numba.prange(n):
@@ -175,7 +176,7 @@ def reference_layernorm_backward(dy, x, w, mean, rstd):
     return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_layernorm(x, w, b, y, mean, rstd):
     n, d = x.shape
     for i in numba.prange(n):
@@ -194,7 +195,7 @@ def _cpu_layernorm(x, w, b, y, mean, rstd):
             y[i, j] = (x[i, j] - m) * r * w[j] + b[j]
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_layernorm_backward(dy, x, w, mean, rstd, dx, dw_rows):
     n, d = x.shape
     for i in numba.prange(n):

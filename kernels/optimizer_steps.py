@@ -21,6 +21,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import BOOL, F32, F32_1D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (2e-6, 1e-7)
@@ -159,25 +160,25 @@ def _f32(values):
 
 # ---- CPU twins -----------------------------------------------------------------------------------------
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_sgd_loop(p, buf, grad, lr, momentum, weight_decay, first):
     for i in numba.prange(p.size):
         _cpu_sgd(p, buf, grad, lr, momentum, weight_decay, first, i)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_adamw_loop(p, m, v, grad, s):
     for i in numba.prange(p.size):
         _cpu_adamw(p, m, v, grad, s, i)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_sf_loop(y, z, v, grad, s):
     for i in numba.prange(y.size):
         _cpu_sf(y, z, v, grad, s, i)
 
 
-@numba.njit(parallel=True, error_model="numpy", cache=True)
+@parallel_jit(error_model="numpy")
 def _cpu_eval_loop(y, z, scale_y, scale_z, x):
     for i in numba.prange(y.size):
         _cpu_eval(y, z, scale_y, scale_z, x, i)

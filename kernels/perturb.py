@@ -58,6 +58,7 @@ from eggnog.kernels import rng_reference
 from eggnog.kernels.cuda_api import F16_1D, F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.noise_math import MASK32, TWO_POW_M24, stream_key
 from eggnog.kernels.registry import op
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.rng import (cpu_bits_of, cpu_normal_f32, cpu_rademacher, cpu_round1, gpu_bits_of, gpu_normal_f32,
                                 gpu_rademacher, gpu_round1)
 
@@ -238,20 +239,20 @@ def reference_apply_probes_(theta, keys, coefs, distribution, start=0):
 
 # ---- CPU twin -----------------------------------------------------------------------------------------
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_noise(out, ka, kb, start, distribution):
     for j in numba.prange(out.size):
         out[j] = cpu_direction(ka, kb, start + j, distribution)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_axpz(theta, out, ka, kb, start, alpha, distribution):
     # out may be theta itself: element j is read before it is written, by the same iteration.
     for j in numba.prange(theta.size):
         out[j] = theta[j] + alpha * cpu_direction(ka, kb, start + j, distribution)
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_apply_probes(theta, keys, coefs, start, distribution):
     for j in numba.prange(theta.size):
         s = np.float32(0.0)

@@ -15,6 +15,7 @@ import numpy as np
 
 from eggnog.kernels.cuda_api import F32_2D, cuda, f64, kernel
 from eggnog.kernels.reductions import block_total, row_max_and_exp_sum
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import op
 
 ROW_THREADS = 128  # one block per row; a power of two for the tree reductions
@@ -45,7 +46,7 @@ def reference_softmax_rows_backward(dp, p):
     return p * (dp - (dp * p).sum(axis=1, keepdims=True))
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_softmax_rows(x, p):
     n, d = x.shape
     for i in numba.prange(n):
@@ -61,7 +62,7 @@ def _cpu_softmax_rows(x, p):
             p[i, j] *= inv
 
 
-@numba.njit(parallel=True, cache=True)
+@parallel_jit
 def _cpu_softmax_rows_backward(dp, p, dx):
     n, d = p.shape
     for i in numba.prange(n):

@@ -188,14 +188,13 @@ class DncModel(FlatParams):
             rk, wk, erase, add, strength = ops.dnc_interface(iface, w)
             # write, addressed on the memory before it
             wkn = ops.layernorm(wk, p["write_keys_norm.weight"], p["write_keys_norm.bias"])
-            pw = ops.softmax_rows(ops.bmm(wkn[0].reshape(batch, 1, w), mem_ln[0].reshape(batch, m, w),
-                                          False, True).reshape(batch, m))
+            pw = ops.content_address(wkn[0].reshape(batch, 1, w), mem_ln[0].reshape(batch, m, w)).reshape(batch, m)
             mem_new = ops.memory_write(mem.reshape(batch, m, w), pw, strength, erase, add).reshape(batch * m, w)
             mem_new_ln = ops.layernorm(mem_new, p["memory_norm.weight"], p["memory_norm.bias"])
             # read, addressed on the memory after it
             rkn = ops.layernorm(rk.reshape(batch * r, w), p["read_keys_norm.weight"], p["read_keys_norm.bias"])
-            pr = ops.softmax_rows(ops.bmm(rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w),
-                                          False, True).reshape(batch * r, m))
+            pr = ops.content_address(rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w)).reshape(
+                batch * r, m)
             reads = ops.bmm(pr.reshape(batch, r, m), mem_new.reshape(batch, m, w), False, False).reshape(batch, rw)
             put_rows(ops, hn_all, t * batch, hn)
             put_rows(ops, reads_all, t * batch, reads)
@@ -250,17 +249,19 @@ class DncModel(FlatParams):
             dreads = dreads.reshape(batch, r, w)
             dpr = ops.bmm(dreads, mem3, False, True)
             ops.accumulate(dmem, ops.bmm(s["pr"].reshape(batch, r, m), dreads, True, False))
-            dscore = ops.softmax_rows_backward(dpr.reshape(batch * r, m), s["pr"]).reshape(batch, r, m)
-            drkn = ops.bmm(dscore, s["mem_ln"][0].reshape(batch, m, w), False, False)
-            ops.accumulate(dmem_ln, ops.bmm(dscore, s["rkn"][0].reshape(batch, r, w), True, False))
+            drkn, dmem_ln_read = ops.content_address_backward(dpr, s["pr"].reshape(batch, r, m),
+                                                              s["rkn"][0].reshape(batch, r, w),
+                                                              s["mem_ln"][0].reshape(batch, m, w))
+            ops.accumulate(dmem_ln, dmem_ln_read)
             dm = ln_back(dmem_ln.reshape(batch * m, w), s["mem"], s["mem_ln"][1:], "memory_norm")
             ops.accumulate(dmem, dm.reshape(batch, m, w))
             # write
             dmem_prev, dpw, dstrength, derase, dadd = ops.memory_write_backward(
                 dmem, s["mem_prev"].reshape(batch, m, w), s["pw"], s["strength"], s["erase"], s["add"])
-            dwscore = ops.softmax_rows_backward(dpw, s["pw"]).reshape(batch, 1, m)
-            dwkn = ops.bmm(dwscore, s["mem_prev_ln"][0].reshape(batch, m, w), False, False).reshape(batch, w)
-            dmem_ln = ops.bmm(dwscore, s["wkn"][0].reshape(batch, 1, w), True, False)
+            dwkn, dmem_ln = ops.content_address_backward(dpw.reshape(batch, 1, m), s["pw"].reshape(batch, 1, m),
+                                                         s["wkn"][0].reshape(batch, 1, w),
+                                                         s["mem_prev_ln"][0].reshape(batch, m, w))
+            dwkn = dwkn.reshape(batch, w)
             dmem = dmem_prev
             # heads
             drk = ln_back(drkn.reshape(batch * r, w), s["rk"].reshape(batch * r, w), s["rkn"][1:], "read_keys_norm")

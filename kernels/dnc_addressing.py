@@ -1,0 +1,224 @@
+"""The DNC's content addressing (fp32): a softmax over memory rows of key-row dot products, forward and
+backward, one op each way:
+
+    content_address(keys (B, K, W), mem (B, M, W))      -> p (B, K, M) = softmax_m(keys . mem_m)
+    content_address_backward(dp, p, keys, mem)          -> dkeys (B, K, W), dmem (B, M, W)
+                                                           with ds = p * (dp - sum_m dp p):
+                                                           dkeys = ds mem, dmem = ds^T keys
+
+Each replaces a batched product and a softmax forward (two launches) and a softmax backward and two
+batched products backward (three); the DNC addresses twice a step (the write head on the memory
+before the write, the read heads on the memory after it). On the GPU the forward runs one block per
+(b, k) row: the block's threads take memory rows in turn, write the scores into p, then share
+softmax_rows' block reductions. The backward's first kernel is a block per row too (ds into a scratch,
+then dkeys with the threads over W, coalesced); the second a thread per element of dmem, summing over
+the K keys. References compute in float64; twins agree to 1e-5 relative + 1e-6 absolute.
+"""
+
+import math
+
+import numba
+import numpy as np
+
+from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.reductions import block_total, row_max_and_exp_sum
+from eggnog.kernels.cpu_jit import parallel_jit
+from eggnog.kernels.registry import normal32, op
+
+ROW_THREADS = 128  # one block per (b, k) row; a power of two for the tree reductions
+THREADS = 128
+TOLERANCE = (1e-5, 1e-6)
+
+
+def _shapes():
+    """(B, K, M, W): the smallest; several keys; memory rows over two passes of a block's threads;
+    a wide row (dkeys' threads over W take two passes)."""
+    return ((1, 1, 1, 1), (2, 3, 5, 4), (2, 1, 150, 3), (1, 2, 7, 140))
+
+
+def _forward_cases(rng):
+    for batch, keys, rows, width in _shapes():
+        yield normal32(rng, batch, keys, width), normal32(rng, batch, rows, width)
+
+
+def _backward_cases(rng):
+    for keys, mem in _forward_cases(rng):
+        p = reference_content_address(keys, mem).astype(np.float32)
+        yield normal32(rng, *p.shape), p, keys, mem
+
+
+def _check(keys, mem):
+    require(len(keys.shape) == 3 and len(mem.shape) == 3 and keys.shape[0] == mem.shape[0]
+            and keys.shape[2] == mem.shape[2] and min(keys.shape) >= 1 and min(mem.shape) >= 1,
+            f"content addressing takes keys (B, K, W) and memory (B, M, W), got {tuple(keys.shape)} and "
+            f"{tuple(mem.shape)}")
+
+
+def _check_backward(dp, p, keys, mem):
+    _check(keys, mem)
+    expected = (keys.shape[0], keys.shape[1], mem.shape[1])
+    require(tuple(dp.shape) == expected and tuple(p.shape) == expected,
+            f"content_address_backward takes dp and p of shape (B, K, M) = {expected}, got {tuple(dp.shape)} "
+            f"and {tuple(p.shape)}")
+
+
+@op(cases=_forward_cases, tolerance=TOLERANCE)
+def reference_content_address(keys, mem):
+    _check(keys, mem)
+    scores = np.einsum("bkw,bmw->bkm", f64(keys), f64(mem))
+    e = np.exp(scores - scores.max(axis=2, keepdims=True))
+    return e / e.sum(axis=2, keepdims=True)
+
+
+@op(cases=_backward_cases, tolerance=TOLERANCE)
+def reference_content_address_backward(dp, p, keys, mem):
+    _check_backward(dp, p, keys, mem)
+    dp, p = f64(dp), f64(p)
+    ds = p * (dp - (dp * p).sum(axis=2, keepdims=True))
+    return np.einsum("bkm,bmw->bkw", ds, f64(mem)), np.einsum("bkm,bkw->bmw", ds, f64(keys))
+
+
+@parallel_jit
+def _cpu_content_address(keys, mem, p):
+    batch, nkeys, width = keys.shape
+    rows = mem.shape[1]
+    for i in numba.prange(batch * nkeys):
+        b, k = i // nkeys, i % nkeys
+        top = np.float32(-np.inf)
+        for m in range(rows):
+            acc = np.float32(0.0)
+            for j in range(width):
+                acc += keys[b, k, j] * mem[b, m, j]
+            p[b, k, m] = acc
+            top = max(top, acc)
+        total = np.float32(0.0)
+        for m in range(rows):
+            p[b, k, m] = math.exp(p[b, k, m] - top)
+            total += p[b, k, m]
+        inv = np.float32(1.0) / total
+        for m in range(rows):
+            p[b, k, m] *= inv
+
+
+@parallel_jit
+def _cpu_content_address_keys(dp, p, mem, ds, dkeys):
+    batch, nkeys, rows = p.shape
+    width = mem.shape[2]
+    for i in numba.prange(batch * nkeys):
+        b, k = i // nkeys, i % nkeys
+        dot = np.float32(0.0)
+        for m in range(rows):
+            dot += dp[b, k, m] * p[b, k, m]
+        for j in range(width):
+            dkeys[b, k, j] = 0.0
+        for m in range(rows):
+            ds[b, k, m] = p[b, k, m] * (dp[b, k, m] - dot)
+            for j in range(width):
+                dkeys[b, k, j] += ds[b, k, m] * mem[b, m, j]
+
+
+@parallel_jit
+def _cpu_content_address_memory(ds, keys, dmem):
+    batch, rows, width = dmem.shape
+    for i in numba.prange(batch * rows):
+        b, m = i // rows, i % rows
+        for j in range(width):
+            dmem[b, m, j] = 0.0
+        for k in range(keys.shape[1]):
+            for j in range(width):
+                dmem[b, m, j] += ds[b, k, m] * keys[b, k, j]
+
+
+@op
+def cpu_content_address(keys, mem):
+    _check(keys, mem)
+    p = np.empty((keys.shape[0], keys.shape[1], mem.shape[1]), np.float32)
+    _cpu_content_address(keys, mem, p)
+    return p
+
+
+@op
+def cpu_content_address_backward(dp, p, keys, mem):
+    _check_backward(dp, p, keys, mem)
+    ds, dkeys, dmem = np.empty_like(p), np.empty_like(keys), np.empty_like(mem)
+    _cpu_content_address_keys(dp, p, mem, ds, dkeys)
+    _cpu_content_address_memory(ds, keys, dmem)
+    return dkeys, dmem
+
+
+@kernel((F32_3D, F32_3D, F32_2D), block=ROW_THREADS)
+def content_address_cuda(keys, mem, p):
+    """Block i = (b, k): scores of every memory row into p's row i, then its softmax in place."""
+    i = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    nkeys, width = keys.shape[1], keys.shape[2]
+    b, k = i // nkeys, i % nkeys
+    partial = cuda.shared.array(ROW_THREADS, numba.float32)
+    for m in range(t, mem.shape[1], ROW_THREADS):
+        acc = np.float32(0.0)
+        for j in range(width):
+            acc += keys[b, k, j] * mem[b, m, j]
+        p[i, m] = acc
+    cuda.syncthreads()  # every score is written before the block reads the row
+    top, total = row_max_and_exp_sum(p, i, partial, t)
+    inv = np.float32(1.0) / total
+    for m in range(t, mem.shape[1], ROW_THREADS):  # the entries this thread read last: no race
+        p[i, m] = math.exp(p[i, m] - top) * inv
+
+
+@kernel((F32_2D, F32_2D, F32_3D, F32_2D, F32_3D), block=ROW_THREADS)
+def content_address_keys_cuda(dp, p, mem, ds, dkeys):
+    """Block i = (b, k): ds of row i, then dkeys[b, k, :] with the threads over W."""
+    i = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    nkeys, rows, width = dkeys.shape[1], p.shape[1], mem.shape[2]
+    b, k = i // nkeys, i % nkeys
+    partial = cuda.shared.array(ROW_THREADS, numba.float32)
+    acc = np.float32(0.0)
+    for m in range(t, rows, ROW_THREADS):
+        acc += dp[i, m] * p[i, m]
+    dot = block_total(acc, partial, t)
+    for m in range(t, rows, ROW_THREADS):
+        ds[i, m] = p[i, m] * (dp[i, m] - dot)
+    cuda.syncthreads()  # ds of the whole row is written before any thread sums over it
+    for j in range(t, width, ROW_THREADS):
+        acc = np.float32(0.0)
+        for m in range(rows):
+            acc += ds[i, m] * mem[b, m, j]
+        dkeys[b, k, j] = acc
+
+
+@kernel((F32_2D, F32_3D, F32_3D), block=THREADS)
+def content_address_memory_cuda(ds, keys, dmem):
+    """A thread per element (b, m, j) of dmem: the sum over the K keys of ds[b, k, m] keys[b, k, j]."""
+    e = cuda.grid(1)
+    batch, rows, width = dmem.shape
+    if e < batch * rows * width:
+        b, rest = e // (rows * width), e % (rows * width)
+        m, j = rest // width, rest % width
+        nkeys = keys.shape[1]
+        acc = np.float32(0.0)
+        for k in range(nkeys):
+            acc += ds[b * nkeys + k, m] * keys[b, k, j]
+        dmem[b, m, j] = acc
+
+
+@op
+def cuda_content_address(keys, mem):
+    _check(keys, mem)
+    batch, nkeys, rows = keys.shape[0], keys.shape[1], mem.shape[1]
+    p = cuda.device_array((batch * nkeys, rows), np.float32)
+    content_address_cuda[batch * nkeys, ROW_THREADS](keys, mem, p)
+    return p.reshape(batch, nkeys, rows)
+
+
+@op
+def cuda_content_address_backward(dp, p, keys, mem):
+    _check_backward(dp, p, keys, mem)
+    batch, nkeys, rows = p.shape
+    ds = cuda.device_array((batch * nkeys, rows), np.float32)
+    dkeys, dmem = cuda.device_array(keys.shape, np.float32), cuda.device_array(mem.shape, np.float32)
+    content_address_keys_cuda[batch * nkeys, ROW_THREADS](dp.reshape(batch * nkeys, rows),
+                                                          p.reshape(batch * nkeys, rows), mem, ds, dkeys)
+    content_address_memory_cuda[blocks(dmem.size, THREADS)](ds, keys, dmem)
+    return dkeys, dmem
