@@ -2,7 +2,8 @@
 under one name, recorded in one registry (`eggnog.kernels.registry`):
 
     reference_<op>   NumPy, plain and obviously right (float64 where that helps)
-    cpu_<op>         the CPU twin (numba.njit, prange where it pays): what runs without a GPU
+    cpu_<op>         the CPU twin (numba.njit, prange where it pays; `cpu_jit.parallel_jit` runs a
+                     small call's loops serially): what runs without a GPU
     cuda_<op>        the launcher of the CUDA kernel(s) defined beside it with `cuda_api.kernel`
 
 All three take the same arguments and return the same things (or write the same arguments in place).
