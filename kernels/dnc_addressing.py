@@ -20,7 +20,7 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_2D, F32_3D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
 from eggnog.kernels.reductions import block_total, row_max_and_exp_sum
 from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import normal32, op
@@ -146,33 +146,39 @@ def cpu_content_address_backward(dp, p, keys, mem):
     return dkeys, dmem
 
 
-@kernel((F32_3D, F32_3D, F32_2D), block=ROW_THREADS)
-def content_address_cuda(keys, mem, p):
-    """Block i = (b, k): scores of every memory row into p's row i, then its softmax in place."""
+@kernel((F32_1D, F32_1D, F32_2D, I64, I64), block=ROW_THREADS)
+def content_address_cuda(keys, mem, p, nkeys, width):
+    """Block i = (b, k): scores of every memory row into p's row i, then its softmax in place. keys and
+    mem come flat, walked with unsigned 64-bit offsets (no sign or wraparound code in the dot loop)."""
     i = cuda.blockIdx.x
     t = cuda.threadIdx.x
-    nkeys, width = keys.shape[1], keys.shape[2]
-    b, k = i // nkeys, i % nkeys
+    rows = p.shape[1]
+    b = i // nkeys
+    w = np.uint64(width)
+    key_at = np.uint64(i) * w
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
-    for m in range(t, mem.shape[1], ROW_THREADS):
+    for m in range(t, rows, ROW_THREADS):
+        mem_at = np.uint64(b * rows + m) * w
         acc = np.float32(0.0)
-        for j in range(width):
-            acc += keys[b, k, j] * mem[b, m, j]
+        j = np.uint64(0)
+        while j < w:
+            acc += keys[key_at + j] * mem[mem_at + j]
+            j += np.uint64(1)
         p[i, m] = acc
     cuda.syncthreads()  # every score is written before the block reads the row
     top, total = row_max_and_exp_sum(p, i, partial, t)
     inv = np.float32(1.0) / total
-    for m in range(t, mem.shape[1], ROW_THREADS):  # the entries this thread read last: no race
+    for m in range(t, rows, ROW_THREADS):  # the entries this thread read last: no race
         p[i, m] = math.exp(p[i, m] - top) * inv
 
 
-@kernel((F32_2D, F32_2D, F32_3D, F32_2D, F32_3D), block=ROW_THREADS)
-def content_address_keys_cuda(dp, p, mem, ds, dkeys):
-    """Block i = (b, k): ds of row i, then dkeys[b, k, :] with the threads over W."""
+@kernel((F32_2D, F32_2D, F32_1D, F32_2D, F32_1D, I64, I64), block=ROW_THREADS)
+def content_address_keys_cuda(dp, p, mem, ds, dkeys, nkeys, width):
+    """Block i = (b, k): ds of row i, then dkeys of row i with the threads over W (flat, as above)."""
     i = cuda.blockIdx.x
     t = cuda.threadIdx.x
-    nkeys, rows, width = dkeys.shape[1], p.shape[1], mem.shape[2]
-    b, k = i // nkeys, i % nkeys
+    rows = p.shape[1]
+    b = i // nkeys
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
     acc = np.float32(0.0)
     for m in range(t, rows, ROW_THREADS):
@@ -181,11 +187,14 @@ def content_address_keys_cuda(dp, p, mem, ds, dkeys):
     for m in range(t, rows, ROW_THREADS):
         ds[i, m] = p[i, m] * (dp[i, m] - dot)
     cuda.syncthreads()  # ds of the whole row is written before any thread sums over it
+    w = np.uint64(width)
     for j in range(t, width, ROW_THREADS):
         acc = np.float32(0.0)
+        at = np.uint64(b * rows) * w + np.uint64(j)
         for m in range(rows):
-            acc += ds[i, m] * mem[b, m, j]
-        dkeys[b, k, j] = acc
+            acc += ds[i, m] * mem[at]
+            at += w
+        dkeys[np.uint64(i) * w + np.uint64(j)] = acc
 
 
 @kernel((F32_2D, F32_3D, F32_3D), block=THREADS)
@@ -208,7 +217,7 @@ def cuda_content_address(keys, mem):
     _check(keys, mem)
     batch, nkeys, rows = keys.shape[0], keys.shape[1], mem.shape[1]
     p = cuda.device_array((batch * nkeys, rows), np.float32)
-    content_address_cuda[batch * nkeys, ROW_THREADS](keys, mem, p)
+    content_address_cuda[batch * nkeys, ROW_THREADS](flat(keys), flat(mem), p, nkeys, keys.shape[2])
     return p.reshape(batch, nkeys, rows)
 
 
@@ -219,6 +228,7 @@ def cuda_content_address_backward(dp, p, keys, mem):
     ds = cuda.device_array((batch * nkeys, rows), np.float32)
     dkeys, dmem = cuda.device_array(keys.shape, np.float32), cuda.device_array(mem.shape, np.float32)
     content_address_keys_cuda[batch * nkeys, ROW_THREADS](dp.reshape(batch * nkeys, rows),
-                                                          p.reshape(batch * nkeys, rows), mem, ds, dkeys)
+                                                          p.reshape(batch * nkeys, rows), flat(mem), ds,
+                                                          flat(dkeys), nkeys, keys.shape[2])
     content_address_memory_cuda[blocks(dmem.size, THREADS)](ds, keys, dmem)
     return dkeys, dmem
