@@ -15,9 +15,9 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.cuda_api import F32_1D, I32, blocks, cuda, device_function, f64, flat, kernel
 from eggnog.kernels.registry import op
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.vector_math import exp32, normal_cdf32
 
 SIGMOID, TANH = 0, 1

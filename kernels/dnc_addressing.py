@@ -20,10 +20,11 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
-from eggnog.kernels.reductions import block_total, row_max_and_exp_sum
 from eggnog.kernels.cpu_jit import parallel_jit
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
+from eggnog.kernels.reductions import row_max_and_exp_sum
 from eggnog.kernels.registry import normal32, op
+from eggnog.kernels.softmax_rows import softmax_backward_row
 
 ROW_THREADS = 128  # one block per (b, k) row; a power of two for the tree reductions
 THREADS = 128
@@ -180,12 +181,7 @@ def content_address_keys_cuda(dp, p, mem, ds, dkeys, nkeys, width):
     rows = p.shape[1]
     b = i // nkeys
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
-    acc = np.float32(0.0)
-    for m in range(t, rows, ROW_THREADS):
-        acc += dp[i, m] * p[i, m]
-    dot = block_total(acc, partial, t)
-    for m in range(t, rows, ROW_THREADS):
-        ds[i, m] = p[i, m] * (dp[i, m] - dot)
+    softmax_backward_row(dp, p, ds, i, partial, t)
     cuda.syncthreads()  # ds of the whole row is written before any thread sums over it
     w = np.uint64(width)
     for j in range(t, width, ROW_THREADS):

@@ -13,9 +13,9 @@ float64; its backward matches central finite differences (tests/test_dnc.py).
 import numba
 import numpy as np
 
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.cuda_api import F32_2D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.lstm_cell import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import op
 
 THREADS = 128

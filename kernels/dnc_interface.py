@@ -17,9 +17,9 @@ CPU), so twins agree with the float64 reference to 1e-6 relative + 1e-6 absolute
 import numba
 import numpy as np
 
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, I64, blocks, cuda, device_function, f64, kernel, require
 from eggnog.kernels.lstm_cell import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (1e-6, 1e-6)

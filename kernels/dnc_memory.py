@@ -13,8 +13,8 @@ float64; its backward matches central finite differences (tests/test_dnc.py).
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.cpu_jit import parallel_jit
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.registry import op
 
 THREADS = 128

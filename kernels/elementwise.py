@@ -21,8 +21,8 @@ an array).
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
 from eggnog.kernels.cpu_jit import parallel_jit
+from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
 from eggnog.kernels.registry import normal32, op
 
 ROUNDED = (1e-7, 0.0)  # one fp32 rounding of the exact result

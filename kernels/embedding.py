@@ -12,8 +12,8 @@ references compute in float64. The gather is bit-identical on every backend; the
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_2D, U8_1D, cuda, f64, grid2, kernel, require
 from eggnog.kernels.cpu_jit import parallel_jit
+from eggnog.kernels.cuda_api import F32_2D, U8_1D, cuda, f64, grid2, kernel, require
 from eggnog.kernels.registry import op
 
 

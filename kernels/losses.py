@@ -13,10 +13,10 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, U8_1D, cuda, f64, kernel, require
 from eggnog.kernels.reductions import row_max_and_exp_sum
 from eggnog.kernels.registry import op
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.vector_math import exp32
 
 LN2 = math.log(2.0)

@@ -16,9 +16,9 @@ BadInput.
 import numba
 import numpy as np
 
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.cpu_products import product
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (1e-5, 1e-5)

@@ -48,11 +48,11 @@ import numpy as np
 
 from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I32_1D, blocks, cuda, device_function,
                                       device_zeros, f64, kernel, on_device)
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.float_matmul import tiled_product
 from eggnog.kernels.lstm_sequence_cpu import forward_sequence
 from eggnog.kernels.lstm_sequence_cuda import backward_fits, gpu_sigmoid, gpu_tanh, run as run_sequence, run_backward
 from eggnog.kernels.registry import normal32, op
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.vector_math import sigmoid32, tanh32
 from eggnog.runtime.errors import BadInput
 

@@ -14,10 +14,10 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.cuda_api import F32_1D, F32_2D, cuda, f64, kernel
 from eggnog.kernels.elementwise import cpu_column_sum, cuda_column_sum
 from eggnog.kernels.reductions import block_total
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.registry import op
 
 RMS_EPS = float(np.finfo(np.float32).eps)  # torch's RMSNorm default for float32

@@ -20,8 +20,8 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import BOOL, F32, F32_1D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.cpu_jit import parallel_jit
+from eggnog.kernels.cuda_api import BOOL, F32, F32_1D, blocks, cuda, f64, kernel, require
 from eggnog.kernels.registry import normal32, op
 
 TOLERANCE = (2e-6, 1e-7)

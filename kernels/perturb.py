@@ -55,10 +55,10 @@ import numba
 import numpy as np
 
 from eggnog.kernels import rng_reference
+from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.cuda_api import F16_1D, F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, f64, kernel
 from eggnog.kernels.noise_math import MASK32, TWO_POW_M24, stream_key
 from eggnog.kernels.registry import op
-from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.rng import (cpu_bits_of, cpu_normal_f32, cpu_rademacher, cpu_round1, gpu_bits_of, gpu_normal_f32,
                                 gpu_rademacher, gpu_round1)
 

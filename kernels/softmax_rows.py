@@ -13,9 +13,9 @@ import math
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import F32_2D, cuda, f64, kernel
-from eggnog.kernels.reductions import block_total, row_max_and_exp_sum
 from eggnog.kernels.cpu_jit import parallel_jit
+from eggnog.kernels.cuda_api import F32_2D, cuda, device_function, f64, kernel
+from eggnog.kernels.reductions import block_total, row_max_and_exp_sum
 from eggnog.kernels.registry import op
 
 ROW_THREADS = 128  # one block per row; a power of two for the tree reductions
@@ -100,18 +100,22 @@ def softmax_rows_cuda(x, p):
         p[i, j] = math.exp(x[i, j] - top) * inv
 
 
-@kernel((F32_2D, F32_2D, F32_2D), block=ROW_THREADS)
-def softmax_rows_backward_cuda(dp, p, dx):
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    d = p.shape[1]
-    partial = cuda.shared.array(ROW_THREADS, numba.float32)
+@device_function
+def softmax_backward_row(dp, p, dx, i, partial, t):
+    """dx[i] = p[i] * (dp[i] - sum_j dp[i, j] p[i, j]) by the threads of one block sharing `partial`."""
+    threads = partial.shape[0]
     acc = np.float32(0.0)
-    for j in range(t, d, ROW_THREADS):
+    for j in range(t, p.shape[1], threads):
         acc += dp[i, j] * p[i, j]
     dot = block_total(acc, partial, t)
-    for j in range(t, d, ROW_THREADS):
+    for j in range(t, p.shape[1], threads):
         dx[i, j] = p[i, j] * (dp[i, j] - dot)
+
+
+@kernel((F32_2D, F32_2D, F32_2D), block=ROW_THREADS)
+def softmax_rows_backward_cuda(dp, p, dx):
+    partial = cuda.shared.array(ROW_THREADS, numba.float32)
+    softmax_backward_row(dp, p, dx, cuda.blockIdx.x, partial, cuda.threadIdx.x)
 
 
 @op
