@@ -46,7 +46,7 @@ The input projection runs on float_matmul's tiled kernel with the operands it ne
 import numba
 import numpy as np
 
-from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_3D, F32_4D, I32_1D, blocks, cuda, device_function,
+from eggnog.kernels.cuda_api import (BOOL, F32_1D, F32_2D, F32_4D, I32_1D, blocks, cuda, device_function,
                                       device_zeros, f64, kernel, on_device)
 from eggnog.kernels.cpu_jit import parallel_jit
 from eggnog.kernels.float_matmul import tiled_product
