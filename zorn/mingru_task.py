@@ -18,8 +18,11 @@ class MinGruTaskModel:
     def architecture(self):
         return self.model.architecture()
 
+    def _views(self, ops, flat):
+        return self.model.views(ops.to_device(flat) if isinstance(flat, np.ndarray) else flat)
+
     def _rows(self, ops, flat, batch, keep):
-        p = self.model.views(ops.to_device(flat) if isinstance(flat, np.ndarray) else flat)
+        p = self._views(ops, flat)
         logits, _, cache = self.model.forward(ops, p, np.ascontiguousarray(batch.inputs, np.uint8), keep=keep)
         loss, dlogits = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(batch.targets).reshape(-1)))
         weights = np.asarray(batch.mask, np.float64).reshape(-1)
@@ -42,6 +45,5 @@ class MinGruTaskModel:
         """Host logits (B, T, V) for token ids (B, T)."""
         ops = ops_for(backend)
         inputs = np.ascontiguousarray(inputs, np.uint8)
-        p = self.model.views(ops.to_device(flat) if isinstance(flat, np.ndarray) else flat)
-        logits, _, _ = self.model.forward(ops, p, inputs, keep=False)
+        logits, _, _ = self.model.forward(ops, self._views(ops, flat), inputs, keep=False)
         return np.asarray(ops.to_host(logits)).reshape(inputs.shape[0], inputs.shape[1], -1)
