@@ -6,6 +6,9 @@
 On the GPU one block of ROW_THREADS threads per row shares the block reductions of
 `reductions`. References compute in float64; twins agree to 1e-5 relative + 1e-6 absolute, and the
 reference backward matches central finite differences (tests/test_float_layers.py).
+
+Shared memory: only the block reductions' array of one float per thread, each thread writing its own
+slot and the tree reading slots t and t + step in one phase (consecutive words): conflict-free.
 """
 
 import math
