@@ -41,6 +41,16 @@ def exit_status(signum):
     return 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
 
 
+def exit_if_signalled(signals, world, what):
+    """Where a rank was signalled, every rank exits with the signal's status, rank 0 saying `what` was
+    under way (for work that leaves nothing to checkpoint)."""
+    stop = signals.agreed(world)
+    if stop:
+        if world.is_root:
+            print(f"\nstopped by {signal.Signals(stop).name} {what}", flush=True)
+        raise SystemExit(exit_status(stop))
+
+
 def stop_if_signalled(signals, world, step, run_dir, save):
     """After a step: where a rank was signalled, every rank calls `save()` (None: already saved) and
     exits with the signal's status, rank 0 saying where the checkpoint is and how to continue."""

@@ -87,3 +87,15 @@ def test_resume_restores_the_bounds_and_the_ema(tmp_path):
 def test_bad_curriculum_and_validation_values(tmp_path, args, message):
     assert_user_error(run_script("train_rge.py", "--run-dir", tmp_path / "r", *args), message)
     assert not (tmp_path / "r").exists()
+
+
+def test_the_rule_may_change_on_resume_and_applies_from_there(tmp_path):
+    run_dir = tmp_path / "r"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    RgeRun(RgeRunConfig(**{**TINY, "steps": 3, "checkpoint_every": 3}), init_world(), CPU).run(run_dir)
+    resumed = RgeRun(RgeRunConfig(**{**TINY, "curriculum_patience": 1}), init_world(), CPU)
+    resumed.restore(run_dir)  # the streak (1 after step 3) meets the new patience at step 4
+    resumed.run(run_dir)
+    raised = [(r["step"], r["curriculum_raised_to"]) for r in read_jsonl(run_dir / "metrics.jsonl")
+              if "curriculum_raised_to" in r]
+    assert raised == [(2, 5), (4, 7), (5, 8)]

@@ -113,3 +113,33 @@ def test_gossip_islands_refuse_the_search_and_the_curriculum(tmp_path):
     for args in (["--lr-search", "1e-3,1"], ["--curriculum-max", "9"]):
         assert_user_error(run_script("train_gossip.py", "--trainer", "rge", "--run-dir", tmp_path / "g", *args),
                           "belong to bin/train_rge.py")
+
+
+def test_a_signal_during_the_search_exits_cleanly_and_a_resume_searches_again(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import ROOT
+
+    run = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=ROOT, NUMBA_ENABLE_CUDASIM="0", EGGNOG_PROGRESS="0")
+    child = subprocess.Popen([sys.executable, os.path.join(ROOT, "bin", "train_rge.py"), "--run-dir", str(run),
+                              "--hidden-size", "8", "--num-heads", "2", "--input-size", "4", "--probes", "4",
+                              "--lr-search", "0.01,1", "--lr-search-steps", "1000000", "--steps", "2"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not (run / "lr_search.jsonl").is_file():
+        assert child.poll() is None and time.monotonic() < deadline, "the search did not start"
+        time.sleep(0.2)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    assert "stopped by SIGINT during the learning-rate search" in out and "Traceback" not in err
+    assert not (run / "lock").exists() and not (run / "checkpoints" / "latest").exists()
+    again = run_script("train_rge.py", "--resume", run, "--lr-search-steps", "2", "--lr-search-rounds", "1")
+    assert again.returncode == 0, again.stderr
+    assert "no checkpoint yet" in again.stdout and len(read_jsonl(run / "lr_search.jsonl")) == 2

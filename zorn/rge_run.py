@@ -25,7 +25,7 @@ from eggnog.runtime.divergence import DivergenceGuard
 from eggnog.runtime.progress import progress
 from eggnog.runtime.files import write_atomic
 from eggnog.runtime.rundir import JsonLog, check_resume, resumed_metrics_log
-from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
+from eggnog.runtime.stop_signals import StopSignals, exit_if_signalled, stop_if_signalled
 from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
 from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
@@ -77,14 +77,16 @@ class RgeRunConfig(RgeConfig, RunConfig):
     val_min_len: int | None = flag(None, "Shortest validation sample.", default_text="the longest training sample + 1")
     val_max_len: int | None = flag(None, "Longest validation sample.", default_text="--val-min-len + 49")
     curriculum_max: int | None = flag(None, "Longest sample the curriculum may reach.", default_text="no curriculum")
+    # the rule and the search may change on resume: the bound reached and the rate chosen travel in checkpoints
     curriculum_threshold: float = flag(1.0, "Curriculum: the fast EMA of the training loss (bits/token) must stay "
-                                            "below this ...")
-    curriculum_patience: int = flag(50, "... for this many consecutive steps ...")
-    curriculum_step: int = flag(2, "... to raise --max-seq-len by this much.")
+                                            "below this ...", changeable=True)
+    curriculum_patience: int = flag(50, "... for this many consecutive steps ...", changeable=True)
+    curriculum_step: int = flag(2, "... to raise --max-seq-len by this much.", changeable=True)
     lr_search: str | None = flag(None, "Bisect the learning rate in log space in this bracket by short trials, then "
-                                       "train with the best.", default_text="no search", metavar="LO,HI")
-    lr_search_steps: int = flag(20, "Steps of each learning-rate trial.")
-    lr_search_rounds: int = flag(3, "Bisection rounds (two trials each).")
+                                       "train with the best.", default_text="no search", metavar="LO,HI",
+                                 changeable=True)
+    lr_search_steps: int = flag(20, "Steps of each learning-rate trial.", changeable=True)
+    lr_search_rounds: int = flag(3, "Bisection rounds (two trials each).", changeable=True)
 
     def check(self, ranks=1):
         if self.model not in MODELS:
@@ -308,6 +310,8 @@ class RgeRun:
             try:
                 for self.step in range(steps):
                     losses.append(self.train_step(self.task.batch(self.step, cfg.batch_size)))
+                    exit_if_signalled(signals, self.world, f"during the learning-rate search, before any training "
+                                      f"step: nothing to keep; run it again (or --resume {run_dir}) to search again")
             except NonFiniteLoss:
                 return math.inf
             return float(np.mean(losses[-max(1, steps // 4):]))  # the loss reached: the last quarter's mean
@@ -315,7 +319,8 @@ class RgeRun:
         path = run_dir / "lr_search.jsonl"
         if self.world.is_root:
             write_atomic(path, b"")
-        chosen, trials = search_lr(*parse_bracket(cfg.lr_search), cfg.lr_search_rounds, trial)
+        with StopSignals() as signals:
+            chosen, trials = search_lr(*parse_bracket(cfg.lr_search), cfg.lr_search_rounds, trial)
         log = JsonLog(path, enabled=self.world.is_root)
         for record in trials:
             log.write(**record, eps=cfg.sigma if cfg.sigma is not None else record["lr"], steps=steps,
