@@ -24,6 +24,7 @@ def test_table2_trains_validates_and_writes(tmp_path):
     assert record["settings"]["val_lengths"] == [5, 10] and record["settings"]["probes"] == 96
     for cell in record["cells"]:
         assert len(cell["loss"]) == 12 and cell["val_loss"] > 0 and 0 <= cell["val_accuracy"] <= 1
+        assert cell["fit_loss"] > 0 and 0 <= cell["fit_accuracy"] <= 1
     bptt = record["cells"][1]["loss"]
     assert bptt[-1] < bptt[0]  # Adam at 0.01 learns something in 12 steps
     png = next(tmp_path.glob("table2-*.png")).read_bytes()
