@@ -58,12 +58,13 @@ def search_run(tmp_path, name, **overrides):
 def test_the_run_searches_deterministically_then_trains_at_the_choice(tmp_path, solver):
     a, summary = search_run(tmp_path, "a", solver=solver)
     b, _ = search_run(tmp_path, "b", solver=solver)
-    trials = read_jsonl(a / "lr_search.jsonl")
-    assert trials == read_jsonl(b / "lr_search.jsonl")
-    assert len(trials) == 6 and sum(t["chosen"] for t in trials) == 1
-    chosen = next(t for t in trials if t["chosen"])
+    lines = read_jsonl(a / "lr_search.jsonl")
+    assert lines == read_jsonl(b / "lr_search.jsonl")
+    *trials, choice = lines
+    assert len(trials) == 6 and choice == {"chosen_lr": choice["chosen_lr"], "trials": 6}
+    chosen = next(t for t in trials if t["lr"] == choice["chosen_lr"])
     assert 0.001 < chosen["lr"] < 1 and chosen["loss"] == min(t["loss"] for t in trials if t["loss"] is not None)
-    assert summary["lr"] == chosen["lr"]
+    assert summary["lr"] == chosen["lr"] and {t["steps"] for t in trials} == {3}
     log = read_jsonl(a / "metrics.jsonl")
     assert [r["step"] for r in log] == [1, 2, 3, 4] and {r["lr"] for r in log} == {chosen["lr"]}
     if solver == "cdrge":
@@ -72,7 +73,7 @@ def test_the_run_searches_deterministically_then_trains_at_the_choice(tmp_path, 
 
 def test_a_given_sigma_stays_through_the_search(tmp_path):
     run_dir, summary = search_run(tmp_path, "s", sigma=0.02)
-    assert {t["eps"] for t in read_jsonl(run_dir / "lr_search.jsonl")} == {0.02}
+    assert {t["eps"] for t in read_jsonl(run_dir / "lr_search.jsonl")[:-1]} == {0.02}
     assert {r["eps"] for r in read_jsonl(run_dir / "metrics.jsonl")} == {0.02}
 
 
@@ -142,4 +143,4 @@ def test_a_signal_during_the_search_exits_cleanly_and_a_resume_searches_again(tm
     assert not (run / "lock").exists() and not (run / "checkpoints" / "latest").exists()
     again = run_script("train_rge.py", "--resume", run, "--lr-search-steps", "2", "--lr-search-rounds", "1")
     assert again.returncode == 0, again.stderr
-    assert "no checkpoint yet" in again.stdout and len(read_jsonl(run / "lr_search.jsonl")) == 2
+    assert "no checkpoint yet" in again.stdout and len(read_jsonl(run / "lr_search.jsonl")) == 3

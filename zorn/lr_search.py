@@ -26,9 +26,10 @@ def parse_bracket(text):
     return lo, hi
 
 
-def search_lr(lo, hi, rounds, trial):
+def search_lr(lo, hi, rounds, trial, on_trial=lambda record: None):
     """(chosen rate, trials as [{"lr", "loss", "round"}] in the order run) of bisecting [lo, hi] for
-    `rounds` rounds; `trial(lr)` -> the loss it reached (inf if it diverged)."""
+    `rounds` rounds; `trial(lr)` -> the loss it reached (inf if it diverged); `on_trial(record)` hears
+    of each trial as it ends."""
     done, order = {}, []
 
     def run(lr, round_):
@@ -36,6 +37,7 @@ def search_lr(lo, hi, rounds, trial):
             loss = trial(lr)
             done[lr] = loss if math.isfinite(loss) else math.inf
             order.append({"lr": lr, "loss": loss if math.isfinite(loss) else None, "round": round_})
+            on_trial(order[-1])
         return done[lr]
 
     a, b = math.log(lo), math.log(hi)

@@ -299,7 +299,8 @@ class RgeRun:
 
     def search_lr(self, run_dir):
         """Settle the rate by --lr-search: every trial from the initial weights over the first batches;
-        trials to lr_search.jsonl; the run then starts from the initial weights at the chosen rate."""
+        each trial a line of lr_search.jsonl as it ends, then the choice; the run then starts from the
+        initial weights at the chosen rate."""
         cfg, initial = self.cfg, self.host_params()
         steps = cfg.lr_search_steps
 
@@ -319,13 +320,15 @@ class RgeRun:
         path = run_dir / "lr_search.jsonl"
         if self.world.is_root:
             write_atomic(path, b"")
-        with StopSignals() as signals:
-            chosen, trials = search_lr(*parse_bracket(cfg.lr_search), cfg.lr_search_rounds, trial)
         log = JsonLog(path, enabled=self.world.is_root)
-        for record in trials:
-            log.write(**record, eps=cfg.sigma if cfg.sigma is not None else record["lr"], steps=steps,
-                      chosen=record["lr"] == chosen)
-        log.close()
+        try:
+            with StopSignals() as signals:
+                chosen, trials = search_lr(*parse_bracket(cfg.lr_search), cfg.lr_search_rounds, trial,
+                                           lambda record: log.write(**record, eps=cfg.sigma or record["lr"],
+                                                                    steps=steps))
+            log.write(chosen_lr=chosen, trials=len(trials))
+        finally:
+            log.close()
         self.lr, self.lr_settled, self.step = chosen, True, 0
         self._start(initial)
         if self.world.is_root:
