@@ -128,3 +128,15 @@ def test_validate_every_zero_never_validates(tmp_path):
     assert not any("val_loss" in r for r in read_jsonl(run_dir / "metrics.jsonl"))
     assert not (run_dir / "checkpoints" / "best").exists()
 
+
+
+@pytest.mark.parametrize("overrides", [dict(), dict(batch_size=1024, max_seq_len=20, val_min_len=21, val_max_len=50),
+                                       dict(batch_size=2, curriculum_max=30), dict(task="char_lm", max_seq_len=40)])
+def test_a_validation_pass_holds_no_more_tokens_than_a_training_batch(overrides):
+    from eggnog.zorn.validation import MIN_PASS_TOKENS, sample_tokens, validation_chunk
+
+    cfg = RgeRunConfig(**overrides)
+    longest = cfg.max_seq_len if cfg.task == "char_lm" else validation_bounds(cfg)[1]
+    train = cfg.batch_size * sample_tokens(cfg, cfg.curriculum_max or cfg.max_seq_len)
+    assert validation_chunk(cfg) * sample_tokens(cfg, longest) <= max(train, MIN_PASS_TOKENS)
+    assert validation_chunk(cfg) >= 1

@@ -34,7 +34,7 @@ from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
 from eggnog.zorn.curriculum import Curriculum
 from eggnog.zorn.lr_search import parse_bracket, search_lr
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
-from eggnog.zorn.validation import Validation, validation_bounds, validation_chunk
+from eggnog.zorn.validation import MIN_PASS_TOKENS, Validation, validation_bounds
 
 MODELS = ("lstm", "dnc", "mingru")
 SOLVERS = ("cdrge", "fdras", "bptt")
@@ -133,10 +133,10 @@ class RgeRunConfig(RgeConfig, RunConfig):
         else:
             n = build_model(self).n_params
             width = 8 * self.hidden_size + self.input_size
-        # a sample is its input and its answer
+        # a sample is its input and its answer; a validation pass holds no more (zorn/validation.py)
         tokens = self.batch_size * 2 * (self.curriculum_max or self.max_seq_len)
         if self.validate_every:
-            tokens = max(tokens, validation_chunk(self) * 2 * validation_bounds(self)[1])
+            tokens = max(tokens, MIN_PASS_TOKENS)
         return {"parameters, optimiser state and the estimate": 4 * 5 * n, "probe losses": 16 * self.probes,
                 "batch and activations": 4 * tokens * (width + 2 * VOCAB) * 2 * self.probe_batch}
 

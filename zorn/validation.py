@@ -29,10 +29,21 @@ def validation_bounds(cfg):
     return low, high
 
 
+MIN_PASS_TOKENS = 4096  # a pass costs the model's per-step launches, which dominate small batches
+
+
+def sample_tokens(cfg, longest):
+    """Tokens of a sample whose question is `longest` long (char_lm: a window)."""
+    return longest + 1 if cfg.task == "char_lm" else 2 * longest + 1
+
+
 def validation_chunk(cfg):
-    """Rows scored in one pass: a training batch, or 64 when that is fewer (a pass per chunk costs the
-    per-step launches of the model, which dominate small batches)."""
-    return max(cfg.batch_size, 64)
+    """Rows scored in one pass: as many tokens as a training batch of the longest training samples holds
+    (at least MIN_PASS_TOKENS), so validating on longer samples needs no more activation memory than a
+    training step."""
+    train = cfg.batch_size * sample_tokens(cfg, cfg.curriculum_max or cfg.max_seq_len)
+    longest = cfg.max_seq_len if cfg.task == "char_lm" else validation_bounds(cfg)[1]
+    return max(1, max(train, MIN_PASS_TOKENS) // sample_tokens(cfg, longest))
 
 
 def score_rows(logits, batch):
