@@ -62,7 +62,7 @@ def cell_config(grid, size, task, method, steps, seed):
                         optimizer="adam" if method == "bptt" else "sgd", hidden_size=hidden, num_heads=heads,
                         input_size=embed, batch_size=batch, task=task, min_seq_len=low, max_seq_len=high,
                         val_min_len=val_low, val_max_len=val_high, val_samples=grid["val_samples"], steps=steps,
-                        validate_every=steps, checkpoint_every=steps, keep_checkpoints=1, seed=seed)
+                        validate_every=steps, checkpoint_every=steps, keep_checkpoints=1, plots=False, seed=seed)
 
 
 def skip_reason(cfg, backend, budget):

@@ -69,3 +69,14 @@ def test_a_zero_order_run_s_validation_is_its_val_series(tmp_path):
                                             '{"step": 2, "loss": 6.1, "s_per_step": 0.5, "val_loss": 6.3}\n')
     series = run_series(tmp_path)
     assert series["train"] == [6.5, 6.1] and series["val"] == [(2, 1.0, 6.3)]
+
+
+def test_a_zero_order_run_draws_its_plots(tmp_path):
+    tiny = ["--hidden-size", "8", "--num-heads", "2", "--input-size", "4", "--probes", "4", "--steps", "4",
+            "--validate-every", "2", "--val-samples", "8"]
+    drawn = run_script("train_rge.py", "--run-dir", tmp_path / "a", *tiny)
+    assert drawn.returncode == 0, drawn.stderr
+    assert "loss.png" in {p.name for p in (tmp_path / "a" / "plots").iterdir()}
+    assert f"plots: {tmp_path / 'a' / 'plots'}" in drawn.stdout
+    assert run_script("train_rge.py", "--run-dir", tmp_path / "b", "--no-plots", *tiny).returncode == 0
+    assert not (tmp_path / "b" / "plots").exists()

@@ -30,6 +30,7 @@ from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
 from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.training.run_config import RunConfig, flag
+from eggnog.training.run_plots import PlotRefresh
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
 from eggnog.zorn.curriculum import Curriculum
 from eggnog.zorn.lr_search import parse_bracket, search_lr
@@ -73,6 +74,8 @@ class RgeRunConfig(RgeConfig, RunConfig):
                                  changeable=True)
     data: str | None = flag(None, "Corpus for char_lm.", default_text="the embedded stdlib corpus", metavar="<path>")
     validate_every: int = flag(50, "Steps between validations (0: never).", changeable=True)
+    plots: bool = flag(True, "Rank 0 redraws RUN/plots/*.png (bin/plot.py) at validations, at most once a minute, "
+                             "and at the end.", changeable=True)
     val_samples: int = flag(256, "Held-out samples scored at each validation.")
     val_min_len: int | None = flag(None, "Shortest validation sample.", default_text="the longest training sample + 1")
     val_max_len: int | None = flag(None, "Longest validation sample.", default_text="--val-min-len + 49")
@@ -346,6 +349,7 @@ class RgeRun:
         bar = progress(cfg.steps, world, "steps", initial=self.step)
         loss, reached, scores = None, False, {}
         guard = DivergenceGuard(run_dir, cfg.divergence_hint)
+        plots = PlotRefresh(run_dir, world.is_root and cfg.plots)
         with StopSignals() as signals:
             try:
                 while self.step < cfg.steps and not reached:
@@ -377,6 +381,8 @@ class RgeRun:
                         if improved:
                             self.best_val = scores["val_loss"]
                     log.write(**record)
+                    if "val_loss" in record or self.step == cfg.steps or reached:
+                        plots.validated(last=self.step == cfg.steps or reached)
                     bar.update(1)
                     bar.set_postfix(loss=round(loss, 4), **({"val": round(scores["val_loss"], 4)} if scores else {}))
                     guard.check(loss, self.step)
