@@ -6,9 +6,13 @@ backward, one op each way:
                                                            with ds = p * (dp - sum_m dp p):
                                                            dkeys = ds mem, dmem = ds^T keys
 
-Each replaces a batched product and a softmax forward (two launches) and a softmax backward and two
-batched products backward (three); the DNC addresses twice a step (the write head on the memory
-before the write, the read heads on the memory after it). On the GPU the forward runs one block per
+    content_read(keys, mem_ln, mem)                     -> p = content_address(keys, mem_ln), reads = p mem
+    content_read_backward(dreads, p, keys, mem_ln, mem) -> dkeys, dmem_ln, dmem (through dp = dreads mem^T)
+
+content_address replaces a batched product and a softmax forward (two launches) and a softmax backward
+and two batched products backward (three): the DNC's write head, addressed on the normalised memory
+before the write. content_read is the read heads' addressing on the normalised memory after it with
+the read of the raw memory, one launch forward (three before) and two backward (five before). On the GPU the forward runs one block per
 (b, k) row: the block's threads take memory rows in turn, write the scores into p, then share
 softmax_rows' block reductions. The backward's first kernel is a block per row too (ds into a scratch,
 then dkeys with the threads over W, coalesced); the second a thread per element of dmem, summing over
@@ -24,7 +28,8 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cpu_jit import parallel_jit
-from eggnog.kernels.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
+from eggnog.kernels.cuda_api import (F32_1D, F32_2D, F32_3D, I64, blocks, cuda, device_function, f64, flat, kernel,
+                                      require)
 from eggnog.kernels.reductions import row_max_and_exp_sum
 from eggnog.kernels.registry import normal32, op
 from eggnog.kernels.softmax_rows import softmax_backward_row
@@ -80,6 +85,41 @@ def reference_content_address_backward(dp, p, keys, mem):
     dp, p = f64(dp), f64(p)
     ds = p * (dp - (dp * p).sum(axis=2, keepdims=True))
     return np.einsum("bkm,bmw->bkw", ds, f64(mem)), np.einsum("bkm,bkw->bmw", ds, f64(keys))
+
+
+def _read_cases(rng):
+    for keys, mem in _forward_cases(rng):
+        yield keys, mem, normal32(rng, *mem.shape)
+
+
+def _read_backward_cases(rng):
+    for keys, mem_ln, mem in _read_cases(rng):
+        p = reference_content_address(keys, mem_ln).astype(np.float32)
+        yield normal32(rng, *keys.shape), p, keys, mem_ln, mem
+
+
+def _check_read(keys, mem_ln, mem):
+    _check(keys, mem_ln)
+    require(tuple(mem.shape) == tuple(mem_ln.shape),
+            f"content_read reads a memory of the normalised memory's shape {tuple(mem_ln.shape)}, got "
+            f"{tuple(mem.shape)}")
+
+
+@op(cases=_read_cases, tolerance=TOLERANCE)
+def reference_content_read(keys, mem_ln, mem):
+    _check_read(keys, mem_ln, mem)
+    p = reference_content_address(keys, mem_ln)
+    return p, np.einsum("bkm,bmw->bkw", p, f64(mem))
+
+
+@op(cases=_read_backward_cases, tolerance=TOLERANCE)
+def reference_content_read_backward(dreads, p, keys, mem_ln, mem):
+    _check_read(keys, mem_ln, mem)
+    require(tuple(dreads.shape) == tuple(keys.shape), f"dreads must have the keys' shape {tuple(keys.shape)}, got "
+                                                      f"{tuple(dreads.shape)}")
+    dreads, mem = f64(dreads), f64(mem)
+    dkeys, dmem_ln = reference_content_address_backward(np.einsum("bkw,bmw->bkm", dreads, mem), p, keys, mem_ln)
+    return dkeys, dmem_ln, np.einsum("bkm,bkw->bmw", f64(p), dreads)
 
 
 @parallel_jit
@@ -150,17 +190,72 @@ def cpu_content_address_backward(dp, p, keys, mem):
     return dkeys, dmem
 
 
-@kernel((F32_1D, F32_1D, F32_2D, I64, I64), block=ROW_THREADS)
-def content_address_cuda(keys, mem, p, nkeys, width):
-    """Block i = (b, k): scores of every memory row into p's row i, then its softmax in place. keys and
-    mem come flat, walked with unsigned 64-bit offsets (no sign or wraparound code in the dot loop)."""
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
+@parallel_jit
+def _cpu_read_rows(p, mem, reads):
+    batch, nkeys, rows = p.shape
+    width = mem.shape[2]
+    for i in numba.prange(batch * nkeys):
+        b, k = i // nkeys, i % nkeys
+        for j in range(width):
+            reads[b, k, j] = 0.0
+        for m in range(rows):
+            for j in range(width):
+                reads[b, k, j] += p[b, k, m] * mem[b, m, j]
+
+
+@parallel_jit
+def _cpu_read_scores_grad(dreads, mem, dp):
+    batch, nkeys, rows = dp.shape
+    width = mem.shape[2]
+    for i in numba.prange(batch * nkeys):
+        b, k = i // nkeys, i % nkeys
+        for m in range(rows):
+            acc = np.float32(0.0)
+            for j in range(width):
+                acc += dreads[b, k, j] * mem[b, m, j]
+            dp[b, k, m] = acc
+
+
+@parallel_jit
+def _cpu_read_memory_grad(p, dreads, dmem):
+    batch, rows, width = dmem.shape
+    for i in numba.prange(batch * rows):
+        b, m = i // rows, i % rows
+        for j in range(width):
+            dmem[b, m, j] = 0.0
+        for k in range(p.shape[1]):
+            for j in range(width):
+                dmem[b, m, j] += p[b, k, m] * dreads[b, k, j]
+
+
+@op
+def cpu_content_read(keys, mem_ln, mem):
+    _check_read(keys, mem_ln, mem)
+    p = cpu_content_address(keys, mem_ln)
+    reads = np.empty(keys.shape, np.float32)
+    _cpu_read_rows(p, mem, reads)
+    return p, reads
+
+
+@op
+def cpu_content_read_backward(dreads, p, keys, mem_ln, mem):
+    _check_read(keys, mem_ln, mem)
+    dp, dmem = np.empty_like(p), np.empty_like(mem)
+    _cpu_read_scores_grad(dreads, mem, dp)
+    dkeys, dmem_ln = cpu_content_address_backward(dp, p, keys, mem_ln)
+    _cpu_read_memory_grad(p, dreads, dmem)
+    return dkeys, dmem_ln, dmem
+
+
+@device_function
+def address_row(keys, mem, p, i, nkeys, width, partial, t):
+    """Row i = (b, k) of p by the threads of one block: the scores of every memory row, then their softmax
+    in place. keys and mem come flat, walked with unsigned 64-bit offsets (no sign or wraparound code in
+    the dot loop)."""
     rows = p.shape[1]
     b = i // nkeys
     w = np.uint64(width)
     key_at = np.uint64(i) * w
-    partial = cuda.shared.array(ROW_THREADS, numba.float32)
     for m in range(t, rows, ROW_THREADS):
         mem_at = np.uint64(b * rows + m) * w
         acc = np.float32(0.0)
@@ -174,6 +269,31 @@ def content_address_cuda(keys, mem, p, nkeys, width):
     inv = np.float32(1.0) / total
     for m in range(t, rows, ROW_THREADS):  # the entries this thread read last: no race
         p[i, m] = math.exp(p[i, m] - top) * inv
+
+
+@kernel((F32_1D, F32_1D, F32_2D, I64, I64), block=ROW_THREADS)
+def content_address_cuda(keys, mem, p, nkeys, width):
+    """Block i = (b, k): row i of p."""
+    partial = cuda.shared.array(ROW_THREADS, numba.float32)
+    address_row(keys, mem, p, cuda.blockIdx.x, nkeys, width, partial, cuda.threadIdx.x)
+
+
+@kernel((F32_1D, F32_1D, F32_1D, F32_2D, F32_1D, I64, I64), block=ROW_THREADS)
+def content_read_cuda(keys, mem_ln, mem, p, reads, nkeys, width):
+    """Block i = (b, k): row i of p, then reads[i] = p[i] mem[b] with the threads over W."""
+    i = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    partial = cuda.shared.array(ROW_THREADS, numba.float32)
+    address_row(keys, mem_ln, p, i, nkeys, width, partial, t)
+    cuda.syncthreads()  # the whole row of p is final before any thread sums over it
+    rows, w = p.shape[1], np.uint64(width)
+    for j in range(t, width, ROW_THREADS):
+        acc = np.float32(0.0)
+        at = np.uint64((i // nkeys) * rows) * w + np.uint64(j)
+        for m in range(rows):
+            acc += p[i, m] * mem[at]
+            at += w
+        reads[np.uint64(i) * w + np.uint64(j)] = acc
 
 
 @kernel((F32_2D, F32_2D, F32_1D, F32_2D, F32_1D, I64, I64), block=ROW_THREADS)
@@ -211,6 +331,52 @@ def content_address_memory_cuda(ds, keys, dmem):
         dmem[b, m, j] = acc
 
 
+@kernel((F32_1D, F32_2D, F32_1D, F32_1D, F32_2D, F32_1D, I64, I64), block=ROW_THREADS)
+def content_read_keys_cuda(dreads, p, mem_ln, mem, ds, dkeys, nkeys, width):
+    """Block i = (b, k): dp[i, m] = dreads[i] . mem[b, m] into ds, then ds = p (dp - dp . p) in place,
+    then dkeys[i] = ds[i] mem_ln[b] (as content_address_keys_cuda)."""
+    i = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    rows, w = p.shape[1], np.uint64(width)
+    b = i // nkeys
+    for m in range(t, rows, ROW_THREADS):
+        at, mem_at = np.uint64(i) * w, np.uint64(b * rows + m) * w
+        acc = np.float32(0.0)
+        j = np.uint64(0)
+        while j < w:
+            acc += dreads[at + j] * mem[mem_at + j]
+            j += np.uint64(1)
+        ds[i, m] = acc
+    cuda.syncthreads()  # dp of the whole row is written before the reduction reads it
+    partial = cuda.shared.array(ROW_THREADS, numba.float32)
+    softmax_backward_row(ds, p, ds, i, partial, t)  # in place: each thread rewrites what it read
+    cuda.syncthreads()
+    for j in range(t, width, ROW_THREADS):
+        acc = np.float32(0.0)
+        at = np.uint64(b * rows) * w + np.uint64(j)
+        for m in range(rows):
+            acc += ds[i, m] * mem_ln[at]
+            at += w
+        dkeys[np.uint64(i) * w + np.uint64(j)] = acc
+
+
+@kernel((F32_2D, F32_2D, F32_3D, F32_3D, F32_3D, F32_3D), block=THREADS)
+def content_read_memory_cuda(ds, p, keys, dreads, dmem_ln, dmem):
+    """A thread per (b, m, j): dmem_ln = sum_k ds[b, k, m] keys[b, k, j], dmem = sum_k p[b, k, m] dreads[b, k, j]."""
+    e = cuda.grid(1)
+    batch, rows, width = dmem.shape
+    if e < batch * rows * width:
+        b, rest = e // (rows * width), e % (rows * width)
+        m, j = rest // width, rest % width
+        nkeys = keys.shape[1]
+        acc_ln, acc = np.float32(0.0), np.float32(0.0)
+        for k in range(nkeys):
+            acc_ln += ds[b * nkeys + k, m] * keys[b, k, j]
+            acc += p[b * nkeys + k, m] * dreads[b, k, j]
+        dmem_ln[b, m, j] = acc_ln
+        dmem[b, m, j] = acc
+
+
 @op
 def cuda_content_address(keys, mem):
     _check(keys, mem)
@@ -231,3 +397,28 @@ def cuda_content_address_backward(dp, p, keys, mem):
                                                           flat(dkeys), nkeys, keys.shape[2])
     content_address_memory_cuda[blocks(dmem.size, THREADS)](ds, keys, dmem)
     return dkeys, dmem
+
+
+@op
+def cuda_content_read(keys, mem_ln, mem):
+    _check_read(keys, mem_ln, mem)
+    batch, nkeys, rows = keys.shape[0], keys.shape[1], mem.shape[1]
+    p = cuda.device_array((batch * nkeys, rows), np.float32)
+    reads = cuda.device_array(keys.shape, np.float32)
+    content_read_cuda[batch * nkeys, ROW_THREADS](flat(keys), flat(mem_ln), flat(mem), p, flat(reads), nkeys,
+                                                  keys.shape[2])
+    return p.reshape(batch, nkeys, rows), reads
+
+
+@op
+def cuda_content_read_backward(dreads, p, keys, mem_ln, mem):
+    _check_read(keys, mem_ln, mem)
+    batch, nkeys, rows = p.shape
+    p2 = p.reshape(batch * nkeys, rows)
+    ds = cuda.device_array((batch * nkeys, rows), np.float32)
+    dkeys = cuda.device_array(keys.shape, np.float32)
+    dmem_ln, dmem = cuda.device_array(mem.shape, np.float32), cuda.device_array(mem.shape, np.float32)
+    content_read_keys_cuda[batch * nkeys, ROW_THREADS](flat(dreads), p2, flat(mem_ln), flat(mem), ds, flat(dkeys),
+                                                       nkeys, keys.shape[2])
+    content_read_memory_cuda[blocks(dmem.size, THREADS)](ds, p2, keys, dreads, dmem_ln, dmem)
+    return dkeys, dmem_ln, dmem

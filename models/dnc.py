@@ -193,9 +193,9 @@ class DncModel(FlatParams):
             mem_new_ln = ops.layernorm(mem_new, p["memory_norm.weight"], p["memory_norm.bias"])
             # read, addressed on the memory after it
             rkn = ops.layernorm(rk.reshape(batch * r, w), p["read_keys_norm.weight"], p["read_keys_norm.bias"])
-            pr = ops.content_address(rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w)).reshape(
-                batch * r, m)
-            reads = ops.bmm(pr.reshape(batch, r, m), mem_new.reshape(batch, m, w), False, False).reshape(batch, rw)
+            pr, reads = ops.content_read(rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w),
+                                         mem_new.reshape(batch, m, w))
+            pr, reads = pr.reshape(batch * r, m), reads.reshape(batch, rw)
             put_rows(ops, hn_all, t * batch, hn)
             put_rows(ops, reads_all, t * batch, reads)
             if keep:
@@ -246,12 +246,10 @@ class DncModel(FlatParams):
             # read
             dreads = take_rows(ops, dreads_all, t * batch, batch)
             ops.accumulate(dreads, dr)
-            dreads = dreads.reshape(batch, r, w)
-            dpr = ops.bmm(dreads, mem3, False, True)
-            ops.accumulate(dmem, ops.bmm(s["pr"].reshape(batch, r, m), dreads, True, False))
-            drkn, dmem_ln_read = ops.content_address_backward(dpr, s["pr"].reshape(batch, r, m),
-                                                              s["rkn"][0].reshape(batch, r, w),
-                                                              s["mem_ln"][0].reshape(batch, m, w))
+            drkn, dmem_ln_read, dmem_read = ops.content_read_backward(
+                dreads.reshape(batch, r, w), s["pr"].reshape(batch, r, m), s["rkn"][0].reshape(batch, r, w),
+                s["mem_ln"][0].reshape(batch, m, w), mem3)
+            ops.accumulate(dmem, dmem_read)
             ops.accumulate(dmem_ln, dmem_ln_read)
             dm = ln_back(dmem_ln.reshape(batch * m, w), s["mem"], s["mem_ln"][1:], "memory_norm")
             ops.accumulate(dmem, dm.reshape(batch, m, w))
