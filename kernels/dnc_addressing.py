@@ -145,32 +145,43 @@ def _cpu_content_address(keys, mem, p):
 
 
 @parallel_jit
-def _cpu_content_address_keys(dp, p, mem, ds, dkeys):
+def _cpu_softmax_grad(dp, p, ds):
+    """ds = p (dp - sum_m dp p) along each (b, k) row."""
     batch, nkeys, rows = p.shape
-    width = mem.shape[2]
     for i in numba.prange(batch * nkeys):
         b, k = i // nkeys, i % nkeys
         dot = np.float32(0.0)
         for m in range(rows):
             dot += dp[b, k, m] * p[b, k, m]
-        for j in range(width):
-            dkeys[b, k, j] = 0.0
         for m in range(rows):
             ds[b, k, m] = p[b, k, m] * (dp[b, k, m] - dot)
-            for j in range(width):
-                dkeys[b, k, j] += ds[b, k, m] * mem[b, m, j]
 
 
 @parallel_jit
-def _cpu_content_address_memory(ds, keys, dmem):
-    batch, rows, width = dmem.shape
+def _cpu_rows_times_memory(a, mem, out):
+    """out[b, k] = sum_m a[b, k, m] mem[b, m]: the reads, and dkeys from ds."""
+    batch, nkeys, rows = a.shape
+    width = mem.shape[2]
+    for i in numba.prange(batch * nkeys):
+        b, k = i // nkeys, i % nkeys
+        for j in range(width):
+            out[b, k, j] = 0.0
+        for m in range(rows):
+            for j in range(width):
+                out[b, k, j] += a[b, k, m] * mem[b, m, j]
+
+
+@parallel_jit
+def _cpu_rows_into_memory(a, x, out):
+    """out[b, m] = sum_k a[b, k, m] x[b, k]: dmem from ds and the keys, or from p and dreads."""
+    batch, rows, width = out.shape
     for i in numba.prange(batch * rows):
         b, m = i // rows, i % rows
         for j in range(width):
-            dmem[b, m, j] = 0.0
-        for k in range(keys.shape[1]):
+            out[b, m, j] = 0.0
+        for k in range(a.shape[1]):
             for j in range(width):
-                dmem[b, m, j] += ds[b, k, m] * keys[b, k, j]
+                out[b, m, j] += a[b, k, m] * x[b, k, j]
 
 
 @op
@@ -185,22 +196,10 @@ def cpu_content_address(keys, mem):
 def cpu_content_address_backward(dp, p, keys, mem):
     _check_backward(dp, p, keys, mem)
     ds, dkeys, dmem = np.empty_like(p), np.empty_like(keys), np.empty_like(mem)
-    _cpu_content_address_keys(dp, p, mem, ds, dkeys)
-    _cpu_content_address_memory(ds, keys, dmem)
+    _cpu_softmax_grad(dp, p, ds)
+    _cpu_rows_times_memory(ds, mem, dkeys)
+    _cpu_rows_into_memory(ds, keys, dmem)
     return dkeys, dmem
-
-
-@parallel_jit
-def _cpu_read_rows(p, mem, reads):
-    batch, nkeys, rows = p.shape
-    width = mem.shape[2]
-    for i in numba.prange(batch * nkeys):
-        b, k = i // nkeys, i % nkeys
-        for j in range(width):
-            reads[b, k, j] = 0.0
-        for m in range(rows):
-            for j in range(width):
-                reads[b, k, j] += p[b, k, m] * mem[b, m, j]
 
 
 @parallel_jit
@@ -216,24 +215,12 @@ def _cpu_read_scores_grad(dreads, mem, dp):
             dp[b, k, m] = acc
 
 
-@parallel_jit
-def _cpu_read_memory_grad(p, dreads, dmem):
-    batch, rows, width = dmem.shape
-    for i in numba.prange(batch * rows):
-        b, m = i // rows, i % rows
-        for j in range(width):
-            dmem[b, m, j] = 0.0
-        for k in range(p.shape[1]):
-            for j in range(width):
-                dmem[b, m, j] += p[b, k, m] * dreads[b, k, j]
-
-
 @op
 def cpu_content_read(keys, mem_ln, mem):
     _check_read(keys, mem_ln, mem)
     p = cpu_content_address(keys, mem_ln)
     reads = np.empty(keys.shape, np.float32)
-    _cpu_read_rows(p, mem, reads)
+    _cpu_rows_times_memory(p, mem, reads)
     return p, reads
 
 
@@ -243,31 +230,60 @@ def cpu_content_read_backward(dreads, p, keys, mem_ln, mem):
     dp, dmem = np.empty_like(p), np.empty_like(mem)
     _cpu_read_scores_grad(dreads, mem, dp)
     dkeys, dmem_ln = cpu_content_address_backward(dp, p, keys, mem_ln)
-    _cpu_read_memory_grad(p, dreads, dmem)
+    _cpu_rows_into_memory(p, dreads, dmem)
     return dkeys, dmem_ln, dmem
+
+
+@device_function
+def scores_row(x, mem, out, i, nkeys, width, t):
+    """out[i, m] = x[i] . mem[b, m] for thread t's memory rows m, i = (b, k). x and mem come flat, walked
+    with unsigned 64-bit offsets (no sign or wraparound code in the dot loop)."""
+    rows, w = out.shape[1], np.uint64(width)
+    x_at, first = np.uint64(i) * w, (i // nkeys) * rows
+    for m in range(t, rows, ROW_THREADS):
+        mem_at = np.uint64(first + m) * w
+        acc = np.float32(0.0)
+        j = np.uint64(0)
+        while j < w:
+            acc += x[x_at + j] * mem[mem_at + j]
+            j += np.uint64(1)
+        out[i, m] = acc
+
+
+@device_function
+def row_times_memory(a, mem, out, i, nkeys, width, t):
+    """out[i] = sum_m a[i, m] mem[b, m] (out and mem flat), the block's threads over W: the reads, and
+    dkeys from ds."""
+    rows, w = a.shape[1], np.uint64(width)
+    first = np.uint64((i // nkeys) * rows) * w
+    for j in range(t, width, ROW_THREADS):
+        acc = np.float32(0.0)
+        at = first + np.uint64(j)
+        for m in range(rows):
+            acc += a[i, m] * mem[at]
+            at += w
+        out[np.uint64(i) * w + np.uint64(j)] = acc
+
+
+@device_function
+def rows_into_memory(a, x, b, m, j):
+    """sum_k a[b K + k, m] x[b, k, j]: an element of dmem from ds and the keys, or from p and dreads."""
+    nkeys = x.shape[1]
+    acc = np.float32(0.0)
+    for k in range(nkeys):
+        acc += a[b * nkeys + k, m] * x[b, k, j]
+    return acc
 
 
 @device_function
 def address_row(keys, mem, p, i, nkeys, width, partial, t):
     """Row i = (b, k) of p by the threads of one block: the scores of every memory row, then their softmax
-    in place. keys and mem come flat, walked with unsigned 64-bit offsets (no sign or wraparound code in
-    the dot loop)."""
-    rows = p.shape[1]
-    b = i // nkeys
-    w = np.uint64(width)
-    key_at = np.uint64(i) * w
-    for m in range(t, rows, ROW_THREADS):
-        mem_at = np.uint64(b * rows + m) * w
-        acc = np.float32(0.0)
-        j = np.uint64(0)
-        while j < w:
-            acc += keys[key_at + j] * mem[mem_at + j]
-            j += np.uint64(1)
-        p[i, m] = acc
+    in place."""
+    scores_row(keys, mem, p, i, nkeys, width, t)
     cuda.syncthreads()  # every score is written before the block reads the row
     top, total = row_max_and_exp_sum(p, i, partial, t)
     inv = np.float32(1.0) / total
-    for m in range(t, rows, ROW_THREADS):  # the entries this thread read last: no race
+    for m in range(t, p.shape[1], ROW_THREADS):  # the entries this thread read last: no race
         p[i, m] = math.exp(p[i, m] - top) * inv
 
 
@@ -280,101 +296,56 @@ def content_address_cuda(keys, mem, p, nkeys, width):
 
 @kernel((F32_1D, F32_1D, F32_1D, F32_2D, F32_1D, I64, I64), block=ROW_THREADS)
 def content_read_cuda(keys, mem_ln, mem, p, reads, nkeys, width):
-    """Block i = (b, k): row i of p, then reads[i] = p[i] mem[b] with the threads over W."""
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
+    """Block i = (b, k): row i of p, then reads[i] = p[i] mem[b]."""
+    i, t = cuda.blockIdx.x, cuda.threadIdx.x
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
     address_row(keys, mem_ln, p, i, nkeys, width, partial, t)
     cuda.syncthreads()  # the whole row of p is final before any thread sums over it
-    rows, w = p.shape[1], np.uint64(width)
-    for j in range(t, width, ROW_THREADS):
-        acc = np.float32(0.0)
-        at = np.uint64((i // nkeys) * rows) * w + np.uint64(j)
-        for m in range(rows):
-            acc += p[i, m] * mem[at]
-            at += w
-        reads[np.uint64(i) * w + np.uint64(j)] = acc
+    row_times_memory(p, mem, reads, i, nkeys, width, t)
 
 
 @kernel((F32_2D, F32_2D, F32_1D, F32_2D, F32_1D, I64, I64), block=ROW_THREADS)
 def content_address_keys_cuda(dp, p, mem, ds, dkeys, nkeys, width):
-    """Block i = (b, k): ds of row i, then dkeys of row i with the threads over W (flat, as above)."""
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    rows = p.shape[1]
-    b = i // nkeys
+    """Block i = (b, k): ds of row i, then dkeys[i] = ds[i] mem[b]."""
+    i, t = cuda.blockIdx.x, cuda.threadIdx.x
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
     softmax_backward_row(dp, p, ds, i, partial, t)
     cuda.syncthreads()  # ds of the whole row is written before any thread sums over it
-    w = np.uint64(width)
-    for j in range(t, width, ROW_THREADS):
-        acc = np.float32(0.0)
-        at = np.uint64(b * rows) * w + np.uint64(j)
-        for m in range(rows):
-            acc += ds[i, m] * mem[at]
-            at += w
-        dkeys[np.uint64(i) * w + np.uint64(j)] = acc
-
-
-@kernel((F32_2D, F32_3D, F32_3D), block=THREADS)
-def content_address_memory_cuda(ds, keys, dmem):
-    """A thread per element (b, m, j) of dmem: the sum over the K keys of ds[b, k, m] keys[b, k, j]."""
-    e = cuda.grid(1)
-    batch, rows, width = dmem.shape
-    if e < batch * rows * width:
-        b, rest = e // (rows * width), e % (rows * width)
-        m, j = rest // width, rest % width
-        nkeys = keys.shape[1]
-        acc = np.float32(0.0)
-        for k in range(nkeys):
-            acc += ds[b * nkeys + k, m] * keys[b, k, j]
-        dmem[b, m, j] = acc
+    row_times_memory(ds, mem, dkeys, i, nkeys, width, t)
 
 
 @kernel((F32_1D, F32_2D, F32_1D, F32_1D, F32_2D, F32_1D, I64, I64), block=ROW_THREADS)
 def content_read_keys_cuda(dreads, p, mem_ln, mem, ds, dkeys, nkeys, width):
     """Block i = (b, k): dp[i, m] = dreads[i] . mem[b, m] into ds, then ds = p (dp - dp . p) in place,
-    then dkeys[i] = ds[i] mem_ln[b] (as content_address_keys_cuda)."""
-    i = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    rows, w = p.shape[1], np.uint64(width)
-    b = i // nkeys
-    for m in range(t, rows, ROW_THREADS):
-        at, mem_at = np.uint64(i) * w, np.uint64(b * rows + m) * w
-        acc = np.float32(0.0)
-        j = np.uint64(0)
-        while j < w:
-            acc += dreads[at + j] * mem[mem_at + j]
-            j += np.uint64(1)
-        ds[i, m] = acc
+    then dkeys[i] = ds[i] mem_ln[b]."""
+    i, t = cuda.blockIdx.x, cuda.threadIdx.x
+    scores_row(dreads, mem, ds, i, nkeys, width, t)
     cuda.syncthreads()  # dp of the whole row is written before the reduction reads it
     partial = cuda.shared.array(ROW_THREADS, numba.float32)
     softmax_backward_row(ds, p, ds, i, partial, t)  # in place: each thread rewrites what it read
     cuda.syncthreads()
-    for j in range(t, width, ROW_THREADS):
-        acc = np.float32(0.0)
-        at = np.uint64(b * rows) * w + np.uint64(j)
-        for m in range(rows):
-            acc += ds[i, m] * mem_ln[at]
-            at += w
-        dkeys[np.uint64(i) * w + np.uint64(j)] = acc
+    row_times_memory(ds, mem_ln, dkeys, i, nkeys, width, t)
+
+
+@kernel((F32_2D, F32_3D, F32_3D), block=THREADS)
+def content_address_memory_cuda(ds, keys, dmem):
+    """A thread per element (b, m, j) of dmem."""
+    e = cuda.grid(1)
+    batch, rows, width = dmem.shape
+    if e < batch * rows * width:
+        b, m, j = e // (rows * width), e // width % rows, e % width
+        dmem[b, m, j] = rows_into_memory(ds, keys, b, m, j)
 
 
 @kernel((F32_2D, F32_2D, F32_3D, F32_3D, F32_3D, F32_3D), block=THREADS)
 def content_read_memory_cuda(ds, p, keys, dreads, dmem_ln, dmem):
-    """A thread per (b, m, j): dmem_ln = sum_k ds[b, k, m] keys[b, k, j], dmem = sum_k p[b, k, m] dreads[b, k, j]."""
+    """A thread per (b, m, j): dmem_ln from ds and the keys, dmem from p and dreads."""
     e = cuda.grid(1)
     batch, rows, width = dmem.shape
     if e < batch * rows * width:
-        b, rest = e // (rows * width), e % (rows * width)
-        m, j = rest // width, rest % width
-        nkeys = keys.shape[1]
-        acc_ln, acc = np.float32(0.0), np.float32(0.0)
-        for k in range(nkeys):
-            acc_ln += ds[b * nkeys + k, m] * keys[b, k, j]
-            acc += p[b * nkeys + k, m] * dreads[b, k, j]
-        dmem_ln[b, m, j] = acc_ln
-        dmem[b, m, j] = acc
+        b, m, j = e // (rows * width), e // width % rows, e % width
+        dmem_ln[b, m, j] = rows_into_memory(ds, keys, b, m, j)
+        dmem[b, m, j] = rows_into_memory(p, dreads, b, m, j)
 
 
 @op

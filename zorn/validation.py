@@ -54,11 +54,11 @@ def score_rows(logits, batch):
     targets = np.asarray(batch.targets, np.int64)
     picked = np.take_along_axis(logits, targets[..., None], axis=2)[..., 0]
     mask = np.asarray(batch.mask, np.float64)
-    right = (logits.argmax(axis=2) == targets) | (mask == 0)
+    hits = logits.argmax(axis=2) == targets
     scored = mask.sum(axis=1) > 0
     return np.array([float(((log_z - picked) * mask).sum() / LN2), float(mask.sum()),
-                     float((right.all(axis=1) & scored).sum()), float(scored.sum()),
-                     float(((logits.argmax(axis=2) == targets) * mask).sum())])
+                     float(((hits | (mask == 0)).all(axis=1) & scored).sum()), float(scored.sum()),
+                     float((hits * mask).sum())])
 
 
 class Validation:
