@@ -33,6 +33,7 @@ from eggnog.evolution.fitness import check_population
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag
 from eggnog.kernels.noise_math import prefix_key
+from eggnog.kernels.weighted_sums import weighted_means
 
 FITNESS_MODES = ("global", "group")
 PRECISIONS = ("auto", "tf32", "fp32")
@@ -179,7 +180,7 @@ class FloatEggroll:
         p = self.model.views(ops.to_device(self.params))
         logits, _, _ = self.model.forward(self.forward_ops, p, windows[:, :-1], perturbation=self.perturbation())
         loss, _ = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(windows[:, 1:]).reshape(-1)))
-        return ops.to_host(loss).reshape(windows.shape[0], -1).mean(axis=1, dtype=np.float64)
+        return weighted_means(ops, loss, np.ones(loss.size // windows.shape[0]), windows.shape[0])
 
     def gradient(self, losses):
         """The ES estimate of the loss gradient (flat float32, on the backend) from every member's loss:

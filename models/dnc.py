@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from eggnog.kernels.registry import ops_for
+from eggnog.kernels.weighted_sums import weighted_means
 from eggnog.models.dnc_windows import concat_columns, put_rows, take_columns, take_rows
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
@@ -292,13 +293,17 @@ class DncModel(FlatParams):
         """One host vector (float32 unless asked) from named (and fused) gradients."""
         return super().flatten(grads, ops, dtype, self.fused)
 
+    def flatten_on(self, grads, ops):
+        return super().flatten_on(grads, ops, self.fused)
+
     # ---- losses ------------------------------------------------------------------------------------
     def _loss_parts(self, ops, flat, batch, keep, memory0=None):
         inputs, targets, mask = self._check_batch(batch)
-        flat = np.asarray(flat)
+        on_device = hasattr(flat, "copy_to_host")
+        flat = flat if on_device else np.asarray(flat)
         if flat.shape != (self.n_params,):
             raise BadInput(f"the DNC needs {self.n_params} parameters, got an array of shape {flat.shape}")
-        p = self.views(ops.to_device(np.ascontiguousarray(flat, ops.dtype)))
+        p = self.views(flat if on_device else ops.to_device(np.ascontiguousarray(flat, ops.dtype)))
         if memory0 is not None and np.shape(memory0) != (inputs.shape[0], self.cfg.memory_size, self.cfg.head_size):
             raise BadInput(f"memory0 must have shape (B, M, W) = {(inputs.shape[0], self.cfg.memory_size, self.cfg.head_size)}")
         logits, cache = self.forward(ops, p, inputs, keep, memory0)
@@ -306,7 +311,7 @@ class DncModel(FlatParams):
         rows, dlogits = ops.cross_entropy(logits, tgt)
         weights = np.ascontiguousarray(mask.T, np.float64).reshape(-1)
         total = weights.sum()
-        loss = float(np.dot(ops.to_host(rows).astype(np.float64), weights) / total)
+        loss = float(weighted_means(ops, rows, weights)[0])
         return loss, p, cache, dlogits, weights, total
 
     def loss(self, backend, flat, batch, memory0=None):
@@ -324,12 +329,13 @@ class DncModel(FlatParams):
         batch, steps = inputs.shape
         return np.ascontiguousarray(ops.to_host(logits).reshape(steps, batch, -1).transpose(1, 0, 2))
 
-    def loss_and_grad(self, backend, flat, batch, dtype=np.float32, memory0=None):
+    def loss_and_grad(self, backend, flat, batch, dtype=np.float32, memory0=None, on_device=False):
         """(loss, gradient as a host vector in storage order) by BPTT; float32 unless `dtype` asks
-        otherwise (float64 keeps the "numpy" reference exact, for finite-difference checks)."""
+        otherwise (float64 keeps the "numpy" reference exact, for finite-difference checks). With
+        `on_device`, the gradient stays where the backend keeps it (a device array on the GPU)."""
         ops = ops_for(backend)
         loss, p, cache, dlogits, weights, total = self._loss_parts(ops, flat, batch, True, memory0)
         # cross_entropy's gradient is that of the plain mean over rows: reweight rows to the masked mean
         scale = ops.to_device(np.ascontiguousarray(weights * (weights.size / total), ops.dtype))
         grads = self.backward(ops, p, cache, ops.scale_rows(dlogits, scale))
-        return loss, self.flatten(grads, ops, dtype)
+        return loss, self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops, dtype)

@@ -24,25 +24,29 @@ class FlatParams:
 
     def flatten(self, tensors, ops, dtype=np.float32, extra=None):
         """One host vector from named tensors (e.g. gradients) in storage order; tensors not given
-        stay zero."""
+        stay zero, and a tensor given as a tuple of parts fills its range part after part."""
         ranges = {**self.offsets, **(extra or {})}
         flat = np.zeros(self.n_params, dtype)
         for name, value in tensors.items():
             start, shape = ranges[name]
-            flat[start:start + math.prod(shape)] = np.asarray(ops.to_host(value)).reshape(-1)
+            parts = value if isinstance(value, tuple) else (value,)
+            flat[start:start + math.prod(shape)] = np.concatenate([np.asarray(ops.to_host(v)).reshape(-1)
+                                                                   for v in parts])
         return flat
 
-    def flatten_on(self, tensors, ops):
+    def flatten_on(self, tensors, ops, extra=None):
         """`flatten` where the tensors are: one backend vector (a device array on the GPU, with no trip
         through the host)."""
         if ops.name != "cuda":
-            return self.flatten(tensors, ops, ops.dtype)
+            return FlatParams.flatten(self, tensors, ops, ops.dtype, extra)  # subclasses bind their own extra
+        ranges = {**self.offsets, **(extra or {})}
         flat = ops.zeros(self.n_params)
         for name, value in tensors.items():
-            start, shape = self.offsets[name]
-            size = math.prod(shape)
-            value = value if hasattr(value, "copy_to_host") else ops.to_device(np.asarray(value, np.float32))
-            flat[start:start + size].copy_to_device(value.reshape(size))
+            at = ranges[name][0]
+            for part in value if isinstance(value, tuple) else (value,):
+                part = part if hasattr(part, "copy_to_host") else ops.to_device(np.asarray(part, np.float32))
+                flat[at:at + part.size].copy_to_device(part.reshape(part.size))
+                at += part.size
         return flat
 
     def tensor_table(self):

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from eggnog.kernels.registry import BACKENDS, ops_for
+from eggnog.kernels.weighted_sums import weighted_means
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
 
@@ -134,7 +135,7 @@ class LstmModel(FlatParams):
                                                    cache["cs"], cache["gates"])
         draw = draw.reshape(steps * batch, 4 * h)
         g["b"] = ops.column_sum(draw)
-        g["states0"] = np.stack([ops.to_host(ops.column_sum(dh0)), ops.to_host(ops.column_sum(dc0))])
+        g["states0"] = (ops.column_sum(dh0), ops.column_sum(dc0))  # its two rows, as parts (flat_params)
         dtable = ops.embedding_backward(draw, cache["tokens"], cfg.vocab_size)
         g["embed"], g["W_in"] = ops.lstm_input_projection_backward(dtable, p["embed"], p["W_in"])
         return g
@@ -158,7 +159,7 @@ class LstmModel(FlatParams):
         mask, targets = self._time_major_targets(batch)
         total = mask.sum()
         rows, dlogits = ops.cross_entropy(logits, ops.to_device(targets))
-        loss = float(np.dot(np.asarray(ops.to_host(rows), np.float64), mask) / total)
+        loss = float(weighted_means(ops, rows, mask)[0])
         return loss, dlogits, mask * (mask.size / total)
 
     def loss(self, backend, flat, batch):
@@ -207,17 +208,19 @@ class LstmModel(FlatParams):
         mask, targets = self._time_major_targets(batch)
         per_row, _ = ops.cross_entropy(logits.reshape(probes * steps * rows, v),
                                        ops.to_device(np.tile(targets, probes)))
-        return np.asarray(ops.to_host(per_row), np.float64).reshape(probes, -1) @ mask / mask.sum()
+        return weighted_means(ops, per_row, mask, probes)
 
-    def loss_and_grad(self, backend, flat, batch):
-        """(loss, flat float32 host gradient) by full BPTT."""
+    def loss_and_grad(self, backend, flat, batch, on_device=False):
+        """(loss, flat float32 gradient) by full BPTT: on the host, or with `on_device` where the backend
+        keeps it (a device array on the GPU, which `flat` may be too)."""
         ops = _ops(backend)
         self._check_batch(batch)
         p = self._params(ops, flat)
         logits, cache = self.forward(ops, p, batch.inputs, keep=True)
         loss, dlogits, weights = self._masked(ops, logits, batch)
         dlogits = ops.scale_rows(dlogits, ops.to_device(weights.astype(ops.dtype)))
-        return loss, self.flatten(self.backward(ops, p, cache, dlogits), ops)
+        grads = self.backward(ops, p, cache, dlogits)
+        return loss, self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops)
 
     def logits(self, backend, flat, inputs):
         """Host logits (B, T, V) for token ids (B, T)."""

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from eggnog.kernels.weighted_sums import weighted_means
 from eggnog.runtime.errors import BadInput
 from eggnog.models.flat_params import FlatParams
 
@@ -228,7 +229,7 @@ class MinGruModel(FlatParams):
         logits, new_states, cache = self.forward(ops, p, inputs, states, keep=True, recompute=recompute)
         loss, dlogits = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(targets, np.uint8).reshape(-1)))
         grads = self.backward(ops, p, cache, dlogits)
-        return float(np.mean(ops.to_host(loss))), grads, new_states
+        return float(weighted_means(ops, loss, np.ones(loss.size))[0]), grads, new_states
 
     def step(self, ops, p, token, states):
         """Generation: logits (B, 256) for bytes `token` (B,) and the states after them."""

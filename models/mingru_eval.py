@@ -25,6 +25,7 @@ def val_bpb(model, ops, flat_params, windows, world):
         rows = windows[mine]
         logits, _, _ = model.forward(ops, p, rows[:, :-1])
         loss, _ = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(rows[:, 1:]).reshape(-1)))
-        total = float(np.sum(ops.to_host(loss), dtype=np.float64))
+        ones = np.ones(loss.size, np.float32)
+        total = float(ops.to_host(ops.weighted_row_sums(loss.reshape(1, loss.size), ones))[0])
     total = float(world.allgather_array(np.array([total])).sum())
     return total / (windows.shape[0] * (windows.shape[1] - 1))

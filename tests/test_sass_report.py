@@ -62,6 +62,13 @@ def test_tensor_core_kernels_issue_mma_in_an_innermost_loop(report):
     assert not offenders, offenders
 
 
+def test_scan_passes_stream_at_80_percent_of_hbm_or_more_by_their_roofline_rows(report):
+    """The scan's target: its hot loops issue fast enough that HBM, not the instruction rate, binds."""
+    rows = [r for r in report["roofline"] if r["kernel"].startswith("eggnog.kernels.scan.")]
+    assert len(rows) == 4
+    assert all(r["fraction_of_reference"] >= 0.8 for r in rows), [(r["name"], r["fraction_of_reference"]) for r in rows]
+
+
 # ---- the parser, on hand-written SASS ----
 
 LISTING = """

@@ -4,6 +4,7 @@ cross-entropy in bits of a TaskBatch, from one flat parameter vector, and its BP
 import numpy as np
 
 from eggnog.kernels.registry import ops_for
+from eggnog.kernels.weighted_sums import weighted_means
 from eggnog.models.mingru import MinGruModel
 
 
@@ -24,22 +25,20 @@ class MinGruTaskModel:
     def _rows(self, ops, flat, batch, keep):
         p = self._views(ops, flat)
         logits, _, cache = self.model.forward(ops, p, np.ascontiguousarray(batch.inputs, np.uint8), keep=keep)
-        loss, dlogits = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(batch.targets).reshape(-1)))
+        rows, dlogits = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(batch.targets).reshape(-1)))
         weights = np.asarray(batch.mask, np.float64).reshape(-1)
-        return p, cache, ops.to_host(loss), dlogits, weights
+        return p, cache, float(weighted_means(ops, rows, weights)[0]), dlogits, weights
 
     def loss(self, backend, flat, batch):
-        _, _, loss, _, weights = self._rows(ops_for(backend), flat, batch, keep=False)
-        return float(loss @ weights / weights.sum())
+        return self._rows(ops_for(backend), flat, batch, keep=False)[2]
 
-    def loss_and_grad(self, backend, flat, batch):
+    def loss_and_grad(self, backend, flat, batch, on_device=False):
         ops = ops_for(backend)
         p, cache, loss, dlogits, weights = self._rows(ops, flat, batch, keep=True)
-        # dlogits is the gradient of the plain mean over rows: reweight it to the masked mean
-        scale = (weights * (weights.size / weights.sum()))[:, None]
-        dlogits = ops.to_device((ops.to_host(dlogits) * scale).astype(ops.dtype))
-        grads = self.model.backward(ops, p, cache, dlogits)
-        return float(loss @ weights / weights.sum()), self.model.flatten(grads, ops)
+        # dlogits is the gradient of the plain mean over rows: reweight it to the masked mean, on the device
+        scale = (weights * (weights.size / weights.sum())).astype(ops.dtype)
+        grads = self.model.backward(ops, p, cache, ops.scale_rows(dlogits, ops.to_device(scale)))
+        return loss, self.model.flatten_on(grads, ops) if on_device else self.model.flatten(grads, ops)
 
     def logits(self, backend, flat, inputs):
         """Host logits (B, T, V) for token ids (B, T)."""

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from eggnog.kernels.backend import to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, prune_checkpoints, save_checkpoint
 from eggnog.training.memory import MemoryMeter
@@ -238,7 +239,7 @@ class RgeRun:
         cfg = self.train_cfg
         if cfg.solver == "bptt":
             self.rge = None
-            self.optimizer = step_optimizer(cfg, np.array(params, np.float32))
+            self.optimizer = step_optimizer(cfg, self.backend.to_device(np.array(params, np.float32)))
         else:
             self.rge = RgeTrainer(cfg, params, self.backend, self.world, cfg.seed)
             self.optimizer = self.rge.optimizer
@@ -249,7 +250,7 @@ class RgeRun:
         self.task = build_task(replace(self.cfg, max_seq_len=self.curriculum.max_seq_len), self.corpus)
 
     def host_params(self):
-        return self.optimizer.train_params().copy() if self.rge is None else self.rge.host_params()
+        return to_host(self.optimizer.train_params()).copy() if self.rge is None else self.rge.host_params()
 
     # ---- checkpoints -------------------------------------------------------------------------
     def save(self, run_dir, best=False):
@@ -289,7 +290,7 @@ class RgeRun:
                          if hasattr(self.model, "probe_losses") else None)
             return self.rge.step(lambda p: self.model.loss(name, p, batch), self.step, clock, probes_fn)
         with clock.phase("eval"):
-            loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch)
+            loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch, on_device=True)
         if not math.isfinite(loss):
             raise NonFiniteLoss(self.step)
         with clock.phase("update"):
