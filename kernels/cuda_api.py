@@ -38,24 +38,29 @@ class KernelSpec:
     float64_free: bool
     tensor_cores: bool  # its hot loop must issue IMMA/HMMA (checked on the SASS)
     block: int  # threads per block of its launcher (for the occupancy of the static report)
+    launch_bounds: int | None = None  # the most threads per block it may be launched with, told to the compiler
 
 
 KERNELS: list[KernelSpec] = []
 LAUNCHES: dict[str, set] = {}  # kernel name -> argument-type tuples seen on the simulator
 
 
-def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS):
+def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS, launch_bounds=None):
     """`cuda.jit` that also records the kernel for the PTX check and the static report (`block`: the
-    threads per block its launcher uses; `tensor_cores`: its hot loop is meant to run on tensor cores).
+    threads per block its launcher uses; `tensor_cores`: its hot loop is meant to run on tensor cores;
+    `launch_bounds`: the most threads per block it is launched with, so ptxas keeps its registers
+    within 65536 / launch_bounds; the simulator takes no bounds).
 
     Compilation stays lazy (no signatures are passed to `cuda.jit`), so importing a kernel module
     needs no GPU; `signatures` are the types the launchers pass.
     """
 
     def wrap(fn):
-        spec = KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free, tensor_cores, block)
+        spec = KernelSpec(f"{fn.__module__}.{fn.__name__}", fn, signatures, float64_free, tensor_cores, block,
+                          launch_bounds)
         KERNELS.append(spec)
-        compiled = cuda.jit(cache=True)(fn)
+        bounds = {"launch_bounds": launch_bounds} if launch_bounds and not SIMULATED else {}
+        compiled = cuda.jit(cache=True, **bounds)(fn)
         return _RecordingKernel(spec.name, compiled) if SIMULATED else compiled
 
     return wrap

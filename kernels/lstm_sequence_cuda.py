@@ -9,12 +9,15 @@ from its wx table row, the bias and R in shared memory, and writes h_t. When a h
 does not fit in SHARED_BUDGET, its units are split over several blocks, each holding its slice's rows
 of R in up to OPT_IN_BUDGET of shared memory:
 - "persistent": every block of the grid is resident at once (one per SM, whole batch per block), the
-  sequence runs in one cooperative launch and the grid synchronises between steps; threads walk their
-  block's (unit, row) pairs and c lives in `c_state`;
+  sequence runs in one cooperative launch and the grid synchronises between steps; c lives in
+  `c_state`. The batch goes in groups of 2 x lanes rows whose h_{t-1} is staged in shared memory
+  behind R (k padded to a multiple of 8 with zeros, in R too); thread (unit, lane) computes its unit
+  for two rows of the group, so every 16-byte load of R serves two rows and h comes four k a load;
 - "per step": otherwise, one launch per step (the launch boundary is the sync).
 
-Threads: one per (unit of the slice, row of the tile), units fastest, so a warp's h loads are a few
-rows broadcast; in the first and last modes c stays in a register over the steps of a launch. R sits
+Threads: one per (unit of the slice, row of the tile; persistent: pair of rows), units fastest, so a
+warp's h loads are a few rows broadcast; in the first and last modes c stays in a register over the
+steps of a launch. R sits
 in shared memory gates innermost, R[unit][k][g] with an odd pitch of units: per k a thread reads its
 unit's four gates in one 16-byte load.
 
@@ -26,7 +29,9 @@ two rows (units per slice not a multiple of 8, e.g. 20 at 100k) can pair units e
 2-way. Staging writes single words, the gate index varying slowest over threads: consecutive threads
 write consecutive k of one unit, 4 words apart, 4-way conflicted once per launch. The backward keeps
 R[g][d][k] at an odd pitch and reads R[g][d][u] for consecutive units u: consecutive words,
-conflict-free.
+conflict-free. The persistent kernel's staged h rows are read as 16-byte words by lanes of one row
+(broadcast) or of two rows a span (a multiple of 8 words) apart: at most 2-way where a warp straddles
+rows; they are written a word a thread, consecutive threads consecutive words: conflict-free.
 
 Traffic per step and batch row (bytes), against the on-chip minimum 4 (4H + H) of the wx row read
 and h_t written: h_{t-1} is read once per slice, 4 D H / units; R once per tile and launch,
@@ -74,7 +79,29 @@ def _pitch(size):
 
 
 def shared_bytes(size, units):
+    """Dynamic shared memory of the sequence kernels: the slice's R, gates innermost, at an odd pitch."""
     return 16 * units * _pitch(size)
+
+
+def _span(size):
+    """The persistent kernel's k extent: the head size rounded up to 8 (R and h padded with zeros), so
+    its dot runs on 16-byte loads, eight k an iteration."""
+    return (size + 7) // 8 * 8
+
+
+def row_lanes(units):
+    """Thread rows of a persistent block: each thread takes one unit for two batch rows at a time."""
+    return MAX_THREADS // units
+
+
+def persistent_bytes(size, units):
+    """The persistent kernel's R (k padded to the span, odd pitch) and its staged h_(t-1) rows: two per
+    thread row."""
+    return 16 * units * (_span(size) | 1) + 4 * 2 * row_lanes(units) * _span(size)
+
+
+def _block_bytes(size, units, mode):
+    return persistent_bytes(size, units) if mode == "persistent" else shared_bytes(size, units)
 
 
 def _traffic(heads, size, batch, steps, units, mode):
@@ -99,7 +126,7 @@ def plan(heads, size, batch, steps, coresident=None):
     if shared_bytes(size, size) <= SHARED_BUDGET:
         return size, min(batch, MAX_THREADS // size), "sequence"
     divisors = [u for u in range(min(size, MAX_THREADS), 0, -1) if size % u == 0]
-    largest = next((u for u in divisors if shared_bytes(size, u) <= OPT_IN_BUDGET), None)
+    largest = next((u for u in divisors if persistent_bytes(size, u) <= OPT_IN_BUDGET), None)
     coresident = coresident_blocks() if coresident is None and largest else coresident
     if largest and heads * (size // largest) <= coresident:
         return largest, batch, "persistent"
@@ -118,33 +145,22 @@ def step_traffic(heads, size, batch, steps, coresident=H100_SMS):
 
 
 @device_function
-def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c):
-    """Step t of unit s * units + u of head n for batch row b, from c_{t-1}; writes h_t (and c_t and
-    the gates when `keep`) into the flat hs, cs, gates; returns c_t."""
+def _gate_inputs(table, rows, bias, t, b, j):
+    """Unit j's four gate pre-activations for batch row b at step t before the recurrence: its wx table
+    row plus the bias."""
     hidden = table.shape[1] // 4
-    batch = rows.shape[1]
-    pitch = size | 1
-    j = n * size + s * units + u
     row = rows[t, b]
-    ri = table[row, j] + bias[j]
-    rf = table[row, hidden + j] + bias[hidden + j]
-    rz = table[row, 2 * hidden + j] + bias[2 * hidden + j]
-    ro = table[row, 3 * hidden + j] + bias[3 * hidden + j]
-    row_stride = np.uint64(batch * hidden)
-    h_at = np.uint64(t) * row_stride + np.uint64(b * hidden + n * size)
-    h_prev = hs[h_at:h_at + np.uint64(size)]
-    at = np.uint64(u * pitch * 4)
-    k, end = np.uint64(0), np.uint64(size)
-    while k < end:  # unsigned 64-bit throughout: no wraparound code and none of range()'s bookkeeping
-        hk = h_prev[k]
-        wi, wf, wz, wo = load_shared_v4(r_s, np.int64(at + (k << np.uint64(2))))  # R[unit][k][0..3]: one LDS.128
-        ri += wi * hk
-        rf += wf * hk
-        rz += wz * hk
-        ro += wo * hk
-        k += np.uint64(1)
+    return (table[row, j] + bias[j], table[row, hidden + j] + bias[hidden + j],
+            table[row, 2 * hidden + j] + bias[2 * hidden + j], table[row, 3 * hidden + j] + bias[3 * hidden + j])
+
+
+@device_function
+def _finish(hs, cs, gates, keep, t, b, j, batch, hidden, ri, rf, rz, ro, c):
+    """The cell from the four pre-activations and c_(t-1): writes h_t (and c_t and the gates when
+    `keep`) into the flat hs, cs, gates; returns c_t."""
     ig, fg, zg, og = gpu_sigmoid(ri), gpu_sigmoid(rf), gpu_tanh(rz), gpu_sigmoid(ro)
     c = fg * c + ig * zg
+    row_stride = np.uint64(batch * hidden)
     out = np.uint64(t + 1) * row_stride + np.uint64(b * hidden + j)
     hs[out] = og * gpu_tanh(c)
     if keep:
@@ -158,13 +174,36 @@ def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units
 
 
 @device_function
-def _stage_r(r, r_s, n, s, units, size):
-    """The slice's rows of head n's R into shared memory, gates innermost: R[unit][k][g] at word
-    4 (unit (size | 1) + k) + g, so one 16-byte load gives a (unit, k)'s four gates."""
+def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c):
+    """Step t of unit s * units + u of head n for batch row b, from c_{t-1} (the sequence kernel)."""
+    hidden = table.shape[1] // 4
+    batch = rows.shape[1]
     pitch = size | 1
-    for e in range(cuda.threadIdx.x, 4 * units * size, cuda.blockDim.x):
-        g, u, k = e // (units * size), (e // size) % units, e % size
-        r_s[(u * pitch + k) * 4 + g] = r[g, n, s * units + u, k]
+    j = n * size + s * units + u
+    ri, rf, rz, ro = _gate_inputs(table, rows, bias, t, b, j)
+    h_at = np.uint64(t) * np.uint64(batch * hidden) + np.uint64(b * hidden + n * size)
+    h_prev = hs[h_at:h_at + np.uint64(size)]
+    at = np.uint64(u * pitch * 4)
+    k, end = np.uint64(0), np.uint64(size)
+    while k < end:  # unsigned 64-bit throughout: no wraparound code and none of range()'s bookkeeping
+        hk = h_prev[k]
+        wi, wf, wz, wo = load_shared_v4(r_s, np.int64(at + (k << np.uint64(2))))  # R[unit][k][0..3]: one LDS.128
+        ri += wi * hk
+        rf += wf * hk
+        rz += wz * hk
+        ro += wo * hk
+        k += np.uint64(1)
+    return _finish(hs, cs, gates, keep, t, b, j, batch, hidden, ri, rf, rz, ro, c)
+
+
+@device_function
+def _stage_r(r, r_s, n, s, units, size, pitch, span):
+    """The slice's rows of head n's R into shared memory, gates innermost: R[unit][k][g] at word
+    4 (unit pitch + k) + g, so one 16-byte load gives a (unit, k)'s four gates; k from size to span
+    is zero."""
+    for e in range(cuda.threadIdx.x, 4 * units * span, cuda.blockDim.x):
+        g, u, k = e // (units * span), (e // span) % units, e % span
+        r_s[(u * pitch + k) * 4 + g] = r[g, n, s * units + u, k] if k < size else np.float32(0.0)
     cuda.syncthreads()
 
 
@@ -180,7 +219,7 @@ def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, fi
     n = cuda.blockIdx.x // (slices * tiles)
     s = (cuda.blockIdx.x // tiles) % slices
     r_s = cuda.shared.array(0, numba.float32)
-    _stage_r(r, r_s, n, s, units, size)
+    _stage_r(r, r_s, n, s, units, size, size | 1, size)
     u = cuda.threadIdx.x % units
     b = (cuda.blockIdx.x % tiles) * tile + cuda.threadIdx.x // units
     j = n * size + s * units + u
@@ -194,25 +233,91 @@ def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, fi
         c_state[b, j] = c
 
 
+@device_function
+def _stage_h(hs, shared, base, t, first_row, group, batch, hidden, n, size, span):
+    """h_(t-1) of head n for batch rows first_row .. first_row + group - 1 into shared[base:], a row
+    every span words, zeros past the batch and past the head size; consecutive threads take
+    consecutive k of a row, so the global loads coalesce."""
+    for e in range(cuda.threadIdx.x, group * span, cuda.blockDim.x):
+        row = e // span
+        k = e - row * span
+        b = first_row + row
+        v = np.float32(0.0)
+        if b < batch and k < size:
+            v = hs[np.uint64(t) * np.uint64(batch * hidden) + np.uint64(b * hidden + n * size + k)]
+        shared[base + e] = v
+    cuda.syncthreads()
+
+
+@device_function
+def _four_k(shared, h0_at, h1_at, w_at, i0, f0, z0, o0, i1, f1, z1, o1):
+    """Four k of the persistent kernel's dot for two rows: h of each row as one 16-byte load, then per k
+    a unit's four gates of R as one 16-byte load used for both rows."""
+    x0, x1, x2, x3 = load_shared_v4(shared, np.int64(h0_at))
+    y0, y1, y2, y3 = load_shared_v4(shared, np.int64(h1_at))
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at))
+    i0, f0, z0, o0 = i0 + wi * x0, f0 + wf * x0, z0 + wz * x0, o0 + wo * x0
+    i1, f1, z1, o1 = i1 + wi * y0, f1 + wf * y0, z1 + wz * y0, o1 + wo * y0
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
+    i0, f0, z0, o0 = i0 + wi * x1, f0 + wf * x1, z0 + wz * x1, o0 + wo * x1
+    i1, f1, z1, o1 = i1 + wi * y1, f1 + wf * y1, z1 + wz * y1, o1 + wo * y1
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(8)))
+    i0, f0, z0, o0 = i0 + wi * x2, f0 + wf * x2, z0 + wz * x2, o0 + wo * x2
+    i1, f1, z1, o1 = i1 + wi * y2, f1 + wf * y2, z1 + wz * y2, o1 + wo * y2
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(12)))
+    i0, f0, z0, o0 = i0 + wi * x3, f0 + wf * x3, z0 + wz * x3, o0 + wo * x3
+    i1, f1, z1, o1 = i1 + wi * y3, f1 + wf * y3, z1 + wz * y3, o1 + wo * y3
+    return i0, f0, z0, o0, i1, f1, z1, o1
+
+
 @kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64),
-        block=MAX_THREADS)
+        block=MAX_THREADS, launch_bounds=MAX_THREADS)
 def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units):
-    """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch: the
-    threads walk the block's (unit, row) pairs, c lives in c_state, and the grid synchronises between
-    steps (every slice of a head reads every unit of h_{t-1})."""
+    """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the
+    grid synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in
+    c_state. Per step the batch goes in groups of 2 x lanes rows: the group's h_(t-1) is staged in
+    shared memory behind R, then thread (unit u, lane l) computes unit u for rows l and l + lanes of
+    the group, eight k an iteration: per four k, four 16-byte R loads (each for both rows), two
+    16-byte h loads and 32 FMAs. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM."""
     size = r.shape[2]
     steps, batch = rows.shape
+    hidden = table.shape[1] // 4
     slices = size // units
     n, s = cuda.blockIdx.x // slices, cuda.blockIdx.x % slices
-    r_s = cuda.shared.array(0, numba.float32)
-    _stage_r(r, r_s, n, s, units, size)
+    span = (size + 7) // 8 * 8
+    pitch = span | 1
+    lanes = cuda.blockDim.x // units
+    shared = cuda.shared.array(0, numba.float32)
+    _stage_r(r, shared, n, s, units, size, pitch, span)
+    h_base = 4 * units * pitch  # the staged rows start 16-byte aligned after R
+    u, lane = cuda.threadIdx.x % units, cuda.threadIdx.x // units
+    j = n * size + s * units + u
+    r_at = np.uint64(u * pitch * 4)
+    end = np.uint64(span)
     grid = cuda.cg.this_grid()
     for t in range(steps):
-        for p in range(cuda.threadIdx.x, units * batch, cuda.blockDim.x):
-            u, b = p % units, p // units
-            j = n * size + s * units + u
-            c_state[b, j] = _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size,
-                                       c_state[b, j])
+        for first_row in range(0, batch, 2 * lanes):
+            _stage_h(hs, shared, h_base, t, first_row, 2 * lanes, batch, hidden, n, size, span)
+            b0, b1 = first_row + lane, first_row + lanes + lane
+            if lane < lanes and b0 < batch:
+                i0, f0, z0, o0 = _gate_inputs(table, rows, bias, t, b0, j)
+                zero = np.float32(0.0)
+                i1, f1, z1, o1 = _gate_inputs(table, rows, bias, t, b1, j) if b1 < batch else (zero, zero, zero, zero)
+                h0_at = np.uint64(h_base + lane * span)
+                h1_at = h0_at + np.uint64(lanes * span)
+                k = np.uint64(0)
+                while k < end:  # rows past the batch are zeros in shared memory: computed, never written
+                    i0, f0, z0, o0, i1, f1, z1, o1 = _four_k(shared, h0_at + k, h1_at + k, r_at + (k << np.uint64(2)),
+                                                             i0, f0, z0, o0, i1, f1, z1, o1)
+                    k += np.uint64(4)
+                    i0, f0, z0, o0, i1, f1, z1, o1 = _four_k(shared, h0_at + k, h1_at + k, r_at + (k << np.uint64(2)),
+                                                             i0, f0, z0, o0, i1, f1, z1, o1)
+                    k += np.uint64(4)
+                c_state[b0, j] = _finish(hs, cs, gates, keep, t, b0, j, batch, hidden, i0, f0, z0, o0, c_state[b0, j])
+                if b1 < batch:
+                    c_state[b1, j] = _finish(hs, cs, gates, keep, t, b1, j, batch, hidden, i1, f1, z1, o1,
+                                             c_state[b1, j])
+            cuda.syncthreads()  # every thread is done with the staged rows before the next group's
         grid.sync()
 
 
@@ -222,7 +327,7 @@ def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
     heads, size = r.shape[1], r.shape[2]
     steps, batch = rows.shape
     units, tile, mode = plan(heads, size, batch, steps)
-    nbytes = shared_bytes(size, units)
+    nbytes = _block_bytes(size, units, mode)
     if mode == "persistent":
         args = (table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, units)
         allow_dynamic_shared(forward_persistent_cuda, args, nbytes)

@@ -53,7 +53,8 @@ def compile_all(cc=(9, 0), with_ptx=False, only=None):
         if only is not None and only not in spec.name:
             continue
         for sig in spec.signatures:
-            ptx, _ = cuda.compile_ptx(spec.pyfunc, sig, cc=cc)
+            bounds = {"launch_bounds": spec.launch_bounds} if spec.launch_bounds else {}
+            ptx, _ = cuda.compile_ptx(spec.pyfunc, sig, cc=cc, **bounds)
             row = {
                 "name": spec.name,
                 "signature": str(sig),

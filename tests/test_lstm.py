@@ -188,6 +188,23 @@ def test_cuda_sequence_forward_and_backward_in_every_mode(monkeypatch, budget, h
         assert relative(g, w) < 1e-5
 
 
+def test_the_persistent_kernel_pairs_rows_and_pads_the_head_to_eight(monkeypatch):
+    """The cooperative kernel computes a unit for two rows of a group of 2 x lanes rows (10 units: 51
+    lanes, groups of 102), k padded from 10 to 16 (two iterations of eight): batch 200 has a full group,
+    then one whose second rows lie past the batch for most lanes."""
+    from eggnog.kernels import lstm_sequence_cuda
+
+    monkeypatch.setattr(lstm_sequence_cuda, "SHARED_BUDGET", 16)
+    steps, batch, size = 2, 200, 10
+    assert lstm_sequence_cuda.plan(1, size, batch, steps)[:3:2] == (size, "persistent")
+    assert lstm_sequence_cuda.row_lanes(size) == 51
+    table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, 1, size, 7)
+    want = lstm_cell.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
+    got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
+    for g, w in zip(got, want):
+        assert relative(g, w) < 1e-5
+
+
 def test_the_gpu_plan_keeps_lstm_traffic_near_the_on_chip_minimum():
     """Static target: per-step traffic at most 2x the on-chip minimum at Table 1 100k, 1M (a head's R in
     one block, one launch) and 10M (R of a head 360 KB: two slices a head in a cooperative grid of 128
