@@ -10,9 +10,10 @@ A workload is a dict:
                      "tf32_tensor", "fp32_simt"), or None for SIMT integer work with no stated peak
     reference_limit  the H100_SXM key the result is compared with (the target), e.g. "int8_tensor"; a
                      bandwidth ("hbm") compares with that bandwidth filled by the workload's own bytes
-    loads_per_unit   (optional) for a streaming loop: 32-bit global loads per unit; the units a warp
-                     completes per hot-loop iteration are then read from the loop's loads (however far
-                     the compiler unrolled it), and the issue ceiling counts instructions per unit
+    loads_per_unit   (optional) for a streaming loop: 32-bit words a unit loads from global memory; the
+                     units a warp completes per hot-loop iteration are then read from the words the
+                     loop's loads bring (of any width, however far the compiler unrolled it), and the
+                     issue ceiling counts instructions per unit
     bytes_per_unit   {"hbm": bytes, "l2": bytes} moved per unit at each level
     basis            one or two sentences: where the figures come from
 
@@ -127,7 +128,8 @@ def estimate(workload, loop=None):
             ceilings[level] = H100_SXM[level] / moved
     issue = None
     if loop is not None and "loads_per_unit" in workload:  # a streaming loop: units, not MACs
-        units = 32 * loop["ldg_32"] / workload["loads_per_unit"]
+        words = sum(loop.get(f"ldg_{bits}", 0) * bits // 32 for bits in (32, 64, 128))
+        units = 32 * words / workload["loads_per_unit"]
         issue = {"units_per_warp_iteration": units, "instructions_per_iteration": loop["instructions"]}
         ceilings["issue"] = SCHEDULERS_PER_SM * SM_COUNT * ISSUE_CLOCK_HZ * units / loop["instructions"]
     elif loop is not None:

@@ -8,6 +8,7 @@
     w0, w1, w2, w3 = load_shared_v4(words, index)      # the same from a shared array (one LDS.128)
     v0, v1 = load_shared_v2(values, index)             # values[index:index + 2] (one LDS.64)
     store_shared_f32x4(values, index, v0, v1, v2, v3)  # values[index:index + 4] = ... (one STS.128)
+    store_global_f32x4(values, index, v0, v1, v2, v3)  # the same in a global array (one STG.128)
 
 (4-byte elements, int32 or float32.)
 
@@ -285,23 +286,28 @@ def _build_intrinsics():
 
         return sig, codegen
 
-    @intrinsic
-    def store_shared_f32x4(typingctx, values, index, v0, v1, v2, v3):
-        """values[index:index + 4] = v0..v3 in a float32 shared array as one 16-byte store (STS.128),
-        16-byte aligned by the caller."""
-        sig = types.none(values, types.int64, types.float32, types.float32, types.float32, types.float32)
+    def vector_store(addrspace):
+        """values[index:index + 4] = v0..v3 in a float32 array of that address space as one 16-byte
+        store (STS.128 / STG.128), 16-byte aligned by the caller."""
 
-        def codegen(context, builder, signature, args):
-            f32 = ir.FloatType()
-            ptr = builder.addrspacecast(element_pointer(context, builder, signature, args[:2]),
-                                        ir.PointerType(f32, addrspace=3))
-            vector = ir.Constant(ir.VectorType(f32, 4), ir.Undefined)
-            for k, v in enumerate(args[2:]):
-                vector = builder.insert_element(vector, v, ir.Constant(i32, k))
-            builder.store(vector, builder.bitcast(ptr, ir.PointerType(ir.VectorType(f32, 4), addrspace=3)), align=16)
-            return context.get_dummy_value()
+        @intrinsic
+        def store(typingctx, values, index, v0, v1, v2, v3):
+            sig = types.none(values, types.int64, types.float32, types.float32, types.float32, types.float32)
 
-        return sig, codegen
+            def codegen(context, builder, signature, args):
+                f32 = ir.FloatType()
+                ptr = builder.addrspacecast(element_pointer(context, builder, signature, args[:2]),
+                                            ir.PointerType(f32, addrspace=addrspace))
+                vector = ir.Constant(ir.VectorType(f32, 4), ir.Undefined)
+                for k, v in enumerate(args[2:]):
+                    vector = builder.insert_element(vector, v, ir.Constant(i32, k))
+                builder.store(vector, builder.bitcast(ptr, ir.PointerType(ir.VectorType(f32, 4), addrspace=addrspace)),
+                              align=16)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return store
 
     def shared_load(n):
         """values[index:index + n] of a shared array of 4-byte elements as one 4n-byte load (LDS.64 /
@@ -325,13 +331,14 @@ def _build_intrinsics():
 
         return load
 
-    return mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, shared_load(2), shared_load(4), store_shared_f32x4
+    return (mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, shared_load(2), shared_load(4),
+            vector_store(3), vector_store(1))
 
 
 if SIMULATED:
     mma_s8_16832, mma_tf32_1688, to_tf32 = simulated_mma_s8_16832, simulated_mma_tf32_1688, simulated_to_tf32
-    load_global_v4, store_shared_f32x4 = simulated_load_v4, simulated_store_4
+    load_global_v4, store_shared_f32x4, store_global_f32x4 = simulated_load_v4, simulated_store_4, simulated_store_4
     load_shared_v2, load_shared_v4 = simulated_load_v2, simulated_load_v4
 else:
     (mma_s8_16832, mma_tf32_1688, to_tf32, load_global_v4, load_shared_v2, load_shared_v4,
-     store_shared_f32x4) = _build_intrinsics()
+     store_shared_f32x4, store_global_f32x4) = _build_intrinsics()
