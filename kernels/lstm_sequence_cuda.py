@@ -17,9 +17,8 @@ of R in up to OPT_IN_BUDGET of shared memory:
 
 Threads: one per (unit of the slice, row of the tile; persistent: pair of rows), units fastest, so a
 warp's h loads are a few rows broadcast; in the first and last modes c stays in a register over the
-steps of a launch. R sits
-in shared memory gates innermost, R[unit][k][g] with an odd pitch of units: per k a thread reads its
-unit's four gates in one 16-byte load.
+steps of a launch. R sits in shared memory gates innermost, R[unit][k][g] with an odd pitch of units:
+per k a thread reads its unit's four gates in one 16-byte load.
 
 Shared memory: forward, a warp's threads are consecutive units (a few rows) reading R[u][k][0..3] at
 word 4 (u pitch + k), pitch odd: a 16-byte load is served 8 lanes a phase, and a lane's 4 words sit in
@@ -284,7 +283,7 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
     hidden = table.shape[1] // 4
     slices = size // units
     n, s = cuda.blockIdx.x // slices, cuda.blockIdx.x % slices
-    span = (size + 7) // 8 * 8
+    span = (size + 7) // 8 * 8  # _span(size), which device code cannot call
     pitch = span | 1
     lanes = cuda.blockDim.x // units
     shared = cuda.shared.array(0, numba.float32)
