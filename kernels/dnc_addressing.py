@@ -159,7 +159,8 @@ def _cpu_softmax_grad(dp, p, ds):
 
 @parallel_jit
 def _cpu_rows_times_memory(a, mem, out):
-    """out[b, k] = sum_m a[b, k, m] mem[b, m]: the reads, and dkeys from ds."""
+    """out[b, k] = sum_m a[b, k, m] mem[b, m]: the reads, and dkeys from ds; given a transposed view
+    of ds or p (out[b, m] = sum_k a[b, k, m] x[b, k]), dmem from the keys or from dreads."""
     batch, nkeys, rows = a.shape
     width = mem.shape[2]
     for i in numba.prange(batch * nkeys):
@@ -169,19 +170,6 @@ def _cpu_rows_times_memory(a, mem, out):
         for m in range(rows):
             for j in range(width):
                 out[b, k, j] += a[b, k, m] * mem[b, m, j]
-
-
-@parallel_jit
-def _cpu_rows_into_memory(a, x, out):
-    """out[b, m] = sum_k a[b, k, m] x[b, k]: dmem from ds and the keys, or from p and dreads."""
-    batch, rows, width = out.shape
-    for i in numba.prange(batch * rows):
-        b, m = i // rows, i % rows
-        for j in range(width):
-            out[b, m, j] = 0.0
-        for k in range(a.shape[1]):
-            for j in range(width):
-                out[b, m, j] += a[b, k, m] * x[b, k, j]
 
 
 @op
@@ -198,7 +186,7 @@ def cpu_content_address_backward(dp, p, keys, mem):
     ds, dkeys, dmem = np.empty_like(p), np.empty_like(keys), np.empty_like(mem)
     _cpu_softmax_grad(dp, p, ds)
     _cpu_rows_times_memory(ds, mem, dkeys)
-    _cpu_rows_into_memory(ds, keys, dmem)
+    _cpu_rows_times_memory(ds.transpose(0, 2, 1), keys, dmem)
     return dkeys, dmem
 
 
@@ -230,7 +218,7 @@ def cpu_content_read_backward(dreads, p, keys, mem_ln, mem):
     dp, dmem = np.empty_like(p), np.empty_like(mem)
     _cpu_read_scores_grad(dreads, mem, dp)
     dkeys, dmem_ln = cpu_content_address_backward(dp, p, keys, mem_ln)
-    _cpu_rows_into_memory(p, dreads, dmem)
+    _cpu_rows_times_memory(p.transpose(0, 2, 1), dreads, dmem)
     return dkeys, dmem_ln, dmem
 
 

@@ -99,10 +99,6 @@ def persistent_bytes(size, units):
     return 16 * units * (_span(size) | 1) + 4 * 2 * row_lanes(units) * _span(size)
 
 
-def _block_bytes(size, units, mode):
-    return persistent_bytes(size, units) if mode == "persistent" else shared_bytes(size, units)
-
-
 def _traffic(heads, size, batch, steps, units, mode):
     """Bytes per row-step beyond the on-chip minimum, for a slice of `units` in a mode."""
     hidden = heads * size
@@ -326,7 +322,7 @@ def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
     heads, size = r.shape[1], r.shape[2]
     steps, batch = rows.shape
     units, tile, mode = plan(heads, size, batch, steps)
-    nbytes = _block_bytes(size, units, mode)
+    nbytes = persistent_bytes(size, units) if mode == "persistent" else shared_bytes(size, units)
     if mode == "persistent":
         args = (table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, units)
         allow_dynamic_shared(forward_persistent_cuda, args, nbytes)

@@ -365,6 +365,17 @@ def quad_start(i, n_chunks, steps, channels):
     return np.uint64((b * steps + t0) * channels + 4 * q), min(steps, t0 + CHUNK) - t0, b, j, 4 * q
 
 
+@device_function
+def _get4(row, c):
+    """row[c:c + 4] of a per-chunk or per-batch row (chunk maps, carried states, h0)."""
+    return row[c], row[c + 1], row[c + 2], row[c + 3]
+
+
+@device_function
+def _put4(row, c, v0, v1, v2, v3):
+    row[c], row[c + 1], row[c + 2], row[c + 3] = v0, v1, v2, v3
+
+
 @kernel((F32_1D, F32_1D, F32_3D, F32_3D, I64, I64))
 def forward_chunks_quad_cuda(k, u, chunk_a, chunk_b, steps, channels):
     batch, n_chunks = chunk_a.shape[0], chunk_a.shape[1]
@@ -382,8 +393,8 @@ def forward_chunks_quad_cuda(k, u, chunk_a, chunk_b, steps, channels):
             p2, a2 = _fold(p2, a2, k2, u2)
             p3, a3 = _fold(p3, a3, k3, u3)
             e += s
-        chunk_a[b, j, c], chunk_a[b, j, c + 1], chunk_a[b, j, c + 2], chunk_a[b, j, c + 3] = p0, p1, p2, p3
-        chunk_b[b, j, c], chunk_b[b, j, c + 1], chunk_b[b, j, c + 2], chunk_b[b, j, c + 3] = a0, a1, a2, a3
+        _put4(chunk_a[b, j], c, p0, p1, p2, p3)
+        _put4(chunk_b[b, j], c, a0, a1, a2, a3)
 
 
 @kernel((F32_1D, F32_1D, F32_3D, F32_1D, I64, I64))
@@ -393,7 +404,7 @@ def forward_apply_quad_cuda(k, u, incoming, h, steps, channels):
     if i < batch * n_chunks * (channels // 4):
         e, n, b, j, c = quad_start(i, n_chunks, steps, channels)
         s = np.uint64(channels)
-        h0, h1, h2, h3 = incoming[b, j, c], incoming[b, j, c + 1], incoming[b, j, c + 2], incoming[b, j, c + 3]
+        h0, h1, h2, h3 = _get4(incoming[b, j], c)
         for _ in range(n):
             k0, k1, k2, k3 = load_global_v4(k, e)
             u0, u1, u2, u3 = load_global_v4(u, e)
@@ -571,8 +582,8 @@ def backward_chunks_quad_cuda(grad_h, k, chunk_a, chunk_b, steps, channels):
             p2, a2, n2 = _fold_back(p2, a2, n2, g2, k2)
             p3, a3, n3 = _fold_back(p3, a3, n3, g3, k3)
             e -= s  # wraps below the first element when the chunk is done: never read
-        chunk_a[b, j, c], chunk_a[b, j, c + 1], chunk_a[b, j, c + 2], chunk_a[b, j, c + 3] = p0, p1, p2, p3
-        chunk_b[b, j, c], chunk_b[b, j, c + 1], chunk_b[b, j, c + 2], chunk_b[b, j, c + 3] = a0, a1, a2, a3
+        _put4(chunk_a[b, j], c, p0, p1, p2, p3)
+        _put4(chunk_b[b, j], c, a0, a1, a2, a3)
 
 
 @kernel((F32_1D, F32_1D, F32_1D, F32_1D, F32_2D, F32_3D, F32_1D, F32_1D, F32_2D, I64, I64))
@@ -584,7 +595,7 @@ def backward_apply_quad_cuda(grad_h, k, u, h, h0, after, dk, du, dh0, steps, cha
         s = np.uint64(channels)
         e += np.uint64(n - 1) * s
         n0, n1, n2, n3 = _forget_after_quad(k, e, s, j * CHUNK + n >= steps)
-        l0, l1, l2, l3 = after[b, j, c], after[b, j, c + 1], after[b, j, c + 2], after[b, j, c + 3]
+        l0, l1, l2, l3 = _get4(after[b, j], c)
         for m in range(n - 1, -1, -1):
             g0, g1, g2, g3 = load_global_v4(grad_h, e)
             k0, k1, k2, k3 = load_global_v4(k, e)
@@ -592,7 +603,7 @@ def backward_apply_quad_cuda(grad_h, k, u, h, h0, after, dk, du, dh0, steps, cha
             if j * CHUNK + m > 0:
                 b0, b1, b2, b3 = load_global_v4(h, e - s)
             else:
-                b0, b1, b2, b3 = h0[b, c], h0[b, c + 1], h0[b, c + 2], h0[b, c + 3]
+                b0, b1, b2, b3 = _get4(h0[b], c)
             l0, n0, dk0, du0 = _adjoint_step(l0, n0, g0, k0, u0, b0)
             l1, n1, dk1, du1 = _adjoint_step(l1, n1, g1, k1, u1, b1)
             l2, n2, dk2, du2 = _adjoint_step(l2, n2, g2, k2, u2, b2)
@@ -601,7 +612,7 @@ def backward_apply_quad_cuda(grad_h, k, u, h, h0, after, dk, du, dh0, steps, cha
             store_global_f32x4(du, np.int64(e), du0, du1, du2, du3)
             e -= s
         if j == 0:
-            dh0[b, c], dh0[b, c + 1], dh0[b, c + 2], dh0[b, c + 3] = n0 * l0, n1 * l1, n2 * l2, n3 * l3
+            _put4(dh0[b], c, n0 * l0, n1 * l1, n2 * l2, n3 * l3)
 
 
 @op
