@@ -1,5 +1,10 @@
 """Check this installation end to end: MPI world, backend and GPU binding, the byte corpus, and the
-noise kernels on the chosen backend against the NumPy reference (bit for bit on integer outputs)."""
+noise kernels on the chosen backend against the NumPy reference (bit for bit on integer outputs).
+
+With --gpu, check instead what this node's CUDA stack can do, in under a minute: versions, linker,
+PTX ISA against the driver, cudadevrt, the shared-memory opt-in, grid sync, one IMMA and one HMMA
+kernel against their CPU twins. It stops at the first item that cannot work, names it and exits 1;
+under NUMBA_ENABLE_CUDASIM=1 it skips the items that need the real CUDA target and says so."""
 
 import sys
 from pathlib import Path
@@ -17,6 +22,24 @@ def _escape(window):
     return "".join(chr(b) if 32 <= b < 127 else "\\n" if b == 10 else f"\\x{b:02x}" for b in window)
 
 
+def check_gpu():
+    """Print each platform item as it is checked; 0 when none failed, else 1."""
+    from eggnog.kernels.platform_check import run_checks
+
+    items = []
+    for item in run_checks():
+        items.append(item)
+        print(f"{item.status:<8} {item.name:<10} {item.detail}", flush=True)
+    failed = [item for item in items if item.status == "failed"]
+    if failed:
+        print(f"FAILED: {failed[0].name}: {failed[0].detail}")
+        return 1
+    skipped = [item.name for item in items if item.status == "skipped"]
+    print(f"GPU check passed: {len(items) - len(skipped)} items"
+          + (f"; skipped on the simulator: {', '.join(skipped)}" if skipped else ""))
+    return 0
+
+
 @app.command(help=cli_help(__doc__))
 @user_errors
 def main(
@@ -24,7 +47,10 @@ def main(
     backend: str = typer.Option(None, help="auto, cpu or cuda (default: EGGNOG_BACKEND or auto)."),
     elements: int = typer.Option(1 << 20, help="Noise elements compared per kind."),
     seed: int = typer.Option(0),
+    gpu: bool = typer.Option(False, "--gpu", help="Check what this node's GPU stack can do instead (see above)."),
 ):
+    if gpu:
+        sys.exit(check_gpu())
     from eggnog.corpus.default import default_corpus
     from eggnog.corpus.reader import open_corpus
     from eggnog.corpus.samplers import RandomWindows

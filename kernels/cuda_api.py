@@ -10,7 +10,12 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba import config, cuda
+
+from eggnog.kernels.numpy_compat import restore_removed_aliases
+
+restore_removed_aliases()  # before numba-cuda loads its typing: numpy 2.5 removed names it overloads
+
+from numba import config, cuda  # noqa: E402
 
 from eggnog.runtime.errors import BadInput
 

@@ -15,7 +15,8 @@ import numpy as np
 
 BACKENDS = ("numpy", "cpu", "cuda")
 PREFIXES = {"reference_": "numpy", "cpu_": "cpu", "cuda_": "cuda"}
-HELPER_MODULES = ("registry", "ptx", "backend", "cuda_api")  # modules that hold no op family
+# modules that hold no op family
+HELPER_MODULES = ("registry", "ptx", "backend", "cuda_api", "numpy_compat", "platform_check")
 
 
 @dataclass

@@ -42,7 +42,9 @@ def test_bptt_loss_falls(tmp_path):
 
 
 def test_float_eggroll_loss_falls(tmp_path):
-    run_dir = run("es", tmp_path, "fall", steps=60, optimizer="adamw", population=64, group_size=8, lr=0.05)
+    # 150 steps: the corpus is this interpreter's json package, and on Python 3.12's the validation loss
+    # first rises for 15 steps (8.02 -> 8.27) and had fallen only 0.23 bits after 60 (3.11: 0.63)
+    run_dir = run("es", tmp_path, "fall", steps=150, optimizer="adamw", population=64, group_size=8, lr=0.05)
     vals = [r["val_bpb"] for r in read_jsonl(run_dir / "metrics.jsonl") if "val_bpb" in r]
     assert vals[-1] < vals[0] - 0.5
 
