@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# One command for a GPU machine: tests/gpu on the GPU (no simulator) and every benchmark at its
-# headline size within a 10-minute budget, summarised in bench/results/gpu-<GPU>-<date>.json and .md.
-# The plan, the budget and the summary are bench/gpu_run.py's; arguments go to it:
-#   bash bench/gpu.sh [--dry-run] [--budget SECONDS] [--only gpu-tests,eggroll,...]
+# The commands for a GPU node, each within one command's limit of a short GPU slot (after
+# `python3 bin/selfcheck.py --gpu`):
+#   bash bench/gpu.sh --quick --out DIR   # selfcheck, the riskiest GPU tests, EGGROLL 6x256: 240 s
+#   bash bench/gpu.sh --out DIR           # the other GPU tests and the benchmarks: 480 s
+# Plans, budgets, summaries and the log are bench/gpu_run.py's; arguments go to it (--dry-run,
+# --budget SECONDS, --only STEP,...). Only bash builtins and python3: such nodes may have no more.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-exec python bench/gpu_run.py "$@"
+here=${BASH_SOURCE[0]%/*}
+[ "$here" = "${BASH_SOURCE[0]}" ] && here=.
+# no cd: a relative --out is the caller's
+exec python3 "$here/gpu_run.py" "$@"

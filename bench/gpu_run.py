@@ -1,20 +1,30 @@
-"""One command for a GPU machine (`bash bench/gpu.sh`): the GPU test layer on the GPU (no simulator)
-and every benchmark at its headline size, one after another within one time budget (10 minutes,
-sized for one H100), then one JSON and one markdown summary in bench/results/ named by GPU and date.
+"""The runner behind `bash bench/gpu.sh`: a plan of steps (bench/gpu_steps.py) run one after another on
+the GPU (no simulator) within one time budget, sized for GPU slots of a few minutes a command.
 
-    python bench/gpu_run.py [--budget 600] [--only eggroll,matmul] [--dry-run]
+    python3 bench/gpu_run.py --quick [--out DIR]   # selfcheck, the riskiest GPU tests, EGGROLL: 240 s
+    python3 bench/gpu_run.py [--out DIR]           # the other GPU tests and the benchmarks: 480 s
+    python3 bench/gpu_run.py [--quick] [--budget SECONDS] [--only STEP,...] [--dry-run]
 
 Each step has an estimated cost. A step runs only when its estimate fits in what is left of the
 budget, and is stopped when the budget runs out whatever its estimate said; a step that does not
-fit is skipped with the reason recorded, and the steps after it still get their chance. Every
-benchmark writes its own JSON into a folder of its own (EGGNOG_BENCH_RESULTS); the files are copied
-into bench/results/ and their rows go into the summary. A step stopped at the end of the budget
-keeps the JSON lines it had printed (Table 1 prints one per cell). `--dry-run` prints the plan with
-the estimates, assuming each step takes its estimate, and needs no GPU. Without a visible GPU the
-command stops with one sentence and exit status 2. Exit status 1 when a step failed or was stopped.
+fit is skipped with the reason recorded, and the steps after it still get their chance.
+
+Everything goes into --out (default bench/results/, or EGGNOG_BENCH_RESULTS; created if missing) and
+nowhere else: the JSON (and charts) each benchmark writes into a folder of its own
+(EGGNOG_BENCH_RESULTS), copied; one log of everything the steps printed, gpu-<GPU>-<date>[-quick].log;
+and the summary, gpu-<GPU>-<date>[-quick].json and .md, rewritten after every step, so a run killed
+from outside keeps what it had (steps not finished are "pending"). SIGTERM or SIGINT to the runner
+stops the running step (recorded as stopped, "interrupted"), skips the rest, writes the summary and
+exits 1. A step stopped by the budget or a signal keeps the JSON lines it had printed (Table 1 prints
+one per cell). The GPU probe before the first step counts against the budget.
+
+`--dry-run` prints the plan, assuming each step takes its estimate, and the total; it needs no GPU
+and writes nothing. Without a visible GPU the command stops with one sentence and exit status 2,
+having written nothing. Exit status 1 when a step failed or was stopped.
 """
 
 import datetime
+import io
 import json
 import os
 import re
@@ -26,68 +36,19 @@ import tempfile
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import typer
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.report import REPO, RESULTS, print_table, write_result  # noqa: E402
+from bench.gpu_steps import PLANS, PROBE_S, PY  # noqa: E402
+from bench.report import REPO, RESULTS, commit, cpu_name, print_table  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
 from eggnog.runtime.errors import BadInput  # noqa: E402
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
-
-BUDGET_S = 600
-PY = sys.executable
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    what: str
-    argv: tuple
-    estimate_s: int  # seconds on one H100 with today's kernels, start-up and kernel compilation included
-    env: dict = field(default_factory=dict)
-    outcome: str | None = None  # a pattern for the output line that sums the step up (pytest's last line)
-
-    @property
-    def script(self):
-        """The repository file the step runs, if it runs one (a missing one skips the step)."""
-        return next((a for a in self.argv[1:] if str(a).endswith(".py")), None)
-
-    def command(self):
-        return " ".join("python" if a == PY else str(a) for a in self.argv)
-
-
-# Estimates are rough: the EGGROLL figure comes from the static estimate of the fused kernel (9e7
-# member-tokens/s perturbed: well under a second per evaluation of 32768 x 100 bytes) plus its
-# compilation, the others from compile counts and the CPU runs. A wrong one costs at most the steps
-# after it, since no step runs past the budget. Ordered by what a GPU run is for: correctness, then
-# the main job, then the static report, then the float kernels, then the suite with the most cells.
-STEPS = (
-    Step("gpu-tests", "tests/gpu on the GPU, no simulator", (PY, "-m", "pytest", "-q", "-rs", "tests/gpu"), 90,
-         {"EGGNOG_REQUIRE_GPU": "1"}, outcome=r"\d+ (passed|failed|error|skipped)"),
-    Step("eggroll", "EGGROLL, EGG 6x256, population 32768, 100 bytes, perturbed and plain",
-         (PY, "bench/eggroll_throughput.py", "--depth", "6", "--dim", "256", "--populations", "32768",
-          "--tokens", "100", "--backend", "cuda"), 90),
-    Step("sass-report", "static report: registers, spills, instruction mix, roofline",
-         (PY, "bench/sass_report.py"), 90),
-    Step("scan", "MinGRU scan 8x4096x1536", (PY, "bench/scan_throughput.py", "--shapes", "8x4096x1536",
-                                             "--backend", "cuda"), 30),
-    Step("matmul", "fp32 and TF32 matmul 32768x1536x1536, cuBLAS/cuBLASLt beside it",
-         (PY, "bench/matmul_throughput.py", "--shapes", "32768x1536x1536", "--backend", "cuda"), 45),
-    Step("mingru-bptt", "MinGRU BPTT step, dim 1024 x depth 8 (105M parameters), batch 8 x 2048, device-resident",
-         (PY, "bench/mingru_side_by_side.py", "--configs", "1024x8:8x2048", "--steps", "3", "--backend", "cuda"), 60),
-    # distributed cells would put all ranks on this one GPU: they measure communication, not speed-up
-    Step("table1", "Table 1, LSTM 100k-10M, in series (cells over 60 s skipped by the suite itself)",
-         (PY, "bench/table1.py", "--sizes", "100k,1M,10M", "--modes", "series", "--max-cell-seconds", "60",
-          "--backend", "cuda"), 150),
-    Step("table1-probe-batch", "Table 1 100k CD-RGE-96 series with 32 evaluations a pass (probes as extra heads)",
-         (PY, "bench/table1_cell.py", "--size", "100k", "--method", "cdrge96", "--mode", "series", "--steps", "3",
-          "--probe-batch", "32", "--backend", "cuda"), 30),
-)
 
 GPU_PROBE = """
 import json
@@ -120,9 +81,10 @@ def skip_reason(step, left, budget, repo=REPO):
     return None
 
 
-def plan(steps, budget, repo=REPO):
-    """What would run if every step took its estimate: (step, start second, skip reason or None)."""
-    used, out = 0, []
+def plan(steps, budget, repo=REPO, start=0):
+    """What would run if every step took its estimate, the first starting at second `start`:
+    (step, start second, skip reason or None)."""
+    used, out = start, []
     for step in steps:
         reason = skip_reason(step, budget - used, budget, repo)
         out.append((step, used, reason))
@@ -130,10 +92,70 @@ def plan(steps, budget, repo=REPO):
     return out
 
 
-def _pump(stream, tail, json_lines):
+class Echo:
+    """What the runner prints, on stdout and, once opened, in the run's log file."""
+
+    def __init__(self):
+        self.file = None
+
+    def open(self, path):
+        self.file = open(path, "w", buffering=1, errors="replace")
+
+    def write(self, text):
+        print(text, end="", flush=True)
+        if self.file:
+            self.file.write(text)
+
+    def line(self, text):
+        self.write(text + "\n")
+
+    def close(self):
+        if self.file:
+            self.file.close()
+            self.file = None
+
+
+class Interruption:
+    """SIGTERM or SIGINT to the runner (an outer `timeout`, Ctrl-C): the running step's process group is
+    killed and no later step starts. The handler only flags and kills, so nothing is half-written."""
+
+    def __init__(self):
+        self.signal, self.running, self._previous = None, None, {}
+
+    def install(self):
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _handle(self, signum, frame):
+        self.signal = signal.Signals(signum).name
+        self.stop_running()
+
+    def started(self, proc):
+        self.running = proc
+        if self.signal:  # the signal came between the flag check and the start
+            self.stop_running()
+
+    def finished(self):
+        self.running = None
+
+    def stop_running(self):
+        """Kill the running step's whole process group (the budget ran out, or a signal came)."""
+        if self.running is not None:
+            try:
+                os.killpg(self.running.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _pump(stream, tail, json_lines, echo):
     """Echo a step's output as it comes; keep its last lines and the JSON objects it printed."""
     for line in stream:
-        print(line, end="", flush=True)
+        echo.write(line if line.endswith("\n") else line + "\n")
         tail.append(line.rstrip("\n"))
         if line.startswith("{"):
             try:
@@ -155,9 +177,14 @@ def collect(folder, results):
     return parsed, names
 
 
-def run_step(step, limit, results, repo=REPO):
+def _record(step, **fields):
+    return {"step": step.name, "what": step.what, "command": step.command(), "estimate_s": step.estimate_s, **fields}
+
+
+def run_step(step, limit, results, repo=REPO, echo=None, interruption=None):
     """Run one step for at most `limit` seconds; its record (status, seconds, results, files)."""
-    record = {"step": step.name, "what": step.what, "command": step.command(), "estimate_s": step.estimate_s}
+    echo, interruption = echo or Echo(), interruption or Interruption()
+    record = _record(step)
     tail, json_lines = deque(maxlen=15), []
     with tempfile.TemporaryDirectory(prefix="eggnog-gpu-step-") as folder:
         env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "EGGNOG_PROGRESS": "0", "EGGNOG_BENCH_RESULTS": folder,
@@ -166,18 +193,21 @@ def run_step(step, limit, results, repo=REPO):
         # a session of its own, so stopping the step stops every process it started (mpiexec ranks)
         proc = subprocess.Popen(step.argv, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", start_new_session=True)
-        reader = threading.Thread(target=_pump, args=(proc.stdout, tail, json_lines), daemon=True)
+        interruption.started(proc)
+        reader = threading.Thread(target=_pump, args=(proc.stdout, tail, json_lines, echo), daemon=True)
         reader.start()
         try:
             code = proc.wait(timeout=max(limit, 0.001))
-            record["status"] = "ok" if code == 0 else "failed"
-            record["exit_status"] = code
-        except (subprocess.TimeoutExpired, KeyboardInterrupt) as stop:
-            os.killpg(proc.pid, signal.SIGKILL)
+            if interruption.signal and code != 0:
+                record.update(status="stopped", reason=f"interrupted: {interruption.signal} to the runner")
+            else:
+                record.update(status="ok" if code == 0 else "failed", exit_status=code)
+        except subprocess.TimeoutExpired:
+            interruption.stop_running()
             proc.wait()
-            record["status"] = "stopped"
-            record["reason"] = ("interrupted" if isinstance(stop, KeyboardInterrupt)
-                                else f"still running when the budget ran out, after {round(limit)} s")
+            record.update(status="stopped", reason=f"still running when the budget ran out, after {round(limit)} s")
+        finally:
+            interruption.finished()
         reader.join(timeout=10)
         record["seconds"] = round(time.monotonic() - start, 1)
         record["results"], record["files"] = collect(folder, results)
@@ -190,24 +220,31 @@ def run_step(step, limit, results, repo=REPO):
     return record
 
 
-def run_all(steps, budget, results, started=None, repo=REPO):
-    """Every step in order within `budget` seconds counted from `started`; one record per step."""
+def pending(steps):
+    """Records of steps not reached yet, for a summary written while the run goes on."""
+    return [_record(s, status="pending") for s in steps]
+
+
+def run_all(steps, budget, results, started=None, repo=REPO, echo=None, interruption=None, after_each=None):
+    """Every step in order within `budget` seconds counted from `started`; one record per step.
+    `after_each(records)` is called after every step (the summary is rewritten there)."""
     started = time.monotonic() if started is None else started
+    echo, interruption = echo or Echo(), interruption or Interruption()
     records = []
-    for i, step in enumerate(steps):
+    for step in steps:
         left = budget - (time.monotonic() - started)
-        reason = skip_reason(step, left, budget, repo)
+        if interruption.signal:
+            reason = f"interrupted: {interruption.signal} to the runner before it started"
+        else:
+            reason = skip_reason(step, left, budget, repo)
         if reason:
-            print(f"== {step.name}: skipped ({reason})", flush=True)
-            records.append({"step": step.name, "what": step.what, "command": step.command(),
-                            "estimate_s": step.estimate_s, "status": "skipped", "reason": reason})
-            continue
-        print(f"== {step.name}: {step.command()}  (estimated {step.estimate_s} s, {round(left)} s left)", flush=True)
-        records.append(run_step(step, left, results, repo))
-        if records[-1].get("reason") == "interrupted":
-            records += [{"step": s.name, "what": s.what, "command": s.command(), "estimate_s": s.estimate_s,
-                         "status": "skipped", "reason": "interrupted"} for s in steps[i + 1:]]
-            break
+            echo.line(f"== {step.name}: skipped ({reason})")
+            records.append(_record(step, status="skipped", reason=reason))
+        else:
+            echo.line(f"== {step.name}: {step.command()}  (estimated {step.estimate_s} s, {round(left)} s left)")
+            records.append(run_step(step, left, results, repo, echo, interruption))
+        if after_each:
+            after_each(records)
     return records
 
 
@@ -229,18 +266,24 @@ def markdown_table(rows, limit=40):
     return lines
 
 
+def note(record):
+    """What the summary says beside a step's status: why it was skipped or stopped, or how it ended."""
+    failed = f"exit status {record['exit_status']}" if record["status"] == "failed" else ""
+    return record.get("reason") or record.get("outcome") or failed
+
+
 def summary_markdown(record):
     gpu = record["gpu"]
-    lines = [f"# GPU run: {gpu['name']}, {record['date']}", "",
+    lines = [f"# GPU run ({record['plan']}): {gpu['name']}, {record['date']}", "",
              f"Compute capability {gpu['compute_capability']}, {gpu['memory_GiB']} GiB; CPU {record['cpu']}; "
-             f"commit {record['commit']}. Budget {record['budget_s']} s, used {record['elapsed_s']} s.", "",
+             f"commit {record['commit']}. Budget {record['budget_s']} s, used {record['elapsed_s']} s. "
+             f"Full output: {record['log']}.", "",
              "| step | status | seconds | estimate | what | note |", "|---|---|---|---|---|---|"]
     for r in record["rows"]:
-        note = r.get("reason") or r.get("outcome") or ("exit status %s" % r["exit_status"] if r["status"] == "failed" else "")
         lines.append(f"| {r['step']} | {r['status']} | {_cell(r.get('seconds'))} | {r['estimate_s']} | "
-                     f"{_cell(r['what'])} | {_cell(note)} |")
+                     f"{_cell(r['what'])} | {_cell(note(r))} |")
     for r in record["rows"]:
-        if r["status"] == "skipped":
+        if r["status"] in ("skipped", "pending"):
             continue
         lines += ["", f"## {r['step']}", "", f"`{r['command']}`"]
         for name, result in r.get("results", {}).items():
@@ -254,53 +297,121 @@ def summary_markdown(record):
     return "\n".join(lines) + "\n"
 
 
-def write_summary(gpu, records, budget, elapsed):
-    """bench/results/gpu-<GPU model>-<date>.json and .md; returns the JSON path."""
-    model = re.sub(r"^NVIDIA\s+", "", gpu["name"])
-    path = write_result("gpu", model, records, {"gpu": gpu, "budget_s": budget, "elapsed_s": round(elapsed, 1)})
-    path.with_suffix(".md").write_text(summary_markdown(json.loads(path.read_text())))
+def run_name(gpu_name, date, quick):
+    """gpu-<GPU model>-<date>[-quick]: what the summary and the log are called (a quick and a full run
+    on the same day keep their own)."""
+    model = re.sub(r"^NVIDIA\s+", "", gpu_name)
+    slug = "".join(ch if ch.isalnum() else "-" for ch in model).strip("-").lower()
+    return f"gpu-{slug}-{date}" + ("-quick" if quick else "")
+
+
+def write_summary(out, gpu, records, budget, elapsed, quick=False, date=None, machine=None):
+    """<out>/<run_name>.json and .md (replaced whole, so a reader never sees half a file); returns
+    the JSON path. `machine` (cpu, commit) is asked once per run by run_plan."""
+    date = date or datetime.date.today().isoformat()
+    name = run_name(gpu["name"], date, quick)
+    machine = machine or {"cpu": cpu_name(), "commit": commit()}
+    record = {"benchmark": "gpu-quick" if quick else "gpu", "device": re.sub(r"^NVIDIA\s+", "", gpu["name"]),
+              **machine, "date": date, "plan": "quick" if quick else "full", "gpu": gpu, "budget_s": budget,
+              "elapsed_s": round(elapsed, 1), "log": name + ".log", "rows": records}
+    path = Path(out) / (name + ".json")
+    texts = {path: json.dumps(record, indent=1) + "\n", path.with_suffix(".md"): summary_markdown(record)}
+    for target, text in texts.items():
+        partial = target.with_name(target.name + ".partial")
+        partial.write_text(text)
+        partial.replace(target)
     return path
 
 
-def chosen_steps(only):
+def run_plan(gpu, steps, budget, out, quick=False, started=None, repo=REPO):
+    """Run `steps` on `gpu` into `out` with the log, the summaries and the signal handling; the exit
+    status (1 when a step failed or was stopped)."""
+    started = time.monotonic() if started is None else started
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    date = datetime.date.today().isoformat()
+    machine = {"cpu": cpu_name(), "commit": commit()}
+    echo, interruption = Echo(), Interruption()
+    echo.open(out / (run_name(gpu["name"], date, quick) + ".log"))
+    interruption.install()
+    try:
+        echo.line(f"GPU: {gpu['name']} (compute capability {gpu['compute_capability']}, {gpu['memory_GiB']} GiB); "
+                  f"{'quick' if quick else 'full'} plan, budget {budget} s, results in {out}")
+
+        def summarise(records):
+            write_summary(out, gpu, records + pending(steps[len(records):]), budget, time.monotonic() - started,
+                          quick, date, machine)
+
+        summarise([])
+        records = run_all(steps, budget, out, started, repo, echo, interruption, after_each=summarise)
+        summarise(records)
+        columns = ["step", "status", "seconds", "estimate_s"]
+        table = io.StringIO()
+        with redirect_stdout(table):  # into the log as well
+            print_table([{**{k: _cell(r.get(k)) for k in columns}, "note": _cell(note(r))} for r in records],
+                        columns + ["note"])
+        echo.write(table.getvalue())
+        name = run_name(gpu["name"], date, quick)
+        echo.line(f"wrote {out / name}.json, .md and .log")
+    finally:
+        interruption.restore()
+        echo.close()
+    failed = any(r["status"] in ("failed", "stopped") for r in records)
+    return 1 if failed or interruption.signal else 0
+
+
+def chosen_steps(only, steps):
     if not only:
-        return STEPS
+        return steps
     names = [n.strip() for n in only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in {s.name for s in STEPS}]
+    unknown = [n for n in names if n not in {s.name for s in steps}]
     if unknown or not names:
-        raise BadInput(f"--only {only!r}: choose from {', '.join(s.name for s in STEPS)}")
-    return tuple(s for s in STEPS if s.name in names)
+        raise BadInput(f"--only {only!r}: choose from {', '.join(s.name for s in steps)}")
+    return tuple(s for s in steps if s.name in names)
+
+
+def print_plan(steps, budget, out, quick):
+    """The dry run: the plan, the total of its estimates and what it would write."""
+    rows = [("gpu-probe", 0, PROBE_S, "run", "python3 -c <which GPU numba sees>")]
+    decided = plan(steps, budget, start=PROBE_S)
+    rows += [(s.name, at, s.estimate_s, f"skip: {reason}" if reason else "run", s.command())
+             for s, at, reason in decided]
+    rows.insert(0, ("step", "starts_at_s", "estimate_s", "plan", "command"))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    for r in rows:  # the command last and unpadded: a pytest step's is long
+        print(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}")
+    total = PROBE_S + sum(s.estimate_s for s, _, reason in decided if not reason)
+    skipped = "; skipped steps not counted" if any(reason for _, _, reason in decided) else ""
+    print(f"total of the estimates: {total} s of the {budget} s budget (the GPU probe's {PROBE_S} s included{skipped})")
+    name = f"gpu-<GPU model>-{datetime.date.today().isoformat()}" + ("-quick" if quick else "")
+    print(f"would write into {out}: {name}.json, .md and .log, and each step's result files")
 
 
 @app.command()
 @user_errors
-def main(budget: int = typer.Option(BUDGET_S, help="Seconds for the whole run."),
-         only: str = typer.Option(None, help="Comma-separated steps to run (default: all)."),
+def main(quick: bool = typer.Option(False, "--quick", help="The quick plan: selfcheck, the riskiest GPU tests, "
+                                    "EGGROLL at the headline size (default budget 240 s)."),
+         budget: int = typer.Option(None, help="Seconds for the whole run (default 240 with --quick, else 480)."),
+         only: str = typer.Option(None, help="Comma-separated steps of the plan to run (default: all)."),
+         out: Path = typer.Option(None, help="Folder for every file the run writes (default bench/results/)."),
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its estimates; run nothing.")):
     started = time.monotonic()
+    steps, default_budget = PLANS["quick" if quick else "full"]
+    budget = default_budget if budget is None else budget
     if budget < 1:
         raise BadInput(f"--budget must be at least 1 second, not {budget}")
-    steps = chosen_steps(only)
+    steps = chosen_steps(only, steps)
+    out = RESULTS if out is None else out
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {str(out)!r} is a file, not a folder")
     if dry_run:
-        rows = [{"step": s.name, "starts_at_s": at, "estimate_s": s.estimate_s,
-                 "plan": f"skip: {reason}" if reason else "run", "command": s.command()}
-                for s, at, reason in plan(steps, budget)]
-        print_table(rows, ["step", "starts_at_s", "estimate_s", "plan", "command"])
-        print(f"budget {budget} s; would write {RESULTS.name}/gpu-<GPU model>-{datetime.date.today()}.json and .md")
+        print_plan(steps, budget, out, quick)
         return
     gpu = probe_gpu()
     if gpu is None:
         raise BadInput("no GPU is visible (numba finds no usable CUDA device), so there is nothing to run this on; "
                        "--dry-run shows the plan without one")
-    print(f"GPU: {gpu['name']} (compute capability {gpu['compute_capability']}, {gpu['memory_GiB']} GiB); "
-          f"budget {budget} s", flush=True)
-    records = run_all(steps, budget, RESULTS, started)
-    path = write_summary(gpu, records, budget, time.monotonic() - started)
-    print_table([{k: _cell(r.get(k)) for k in ("step", "status", "seconds", "estimate_s", "reason")} for r in records],
-                ["step", "status", "seconds", "estimate_s", "reason"])
-    print(f"wrote {path} and {path.with_suffix('.md').name}")
-    if any(r["status"] in ("failed", "stopped") for r in records):
-        raise SystemExit(1)
+    raise SystemExit(run_plan(gpu, steps, budget, out, quick, started))
 
 
 if __name__ == "__main__":

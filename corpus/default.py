@@ -2,7 +2,8 @@
 
 Real text every machine with Python has, so the training scripts run with no --data and no
 download. Files are the stdlib's *.py (not site-packages, not test suites) in sorted order, joined
-by byte 0, cached as a .bin in the user cache directory (EGGNOG_CACHE_DIR overrides) and checked
+by byte 0, cached as a .bin in the user cache directory (EGGNOG_CACHE_DIR overrides; without
+platformdirs, $XDG_CACHE_HOME/eggnog or ~/.cache/eggnog) and checked
 against its recorded SHA-256 whenever it is opened.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from eggnog.corpus.prepare import prepare
 from eggnog.corpus.reader import open_corpus
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.optional import importable, say_once
 
 VAL_FRACTION = 0.02
 SKIPPED_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
@@ -36,9 +38,14 @@ def stdlib_files(root=None):
 def cache_dir():
     if os.environ.get("EGGNOG_CACHE_DIR"):
         return Path(os.environ["EGGNOG_CACHE_DIR"])
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("eggnog"))
+    platformdirs = importable("platformdirs")
+    if platformdirs is not None:
+        return Path(platformdirs.user_cache_dir("eggnog"))
+    # what platformdirs answers on Linux
+    path = Path(os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache") / "eggnog"
+    say_once("platformdirs", f"note: platformdirs is not installed: the default corpus is cached in {path} "
+             "(EGGNOG_CACHE_DIR sets another folder)")
+    return path
 
 
 STATS_VERSION = "gzip-xz"  # the statistics its metadata holds: a new kind rebuilds the cached corpus

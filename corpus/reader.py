@@ -1,4 +1,6 @@
-"""Open a prepared corpus: memory-mapped when the bytes are contiguous on disk, else block reads."""
+"""Open a prepared corpus: memory-mapped when the bytes are contiguous on disk, else block reads.
+A .zarr corpus as prepare_data.py writes it (one uncompressed chunk per split) opens without the
+zarr package; any other Zarr store needs it."""
 
 import json
 import warnings
@@ -11,6 +13,7 @@ from eggnog.corpus.formats import META_ATTR, format_of, sidecar_of
 from eggnog.corpus.layout import SPLITS
 from eggnog.corpus.stats import stats_of
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.optional import importable
 
 
 class SlowCorpusWarning(UserWarning):
@@ -116,6 +119,15 @@ def _open_h5(path):
     return ByteCorpus(str(path), splits["train"], splits["val"], meta)
 
 
+def zarr_package(doing):
+    """The zarr module, or BadInput saying that `doing` needs it (zarr is an optional package)."""
+    zarr = importable("zarr")
+    if zarr is None:
+        raise BadInput(f"{doing} needs the zarr package, which is not installed: install it "
+                       "(pip install 'zarr>=3.1', or eggnog[full]) or use a .bin or .h5 corpus instead")
+    return zarr
+
+
 def _zarr_chunk_file(array_dir, node):
     """The file of the only chunk when the array is one uncompressed chunk; None otherwise."""
     if node.get("zarr_format") != 3 or node.get("node_type") != "array":
@@ -152,8 +164,7 @@ def _open_zarr(path):
             raise BadInput(f"cannot read {str(path)!r} as Zarr ({e})") from None
     if len(fast) == len(SPLITS):
         return ByteCorpus(str(path), fast["train"], fast["val"], meta)
-    import zarr
-
+    zarr = zarr_package(f"reading {str(path)!r}")
     try:
         group = zarr.open_group(str(path), mode="r")
     except Exception as e:  # zarr raises several types for a path that is not a group

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from eggnog.corpus.formats import META_ATTR, format_of, output_paths, sidecar_of
 from eggnog.corpus.layout import SPLITS
+from eggnog.corpus.reader import zarr_package
 from eggnog.corpus.stats import ByteStats
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import temp_name, write_atomic
@@ -45,9 +46,7 @@ def _write_h5(tmp, plans, stats):
     return tmp
 
 
-def _write_zarr(tmp, plans, stats):
-    import zarr
-
+def _write_zarr(tmp, plans, stats, zarr):
     group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
     for name in SPLITS:
         size = plans[name].size
@@ -73,6 +72,7 @@ def write_corpus(path, plans, meta, force=False):
         raise BadInput(f"output {str(existing[0])!r} already exists; pass --force to replace it")
     if not path.parent.is_dir():
         raise BadInput(f"output directory {str(path.parent)!r} does not exist")
+    zarr = zarr_package(f"writing {str(path)!r}") if kind == "zarr" else None  # before anything is written
     stats = {name: ByteStats() for name in SPLITS}
     tmp = temp_name(path)
     try:
@@ -81,7 +81,7 @@ def write_corpus(path, plans, meta, force=False):
         elif kind == "h5":
             _write_h5(tmp, plans, stats)
         else:
-            _write_zarr(tmp, plans, stats)
+            _write_zarr(tmp, plans, stats, zarr)
         meta = dict(meta, splits={name: stats[name].result() for name in SPLITS})
         text = json.dumps(meta, indent=1)
         if kind == "h5":
@@ -90,8 +90,6 @@ def write_corpus(path, plans, meta, force=False):
             with h5py.File(tmp, "a") as f:
                 f.attrs[META_ATTR] = text
         elif kind == "zarr":
-            import zarr
-
             zarr.open_group(str(tmp), mode="r+").attrs[META_ATTR] = meta
         _replace(tmp, path)
         if kind == "bin":  # written last: a .bin without its sidecar does not open

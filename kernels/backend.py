@@ -9,7 +9,8 @@ pool of the process, once: NumPy's OpenBLAS threads keep spinning after each pro
 numba's parallel loops of the same cores (the bare MinGRU BPTT ran about 7x faster on 2 cores with
 BLAS on one thread). EGGNOG_BLAS_THREADS=N sets the cap; without it, a thread count given to BLAS
 itself (OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, BLIS_NUM_THREADS or OMP_NUM_THREADS) is left in
-force; otherwise BLAS runs on one thread.
+force; otherwise BLAS runs on one thread. Without threadpoolctl (an optional package) the cap is
+not set and one line on stderr says how to set it by hand.
 """
 
 import os
@@ -19,6 +20,7 @@ import numpy as np
 
 from eggnog.kernels.cuda_api import SIMULATED, cuda
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.optional import optional_import
 
 ENV_VAR = "EGGNOG_BACKEND"
 CHOICES = ("auto", "cpu", "cuda")
@@ -93,9 +95,11 @@ def limit_blas_threads(environ=os.environ):
         return
     limit = blas_thread_limit(environ)
     if limit is not None:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=limit, user_api="blas")  # stays in force: the returned handle is not restored
+        threadpoolctl = optional_import(
+            "threadpoolctl", f"BLAS threads are not capped and may spin against numba's; cap them by hand "
+            f"with OPENBLAS_NUM_THREADS={limit} (or MKL_NUM_THREADS / OMP_NUM_THREADS) set before Python starts")
+        if threadpoolctl is not None:  # the cap stays in force: the returned handle is not restored
+            threadpoolctl.threadpool_limits(limits=limit, user_api="blas")
     _blas_limited = True
 
 

@@ -1,22 +1,29 @@
-"""The one command for a GPU machine (bench/gpu.sh, bench/gpu_run.py) without a GPU: the plan keeps
-to the budget (a step whose estimate does not fit is skipped, later ones still run), steps run as
-real processes whose JSON is collected and copied, a step is stopped when the budget runs out, the
-summary is written, and without a GPU the command refuses in one sentence. Also the matmul bench's
-library rows where a library is not installed."""
+"""The commands for a GPU node (bench/gpu.sh, bench/gpu_run.py, bench/gpu_steps.py) without a GPU: the
+quick and full plans keep to their budgets by estimate and split tests/gpu between them; a plan skips
+what does not fit and goes on; steps run as real processes whose JSON is collected and copied; a step
+is stopped when the budget runs out; everything is written into --out (summary rewritten after every
+step, one log), and SIGTERM to the runner stops the running step and still writes the summary; the
+dry run works with only python3 on PATH; without a GPU the command refuses in one sentence. Also the
+simulator default of tests/conftest.py for tests/gpu, and the matmul bench's library rows where a
+library is not installed."""
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from bench import gpu_run, matmul_throughput
-from bench.gpu_run import Step, plan, run_all, skip_reason, write_summary
+from bench import gpu_steps, matmul_throughput
+from bench.gpu_run import plan, run_all, run_plan, skip_reason, write_summary
+from bench.gpu_steps import Step
 from tests.helpers import ROOT, assert_user_error
 
 PY = sys.executable
+GPU = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_GiB": 79.1}
 
 
 def step(name, estimate, code="pass", **kw):
@@ -29,6 +36,7 @@ def test_plan_skips_what_does_not_fit_and_goes_on():
     assert decided["a"] == (0, None) and decided["b"] == (100, None)
     assert decided["c"] == (500, "estimated 200 s, only 100 s of the 600 s budget left")
     assert decided["d"] == (500, None)  # the skipped step used none of the budget
+    assert [at for _, at, _ in plan(steps[:2], 600, start=10)] == [10, 110]  # after the GPU probe
 
 
 def test_a_step_whose_script_is_missing_is_skipped(tmp_path):
@@ -39,13 +47,37 @@ def test_a_step_whose_script_is_missing_is_skipped(tmp_path):
     assert skip_reason(missing, 600, 600, repo=tmp_path) is None
 
 
-def test_every_headline_step_has_its_script_and_fits_the_budget_by_estimate():
-    decided = plan(gpu_run.STEPS, gpu_run.BUDGET_S)
-    assert [s.name for s, _, _ in decided] == ["gpu-tests", "eggroll", "sass-report", "scan", "matmul", "mingru-bptt",
-                                                  "table1", "table1-probe-batch"]
-    assert [reason for _, _, reason in decided if reason and "budget" in reason] == []
-    for s, _, _ in decided:
+@pytest.mark.parametrize("name, steps, budget", [
+    ("quick", ["selfcheck", "gpu-tests-quick", "eggroll"], 240),
+    ("full", ["gpu-tests", "scan", "matmul", "mingru-bptt", "table1-probe-batch", "table1"], 480)])
+def test_each_plan_has_its_scripts_and_fits_its_budget_by_estimate(name, steps, budget):
+    chosen, default_budget = gpu_steps.PLANS[name]
+    assert [s.name for s in chosen] == steps and default_budget == budget
+    decided = plan(chosen, budget, start=gpu_steps.PROBE_S)
+    assert [reason for _, _, reason in decided] == [None] * len(steps)
+    assert gpu_steps.PROBE_S + sum(s.estimate_s for s in chosen) <= budget
+    for s in chosen:
         assert s.script is None or os.path.isfile(os.path.join(ROOT, s.script))
+        assert s.command().startswith("python3 ") and "sass_report" not in s.command()
+
+
+def collected(argv):
+    """The node ids pytest collects for a step's command (under the simulator: collection only)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    out = subprocess.run([PY, *argv[1:], "--collect-only", "-p", "no:randomly"], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return {line for line in out.stdout.splitlines() if line.startswith("tests/gpu/") and "::" in line}
+
+
+def test_the_quick_tests_exist_and_the_two_plans_split_tests_gpu():
+    quick_step = next(s for s in gpu_steps.QUICK if s.name == "gpu-tests-quick")
+    rest_step = next(s for s in gpu_steps.FULL if s.name == "gpu-tests")
+    quick, rest, everything = collected(quick_step.argv), collected(rest_step.argv), collected((PY, "-m", "pytest",
+                                                                                              "-q", "tests/gpu"))
+    for selected in gpu_steps.QUICK_TESTS:  # each names a file or test that is there
+        assert any(node == selected or node.startswith(selected + "::") for node in quick), selected
+    assert quick and rest and not quick & rest and quick | rest == everything
 
 
 WRITES_RESULT = ("import json, os; print('working'); "
@@ -71,25 +103,89 @@ def test_steps_run_within_the_budget_and_their_results_are_collected(tmp_path):
     assert hung["printed_rows"] == [{"cell": 1}] and hung["seconds"] < 10
 
 
-def test_outcome_line_and_summary_files(tmp_path, monkeypatch):
-    monkeypatch.setattr("bench.report.RESULTS", tmp_path)  # where write_result puts the summary
+def test_outcome_line_and_summary_files(tmp_path):
     tests_like = step("tests", 1, "print('3 passed, 1 skipped in 0.5s')", outcome=r"\d+ passed")
     records = run_all([tests_like, step("writes", 1, WRITES_RESULT), step("too-big", 10_000)], 60, tmp_path,
                       repo=ROOT)
     assert records[0]["outcome"] == "3 passed, 1 skipped in 0.5s"
-    gpu = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_GiB": 79.1}
-    path = write_summary(gpu, records, 60, 1.5)
+    path = write_summary(tmp_path, GPU, records, 60, 1.5)
     assert path.name.startswith("gpu-h100-80gb-hbm3-") and path.suffix == ".json"
     summary = json.loads(path.read_text())
-    assert summary["gpu"] == gpu and summary["budget_s"] == 60 and len(summary["rows"]) == 3
+    assert summary["gpu"] == GPU and summary["budget_s"] == 60 and len(summary["rows"]) == 3
     text = path.with_suffix(".md").read_text()
     assert "| tests | ok |" in text and "3 passed, 1 skipped" in text
     assert "| too-big | skipped |" in text and "| n | ms |" in text and "| 1 | 2.5 |" in text
 
 
+def test_a_run_writes_everything_into_out_and_a_quick_run_keeps_its_own(tmp_path, capsys):
+    results_before = sorted(os.listdir(os.path.join(ROOT, "bench", "results")))
+    out = tmp_path / "made" / "here"
+    steps = (step("writes", 1, WRITES_RESULT), step("says", 1, "print('a line for the log')"))
+    assert run_plan(GPU, steps, 60, out, quick=True, repo=ROOT) == 0
+    assert run_plan(GPU, steps[1:], 60, out, quick=False, repo=ROOT) == 0
+    names = sorted(os.listdir(out))
+    quick, full = (f"gpu-h100-80gb-hbm3-{time.strftime('%Y-%m-%d')}{tail}" for tail in ("-quick", ""))
+    assert names == sorted(["demo-gpu-x.json"] + [n + ext for n in (quick, full) for ext in (".json", ".md", ".log")])
+    log = (out / f"{quick}.log").read_text()
+    assert "working" in log and "a line for the log" in log and "== says:" in log
+    summary = json.loads((out / f"{quick}.json").read_text())
+    assert summary["plan"] == "quick" and [r["status"] for r in summary["rows"]] == ["ok", "ok"]
+    assert json.loads((out / f"{full}.json").read_text())["plan"] == "full"
+    assert sorted(os.listdir(os.path.join(ROOT, "bench", "results"))) == results_before
+    assert "a line for the log" in capsys.readouterr().out  # and on the terminal
+
+
+SLEEPS = ("import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+          "print('sleeping', flush=True); time.sleep(120)")
+RUNNER = """
+import json, sys
+from bench.gpu_run import run_plan
+from bench.gpu_steps import Step
+py, out, pid_file = sys.executable, sys.argv[1], sys.argv[2]
+steps = (Step("first", "first", (py, "-c", "print('first done')"), 1),
+         Step("sleeps", "sleeps", (py, "-c", {sleeps!r}, pid_file), 1),
+         Step("never", "never", (py, "-c", "pass"), 1))
+raise SystemExit(run_plan({gpu!r}, steps, 600, out))
+"""
+
+
+def test_sigterm_stops_the_running_step_and_the_summary_is_written(tmp_path):
+    pid_file, out = tmp_path / "pid", tmp_path / "out"
+    runner = subprocess.Popen([PY, "-c", RUNNER.format(sleeps=SLEEPS, gpu=GPU), str(out), str(pid_file)], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()) and runner.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert runner.poll() is None, runner.stderr.read()
+        summary = next(out.glob("gpu-*.json"))
+        # written after the first step: the sleeping one is not finished yet
+        assert [r["status"] for r in json.loads(summary.read_text())["rows"]] == ["ok", "pending", "pending"]
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=60) == 1, runner.stderr.read()
+        rows = {r["step"]: r for r in json.loads(summary.read_text())["rows"]}
+        assert rows["first"]["status"] == "ok"
+        assert rows["sleeps"]["status"] == "stopped" and rows["sleeps"]["reason"].startswith("interrupted: SIGTERM")
+        assert rows["never"]["status"] == "skipped" and rows["never"]["reason"].startswith("interrupted")
+        assert "| sleeps | stopped |" in summary.with_suffix(".md").read_text()
+        assert "sleeping" in summary.with_suffix(".log").read_text()
+        with pytest.raises(ProcessLookupError):  # the step's process was stopped with the runner
+            os.kill(int(pid_file.read_text()), 0)
+    finally:  # leave nothing running when an assertion failed
+        runner.kill()
+        runner.wait()
+        if pid_file.exists() and pid_file.read_text():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def gpu_command(*args, script="gpu_run.py", results=None):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NUMBA_ENABLE_CUDASIM="0",
-               EGGNOG_BENCH_RESULTS=str(results) if results else os.environ.get("EGGNOG_BENCH_RESULTS", ""))
+               EGGNOG_BENCH_RESULTS=str(results) if results else os.environ.get("EGGNOG_BENCH_RESULTS", ""),
+               PATH=os.path.dirname(PY) + os.pathsep + os.environ.get("PATH", ""))  # gpu.sh runs this python3
     launcher = ["bash"] if script.endswith(".sh") else [PY]
     return subprocess.run(launcher + [os.path.join(ROOT, "bench", script), *args], capture_output=True, text=True,
                           env=env, timeout=300, cwd=ROOT)
@@ -97,21 +193,62 @@ def gpu_command(*args, script="gpu_run.py", results=None):
 
 @pytest.mark.parametrize("script", ["gpu_run.py", "gpu.sh"])
 def test_without_a_gpu_it_refuses_in_one_sentence(tmp_path, script):
-    assert_user_error(gpu_command(script=script, results=tmp_path), "no GPU is visible")
-    assert not list(tmp_path.iterdir())
+    results = tmp_path / "results"
+    results.mkdir()
+    assert_user_error(gpu_command("--out", str(tmp_path / "out"), script=script, results=results), "no GPU is visible")
+    assert_user_error(gpu_command("--quick", script=script, results=results), "no GPU is visible")
+    assert not list(results.iterdir()) and not (tmp_path / "out").exists()
 
 
 def test_dry_run_prints_the_plan_without_a_gpu(tmp_path):
     result = gpu_command("--dry-run", "--budget", "100", "--only", "scan,table1", results=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "skip: estimated 150 s, only 70 s of the 100 s budget left" in result.stdout
-    assert "scan_throughput.py --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
+    assert "skip: estimated 140 s, only 60 s of the 100 s budget left" in result.stdout
+    assert "python3 bench/scan_throughput.py --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
+    assert "total of the estimates: 40 s of the 100 s budget" in result.stdout
     assert not list(tmp_path.iterdir())
+
+
+def test_quick_dry_run_with_only_python3_on_path_fits_240_s_and_writes_nothing(tmp_path):
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {PY} "$@"\n')  # a symlink would lose the venv
+    (bin_dir / "python3").chmod(0o755)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+    result = subprocess.run([shutil.which("bash"), os.path.join(ROOT, "bench", "gpu.sh"), "--quick", "--dry-run",
+                             "--out", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    total = next(line for line in result.stdout.splitlines() if line.startswith("total of the estimates:"))
+    assert int(total.split()[4]) <= 240 and "of the 240 s budget" in total and "skip:" not in result.stdout
+    assert "python3 bin/selfcheck.py --gpu" in result.stdout and "eggroll_throughput.py" in result.stdout
+    assert sorted(os.listdir(tmp_path)) == ["bin"]
 
 
 def test_bad_flags(tmp_path):
     assert_user_error(gpu_command("--only", "nothing", results=tmp_path), "--only 'nothing'")
+    assert_user_error(gpu_command("--quick", "--only", "table1", results=tmp_path), "choose from selfcheck")
     assert_user_error(gpu_command("--budget", "0", results=tmp_path), "--budget")
+    (tmp_path / "a-file").write_text("")
+    assert_user_error(gpu_command("--out", str(tmp_path / "a-file"), results=tmp_path), "is a file")
+
+
+def pytest_in_a_fresh_process(*args):
+    """pytest run as a user would on this machine, with NUMBA_ENABLE_CUDASIM unset."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    return subprocess.run([PY, "-m", "pytest", "-q", "-rs", "-p", "no:randomly", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
+
+
+def test_tests_gpu_alone_runs_on_the_gpu_and_the_rest_on_the_simulator():
+    gpu_only = pytest_in_a_fresh_process("tests/gpu/test_mma_gpu.py")
+    assert gpu_only.returncode == 0, gpu_only.stdout
+    assert "no usable GPU on this machine" in gpu_only.stdout and "NUMBA_ENABLE_CUDASIM=0" not in gpu_only.stdout
+    on_simulator = "tests/test_backend.py::test_auto_picks_cuda_on_the_simulator"  # auto is the CPU without one
+    plain = pytest_in_a_fresh_process(on_simulator)
+    assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout
+    mixed = pytest_in_a_fresh_process("tests/gpu/test_mma_gpu.py", on_simulator)
+    assert mixed.returncode == 0 and "1 passed, 2 skipped" in mixed.stdout, mixed.stdout
+    assert "needs a real GPU: run with NUMBA_ENABLE_CUDASIM=0" in mixed.stdout
 
 
 def test_matmul_library_rows_say_not_installed():

@@ -23,10 +23,15 @@ def test_readme_has_exactly_two_setup_commands():
     assert test.startswith("python3 -m venv") and "tests/run.sh" in test
 
 
-def test_ci_runs_the_readme_test_command():
+def test_ci_runs_the_readme_test_command_then_python_312_and_the_offline_install():
     lines = [line for line in open(os.path.join(ROOT, ".ci", "run")).read().splitlines()
              if line.strip() and not line.startswith("#")]
-    assert lines[-1] == readme_commands()[1]
+    first = lines.index(readme_commands()[1])
+    rest = lines[first + 1:]
+    assert any(line.endswith("-m venv .venv312") for line in rest)
+    assert any(line.endswith("python -m eggnog.kernels.ptx > /dev/null && echo \"PTX compile check passed\"")
+               for line in rest)
+    assert rest[-1] == "bash tests/offline_install.sh"
 
 
 def test_install_puts_only_the_eggnog_namespace_in_site_packages(tmp_path):

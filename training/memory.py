@@ -20,6 +20,8 @@ import re
 import tracemalloc
 import weakref
 
+from eggnog.runtime.optional import optional_import
+
 _counting_manager = None
 
 
@@ -72,13 +74,17 @@ def _resident_peak():
 
 
 def _nvml():
-    """pynvml, initialised; None when it is not installed or NVML does not start."""
+    """pynvml, initialised; None when it is not installed (said once on stderr) or NVML does not start."""
+    pynvml = optional_import(
+        "pynvml", "the process's device memory is not measured (peak_process_bytes is null); device "
+        "memory is read from numba's context instead, as the bytes of the arrays numba allocated (the "
+        "nvidia-ml-py package provides pynvml)")
+    if pynvml is None:
+        return None
     try:
-        import pynvml
-
         pynvml.nvmlInit()
         return pynvml
-    except Exception:  # ImportError, or an NVMLError of a driver without NVML
+    except Exception:  # an NVMLError of a driver without NVML
         return None
 
 

@@ -1,6 +1,7 @@
-"""Tests that need a real GPU: run them with `NUMBA_ENABLE_CUDASIM=0 python -m pytest tests/gpu`.
-In the default run (simulator) or on a machine without a GPU they are skipped; with
-EGGNOG_REQUIRE_GPU=1 (tests/run.sh sets it when it sees a GPU) that is an error instead."""
+"""Tests that need a real GPU: `python -m pytest tests/gpu` runs them on it (tests/conftest.py turns
+the simulator off when only tests/gpu is asked for). In a run that includes other tests (simulator),
+or on a machine without a GPU, they are skipped; with EGGNOG_REQUIRE_GPU=1 (tests/run.sh sets it when
+it sees a GPU, bench/gpu.sh always) that is an error instead."""
 
 import os
 
