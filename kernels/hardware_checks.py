@@ -79,6 +79,15 @@ def _word(x0, x1, x2, x3):
                     | (np.int32(x3) << 24))
 
 
+@device_function
+def _store_c(d, g, q, d0, d1, d2, d3):
+    """A lane's four result registers to their places in D (the C fragment layout of kernels/mma.py)."""
+    d[g, 2 * q] = d0
+    d[g, 2 * q + 1] = d1
+    d[g + 8, 2 * q] = d2
+    d[g + 8, 2 * q + 1] = d3
+
+
 @kernel((I8_2D, I8_2D, I32_2D, I32_2D), tensor_cores=True, block=WARP)
 def warp_mma_s8_cuda(a, b, c, d):
     """Each lane packs its fragment registers from A and B by the layout of kernels/mma.py."""
@@ -93,10 +102,7 @@ def warp_mma_s8_cuda(a, b, c, d):
     b1 = _word(b[k + 16, g], b[k + 17, g], b[k + 18, g], b[k + 19, g])
     d0, d1, d2, d3 = mma_s8_16832(a0, a1, a2, a3, b0, b1, c[g, 2 * q], c[g, 2 * q + 1], c[g + 8, 2 * q],
                                   c[g + 8, 2 * q + 1])
-    d[g, 2 * q] = d0
-    d[g, 2 * q + 1] = d1
-    d[g + 8, 2 * q] = d2
-    d[g + 8, 2 * q + 1] = d3
+    _store_c(d, g, q, d0, d1, d2, d3)
 
 
 @op
@@ -159,10 +165,7 @@ def warp_mma_tf32_cuda(a, b, c, d):
     d0, d1, d2, d3 = mma_tf32_1688(to_tf32(a[g, q]), to_tf32(a[g + 8, q]), to_tf32(a[g, q + 4]),
                                    to_tf32(a[g + 8, q + 4]), to_tf32(b[q, g]), to_tf32(b[q + 4, g]),
                                    c[g, 2 * q], c[g, 2 * q + 1], c[g + 8, 2 * q], c[g + 8, 2 * q + 1])
-    d[g, 2 * q] = d0
-    d[g, 2 * q + 1] = d1
-    d[g + 8, 2 * q] = d2
-    d[g + 8, 2 * q + 1] = d3
+    _store_c(d, g, q, d0, d1, d2, d3)
 
 
 @op
