@@ -181,6 +181,12 @@ def _record(step, **fields):
     return {"step": step.name, "what": step.what, "command": step.command(), "estimate_s": step.estimate_s, **fields}
 
 
+def with_checkout(pythonpath):
+    """PYTHONPATH with this checkout first: a step's script finds eggnog on a node where it is not
+    installed (an image's packages and the checkout on PYTHONPATH are all it needs)."""
+    return os.pathsep.join([str(REPO)] + [p for p in (pythonpath or "").split(os.pathsep) if p])
+
+
 def run_step(step, limit, results, repo=REPO, echo=None, interruption=None):
     """Run one step for at most `limit` seconds; its record (status, seconds, results, files)."""
     echo, interruption = echo or Echo(), interruption or Interruption()
@@ -188,7 +194,7 @@ def run_step(step, limit, results, repo=REPO, echo=None, interruption=None):
     tail, json_lines = deque(maxlen=15), []
     with tempfile.TemporaryDirectory(prefix="eggnog-gpu-step-") as folder:
         env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "EGGNOG_PROGRESS": "0", "EGGNOG_BENCH_RESULTS": folder,
-               **step.env}
+               "PYTHONPATH": with_checkout(os.environ.get("PYTHONPATH")), **step.env}
         start = time.monotonic()
         # a session of its own, so stopping the step stops every process it started (mpiexec ranks)
         proc = subprocess.Popen(step.argv, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from bench import gpu_steps, matmul_throughput
+from bench import gpu_run, gpu_steps, matmul_throughput
 from bench.gpu_run import plan, run_all, run_plan, skip_reason, write_summary
 from bench.gpu_steps import Step
 from tests.helpers import ROOT, assert_user_error
@@ -101,6 +101,17 @@ def test_steps_run_within_the_budget_and_their_results_are_collected(tmp_path):
     hung = records["hangs"]
     assert hung["status"] == "stopped" and "budget ran out" in hung["reason"]
     assert hung["printed_rows"] == [{"cell": 1}] and hung["seconds"] < 10
+
+
+def test_a_step_finds_eggnog_from_the_checkout_without_an_install(tmp_path):
+    """Steps run scripts from bin/ and bench/ (their own folder first on sys.path): the checkout is put
+    first on PYTHONPATH, so a node where eggnog is not installed runs them too."""
+    first_is_checkout = ("import os, sys; "
+                         f"sys.exit(0 if os.environ['PYTHONPATH'].split(os.pathsep)[0] == {str(gpu_run.REPO)!r} else 3)")
+    record = run_all([step("checks", 5, first_is_checkout)], 30, tmp_path, repo=ROOT)[0]
+    assert record["status"] == "ok", record
+    assert gpu_run.with_checkout("/site") == os.pathsep.join([str(gpu_run.REPO), "/site"])
+    assert gpu_run.with_checkout(None) == str(gpu_run.REPO)
 
 
 def test_outcome_line_and_summary_files(tmp_path):
