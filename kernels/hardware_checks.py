@@ -88,7 +88,7 @@ def _store_c(d, g, q, d0, d1, d2, d3):
     d[g + 8, 2 * q + 1] = d3
 
 
-@kernel((I8_2D, I8_2D, I32_2D, I32_2D), tensor_cores=True, block=WARP)
+@kernel((I8_2D, I8_2D, I32_2D, I32_2D), block=WARP)  # one mma, no loop: not marked tensor_cores (a hot-loop property)
 def warp_mma_s8_cuda(a, b, c, d):
     """Each lane packs its fragment registers from A and B by the layout of kernels/mma.py."""
     lane = cuda.threadIdx.x
@@ -158,7 +158,7 @@ def cpu_warp_mma_tf32(a, b, c):
     return d
 
 
-@kernel((F32_2D, F32_2D, F32_2D, F32_2D), tensor_cores=True, block=WARP)
+@kernel((F32_2D, F32_2D, F32_2D, F32_2D), block=WARP)  # one mma, no loop (as above)
 def warp_mma_tf32_cuda(a, b, c, d):
     lane = cuda.threadIdx.x
     g, q = lane // 4, lane % 4
