@@ -206,6 +206,11 @@ def cpu_shared_reverse(x):
 
 @kernel((I32_1D, I32_1D), block=SHARED_THREADS)
 def shared_reverse_cuda(x, out):
+    """Stage x in shared memory, then write it back reversed.
+
+    Shared memory: a warp's 32 lanes store and load 32 consecutive int32 words (reversed order on the
+    way out is still 32 distinct consecutive words), one per bank: no conflicts.
+    """
     staged = cuda.shared.array(0, numba.int32)
     n = x.shape[0]
     for i in range(cuda.threadIdx.x, n, SHARED_THREADS):
