@@ -19,6 +19,7 @@ toolkit, ptx, cudadevrt) are skipped and said to be; the kernels run on the simu
 import importlib.metadata
 import platform
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,7 +81,9 @@ def linker_name():
     try:
         from cuda.core import Linker
 
-        return str(Linker.which_backend())
+        with warnings.catch_warnings():  # its warning without nvJitLink says what the linker item says
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return str(Linker.which_backend())
     except (ImportError, AttributeError):
         from numba.cuda.cudadrv.driver import _have_nvjitlink
 
