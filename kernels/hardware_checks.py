@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.cuda_api import (F32_2D, I8_2D, I32_1D, I64_1D, I64_2D, allow_dynamic_shared, cuda,
-                                     device_function, f64, kernel, require)
+                                     device_function, f64, kernel, on_device, require)
 from eggnog.kernels.mma import MMA_K, MMA_M, MMA_N, TF32_K, mma_s8_16832, mma_tf32_1688, round_tf32, to_tf32
 from eggnog.kernels.registry import normal32, op
 
@@ -109,12 +109,8 @@ def warp_mma_s8_cuda(a, b, c, d):
 def cuda_warp_mma_s8(a, b, c):
     _check_tile("warp_mma_s8", a, b, c, MMA_K)
     d = cuda.device_array((MMA_M, MMA_N), np.int32)
-    warp_mma_s8_cuda[1, WARP](_on_device(a, np.int8), _on_device(b, np.int8), _on_device(c, np.int32), d)
+    warp_mma_s8_cuda[1, WARP](on_device(a, np.int8), on_device(b, np.int8), on_device(c, np.int32), d)
     return d
-
-
-def _on_device(x, dtype):
-    return x if hasattr(x, "copy_to_host") else cuda.to_device(np.ascontiguousarray(x, dtype))
 
 
 # --- warp_mma_tf32: one HMMA.1688.F32.TF32 ---------------------------------------------------------
@@ -172,7 +168,7 @@ def warp_mma_tf32_cuda(a, b, c, d):
 def cuda_warp_mma_tf32(a, b, c):
     _check_tile("warp_mma_tf32", a, b, c, TF32_K)
     d = cuda.device_array((MMA_M, MMA_N), np.float32)
-    warp_mma_tf32_cuda[1, WARP](*(_on_device(x, np.float32) for x in (a, b, c)), d)
+    warp_mma_tf32_cuda[1, WARP](*(on_device(x, np.float32) for x in (a, b, c)), d)
     return d
 
 
@@ -223,7 +219,7 @@ def shared_reverse_cuda(x, out):
 @op
 def cuda_shared_reverse(x):
     _check_vector(x)
-    x = _on_device(x, np.int32)
+    x = on_device(x, np.int32)
     out = cuda.device_array(x.shape[0], np.int32)
     nbytes = 4 * x.shape[0]
     allow_dynamic_shared(shared_reverse_cuda, (x, out), nbytes)
@@ -280,7 +276,7 @@ def grid_rotate_cuda(x, sums, out):
 @op
 def cuda_grid_rotate(x):
     _check_rows(x)
-    x = _on_device(x, np.int64)
+    x = on_device(x, np.int64)
     sums = cuda.to_device(np.zeros(x.shape[0], np.int64))
     out = cuda.device_array(x.shape[0], np.int64)
     grid_rotate_cuda[x.shape[0], WARP](x, sums, out)
