@@ -23,7 +23,7 @@ from numba.extending import intrinsic
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from eggnog.kernels.egg_epoch_cpu import vpmaddwd_ir  # noqa: E402
+from eggnog.kernels.egg.epoch_cpu import vpmaddwd_ir  # noqa: E402
 
 VPMADDWD_PER_CYCLE = 2
 MACS_PER_VPMADDWD = 16  # 256-bit register of int16 lanes

@@ -59,7 +59,7 @@ def main(model_name: str = typer.Option("egg", "--model", help="egg or transform
     from eggnog.evolution.eggroll import IntEggroll
     from eggnog.evolution.es_trainer import EsRunConfig
     from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
     from eggnog.runtime.errors import BadInput
     from eggnog.training.memory import MemoryMeter
 

@@ -22,7 +22,7 @@ import typer
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report import REPO, print_table, write_result  # noqa: E402
-from eggnog.kernels.backend import select_backend  # noqa: E402
+from eggnog.kernels.core.backend import select_backend  # noqa: E402
 from eggnog.runtime.checkpoint import load_checkpoint  # noqa: E402
 from eggnog.runtime.cli import user_errors  # noqa: E402
 from eggnog.runtime.errors import BadInput  # noqa: E402

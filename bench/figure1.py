@@ -111,7 +111,7 @@ def main(scale: float = typer.Option(0.125, help="s: H = M = W = 128 s."),
          methods: str = typer.Option(",".join(METHODS), help="Comma-separated subset of bptt, cdrge, fdras."),
          seed: int = typer.Option(0),
          backend: str = typer.Option("cpu", help="auto, cpu or cuda.")):
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
     from eggnog.runtime.errors import BadInput
 
     if preset is not None:

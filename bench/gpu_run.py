@@ -52,9 +52,9 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__d
 
 GPU_PROBE = """
 import json
-from eggnog.kernels.backend import gpu_usable
+from eggnog.kernels.core.backend import gpu_usable
 if gpu_usable():
-    from eggnog.kernels.cuda_api import cuda
+    from eggnog.kernels.core.cuda_api import cuda
     device = cuda.get_current_device()
     name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
     total = cuda.current_context().get_memory_info()[1]

@@ -69,7 +69,8 @@ def matmul_row(rows, tf32_peak):
 
 
 def table1_rows(rows):
-    from bench.table1_grid import METHODS as PROBES, a40_seconds
+    from bench.table1_grid import METHODS as PROBES
+    from bench.table1_grid import a40_seconds
 
     out = []
     for size in TABLE1_SIZES:

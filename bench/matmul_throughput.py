@@ -1,11 +1,11 @@
-"""fp32 linear-layer matmuls of kernels/float_matmul.py against a stated baseline on the same device:
+"""fp32 linear-layer matmuls of kernels/layers/matmul.py against a stated baseline on the same device:
 time and GFLOP/s of the forward and backward products over (rows, in, out), and ours as a fraction
 of the baseline's GFLOP/s.
 
     python bench/matmul_throughput.py [--shapes ROWSxINxOUT,...] [--backend cpu|cuda] [--repeat N]
 
 Forward is y = x W^T (2·rows·in·out FLOP); backward is dx = dy W and dW = dy^T x together
-(4·rows·in·out FLOP); forward_tf32 is the forward on TF32 tensor cores (kernels/matmul_tf32.py; on the
+(4·rows·in·out FLOP); forward_tf32 is the forward on TF32 tensor cores (kernels/layers/matmul_tf32.py; on the
 CPU its twin: inputs rounded to TF32, then BLAS sgemm), against cuBLAS with TF32 on (PyTorch) on a GPU. Both sides allocate their outputs on every call, as the kernels do.
 
 - CPU: ours is the CPU twin (`cpu_matmul`, `cpu_matmul_backward`), which itself calls NumPy's float32
@@ -215,7 +215,7 @@ def library_rows(parsed, device_index, repeat, importer=importlib.import_module)
 
 
 def blas_threads():
-    """Thread counts of the BLAS libraries in this process (the backend caps them; see kernels/backend.py)."""
+    """Thread counts of the BLAS libraries in this process (the backend caps them; see kernels/core/backend.py)."""
     from threadpoolctl import threadpool_info
 
     return {p["internal_api"]: p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
@@ -225,9 +225,9 @@ def blas_threads():
 @user_errors
 def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOUT."),
          backend: str = typer.Option(None, help="auto, cpu or cuda."), repeat: int = 5):
-    from eggnog.kernels import float_matmul as mm
-    from eggnog.kernels import matmul_tf32 as tf32
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
+    from eggnog.kernels.layers import matmul as mm
+    from eggnog.kernels.layers import matmul_tf32 as tf32
 
     if repeat < 1:
         raise BadInput(f"--repeat must be at least 1, not {repeat}")
@@ -240,7 +240,7 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
         baseline = None if chosen.simulated else gpu_baseline(chosen.device_index)
         tf32_baseline = None if chosen.simulated else gpu_tf32_baseline(chosen.device_index)
         if not chosen.simulated:
-            from eggnog.kernels.cuda_api import cuda
+            from eggnog.kernels.core.cuda_api import cuda
 
             peak, extra = fp32_peak(cuda.get_current_device())
             extra["fp32_peak_GFLOP_per_s"] = round(peak / 1e9, 1) if peak else None

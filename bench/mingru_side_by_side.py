@@ -46,7 +46,7 @@ def parse_configs(text):
 
 
 def eggnog_seconds(backend, dim, depth, batch, seq, steps, warmup):
-    from eggnog.kernels.registry import ops_for
+    from eggnog.kernels.core.registry import ops_for
     from eggnog.models.mingru import MinGruConfig, MinGruModel
     from eggnog.training.optimizers import make_optimizer
 
@@ -81,7 +81,7 @@ def main(configs: str = typer.Option("64x2:8x512,256x4:8x512", help="dim x depth
         raise BadInput("--steps must be positive and --warmup not negative")
     if torch_python is not None and (not os.access(torch_python, os.X_OK) or os.path.isdir(torch_python)):
         raise BadInput(f"--torch-python {torch_python} is not an executable Python")
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
 
     chosen_backend = select_backend(backend)
     rows = []

@@ -68,7 +68,8 @@ def build(nano):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     args = nano.args
     master_key = jax.random.key(args.seed)
@@ -146,8 +147,8 @@ def main():
         nano = import_nano_egg(os.path.abspath(opts.nano_egg), opts)
         import jax
         import numpy as np
-
-        from jax.sharding import NamedSharding, PartitionSpec as P
+        from jax.sharding import NamedSharding
+        from jax.sharding import PartitionSpec as P
 
         start = time.perf_counter()
         m = build(nano)

@@ -138,7 +138,7 @@ def main(configs: str = typer.Option("1x64:512,6x256:128", help="depth x dim : p
          nano_python: str = typer.Option(None, help="Python of an environment where nano-egg's run.py imports."),
          nano_egg: str = typer.Option(None, help="nano-egg's source folder (holding run.py)."),
          nano_timeout: int = typer.Option(1800, help="Seconds allowed to nano-egg per configuration.")):
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
 
     shapes = parse_configs(configs)
     if repeat < 1 or tokens < 1:

@@ -23,14 +23,14 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__d
 def main(sizes: str = "1048576,16777216", backends: str = "", repeat: int = 5):
     import numba
 
-    from eggnog.kernels import noise_math
-    from eggnog.kernels.backend import Backend, gpu_usable, select_backend
-    from eggnog.kernels.cuda_api import SIMULATED, cuda
-    from eggnog.kernels.rng import KINDS, generate
+    from eggnog.kernels.core.backend import Backend, gpu_usable, select_backend
+    from eggnog.kernels.core.cuda_api import SIMULATED, cuda
+    from eggnog.kernels.noise import scalar_math
+    from eggnog.kernels.noise.streams import KINDS, generate
 
     names = [b for b in backends.split(",") if b] or (["cpu", "cuda"] if gpu_usable() and not SIMULATED else ["cpu"])
     rows, device = [], "cpu"
-    key = noise_math.stream_key(1, 2, 3, 4)
+    key = scalar_math.stream_key(1, 2, 3, 4)
     for name in names:
         backend = select_backend("cuda") if name == "cuda" else Backend("cpu")
         if name == "cuda":

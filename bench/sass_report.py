@@ -2,7 +2,7 @@
 
     python bench/sass_report.py
 
-Each signature a launcher uses is compiled to PTX by numba (kernels/ptx.py), assembled with
+Each signature a launcher uses is compiled to PTX by numba (kernels/checks/ptx_compile.py), assembled with
 `ptxas -arch=sm_90 -O3 -v` and disassembled with `cuobjdump -sass` (the nvidia-cuda-nvcc,
 -cuobjdump and -nvdisasm wheels of the dev extra; no driver needed). Per kernel: registers, spills,
 local memory (stack frame), static shared memory, occupancy at the launcher's block size
@@ -46,8 +46,8 @@ PREFIX = "eggnog.kernels."
 def kernel_rows(tools, only=None):
     """One analysed row per registered kernel signature (with `only`, of the kernels whose name
     contains it, each with its SASS listing)."""
-    from eggnog.kernels.cuda_api import KERNELS
-    from eggnog.kernels.ptx import compile_all
+    from eggnog.kernels.checks.ptx_compile import compile_all
+    from eggnog.kernels.core.cuda_api import KERNELS
 
     rows, seen = [], Counter()
     for compiled in compile_all(with_ptx=True, only=only):
@@ -73,7 +73,7 @@ def kernel_rows(tools, only=None):
 
 
 def roofline_rows(rows):
-    from eggnog.kernels.cuda_api import KERNELS
+    from eggnog.kernels.core.cuda_api import KERNELS
 
     workloads = [make() for make in BUILT_IN] + module_workloads(spec.pyfunc.__module__ for spec in KERNELS)
     return [estimate(w, hot_loop([r for r in rows if r["name"] == w["kernel"]])) for w in workloads]

@@ -37,8 +37,8 @@ REQUIRED = ("name", "kernel", "unit", "ops_per_unit", "compute_limit", "referenc
 def int_matmul_workload(n_layer=6, dim=256, members=32768):
     """Every int_matmul of one EGG member-token (all layers' matrices and the head), as the tiled
     perturbed_matmul_cuda and its noise_dot_cuda companion do it."""
-    from eggnog.kernels import int_matmul
-    from eggnog.kernels.egg_epoch import egg_layout
+    from eggnog.kernels.egg import int_matmul
+    from eggnog.kernels.egg.layout import egg_layout
 
     tile, tile_k = int_matmul.TILE, int_matmul.TILE_K
     macs = l2 = hbm = 0
@@ -56,7 +56,7 @@ def int_matmul_workload(n_layer=6, dim=256, members=32768):
         hbm += d_in + 16 + d_out + d_out * d_in / members
     return {
         "name": f"EGG {n_layer}x{dim}, population {members}: int_matmul (perturbed_matmul_cuda)",
-        "kernel": "eggnog.kernels.int_matmul.perturbed_matmul_cuda",
+        "kernel": "eggnog.kernels.egg.int_matmul.perturbed_matmul_cuda",
         "unit": "member-token",
         "ops_per_unit": 2 * macs,
         "compute_limit": None,
@@ -71,14 +71,14 @@ def int_matmul_workload(n_layer=6, dim=256, members=32768):
 
 def float_matmul_workload(rows=32768, d_in=1536, d_out=1536):
     """The fp32 register-blocked matmul_cuda at the MinGRU LM's layer product (forward)."""
-    from eggnog.kernels import float_matmul
+    from eggnog.kernels.layers import matmul
 
-    block, step = float_matmul.BLOCK, float_matmul.STEP
+    block, step = matmul.BLOCK, matmul.STEP
     tiles_out, steps = ceil(d_out / block), ceil(d_in / step)
     staged = tiles_out * steps * 2 * block * step * 4 / block  # per row: a and b slices, fp32
     return {
         "name": f"matmul {rows}x{d_in}x{d_out} fp32 forward (matmul_cuda)",
-        "kernel": "eggnog.kernels.float_matmul.matmul_cuda",
+        "kernel": "eggnog.kernels.layers.matmul.matmul_cuda",
         "unit": "row",
         "ops_per_unit": 2 * d_in * d_out,
         "compute_limit": "fp32_simt",

@@ -23,7 +23,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__d
 
 def copy_bandwidth(backend, nbytes=1 << 28):
     """Device-to-device copy bandwidth (bytes read + written per second)."""
-    from eggnog.kernels.cuda_api import cuda
+    from eggnog.kernels.core.cuda_api import cuda
 
     src = cuda.device_array(nbytes, dtype=np.uint8)
     dst = cuda.device_array(nbytes, dtype=np.uint8)
@@ -35,8 +35,8 @@ def copy_bandwidth(backend, nbytes=1 << 28):
 @user_errors
 def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(None, help="auto, cpu or cuda."),
          repeat: int = 3):
-    from eggnog.kernels import scan
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
+    from eggnog.kernels.rnn import scan
     from eggnog.runtime.errors import BadInput
 
     chosen = select_backend(backend)

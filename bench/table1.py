@@ -49,7 +49,7 @@ def _choices(text, allowed, flag):
 def available_bytes(backend):
     """Free memory of the device cells will run on."""
     if backend == "cuda":
-        out = subprocess.run([sys.executable, "-c", "from eggnog.kernels.cuda_api import cuda; "
+        out = subprocess.run([sys.executable, "-c", "from eggnog.kernels.core.cuda_api import cuda; "
                               "print(cuda.current_context().get_memory_info()[0])"],
                              capture_output=True, text=True, cwd=os.path.dirname(HERE), timeout=300)
         return int(out.stdout.strip())
@@ -117,7 +117,7 @@ def chart(rows, path):
 def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: str = "series,reduce,seeds",
          ranks: int = 4, steps: int = 5, warmup: int = 1, batch_size: int = 1024, task: str = "char_lm",
          max_cell_seconds: int = 900, backend: str = typer.Option(None, help="auto, cpu or cuda.")):
-    from eggnog.kernels.backend import resolve_name
+    from eggnog.kernels.core.backend import resolve_name
     from eggnog.runtime.errors import BadInput
 
     chosen_sizes, chosen_methods = _choices(sizes, list(SIZES), "sizes"), _choices(methods, list(METHODS), "methods")

@@ -94,10 +94,10 @@ def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: s
          max_seconds: float = typer.Option(900, help="Skip the cell when its estimated run time is longer."),
          backend: str = typer.Option(None, help="auto, cpu or cuda."),
          probe_batch: int = typer.Option(1, help="CD-RGE evaluations per pass of the LSTM (as extra heads).")):
-    from eggnog.kernels.backend import resolve_name, select_backend
+    from eggnog.kernels.core.backend import resolve_name, select_backend
     from eggnog.runtime.errors import BadInput
-    from eggnog.training.memory import MemoryMeter, count_device_allocations
     from eggnog.runtime.world import init_world
+    from eggnog.training.memory import MemoryMeter, count_device_allocations
     from eggnog.zorn.rge_run import RgeRun, open_task_corpus
 
     if size not in SIZES or method not in METHODS:

@@ -143,7 +143,7 @@ def main(preset: str = typer.Option("cpu", help="cpu (a few minutes on 2 cores) 
                                       show_default="the preset's"),
          seed: int = typer.Option(0),
          backend: str = typer.Option("cpu", help="auto, cpu or cuda.")):
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
     from eggnog.runtime.errors import BadInput
 
     if preset not in GRIDS:

@@ -1,4 +1,4 @@
-"""Float EGGROLL's population forward with fp32 products and with TF32 products (kernels/matmul_tf32.py),
+"""Float EGGROLL's population forward with fp32 products and with TF32 products (kernels/layers/matmul_tf32.py),
 on the same members, noise and windows: how far TF32 moves each member's loss against the spread of the
 losses over the population, and what that does to the z-scored fitness, the antithetic pair signs and
 the update direction. This is the evidence for --forward-precision auto (TF32 on a GPU).
@@ -104,8 +104,8 @@ def main(dim: int = typer.Option(64, help="Model width."),
     from eggnog.evolution.float_eggroll import FloatEggrollConfig
 
     FloatEggrollConfig(**cfg_args).check()
-    from eggnog.kernels.backend import select_backend
-    from eggnog.kernels.registry import ops_for
+    from eggnog.kernels.core.backend import select_backend
+    from eggnog.kernels.core.registry import ops_for
     from eggnog.models.mingru import MinGruConfig, MinGruModel
 
     chosen = select_backend(backend)

@@ -38,7 +38,7 @@ def es_loss(kind, meta, arrays, record, data, split, rows, tokens, backend):
 
 def mingru_loss(meta, arrays, data, split, rows, tokens, backend):
     from eggnog.corpus.reader import open_corpus
-    from eggnog.kernels.registry import ops_for
+    from eggnog.kernels.core.registry import ops_for
     from eggnog.models.mingru import MinGruModel
     from eggnog.models.mingru_eval import val_bpb, val_windows
     from eggnog.runtime.world import init_world
@@ -84,7 +84,7 @@ def main(
     backend: str = typer.Option("cpu", help="auto, cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
-    from eggnog.kernels.backend import select_backend
+    from eggnog.kernels.core.backend import select_backend
     from eggnog.runtime.checkpoint import load_checkpoint, resolve_checkpoint
     from eggnog.runtime.errors import BadInput
 

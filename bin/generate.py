@@ -32,14 +32,14 @@ def main(
     seed: int = typer.Option(0),
     backend: str = typer.Option("cpu", help="auto, cpu or cuda."),
 ):
-    from eggnog.kernels.backend import select_backend
-    from eggnog.runtime.errors import BadInput
+    from eggnog.kernels.core.backend import select_backend
     from eggnog.models.egg import EggConfig, EggModel
     from eggnog.models.egg_generate import generate_egg
     from eggnog.models.mingru import MinGruModel
     from eggnog.models.mingru_generate import generate_mingru
     from eggnog.models.sampling import Sampler, degenerate, escape_byte
     from eggnog.runtime.checkpoint import load_checkpoint
+    from eggnog.runtime.errors import BadInput
     from eggnog.runtime.rundir import current_names
     from eggnog.training.mingru_run import model_config_of
 

@@ -39,9 +39,9 @@ def main(
     num_reads: int = typer.Option(1, help="DNC read heads."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object: total_params, config, tensors."),
 ):
-    from eggnog.runtime.errors import BadInput
     from eggnog.models.egg import EggConfig, EggModel
     from eggnog.models.mingru import MinGruModel
+    from eggnog.runtime.errors import BadInput
 
     if model not in MODELS:
         raise BadInput(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")

@@ -24,7 +24,7 @@ def _escape(window):
 
 def check_gpu():
     """Print each platform item as it is checked; 0 when none failed, else 1."""
-    from eggnog.kernels.platform_check import run_checks
+    from eggnog.kernels.checks.platform_check import run_checks
 
     items = []
     for item in run_checks():
@@ -54,8 +54,8 @@ def main(
     from eggnog.corpus.default import default_corpus
     from eggnog.corpus.reader import open_corpus
     from eggnog.corpus.samplers import RandomWindows
-    from eggnog.kernels import noise_math, rng
-    from eggnog.kernels.backend import select_backend, to_host
+    from eggnog.kernels.core.backend import select_backend, to_host
+    from eggnog.kernels.noise import scalar_math, streams
     from eggnog.runtime.world import init_world, mpi_library
 
     world = init_world()
@@ -74,11 +74,11 @@ def main(
         window = RandomWindows(corpus.train, 72, seed).batch(0, 0, 1)[0]
         print(f"  sample: {_escape(window)}")
     failures = 0
-    key = noise_math.stream_key(seed, 1, 0, world.rank)
+    key = scalar_math.stream_key(seed, 1, 0, world.rank)
     start = 1 << 31  # any slice of a stream, without generating the rest
-    for kind in rng.KINDS:
-        ref = rng.generate(kind, key, start, elements, backend="numpy")
-        got = to_host(rng.generate(kind, key, start, elements, backend=chosen.name))
+    for kind in streams.KINDS:
+        ref = streams.generate(kind, key, start, elements, backend="numpy")
+        got = to_host(streams.generate(kind, key, start, elements, backend=chosen.name))
         if kind == "normal_float32":
             ulps = np.abs(got - ref) / (np.finfo(np.float32).eps * np.maximum(np.abs(ref), 1))
             ok, detail = bool(ulps.max() <= 4), f"max {ulps.max():.1f} ulp"

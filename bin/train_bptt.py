@@ -6,8 +6,8 @@
 
 import typer
 
-from eggnog.training.bptt import BpttRunConfig, BpttTrainer
 from eggnog.runtime.cli import cli_help
+from eggnog.training.bptt import BpttRunConfig, BpttTrainer
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
 

@@ -4,9 +4,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from eggnog.kernels.noise.reference import bits
+from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.noise_math import stream_key
-from eggnog.kernels.rng_reference import bits
 
 SPLITS = ("train", "val")
 READ_BLOCK = 1 << 22

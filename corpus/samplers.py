@@ -10,9 +10,9 @@ index), never of the MPI rank count, so a rank asks for its own slice of a globa
 
 import numpy as np
 
+from eggnog.kernels.noise.reference import bits
+from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.noise_math import stream_key
-from eggnog.kernels.rng_reference import bits
 
 WINDOW_STREAM_ID = 0x57494E44  # tensor id of the window-start noise: "WIND"
 

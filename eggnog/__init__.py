@@ -26,10 +26,12 @@ def _compile_cache():
     folders = [root] + [os.path.join(base, part) for base in (root, _checkout) for part in PARTS]
     digest = hashlib.sha256()
     for folder in filter(os.path.isdir, folders):
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".py"):
-                with open(os.path.join(folder, name), "rb") as f:
-                    digest.update(name.encode() + f.read())
+        for base, dirs, names in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(n for n in names if n.endswith(".py")):
+                path = os.path.join(base, name)
+                with open(path, "rb") as f:
+                    digest.update(os.path.relpath(path, folder).encode() + f.read())
     parent = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "eggnog-numba")
     key = digest.hexdigest()[:16]
     path = parent if os.path.basename(parent) == key else os.path.join(parent, key)  # a child process

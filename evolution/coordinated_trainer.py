@@ -7,7 +7,7 @@ import numpy as np
 from eggnog.evolution.coordinator import Coordinator, history_from
 from eggnog.evolution.coordinator_worker import Worker
 from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es_checkpoint, val_sample
-from eggnog.kernels.backend import device_free_bytes
+from eggnog.kernels.core.backend import device_free_bytes
 from eggnog.runtime.checkpoint import resolve_checkpoint
 
 

@@ -18,7 +18,7 @@ from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.chunk_shaping import ternary_fitness
 from eggnog.evolution.eggroll import IntEggroll, full_state
 from eggnog.evolution.fitness import pack_ternary, unpack_ternary
-from eggnog.kernels.backend import to_host
+from eggnog.kernels.core.backend import to_host
 from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.stop_signals import StopSignals
 

@@ -20,7 +20,7 @@ import numpy as np
 from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, OVERLAY_ARRAY, IntEggroll
 from eggnog.evolution.es_trainer import EsTrainer, optimizer_state_of, read_es_checkpoint, write_es_checkpoint
 from eggnog.evolution.fitness import bits_per_byte
-from eggnog.kernels.backend import to_host
+from eggnog.kernels.core.backend import to_host
 from eggnog.runtime.checkpoint import save_checkpoint
 
 INT8_LIMIT = 127

@@ -5,7 +5,7 @@
     strategy.tell(fitness_of_all_pairs)          # identical on every rank
 
 The update is nano-egg's z-test gated +-1 step (`--optimizer ztest`), or d-eggs' AdamW on the vote
-applied as +-1 steps through a float accumulator (`--optimizer adamw`, kernels/vote_adamw.py), its
+applied as +-1 steps through a float accumulator (`--optimizer adamw`, kernels/optim/quantized_adamw.py), its
 state (m, v, accumulator: 12 bytes a parameter) kept where the parameters are. With
 `--adaptive-noise` the forward's noise is scaled by d-eggs' per row / column / element overlay
 (evolution/noise_overlay.py), updated after every step from which weights moved.
@@ -21,10 +21,9 @@ import numpy as np
 
 from eggnog.evolution.fitness import Z_SCALE, check_population
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
+from eggnog.kernels.core.registry import ops_for
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag
-from eggnog.kernels.registry import ops_for
-
 
 MAX_ALPHA = 64
 
@@ -89,7 +88,7 @@ class IntEggrollConfig:
 
 
 OPTIMIZER_ARRAYS = ("opt_m", "opt_v", "opt_acc")  # adamw state, float32 like the parameters' layout
-OVERLAY_ARRAY = "noise_overlay"  # adaptive noise: int8, laid out as the gains (kernels/noise_gain.py)
+OVERLAY_ARRAY = "noise_overlay"  # adaptive noise: int8, laid out as the gains (kernels/noise/gains.py)
 STATE_ARRAYS = OPTIMIZER_ARRAYS + (OVERLAY_ARRAY,)  # what a strategy carries besides its parameters
 ADAM_EPS = 1e-8
 
@@ -134,12 +133,12 @@ class IntEggroll:
         self.gains = self.backend.to_device(gains_of(self.overlay))
 
     def host_params(self):
-        from eggnog.kernels.backend import to_host
+        from eggnog.kernels.core.backend import to_host
 
         return to_host(self.params).copy()
 
     def host_optimizer_state(self):
-        from eggnog.kernels.backend import to_host
+        from eggnog.kernels.core.backend import to_host
 
         state = {name: to_host(a).copy() for name, a in self.optimizer_state.items()}
         if self.overlay is not None:
@@ -152,7 +151,7 @@ class IntEggroll:
         ((layers, members, width) int8 on the backend, the model's state_dims) carry over and are
         updated in place. One fused call (the EGG's `egg_epoch`, the transformer's `transformer_epoch`):
         every token and layer of every member runs inside it, and only the sums leave the device."""
-        from eggnog.kernels.backend import to_host
+        from eggnog.kernels.core.backend import to_host
 
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
         by_id = np.array([prefixes[t.name] for t in self.model.tensors], dtype=np.int64)  # tensors are in id order

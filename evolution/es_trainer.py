@@ -8,14 +8,15 @@ import numpy as np
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, pair_signs, pair_zscores, unpack_ternary
-from eggnog.kernels.backend import device_free_bytes, to_host
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import device_free_bytes, to_host
 from eggnog.models.egg import EggConfig, EggModel
-from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime import rundir
+from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
+from eggnog.runtime.errors import BadInput
 from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.run_config import RunConfig, flag, redefault
 from eggnog.training.run_loop import run_steps
+
 
 @dataclass(frozen=True)
 class EsRunConfig(IntEggrollConfig, RunConfig):

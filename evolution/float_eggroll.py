@@ -4,7 +4,7 @@ the update through an optimiser of training/optimizers.py.
 Member m belongs to pair p = m // 2 with sign s = +1 (even m) or -1 (odd m). For a matrix M
 (rows, cols) the pair draws A (rows, r) and B (cols, r) from one counter-based normal stream keyed
 (seed, tensor, epoch // noise_reuse, p) (B first, then A) and the member evaluates
-M + s sigma A B^T / sqrt(r) without ever forming it (kernels/lowrank.py). Vectors (norm weights,
+M + s sigma A B^T / sqrt(r) without ever forming it (kernels/layers/lowrank.py). Vectors (norm weights,
 biases) get full noise s sigma eps, or none with `freeze_vectors`.
 
 All members of a rank are evaluated in one parallel pass per layer: the population is the batch
@@ -17,7 +17,7 @@ textbook ES estimate of the loss gradient,
     g = -(1 / (N sigma)) sum_m f_m s_m E_m,   E = A B^T / sqrt(r) (matrices) or eps (vectors),
 so --lr keeps its usual meaning for each optimiser (HyperscaleES absorbs 1/sigma into lr instead).
 
-Everything stays on the backend the model runs on: the noise (kernels/noise_rows.py, the GPU's within
+Everything stays on the backend the model runs on: the noise (kernels/noise/normal_rows.py, the GPU's within
 4 eps of the CPU's), the perturbed vectors, the update (lowrank_sum) and the optimiser; on a GPU only
 the per-pair weights go up and the member losses come down. The population forward's products run on
 TF32 tensor cores on a GPU unless --forward-precision says otherwise.
@@ -30,10 +30,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from eggnog.evolution.fitness import check_population
+from eggnog.kernels.layers.weighted_sums import weighted_means
+from eggnog.kernels.noise.scalar_math import prefix_key
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag
-from eggnog.kernels.noise_math import prefix_key
-from eggnog.kernels.weighted_sums import weighted_means
 
 FITNESS_MODES = ("global", "group")
 PRECISIONS = ("auto", "tf32", "fp32")

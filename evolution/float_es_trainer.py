@@ -8,13 +8,13 @@ import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
-from eggnog.runtime.errors import BadInput
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
-from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
 from eggnog.training.memory_preflight import linear_in_depth
+from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
 from eggnog.training.run_config import flag, redefault
 from eggnog.training.run_loop import run_steps
 

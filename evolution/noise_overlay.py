@@ -3,16 +3,16 @@
 Every matrix and embedding row and column and every vector element has an int8 overlay, 64 at the
 start. After each update an overlay whose row, column or element had a weight change gains 5, the
 others lose 1, clipped to +-127. The forward scales that position's noise by clip(overlay, 0, 64) / 64
-(kernels/noise_gain.py: off below 0, scaled down below 64, unscaled from 64). The vote ignores the
+(kernels/noise/gains.py: off below 0, scaled down below 64, unscaled from 64). The vote ignores the
 gains, as d-eggs' does, so a row whose noise is off can still move and bring its noise back.
 
-The overlay is laid out as the gains (kernels/noise_gain.py): per tensor in id order, a vector's
+The overlay is laid out as the gains (kernels/noise/gains.py): per tensor in id order, a vector's
 elements, or a matrix's columns (d_in) then rows (d_out).
 """
 
 import numpy as np
 
-from eggnog.kernels.noise_gain import GAIN_ONE, gain_offsets
+from eggnog.kernels.noise.gains import GAIN_ONE, gain_offsets
 
 OVERLAY_START = 64
 OVERLAY_GAIN = 5  # where a weight of the row / column / element changed

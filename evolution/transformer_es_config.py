@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from eggnog.evolution.es_trainer import EsRunConfig
-from eggnog.kernels.transformer_epoch import NOISE_KINDS
+from eggnog.kernels.transformer.layout import NOISE_KINDS
 from eggnog.runtime.errors import BadInput
 from eggnog.training.memory_plan import HEADROOM
 from eggnog.training.run_config import flag, redefault

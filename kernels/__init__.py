@@ -1,5 +1,22 @@
-'''Hand-written kernels. One file per kernel family; every operation in it has three implementations
-under one name, recorded in one registry (`eggnog.kernels.registry`):
+'''Hand-written kernels, a sub-package per family:
+
+    core          shared machinery, no ops: the registry, numba.cuda and launch helpers, the backend,
+                  block reductions, tensor-core products (mma), vector loads, CPU loop helpers
+    checks        the node's self-check ops and the PTX compile check
+    noise         counter-based noise streams, noise gains, CD-RGE perturbations
+    egg           the int8 EGG model: its layout, integer ops, matmul, update and fused epoch
+    transformer   d-eggs' integer transformer: its layout, tables, epoch and sampler
+    rnn           the MinGRU scan, the multi-head LSTM, the DNC's cell, memory and addressing
+    layers        fp32 layers: matmuls (SIMT and TF32), low-rank products, norms, activations, losses
+    optim         optimiser steps on the device (SGD, AdamW, Schedule-Free AdamW, d-eggs' quantized AdamW)
+
+Families import core and build on one another one way only (tests/test_import_cycles.py). A family's
+layout (tensor order, offsets, constants) sits in a module of its own, `layout.py`, that its reference,
+CPU and CUDA halves import, so no family imports in a circle; a big op keeps its halves beside it as
+`<op>_cpu.py` and `<op>_cuda.py`.
+
+Every operation has three implementations under one name, recorded in one registry
+(`eggnog.kernels.core.registry`; it imports every module of every family, so every op is found):
 
     reference_<op>   NumPy, plain and obviously right (float64 where that helps)
     cpu_<op>         the CPU twin (numba.njit, prange where it pays; `cpu_jit.parallel_jit` runs a
@@ -11,14 +28,14 @@ All three take the same arguments and return the same things (or write the same 
 (tests/test_kernel_ops.py: reference = twin = simulator, for every op) and the tolerance of a float op
 (none: bit-identical). `registry.ops_for("numpy" | "cpu" | "cuda")` gives every op of one backend by
 name. `numba.cuda` and the launch helpers (signature types, `blocks`, `grid2`, `f64`) come from
-`cuda_api`; block reductions from `reductions`. Adding an op is writing these three functions in one
-file; nothing else is touched. A complete family:
+`core.cuda_api`; block reductions from `core.reductions`. Adding an op is writing these three functions
+in one module of a family; nothing else is touched. A complete example:
 
     import numba
     import numpy as np
 
-    from eggnog.kernels.cuda_api import F32_1D, blocks, cuda, f64, kernel
-    from eggnog.kernels.registry import op
+    from eggnog.kernels.core.cuda_api import F32_1D, blocks, cuda, f64, kernel
+    from eggnog.kernels.core.registry import op
 
 
     def _scale_cases(rng):  # 1 element, a partial block, several blocks
@@ -53,7 +70,7 @@ file; nothing else is touched. A complete family:
         scale_cuda[blocks(x.size)](x, np.float32(a), out)
         return out
 
-Reuse a kernel from your own code with `from eggnog.kernels.scan import cpu_scan_forward` (or
+Reuse a kernel from your own code with `from eggnog.kernels.rnn.scan import cpu_scan_forward` (or
 `ops_for(...)`); arrays may be NumPy arrays, numba device arrays or anything with
 `__cuda_array_interface__`.
 '''

@@ -44,8 +44,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.registry import ops_for
-from eggnog.kernels.weighted_sums import weighted_means
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.models.dnc_windows import concat_columns, put_rows, take_columns, take_rows
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eggnog.kernels.egg.layout import VOCAB, egg_layout
+from eggnog.kernels.noise.reference import gaussian_int8
+from eggnog.kernels.noise.scalar_math import EGG_NOISE, prefix_key, stream_key
 from eggnog.runtime.errors import BadInput
-from eggnog.kernels.egg_epoch import VOCAB, egg_layout
-from eggnog.kernels.noise_math import EGG_NOISE, prefix_key, stream_key
-from eggnog.kernels.rng_reference import gaussian_int8
 
 INIT_TENSOR_BASE = 1 << 31  # tensor ids of the initialisation noise, apart from training noise
 LN_ONE = 16  # 1.0 in fixed point
@@ -52,7 +52,7 @@ class Tensor:
 class IntTensorModel:
     """An integer model over one flat int8 buffer of named tensors (`layout`: (name, shape, kind,
     offset) in tensor-id order), trained by integer EGGROLL (evolution/eggroll.py). A subclass gives
-    `noise_kind` (noise_math.member_noise), `token_dtype` of its windows, `lr_scale` (per tensor name,
+    `noise_kind` (scalar_math.member_noise), `token_dtype` of its windows, `lr_scale` (per tensor name,
     AdamW's learning-rate factor), `state_dims` (the (layers, width) of the hidden state a member
     carries across steps; (0, 0) for none), `has_proxy_loss` and `population_scores` (each member's
     summed log-likelihood; with a proxy loss, (members, 2) with the proxy's sum in column 1)."""
@@ -86,7 +86,7 @@ class EggModel(IntTensorModel):
         return self.cfg.n_layer, self.cfg.n_embd
 
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
-        """Each member's summed log-likelihood over its window (kernels/egg_epoch.py); `cfg`: the
+        """Each member's summed log-likelihood over its window (kernels/egg/epoch.py); `cfg`: the
         strategy's (IntEggrollConfig)."""
         return ops.egg_epoch(params, windows, states, prefix_ids, first_member, cfg.sigma_shift, perturbed, gains)
 

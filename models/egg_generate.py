@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.sampling import egg_logits_to_nats
 
 

@@ -1,5 +1,5 @@
 """d-eggs' integer-only transformer: its configuration, parameter layout and initialisation. The
-forward over a population is the op `transformer_epoch` (kernels/transformer_epoch.py).
+forward over a population is the op `transformer_epoch` (kernels/transformer/epoch.py).
 
 Per token:  x = clip(E[t] + e_bias)
             x = MLP_init(x)                                        (the block below, its own weights)
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.noise_math import stream_key
-from eggnog.kernels.rng_reference import uniform_int8
-from eggnog.kernels.transformer_epoch import transformer_layout
+from eggnog.kernels.noise.reference import uniform_int8
+from eggnog.kernels.noise.scalar_math import stream_key
+from eggnog.kernels.transformer.layout import NOISE_KINDS, make_spec, transformer_layout
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
 
@@ -65,8 +65,6 @@ class TransformerModel(IntTensorModel):
     has_proxy_loss = True  # d-eggs' own loss, reported beside bits
 
     def __init__(self, cfg: TransformerConfig, sigma_shift=3, vector_shift=4, noise="uniform"):
-        from eggnog.kernels.transformer_epoch import NOISE_KINDS, make_spec
-
         self.cfg = cfg
         self.layout = transformer_layout(cfg)
         super().__init__(self.layout)
@@ -86,13 +84,13 @@ class TransformerModel(IntTensorModel):
 
     def evaluation_bytes(self, steps):
         """Device bytes one member takes while its window runs on a GPU (KV cache, noise, activations)."""
-        from eggnog.kernels.transformer_epoch_cuda import scratch_bytes
+        from eggnog.kernels.transformer.epoch_cuda import scratch_bytes
 
         return scratch_bytes(self.spec, steps)
 
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
         """Each member's summed (log-likelihood, d-eggs proxy loss) over its window
-        (kernels/transformer_epoch.py)."""
+        (kernels/transformer/epoch.py)."""
         return ops.transformer_epoch(params, windows, prefix_ids, first_member, self.spec, perturbed)
 
     def architecture(self):

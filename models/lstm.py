@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.registry import BACKENDS, ops_for
-from eggnog.kernels.weighted_sums import weighted_means
+from eggnog.kernels.core.registry import BACKENDS, ops_for
+from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
 
@@ -171,7 +171,7 @@ class LstmModel(FlatParams):
 
     def probe_losses(self, backend, theta, keys, alphas, distribution, batch):
         """Mask-weighted mean cross-entropy (bits) at theta + alpha_i z_i for every probe i (z_i from
-        stream key keys[i], kernels/perturb.py), in one pass over the batch. The P probes run as the
+        stream key keys[i], kernels/noise/perturb.py), in one pass over the batch. The P probes run as the
         P N heads of one LSTM (R is block-diagonal, so they never mix) with the input tables and the
         output projections as batched products. Each probe's tensors are drawn from its key at their
         offsets in theta straight into (P, ...) arrays, so every loss is `loss` of that perturbed

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.weighted_sums import weighted_means
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.models.flat_params import FlatParams
+from eggnog.runtime.errors import BadInput
 
 VOCAB = 256
 

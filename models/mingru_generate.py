@@ -3,8 +3,8 @@ whole prompt), then one byte at a time through the single-step scan with the car
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
 
 
 def generate_mingru(model, flat_params, prompt: bytes, length, sampler, seed, backend):

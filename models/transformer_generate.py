@@ -1,13 +1,13 @@
 """Generation with d-eggs' transformer: each token re-reads the context (its last MAX_CONTEXT tokens)
-from an empty KV cache, then d-eggs' integer sampler (kernels/deggs_sampler.py) picks the next one
+from an empty KV cache, then d-eggs' integer sampler (kernels/transformer/sampler.py) picks the next one
 with its presence penalty over the last PENALTY_HISTORY tokens."""
 
 import numpy as np
 
-from eggnog.kernels.deggs_sampler import sampler_settings
-from eggnog.kernels.noise_math import stream_key
-from eggnog.kernels.registry import ops_for
-from eggnog.kernels.rng_reference import bits
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.noise.reference import bits
+from eggnog.kernels.noise.scalar_math import stream_key
+from eggnog.kernels.transformer.sampler import sampler_settings
 
 MAX_CONTEXT = 256
 PENALTY_HISTORY = 256  # d-eggs' history buffer

@@ -14,7 +14,6 @@ import numpy as np
 
 from eggnog.runtime.errors import BadInput
 
-
 LAUNCHER_SIZE_VARS = ("SLURM_NTASKS", "SLURM_NPROCS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 
 

@@ -1,13 +1,13 @@
 """One warp through `mma_s8_16832` and `mma_tf32_1688` (the ops warp_mma_s8 and warp_mma_tf32 of
-kernels/hardware_checks.py): each lane loads its A and B fragment registers from whole matrices by the
-PTX ISA layout (kernels/mma.py) and stores its C fragment back by the same layout. Used by the simulator
+kernels/checks/hardware.py): each lane loads its A and B fragment registers from whole matrices by the
+PTX ISA layout (kernels/core/mma.py) and stores its C fragment back by the same layout. Used by the simulator
 test and, unchanged, by the GPU test, so both check the same layout."""
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.hardware_checks import cuda_warp_mma_s8, cuda_warp_mma_tf32
-from eggnog.kernels.mma import MMA_K, MMA_M, MMA_N, TF32_K, round_tf32
+from eggnog.kernels.checks.hardware import cuda_warp_mma_s8, cuda_warp_mma_tf32
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.mma import MMA_K, MMA_M, MMA_N, TF32_K, round_tf32
 
 
 def run_and_compare(seed):

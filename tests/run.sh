@@ -20,7 +20,7 @@ step() {
 
 gpu_visible() {
     NUMBA_ENABLE_CUDASIM=0 python -c \
-        "from eggnog.kernels.backend import gpu_usable; raise SystemExit(0 if gpu_usable() else 1)" 2>/dev/null
+        "from eggnog.kernels.core.backend import gpu_usable; raise SystemExit(0 if gpu_usable() else 1)" 2>/dev/null
 }
 
 # Two workers, each taking whole files (module-level fixtures and the kernel-launch registry stay

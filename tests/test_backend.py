@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from eggnog.kernels import backend
-from eggnog.kernels.backend import Backend, resolve_name, select_backend, to_host
+from eggnog.kernels.core import backend
+from eggnog.kernels.core.backend import Backend, resolve_name, select_backend, to_host
 from eggnog.runtime.errors import BadInput
 
 

@@ -8,7 +8,7 @@ import sys
 from tests.helpers import ROOT
 
 PROBE = ("import eggnog, numba, numpy as np\n"
-         "from eggnog.kernels.registry import ops_for\n"
+         "from eggnog.kernels.core.registry import ops_for\n"
          "ops_for('cpu').egg_clip_add(np.ones((2, 3), np.int8), np.ones((2, 3), np.int8))\n"
          "print(numba.config.CACHE_DIR)\n")
 

@@ -3,7 +3,7 @@
 import numba
 import numpy as np
 
-from eggnog.kernels.cpu_jit import SERIAL_BELOW, parallel_jit
+from eggnog.kernels.core.cpu_jit import SERIAL_BELOW, parallel_jit
 
 
 @parallel_jit

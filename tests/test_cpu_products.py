@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from eggnog.kernels import cpu_products
-from eggnog.kernels.cpu_products import SPLIT_MACS, batched_product, product
+from eggnog.kernels.core import cpu_products
+from eggnog.kernels.core.cpu_products import SPLIT_MACS, batched_product, product
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_products_are_split_only_while_blas_is_on_one_thread(env, parts):
     clean = {k: v for k, v in os.environ.items()
              if k not in ("EGGNOG_BLAS_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                           "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
-    probe = "from eggnog.kernels.cpu_products import parts; print(parts())"
+    probe = "from eggnog.kernels.core.cpu_products import parts; print(parts())"
     out = subprocess.run([sys.executable, "-c", probe], env={**clean, **env, "NUMBA_NUM_THREADS": "2"},
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

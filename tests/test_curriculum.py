@@ -4,7 +4,7 @@ step, trains on the new bound from the next step, and a resumed run continues it
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world

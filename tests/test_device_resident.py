@@ -9,8 +9,8 @@ import pytest
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
-from eggnog.kernels.backend import Backend
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.lstm import LstmConfig, LstmModel
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.runtime.world import init_world

@@ -2,7 +2,7 @@
 alone); the loss and its BPTT gradient agree across the float64 reference, the CPU twins and CUDA on
 the simulator (fp32 vs float64: 1e-5 relative for the loss, 1e-4 of the largest entry for gradients),
 and equal central finite differences of the float64 loss for entries of every tensor. The reference
-backward of each kernel the DNC uses (kernels/norms.py, softmax_rows.py, dnc_cell.py, dnc_memory.py,
+backward of each kernel the DNC uses (kernels/layers/norms.py, softmax_rows.py, rnn/lstm_cell.py, dnc_memory.py,
 activations.py) matches finite differences; the window helpers (models/dnc_windows.py) compose
 copy_window the same way on every backend. The kernels' agreement across backends is
 tests/test_kernel_ops.py's. Simulated launches are kept tiny and few.
@@ -13,10 +13,11 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.kernels import activations, dnc_cell, dnc_memory, norms, softmax_rows
-from eggnog.kernels.activations import SIGMOID, TANH
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.layers import activations, norms, softmax_rows
+from eggnog.kernels.layers.activations import SIGMOID, TANH
+from eggnog.kernels.rnn import dnc_memory, lstm_cell
 from eggnog.models.dnc import DncConfig, DncModel, formula_params
 from eggnog.models.dnc_windows import concat_columns, put_rows, take_columns, take_rows
 from eggnog.runtime.errors import BadInput
@@ -204,11 +205,11 @@ def test_lstm_cell_backward_matches_finite_differences():
     gates, c_prev, dh, dc = 2.0 * RNG.normal(size=(2, 12)), *(RNG.normal(size=(2, 3)) for _ in range(3))
 
     def loss():
-        h, c = dnc_cell.reference_lstm_cell(gates, c_prev)
+        h, c = lstm_cell.reference_lstm_cell(gates, c_prev)
         return float((h * dh).sum() + (c * dc).sum())
 
-    c = dnc_cell.reference_lstm_cell(gates, c_prev)[1]
-    fd_check(loss, [gates, c_prev], dnc_cell.reference_lstm_cell_backward(dh, dc, gates, c_prev, c), indices=4)
+    c = lstm_cell.reference_lstm_cell(gates, c_prev)[1]
+    fd_check(loss, [gates, c_prev], lstm_cell.reference_lstm_cell_backward(dh, dc, gates, c_prev, c), indices=4)
 
 
 def test_memory_write_backward_matches_finite_differences():

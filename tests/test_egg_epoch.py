@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
-from eggnog.kernels import egg_epoch_cpu
-from eggnog.kernels.backend import Backend
-from eggnog.kernels.egg_epoch import _case, cpu_egg_epoch, reference_egg_epoch
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.egg import epoch_cpu
+from eggnog.kernels.egg.epoch import _case, cpu_egg_epoch, reference_egg_epoch
 from eggnog.models.egg import EggConfig, EggModel
 
 
@@ -40,8 +40,8 @@ def test_tiles_do_not_change_the_result(monkeypatch, perturbed):
     """40 members in tiles of 12 (three full, one of 4) give what one tile per thread gives."""
     args = _case(np.random.default_rng(3), 2, 32, 40, 2, 3, 4, perturbed)
     expected, expected_states = run(reference_egg_epoch, args)
-    monkeypatch.setattr(egg_epoch_cpu, "TILE", 12)
-    assert egg_epoch_cpu.tile_size(40) == 12
+    monkeypatch.setattr(epoch_cpu, "TILE", 12)
+    assert epoch_cpu.tile_size(40) == 12
     got, got_states = run(cpu_egg_epoch, args)
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(got_states, expected_states)
@@ -59,7 +59,7 @@ def test_l1_norm_quotient_is_exact():
     an int8 row can have (1..128)."""
     p = np.arange(-2**14, 2**14 + 1, dtype=np.int64)
     for d in range(1, 129):
-        q = np.floor(p * (1.0 / d) + egg_epoch_cpu.QUOTIENT_NUDGE).astype(np.int64)
+        q = np.floor(p * (1.0 / d) + epoch_cpu.QUOTIENT_NUDGE).astype(np.int64)
         np.testing.assert_array_equal(q, p // d, err_msg=f"d = {d}")
 
 

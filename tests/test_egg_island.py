@@ -9,7 +9,7 @@ from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.egg_island import EggIsland, to_int8
 from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS
 from eggnog.evolution.gossip_config import GossipEggRunConfig
-from eggnog.kernels.backend import Backend, to_host
+from eggnog.kernels.core.backend import Backend, to_host
 from eggnog.runtime.world import init_world
 from eggnog.training.island import island_data_seed
 from tests.es_helpers import TINY, tiny_corpus

@@ -3,10 +3,14 @@ antithetic rank-1 perturbations, int8 saturation, nano-egg's quiet L1-norm rows,
 
 import numpy as np
 
-from eggnog.kernels.egg_ops import (reference_egg_embedding, reference_egg_l1_norm, reference_egg_reset,
-                                    reference_egg_vector)
-from eggnog.kernels.int_matmul import reference_int_matmul
-from eggnog.kernels.rng_reference import gaussian_rows
+from eggnog.kernels.egg.int_matmul import reference_int_matmul
+from eggnog.kernels.egg.member_ops import (
+    reference_egg_embedding,
+    reference_egg_l1_norm,
+    reference_egg_reset,
+    reference_egg_vector,
+)
+from eggnog.kernels.noise.reference import gaussian_rows
 
 RNG = np.random.default_rng(7)
 

@@ -5,9 +5,9 @@ against nano-egg's own outputs)."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.registry import ops_for
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.egg import EggConfig, EggModel
+from eggnog.runtime.errors import BadInput
 
 TEXT = np.frombuffer(b"def f(x):\n\0ret", dtype=np.uint8)
 
@@ -71,7 +71,7 @@ def test_architecture_table():
 
 def test_simulated_cuda_path_equals_reference():
     """The whole model on the CUDA kernels (simulator), tiny enough for it: bit-identical."""
-    from eggnog.kernels.backend import Backend, to_host
+    from eggnog.kernels.core.backend import Backend, to_host
 
     model = EggModel(EggConfig(1, 8))
     flat = model.init_params(2)

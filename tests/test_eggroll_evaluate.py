@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
-from eggnog.kernels.backend import Backend, to_host
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import Backend, to_host
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.egg import EggConfig, EggModel
 
 WINDOWS = np.array([[0, 65, 66, 10], [10, 67, 0, 32], [97, 98, 99, 0], [1, 2, 3, 4]], dtype=np.uint8)

@@ -7,8 +7,8 @@ member gets its own affine map; windows copy only themselves; misshaped argument
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
 from eggnog.runtime.errors import BadInput
 
 RNG = np.random.default_rng(17)

@@ -9,9 +9,9 @@ import pytest
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.eggroll import IntEggrollConfig
 from eggnog.evolution.es_trainer import EsRunConfig, EsTrainer
-from eggnog.kernels.backend import Backend
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import RENAMED, read_jsonl
 from eggnog.runtime.world import init_world
 from eggnog.training.launch import resolve

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.fitness import bits_per_byte
-from eggnog.kernels.egg_ops import py_floor_log2_x16
-from eggnog.kernels.int_math import EXP2
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.egg.int_math import EXP2
+from eggnog.kernels.egg.member_ops import py_floor_log2_x16
 from eggnog.models.egg import EggConfig, EggModel
 from tests.reference_data import load
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from tests.reference_data import load
 

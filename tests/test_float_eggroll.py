@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig, zscore_fitness
-from eggnog.runtime.errors import BadInput
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
+from eggnog.runtime.errors import BadInput
 from eggnog.training.optimizers import make_optimizer
 
 RNG = np.random.default_rng(3)

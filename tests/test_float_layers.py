@@ -6,12 +6,18 @@ and misshaped arguments are refused on every backend."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.activations import (SIGMOID, TANH, reference_activation, reference_activation_backward,
-                                        reference_gelu, reference_gelu_backward)
-from eggnog.kernels.losses import reference_cross_entropy
-from eggnog.kernels.norms import reference_rmsnorm, reference_rmsnorm_backward
-from eggnog.kernels.registry import ops_for
-from eggnog.kernels.softmax_rows import reference_softmax_rows, reference_softmax_rows_backward
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.layers.activations import (
+    SIGMOID,
+    TANH,
+    reference_activation,
+    reference_activation_backward,
+    reference_gelu,
+    reference_gelu_backward,
+)
+from eggnog.kernels.layers.losses import reference_cross_entropy
+from eggnog.kernels.layers.norms import reference_rmsnorm, reference_rmsnorm_backward
+from eggnog.kernels.layers.softmax_rows import reference_softmax_rows, reference_softmax_rows_backward
 from eggnog.runtime.errors import BadInput
 
 RNG = np.random.default_rng(11)

@@ -6,8 +6,8 @@ refused on every backend."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.float_matmul import reference_bmm, reference_matmul, reference_matmul_backward
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.layers.matmul import reference_bmm, reference_matmul, reference_matmul_backward
 from eggnog.runtime.errors import BadInput
 
 RNG = np.random.default_rng(5)

@@ -20,7 +20,7 @@ from eggnog.evolution.gossip_fitness import FitnessEma
 from eggnog.evolution.gossip_merge import Snapshot, blend, merged, needs_state
 from eggnog.evolution.gossip_population import FIELDS, percentiles, save_probability, summary_record
 from eggnog.evolution.gossip_run import GossipRun
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import save_checkpoint
 from eggnog.runtime.world import init_world
 from eggnog.training.island import BpttIsland
@@ -199,7 +199,7 @@ def test_rejuvenation_blends_with_a_fitter_elite_and_restarts_the_optimizer(tmp_
 
 def invoke(args):
     """The script in this process, with no backend chosen yet (another test file may have chosen one)."""
-    from eggnog.kernels import backend
+    from eggnog.kernels.core import backend
 
     chosen, backend._selected = backend._selected, None
     try:

@@ -7,8 +7,8 @@ import numba
 import numpy as np
 import pytest
 
-from eggnog.kernels import egg_ops
-from eggnog.kernels.int_math import EXP2, build, iroot, matmul_divisor
+from eggnog.kernels.egg import member_ops
+from eggnog.kernels.egg.int_math import EXP2, build, iroot, matmul_divisor
 
 S_MIN, S_MAX = 256 * int(EXP2[1]), 256 * int(EXP2[255])  # sums of 256 EXP2 terms of y' in [1, 255]
 cpu_floor_log2_x16 = build(numba.njit)[1]
@@ -39,7 +39,7 @@ def test_floor_log2_exact_on_every_reachable_sum():
 
 
 def test_floor_log2_boundaries_on_every_backend():
-    py, gpu = egg_ops.py_floor_log2_x16, egg_ops.gpu_floor_log2_x16
+    py, gpu = member_ops.py_floor_log2_x16, member_ops.gpu_floor_log2_x16
     for k in range(16 * 12, 16 * 28):
         edge = iroot(1 << k, 16) + (0 if iroot(1 << k, 16) ** 16 == 1 << k else 1)  # ceil(2^(k/16))
         for s in (edge - 1, edge):
@@ -50,7 +50,7 @@ def test_floor_log2_boundaries_on_every_backend():
 
 def test_floor_log2_exact_above_2_to_28_on_every_backend():
     """Sums of vocabularies above 256 symbols: edges of every sixteenth up to 2^40, exactly."""
-    py, gpu = egg_ops.py_floor_log2_x16, egg_ops.gpu_floor_log2_x16
+    py, gpu = member_ops.py_floor_log2_x16, member_ops.gpu_floor_log2_x16
     for k in range(16 * 28, 16 * 40):
         edge = iroot(1 << k, 16) + (0 if iroot(1 << k, 16) ** 16 == 1 << k else 1)  # ceil(2^(k/16))
         for s in (edge - 1, edge, edge + 12345):
@@ -72,4 +72,4 @@ def test_loglik_against_the_table(scale):
     logits[0] = 127
     logits[1] = -127
     targets = rng.integers(0, 256, 40).astype(np.uint8)
-    assert np.array_equal(egg_ops.reference_egg_loglik(logits, targets), table_loglik(logits, targets))
+    assert np.array_equal(member_ops.reference_egg_loglik(logits, targets), table_loglik(logits, targets))

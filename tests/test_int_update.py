@@ -4,8 +4,8 @@ gate, the Z = 0 rule and saturation behave as nano-egg's."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.int_update import reference_int_update
-from eggnog.kernels.rng_reference import gaussian_rows
+from eggnog.kernels.egg.int_update import reference_int_update
+from eggnog.kernels.noise.reference import gaussian_rows
 
 
 def test_gate_is_the_z_test_on_the_accumulated_vote():

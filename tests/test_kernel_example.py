@@ -20,7 +20,7 @@ def docstring_example():
     import eggnog.kernels
 
     doc = eggnog.kernels.__doc__
-    block = doc.split("A complete family:", 1)[1].split("\nReuse a kernel", 1)[0]
+    block = doc.split("A complete example:", 1)[1].split("\nReuse a kernel", 1)[0]
     return textwrap.dedent(block).strip()
 
 
@@ -33,7 +33,7 @@ def test_readme_example_registers_and_agrees(tmp_path):
     probe = textwrap.dedent("""
         import numpy as np
         import example_family
-        from eggnog.kernels.registry import OPS
+        from eggnog.kernels.core.registry import OPS
         from tests.test_kernel_ops import cases_of, run_op, _agree
 
         entry = OPS["scale"]

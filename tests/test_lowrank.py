@@ -11,9 +11,9 @@ further roundings is about (n + k) * 6e-8 * mag, and n + k <= 12 here.
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.lowrank import reference_lowrank_project_rows
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.layers.lowrank import reference_lowrank_project_rows
 from eggnog.runtime.errors import BadInput
 from tests import helpers
 

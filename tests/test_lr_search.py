@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import read_jsonl

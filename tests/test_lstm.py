@@ -1,4 +1,4 @@
-"""The FlashRNN-style multi-head LSTM (kernels/lstm_cell.py, models/lstm.py) on its three backends
+"""The FlashRNN-style multi-head LSTM (kernels/rnn/lstm.py, models/lstm.py) on its three backends
 (float64 NumPy reference, fp32 CPU twins, CUDA on the simulator); the kernels' agreement across
 backends is tests/test_kernel_ops.py's.
 
@@ -13,12 +13,12 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.kernels import lstm_cell
-from eggnog.kernels.backend import to_host
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.rnn import lstm
 from eggnog.models.lstm import LstmConfig, LstmModel
-from tests.helpers import assert_user_error, lstm_inputs, run_script
+from eggnog.runtime.errors import BadInput
 from eggnog.zorn.batch import TaskBatch
+from tests.helpers import assert_user_error, lstm_inputs, run_script
 
 RNG = np.random.default_rng(5)
 TABLE1 = [(240, 12, 150_740), (1600, 32, 1_139_700), (9600, 64, 10_627_700), (66000, 220, 112_606_100),
@@ -114,7 +114,7 @@ def test_recurrent_gradient_is_the_sum_of_outer_products():
     hidden = heads * size
     draw = RNG.normal(0, 1, (steps, batch, 4 * hidden))
     hs = RNG.normal(0, 1, (steps + 1, batch, hidden))
-    dr = lstm_cell.reference_lstm_recurrent_grad(draw, hs, heads)
+    dr = lstm.reference_lstm_recurrent_grad(draw, hs, heads)
     assert dr.shape == (4, heads, size, size)
     for g in range(4):
         for n in range(heads):
@@ -134,11 +134,11 @@ def test_backward_step_is_the_gradient_of_the_forward_step():
     dh, dc = RNG.normal(0, 1, (batch, hidden)), RNG.normal(0, 1, (batch, hidden))
 
     def objective(wx_, h_prev_, c_prev_):
-        h, c, _ = lstm_cell.reference_lstm_forward_step(wx_, r, bias, h_prev_, c_prev_)
+        h, c, _ = lstm.reference_lstm_forward_step(wx_, r, bias, h_prev_, c_prev_)
         return float((dh * h).sum() + (dc * c).sum())
 
-    _, c, gates = lstm_cell.reference_lstm_forward_step(wx, r, bias, h_prev, c_prev)
-    draw, dh_prev, dc_prev = lstm_cell.reference_lstm_backward_step(dh, dc, r, gates, c, c_prev)
+    _, c, gates = lstm.reference_lstm_forward_step(wx, r, bias, h_prev, c_prev)
+    draw, dh_prev, dc_prev = lstm.reference_lstm_backward_step(dh, dc, r, gates, c, c_prev)
     for got, arg in ((draw, 0), (dh_prev, 1), (dc_prev, 2)):
         for index in np.ndindex(got.shape):
             args = [wx.copy(), h_prev.copy(), c_prev.copy()]
@@ -154,12 +154,12 @@ def test_cpu_sequence_twin_equals_the_step_twin_bit_for_bit(batch, heads, size):
     input rows repeat and skip table rows."""
     steps = 5
     table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, heads, size, 7)
-    hs, cs, gates = lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0, keep=True)
+    hs, cs, gates = lstm.cpu_lstm_forward(table, rows, r, bias, states0, keep=True)
     h, c = np.tile(states0[0], (batch, 1)), np.tile(states0[1], (batch, 1))
     for t in range(steps):
-        h, c, g = lstm_cell.cpu_lstm_forward_step(table[rows[t]], r, bias, h, c)
+        h, c, g = lstm.cpu_lstm_forward_step(table[rows[t]], r, bias, h, c)
         assert np.array_equal(hs[t + 1], h) and np.array_equal(cs[t + 1], c) and np.array_equal(gates[t], g)
-    assert np.array_equal(lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0)[0], hs)
+    assert np.array_equal(lstm.cpu_lstm_forward(table, rows, r, bias, states0)[0], hs)
 
 
 @pytest.mark.parametrize("budget, heads, mode", [(None, 2, "sequence"), (16 * 2 * 5, 2, "per step"),
@@ -168,7 +168,7 @@ def test_cuda_sequence_forward_and_backward_in_every_mode(monkeypatch, budget, h
     """The GPU forward with a head's R in one block (one launch), split over blocks of 2 or 1 units (one
     launch per step), and in a cooperative grid (one block on the simulator), then the backward after
     it, against the reference; heads of 4 units, batch 3, 4 steps."""
-    from eggnog.kernels import lstm_sequence_cuda
+    from eggnog.kernels.rnn import lstm_sequence_cuda
 
     if budget is not None:
         monkeypatch.setattr(lstm_sequence_cuda, "SHARED_BUDGET", budget)
@@ -176,14 +176,14 @@ def test_cuda_sequence_forward_and_backward_in_every_mode(monkeypatch, budget, h
     hidden = heads * size
     assert lstm_sequence_cuda.plan(heads, size, batch, steps)[2] == mode
     table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, heads, size, 5)
-    want = lstm_cell.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
-    got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
+    want = lstm.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
+    got = lstm.cuda_lstm_forward(*(lstm.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-5
     # the backward: one launch with the whole head in a block, else two launches per step
     dh_out = RNG.normal(0, 1, (steps, batch, hidden)).astype(np.float32)
-    want = lstm_cell.reference_lstm_backward(dh_out, r, *(w.astype(np.float32) for w in want))
-    got = lstm_cell.cuda_lstm_backward(lstm_cell.cuda.to_device(dh_out), lstm_cell.cuda.to_device(r), *got)
+    want = lstm.reference_lstm_backward(dh_out, r, *(w.astype(np.float32) for w in want))
+    got = lstm.cuda_lstm_backward(lstm.cuda.to_device(dh_out), lstm.cuda.to_device(r), *got)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-5
 
@@ -192,15 +192,15 @@ def test_the_persistent_kernel_pairs_rows_and_pads_the_head_to_eight(monkeypatch
     """The cooperative kernel computes a unit for two rows of a group of 2 x lanes rows (10 units: 51
     lanes, groups of 102), k padded from 10 to 16 (two iterations of eight): batch 200 has a full group,
     then one whose second rows lie past the batch for most lanes."""
-    from eggnog.kernels import lstm_sequence_cuda
+    from eggnog.kernels.rnn import lstm_sequence_cuda
 
     monkeypatch.setattr(lstm_sequence_cuda, "SHARED_BUDGET", 16)
     steps, batch, size = 2, 200, 10
     assert lstm_sequence_cuda.plan(1, size, batch, steps)[:3:2] == (size, "persistent")
     assert lstm_sequence_cuda.row_lanes(size) == 51
     table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, 1, size, 7)
-    want = lstm_cell.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
-    got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
+    want = lstm.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
+    got = lstm.cuda_lstm_forward(*(lstm.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-5
 
@@ -209,7 +209,7 @@ def test_the_gpu_plan_keeps_lstm_traffic_near_the_on_chip_minimum():
     """Static target: per-step traffic at most 2x the on-chip minimum at Table 1 100k, 1M (a head's R in
     one block, one launch) and 10M (R of a head 360 KB: two slices a head in a cooperative grid of 128
     blocks on an H100's 132 SMs); a GPU with fewer SMs falls back to a launch per step."""
-    from eggnog.kernels.lstm_sequence_cuda import H100_SMS, plan, step_traffic
+    from eggnog.kernels.rnn.lstm_sequence_cuda import H100_SMS, plan, step_traffic
 
     for hidden, heads, mode in ((240, 12, "sequence"), (1600, 32, "sequence"), (9600, 64, "persistent")):
         size = hidden // heads
@@ -225,7 +225,7 @@ def test_bad_input_rows_are_refused():
     for rows, message in ((np.array([[0, 3]], np.int32), "outside the table of 3 rows"),
                           (np.array([[0, -1]], np.int32), "outside the table"),
                           (np.array([0, 1], np.int32), "int32 array"), (np.array([[0, 1]], np.int64), "int32 array")):
-        for forward in (lstm_cell.reference_lstm_forward, lstm_cell.cpu_lstm_forward):
+        for forward in (lstm.reference_lstm_forward, lstm.cpu_lstm_forward):
             with pytest.raises(BadInput, match=message):
                 forward(table, rows, r, bias, states0)
 
@@ -250,7 +250,7 @@ def test_forward_and_gradients_agree_on_all_backends():
             assert np.abs(ref_part).max() > 1e-4, name
             assert relative(grad[start:start + math.prod(shape)], ref_part) <= 1e-4, name
         assert relative(model.logits(backend, flat, batch.inputs), ref_logits) <= 1e-5
-    from eggnog.kernels.cuda_api import cuda
+    from eggnog.kernels.core.cuda_api import cuda
 
     on_device = model.loss("cuda", cuda.to_device(flat), batch)  # a device-resident flat vector
     assert on_device == pytest.approx(ref_loss, rel=1e-5)
@@ -298,7 +298,7 @@ def test_masked_positions_change_neither_loss_nor_gradient(backend):
 @pytest.mark.parametrize("backend", ["numpy", "cpu", "cuda"])
 def test_probes_as_extra_heads_give_each_perturbed_vectors_loss(backend):
     """probe_losses (P probes as P N heads of one LSTM) against `loss` of each perturbed copy."""
-    from eggnog.kernels.registry import ops_for
+    from eggnog.kernels.core.registry import ops_for
     from eggnog.zorn.rge import probe_keys
 
     model = LstmModel(LstmConfig(7, 5, 6, 2))

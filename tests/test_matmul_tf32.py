@@ -5,7 +5,7 @@ size, not fp32 size; shapes that do not match are refused."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.matmul_tf32 import cpu_matmul_tf32, cuda_matmul_tf32
+from eggnog.kernels.layers.matmul_tf32 import cpu_matmul_tf32, cuda_matmul_tf32
 from eggnog.runtime.errors import BadInput
 
 

@@ -5,7 +5,7 @@ and one sentence that names what it needs."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.runtime.errors import BadInput
 from eggnog.training import memory_plan

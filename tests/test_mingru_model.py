@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
-from eggnog.kernels.backend import to_host
-from eggnog.runtime.errors import BadInput
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.models.mingru_sizing import parse_size, solve_dims
+from eggnog.runtime.errors import BadInput
 from eggnog.training.optimizers import make_optimizer
 
 RNG = np.random.default_rng(11)

@@ -7,13 +7,13 @@ import pytest
 
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
-from eggnog.kernels.backend import Backend
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
-from tests.es_helpers import tiny_corpus
 from eggnog.training.bptt import BpttRunConfig, BpttTrainer
+from tests.es_helpers import tiny_corpus
 
 CPU = Backend("cpu")
 SMALL = dict(dim=16, depth=1, val_rows=4, val_tokens=64, seed=2)

@@ -4,7 +4,7 @@ error), and the fragment helpers invert it."""
 
 import numpy as np
 
-from eggnog.kernels.mma import c_positions, fragments_to_matrices, round_tf32
+from eggnog.kernels.core.mma import c_positions, fragments_to_matrices, round_tf32
 from tests.mma_check import run_and_compare, run_tf32
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from eggnog.evolution.eggroll import IntEggroll
 from eggnog.evolution.noise_overlay import changed_positions, gains_of, initial_overlay, updated_overlay
-from eggnog.kernels.backend import Backend
-from eggnog.kernels.noise_gain import gain_offsets
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.noise.gains import gain_offsets
 from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime.errors import BadInput
 from tests.es_helpers import tiny_config

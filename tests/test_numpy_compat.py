@@ -1,5 +1,5 @@
 """numba-cuda 0.30 overloads np.row_stack when it first compiles, and numpy 2.5 removed that name:
-with the alias put back (kernels/numpy_compat.py, applied by kernels/cuda_api.py) a kernel compiles on a
+with the alias put back (kernels/core/numpy_compat.py, applied by kernels/core/cuda_api.py) a kernel compiles on a
 numpy without it; without the alias the same compile fails. The numpy here is made to lack the name as
 2.5 does, so this runs the same on every numpy."""
 
@@ -16,9 +16,9 @@ import numpy as np
 if "row_stack" in vars(np):
     del np.row_stack  # as numpy 2.5 has it
 if {without_alias}:
-    from eggnog.kernels import numpy_compat
+    from eggnog.kernels.core import numpy_compat
     numpy_compat.REMOVED_ALIASES.clear()
-from eggnog.kernels.ptx import compile_all
+from eggnog.kernels.checks.ptx_compile import compile_all
 print(sum(1 for _ in compile_all(only="shared_reverse")), "compiled")
 """
 
@@ -43,7 +43,7 @@ def test_without_the_alias_the_compile_fails_on_row_stack():
 def test_the_alias_is_defined_only_where_numpy_lacks_it(monkeypatch, present):
     import numpy as np
 
-    from eggnog.kernels import numpy_compat
+    from eggnog.kernels.core import numpy_compat
 
     original = object()
     if present:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from eggnog.runtime.errors import BadInput
-from eggnog.training.optimizers import OPTIMIZERS, AdamW, Sgd, SfAdamW, make_optimizer
+from eggnog.training.optimizers import OPTIMIZERS, AdamW, SfAdamW, Sgd, make_optimizer
 
 P0 = [0.5, -1.25, 2.0]
 GRADS = [[0.3, -0.7, 1.1], [-0.2, 0.4, 0.9], [0.05, -1.5, -0.6]]
@@ -282,7 +282,7 @@ def test_device_parameters_step_on_the_device(name, kwargs):
     in CI), host gradients are copied over, and the result, state and evaluation point agree with the
     host optimiser (float32; FMA contraction on the GPU: 1e-6 relative); a state saved on the device
     resumes on the host and vice versa."""
-    from eggnog.kernels.cuda_api import cuda
+    from eggnog.kernels.core.cuda_api import cuda
 
     rng = np.random.default_rng(1)
     grads = rng.standard_normal((4, 300)).astype(np.float32)

@@ -13,7 +13,7 @@ import pytest
 from eggnog.corpus import default
 from eggnog.corpus.prepare import prepare
 from eggnog.corpus.reader import open_corpus
-from eggnog.kernels import backend
+from eggnog.kernels.core import backend
 from eggnog.runtime import optional
 from eggnog.runtime.errors import BadInput
 from eggnog.training import memory

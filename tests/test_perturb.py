@@ -9,11 +9,11 @@ The simulator computes without FMA contraction, as the CPU twin does; a real GPU
 import numpy as np
 import pytest
 
-from eggnog.kernels import perturb, rng
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.cuda_api import cuda
-from eggnog.kernels.noise_math import stream_key
-from eggnog.kernels.perturb import DISTRIBUTIONS
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.cuda_api import cuda
+from eggnog.kernels.noise import perturb, streams
+from eggnog.kernels.noise.perturb import DISTRIBUTIONS
+from eggnog.kernels.noise.scalar_math import stream_key
 
 EPS = float(np.finfo(np.float32).eps)
 ULPS = 6  # roundings of θ + α z against the exact value, in eps of max(|θ|, |α z|)
@@ -62,11 +62,11 @@ def sim_apply(theta, *args):
 @pytest.mark.parametrize("start", STARTS)
 def test_noise_is_the_rng_stream(start):
     normal = perturb.cpu_noise(KEY, N, "normal", start)
-    assert np.array_equal(normal, rng.generate("normal_float32", KEY, start, N, backend="cpu"))
+    assert np.array_equal(normal, streams.generate("normal_float32", KEY, start, N, backend="cpu"))
     sim = to_host(perturb.cuda_noise(KEY, N, "normal", start))
-    assert np.array_equal(sim, to_host(rng.generate("normal_float32", KEY, start, N, backend="cuda")))
+    assert np.array_equal(sim, to_host(streams.generate("normal_float32", KEY, start, N, backend="cuda")))
     rademacher = perturb.cpu_noise(KEY, N, "rademacher", start)
-    assert np.array_equal(rademacher, rng.generate("rademacher_int8", KEY, start, N, backend="numpy"))
+    assert np.array_equal(rademacher, streams.generate("rademacher_int8", KEY, start, N, backend="numpy"))
 
 
 def test_noise_statistics():

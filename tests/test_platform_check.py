@@ -1,13 +1,13 @@
-"""The GPU self-check (`bin/selfcheck.py --gpu`, kernels/platform_check.py) without a GPU: its PTX rule,
+"""The GPU self-check (`bin/selfcheck.py --gpu`, kernels/checks/platform_check.py) without a GPU: its PTX rule,
 its run on the simulator, that it stops at the first failing item and names it, and what it says on a
 machine with neither a GPU nor the simulator."""
 
 import numpy as np
 import pytest
 
-from eggnog.kernels import platform_check
-from eggnog.kernels.numpy_compat import REMOVED_ALIASES, RESTORED
-from eggnog.kernels.platform_check import Item, max_ptx_isa, ptx_isa_of, ptx_verdict, run_checks
+from eggnog.kernels.checks import platform_check
+from eggnog.kernels.checks.platform_check import Item, max_ptx_isa, ptx_isa_of, ptx_verdict, run_checks
+from eggnog.kernels.core.numpy_compat import REMOVED_ALIASES, RESTORED
 from tests.helpers import run_script
 
 
@@ -53,7 +53,7 @@ def test_it_stops_at_the_first_failing_item_and_names_it():
 
 
 def test_a_wrong_kernel_result_fails_its_item(monkeypatch):
-    from eggnog.kernels.registry import all_ops
+    from eggnog.kernels.core.registry import all_ops
 
     entry = all_ops()["warp_mma_s8"]
     monkeypatch.setattr(entry, "cuda", lambda a, b, c: np.zeros((16, 8), np.int32))

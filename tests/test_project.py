@@ -29,7 +29,7 @@ def test_ci_runs_the_readme_test_command_then_python_312_and_the_offline_install
     first = lines.index(readme_commands()[1])
     rest = lines[first + 1:]
     assert any(line.endswith("-m venv .venv312") for line in rest)
-    assert any(line.endswith("python -m eggnog.kernels.ptx > /dev/null && echo \"PTX compile check passed\"")
+    assert any(line.endswith("python -m eggnog.kernels.checks.ptx_compile > /dev/null && echo \"PTX compile check passed\"")
                for line in rest)
     assert rest[-1] == "bash tests/offline_install.sh"
 
@@ -48,9 +48,9 @@ def test_install_puts_only_the_eggnog_namespace_in_site_packages(tmp_path):
              "        importlib.import_module(name); out[name] = 'imported'\n"
              "    except ImportError:\n"
              "        out[name] = 'absent'\n"
-             "import eggnog, eggnog.kernels.scan, eggnog.runtime.errors\n"
+             "import eggnog, eggnog.kernels.rnn.scan, eggnog.runtime.errors\n"
              "out['version'] = eggnog.__version__\n"
-             "out['scan'] = eggnog.kernels.scan.__file__\n"
+             "out['scan'] = eggnog.kernels.rnn.scan.__file__\n"
              "print(json.dumps(out))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(target)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from eggnog.kernels.ptx import F64_INSTRUCTION
+from eggnog.kernels.checks.ptx_compile import F64_INSTRUCTION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MISSING_COMPILER = ("DynamicLibNotFoundError", "libnvrtc", "libnvvm", "NvvmSupportError")
@@ -16,7 +16,7 @@ MISSING_COMPILER = ("DynamicLibNotFoundError", "libnvrtc", "libnvvm", "NvvmSuppo
 
 def _run_ptx_module(*args):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONPATH=ROOT)
-    result = subprocess.run([sys.executable, "-m", "eggnog.kernels.ptx", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "eggnog.kernels.checks.ptx_compile", *args], capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=900)
     if result.returncode and any(m in result.stderr for m in MISSING_COMPILER):
         if os.environ.get("EGGNOG_REQUIRE_PTX") == "1":
@@ -46,7 +46,7 @@ def test_float32_and_integer_kernels_have_no_f64(compiled):
 
 
 def test_population_matmul_uses_dp4a(compiled):
-    matmul = [row for row in compiled if row["name"] == "eggnog.kernels.int_matmul.perturbed_matmul_cuda"]
+    matmul = [row for row in compiled if row["name"] == "eggnog.kernels.egg.int_matmul.perturbed_matmul_cuda"]
     assert matmul and all(row["dp4a_instructions"] >= 1 for row in matmul)
 
 

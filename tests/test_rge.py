@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import Backend
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import Backend
 from eggnog.models.lstm import LstmConfig, LstmModel
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.world import init_world
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer
 from eggnog.zorn.tasks import VOCAB, make_task

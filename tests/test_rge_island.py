@@ -5,7 +5,7 @@ bin/train_gossip.py."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.world import init_world
 from eggnog.training.island import island_data_seed

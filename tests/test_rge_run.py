@@ -7,13 +7,13 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import Backend
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
-from tests.helpers import assert_user_error, run_script
 from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from tests.helpers import assert_user_error, run_script
 
 CPU = Backend("cpu")
 TINY = dict(hidden_size=8, num_heads=2, input_size=4, batch_size=4, probes=4, lr=0.05, sigma=0.01, steps=6,

@@ -5,7 +5,7 @@ run logs val_loss / val_accuracy on schedule and `best` points at the best valid
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world

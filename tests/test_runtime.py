@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from eggnog.runtime.errors import BadInput
 from eggnog.runtime.checkpoint import checkpoint_step, load_checkpoint, mark_best, resolve_checkpoint, save_checkpoint
 from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import create_run_dir, metrics_log, read_config, read_jsonl
 from eggnog.runtime.world import check_launch, init_world
 

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.runtime.errors import BadInput
 from eggnog.models.sampling import Sampler, egg_logits_to_nats, escape_byte
+from eggnog.runtime.errors import BadInput
 
 LOGITS = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
 NONE_SEEN = np.zeros(4, dtype=bool)

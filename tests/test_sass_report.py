@@ -39,8 +39,8 @@ def report(tmp_path_factory):
 
 
 def test_every_registered_signature_is_assembled_and_disassembled(report):
-    from eggnog.kernels.cuda_api import KERNELS
-    from eggnog.kernels.registry import import_families
+    from eggnog.kernels.core.cuda_api import KERNELS
+    from eggnog.kernels.core.registry import import_families
 
     import_families()
     rows = report["rows"]
@@ -64,7 +64,7 @@ def test_tensor_core_kernels_issue_mma_in_an_innermost_loop(report):
 
 def test_scan_passes_stream_at_80_percent_of_hbm_or_more_by_their_roofline_rows(report):
     """The scan's target: its hot loops issue fast enough that HBM, not the instruction rate, binds."""
-    rows = [r for r in report["roofline"] if r["kernel"].startswith("eggnog.kernels.scan.")]
+    rows = [r for r in report["roofline"] if r["kernel"].startswith("eggnog.kernels.rnn.scan.")]
     assert len(rows) == 4
     assert all(r["fraction_of_reference"] >= 0.8 for r in rows), [(r["name"], r["fraction_of_reference"]) for r in rows]
 
@@ -266,7 +266,7 @@ def test_kernel_modules_add_workloads_through_the_hook(monkeypatch):
 
 
 def test_int_matmul_workload_counts_the_egg_matrices_and_the_tile_traffic():
-    from eggnog.kernels.egg_epoch import egg_layout
+    from eggnog.kernels.egg.layout import egg_layout
 
     work = int_matmul_workload(6, 256, 32768)
     macs = sum(s[0] * s[1] for _, s, kind, _ in egg_layout(6, 256) if kind == "matrix")

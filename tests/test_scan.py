@@ -7,9 +7,9 @@ arguments are refused."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.registry import ops_for
-from eggnog.kernels.scan import reference_scan_backward, reference_scan_forward
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.rnn.scan import reference_scan_backward, reference_scan_forward
 from eggnog.runtime.errors import BadInput
 
 RNG = np.random.default_rng(2026)

@@ -6,7 +6,7 @@ import pytest
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.es_trainer import EsTrainer
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
 from eggnog.training.bptt import BpttRunConfig, BpttTrainer

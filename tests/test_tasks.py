@@ -10,9 +10,8 @@ import pytest
 
 from eggnog.corpus.reader import open_corpus
 from eggnog.runtime.errors import BadInput
+from eggnog.zorn.tasks import SPACE, SYNTHETIC, TASKS, VOCAB, decode, encode, make_task, overfit_task, tokens_of_bytes
 from tests.es_helpers import tiny_corpus
-from eggnog.zorn.tasks import (SPACE, SYNTHETIC, TASKS, VOCAB, decode, encode, make_task, overfit_task,
-                        tokens_of_bytes)
 
 LOWER = set(string.ascii_lowercase)
 

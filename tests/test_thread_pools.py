@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from eggnog.kernels.backend import BLAS_OWN_VARS, BLAS_THREADS_VAR, blas_thread_limit
+from eggnog.kernels.core.backend import BLAS_OWN_VARS, BLAS_THREADS_VAR, blas_thread_limit
 from eggnog.runtime.errors import BadInput
 
 PROBE = """
 import json, sys
 import numpy, threadpoolctl
-from eggnog.kernels.backend import Backend, select_backend
+from eggnog.kernels.core.backend import Backend, select_backend
 
 def blas():
     return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]

@@ -11,9 +11,9 @@ import pytest
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.es_trainer import EsTrainer
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig, with_preset
-from eggnog.kernels.backend import Backend
-from eggnog.kernels.transformer_epoch import proxy_loss
-from eggnog.kernels.transformer_tables import EXP_LUT, GELU_LUT, rope_table
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.transformer.epoch import proxy_loss
+from eggnog.kernels.transformer.tables import EXP_LUT, GELU_LUT, rope_table
 from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
 from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.errors import BadInput

@@ -1,12 +1,12 @@
 """The CPU twins' vectorisable exp, sigmoid, tanh and normal CDF against float64, with the bounds their module states."""
 
+import math
+
 import numba
 import numpy as np
 import pytest
 
-import math
-
-from eggnog.kernels.vector_math import exp32, normal_cdf32, sigmoid32, tanh32
+from eggnog.kernels.core.cpu_vector_math import exp32, normal_cdf32, sigmoid32, tanh32
 
 
 def _loop(function):

@@ -15,18 +15,17 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
-from eggnog.kernels.backend import device_free_bytes, to_host
-from eggnog.runtime.errors import BadInput
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import device_free_bytes, to_host
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
 from eggnog.runtime.step_clock import UNTIMED
-from eggnog.training.mingru_run import (MinGruRunConfig, load_mingru, restore_optimizer, run_meta,
-                             save_mingru)
-from eggnog.training.run_config import flag, redefault
 from eggnog.training import memory_plan
 from eggnog.training.memory_preflight import linear_in_depth
+from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
+from eggnog.training.run_config import flag, redefault
 from eggnog.training.run_loop import run_steps
 
 

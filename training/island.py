@@ -18,7 +18,7 @@ models, and each draws its own training windows (`data_seed`).
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
+from eggnog.kernels.core.backend import to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.training.bptt import BpttTrainer
 from eggnog.training.mingru_run import load_mingru, run_meta, save_mingru

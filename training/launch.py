@@ -6,11 +6,11 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from eggnog.corpus.default import default_corpus
-from eggnog.kernels.backend import select_backend
+from eggnog.kernels.core.backend import select_backend
 from eggnog.runtime.checkpoint import checkpoint_step
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
 from eggnog.runtime.run_lock import release_lock
+from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
 from eggnog.runtime.threads import set_threads
 from eggnog.runtime.world import init_world
 from eggnog.training.memory_preflight import check_host_fits

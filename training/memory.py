@@ -29,7 +29,7 @@ def _counting_manager_class():
     """numba's own device allocator, also keeping the live and peak bytes it has handed out."""
     global _counting_manager
     if _counting_manager is None:
-        from eggnog.kernels.cuda_api import cuda
+        from eggnog.kernels.core.cuda_api import cuda
 
         base = cuda.cudadrv.driver.NumbaCUDAMemoryManager
 
@@ -53,7 +53,7 @@ def _counting_manager_class():
 def count_device_allocations():
     """Count this process's numba device allocations exactly (the own peak on a GPU). Takes effect
     only for a CUDA context created after this call: call it before selecting the backend."""
-    from eggnog.kernels.cuda_api import SIMULATED, cuda
+    from eggnog.kernels.core.cuda_api import SIMULATED, cuda
 
     if not SIMULATED:
         cuda.set_memory_manager(_counting_manager_class())
@@ -108,7 +108,7 @@ class MemoryMeter:
             tracemalloc.start()
         self._manager = self._nvml = None
         if self.gpu:
-            from eggnog.kernels.cuda_api import cuda
+            from eggnog.kernels.core.cuda_api import cuda
 
             self._manager = cuda.current_context().memory_manager
             self._nvml = _nvml()
@@ -129,7 +129,7 @@ class MemoryMeter:
         self.sample()
 
     def _live_device_bytes(self):
-        from eggnog.kernels.cuda_api import cuda
+        from eggnog.kernels.core.cuda_api import cuda
 
         driver = cuda.cudadrv.driver
         return sum(m.size for m in list(self._manager.allocations.values())

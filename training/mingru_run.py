@@ -12,11 +12,11 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import to_host
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.models.mingru_sizing import parse_size, solve_dims
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
+from eggnog.runtime.errors import BadInput
 from eggnog.training.optimizers import OPTIMIZERS, checkpoint_arrays, make_optimizer, state_from_checkpoint
 from eggnog.training.run_config import RunConfig, flag
 

@@ -1,5 +1,5 @@
 """Optimisers over one flat float32 parameter vector, updated in place where it lives (host or GPU;
-the element-wise steps are kernels/optimizer_steps.py):
+the element-wise steps are kernels/optim/float_steps.py):
 
 - "sf-adamw": Schedule-Free AdamW as published (facebookresearch/schedule_free AdamWScheduleFree).
   The parameters hold y, where gradients are taken; state z and v; at step k (from 0)
@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
 from eggnog.runtime.errors import BadInput
 
 OPTIMIZERS = ("sf-adamw", "adamw", "sgd")
@@ -30,7 +30,7 @@ OPTIMIZERS = ("sf-adamw", "adamw", "sgd")
 class _Vectors:
     """The parameters and state vectors live on the backend of the parameters given (host NumPy
     arrays: the CPU twins; device arrays: the CUDA kernels), and every step runs there
-    (kernels/optimizer_steps.py). Gradients given on the host are copied to the device first."""
+    (kernels/optim/float_steps.py). Gradients given on the host are copied to the device first."""
 
     def _setup(self, params):
         self.ops = ops_for("cuda" if hasattr(params, "copy_to_host") else "cpu")

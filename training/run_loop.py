@@ -7,11 +7,11 @@ import time
 
 from eggnog.runtime.checkpoint import prune_checkpoints
 from eggnog.runtime.divergence import DivergenceGuard
-from eggnog.training.run_plots import PlotRefresh
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.step_clock import StepClock, rounded
 from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
+from eggnog.training.run_plots import PlotRefresh
 
 
 def run_steps(trainer, run_dir, unit):

@@ -3,8 +3,8 @@ cross-entropy in bits of a TaskBatch, from one flat parameter vector, and its BP
 
 import numpy as np
 
-from eggnog.kernels.registry import ops_for
-from eggnog.kernels.weighted_sums import weighted_means
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.models.mingru import MinGruModel
 
 

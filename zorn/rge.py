@@ -11,7 +11,7 @@ momentum, or Adam (on g built the same way into a zeroed buffer). eps is tied to
 as the authors ran it (their update theta -= eps g is this one with lr = eps).
 
 The master parameters are never perturbed in place: every probe writes theta +- eps z into a work
-copy in one pass (kernels/perturb.py), so the master comes back bit for bit.
+copy in one pass (kernels/noise/perturb.py), so the master comes back bit for bit.
 
 Distribution over ranks (`dist_mode`, named in every log line and result):
 - "reduce": the authors' layout: each rank sums c_i z_i of its own probes, a Reduce brings the sum
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.step_clock import UNTIMED
-from eggnog.kernels.noise_math import stream_key
 from eggnog.training.optimizers import AdamW, Sgd
 from eggnog.training.run_config import flag
 

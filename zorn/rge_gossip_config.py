@@ -4,8 +4,8 @@ gossip flags (training/gossip_fields.py). Each island takes all --probes itself,
 
 from dataclasses import dataclass
 
-from eggnog.training.gossip_fields import GossipFields
 from eggnog.runtime.errors import BadInput
+from eggnog.training.gossip_fields import GossipFields
 from eggnog.training.run_config import flag
 from eggnog.zorn.rge_run import RgeRunConfig
 

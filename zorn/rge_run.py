@@ -18,23 +18,23 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from eggnog.kernels.backend import to_host
-from eggnog.runtime.errors import BadInput
+from eggnog.kernels.core.backend import to_host
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, prune_checkpoints, save_checkpoint
-from eggnog.training.memory import MemoryMeter
 from eggnog.runtime.divergence import DivergenceGuard
-from eggnog.runtime.progress import progress
+from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
+from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import JsonLog, check_resume, resumed_metrics_log
-from eggnog.runtime.stop_signals import StopSignals, exit_if_signalled, stop_if_signalled
 from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
+from eggnog.runtime.stop_signals import StopSignals, exit_if_signalled, stop_if_signalled
+from eggnog.training.memory import MemoryMeter
 from eggnog.training.memory_preflight import linear_in_depth
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.training.run_config import RunConfig, flag
 from eggnog.training.run_plots import PlotRefresh
-from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
 from eggnog.zorn.curriculum import Curriculum
 from eggnog.zorn.lr_search import parse_bracket, search_lr
+from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
 from eggnog.zorn.validation import MIN_PASS_TOKENS, Validation, validation_bounds
 

@@ -9,7 +9,7 @@ import pytest
 
 
 def pytest_collection_modifyitems(config, items):
-    from eggnog.kernels.backend import gpu_usable
+    from eggnog.kernels.core.backend import gpu_usable
 
     reason = None
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "0":

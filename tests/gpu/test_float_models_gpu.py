@@ -7,9 +7,10 @@ matches the reference, and the CD-RGE perturbation kernels match the twins
 import numpy as np
 import pytest
 
-from eggnog.kernels import perturb, scan
-from eggnog.kernels.backend import select_backend, to_host
-from eggnog.kernels.noise_math import stream_key
+from eggnog.kernels.core.backend import select_backend, to_host
+from eggnog.kernels.noise import perturb
+from eggnog.kernels.noise.scalar_math import stream_key
+from eggnog.kernels.rnn import scan
 from eggnog.models.dnc import DncConfig, DncModel
 from eggnog.models.lstm import LstmConfig, LstmModel
 from eggnog.models.mingru import MinGruConfig

@@ -6,8 +6,8 @@ approximate reciprocal on the GPU: 1e-4 of the largest value)."""
 import numpy as np
 import pytest
 
-from eggnog.kernels import lstm_cell, lstm_sequence_cuda
-from eggnog.kernels.backend import select_backend, to_host
+from eggnog.kernels.core.backend import select_backend, to_host
+from eggnog.kernels.rnn import lstm, lstm_sequence_cuda
 from tests.helpers import lstm_inputs
 
 
@@ -29,12 +29,12 @@ def test_modes_match_the_cpu_twin(monkeypatch, heads, size, batch, coresident, m
     assert lstm_sequence_cuda.plan(heads, size, batch, steps)[2] == mode
     rng = np.random.default_rng(7)
     table, rows, r, bias, states0 = lstm_inputs(rng, steps, batch, heads, size, 40, r_scale=1 / np.sqrt(size))
-    want = lstm_cell.cpu_lstm_forward(table, rows, r, bias, states0, keep=True)
-    got = lstm_cell.cuda_lstm_forward(*(lstm_cell.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
+    want = lstm.cpu_lstm_forward(table, rows, r, bias, states0, keep=True)
+    got = lstm.cuda_lstm_forward(*(lstm.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-4
     dh_out = rng.normal(0, 1, (steps, batch, hidden)).astype(np.float32)
-    want = lstm_cell.cpu_lstm_backward(dh_out, r, *want)
-    got = lstm_cell.cuda_lstm_backward(lstm_cell.cuda.to_device(dh_out), lstm_cell.cuda.to_device(r), *got)
+    want = lstm.cpu_lstm_backward(dh_out, r, *want)
+    got = lstm.cuda_lstm_backward(lstm.cuda.to_device(dh_out), lstm.cuda.to_device(r), *got)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-4

@@ -4,8 +4,8 @@ to fp32 accumulation error, on the 128-bit path (whole blocks) and the checked o
 import numpy as np
 import pytest
 
-from eggnog.kernels.matmul_tf32 import cpu_matmul_tf32, cuda_matmul_tf32
-from eggnog.kernels.mma import round_tf32
+from eggnog.kernels.core.mma import round_tf32
+from eggnog.kernels.layers.matmul_tf32 import cpu_matmul_tf32, cuda_matmul_tf32
 
 
 @pytest.mark.parametrize("rows, d_in, d_out", [(4096, 1536, 1536), (1000, 333, 77)])

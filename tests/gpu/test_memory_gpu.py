@@ -11,8 +11,8 @@ from tests.helpers import ROOT
 SCRIPT = """
 import gc
 import numpy as np
-from eggnog.kernels.backend import select_backend
-from eggnog.kernels.cuda_api import cuda
+from eggnog.kernels.core.backend import select_backend
+from eggnog.kernels.core.cuda_api import cuda
 from eggnog.training.memory import MemoryMeter, count_device_allocations
 
 MIB = 2**20

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from eggnog.kernels import noise_math
-from eggnog.kernels.backend import select_backend, to_host
-from eggnog.kernels.rng import KINDS, generate
+from eggnog.kernels.core.backend import select_backend, to_host
+from eggnog.kernels.noise import scalar_math
+from eggnog.kernels.noise.streams import KINDS, generate
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -15,7 +15,7 @@ EPS32 = float(np.finfo(np.float32).eps)
 def test_gpu_matches_cpu_twin(kind, start):
     backend = select_backend("cuda")
     assert not backend.simulated
-    key = noise_math.stream_key(2026, 4, 1, 17)
+    key = scalar_math.stream_key(2026, 4, 1, 17)
     n = 1 << 24
     gpu = to_host(generate(kind, key, start, n, backend="cuda"))
     cpu = generate(kind, key, start, n, backend="cpu")

@@ -7,9 +7,9 @@ import pytest
 
 from eggnog.evolution.eggroll import IntEggroll
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
-from eggnog.kernels.backend import select_backend
-from eggnog.kernels.deggs_sampler import sampler_settings
-from eggnog.kernels.registry import ops_for
+from eggnog.kernels.core.backend import select_backend
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.transformer.sampler import sampler_settings
 
 RNG = np.random.default_rng(14)
 MEMBERS, TOKENS = 96, 24
@@ -48,7 +48,7 @@ def test_population_forward_and_logits_match_the_cpu(gpu, vocab, noise):
 
 
 def test_an_eggroll_step_matches_the_cpu(gpu):
-    from eggnog.kernels.backend import Backend
+    from eggnog.kernels.core.backend import Backend
 
     cfg = model_of(256)
     model = cfg.build_model()

@@ -13,7 +13,7 @@ from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
 from eggnog.evolution.coordinator import CRASH_VAR, CheckpointInterrupted
 from eggnog.evolution.coordinator_worker import SLOW_WORKER_VAR
 from eggnog.evolution.es_trainer import EsTrainer
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.rundir import read_jsonl
 from tests.es_helpers import tiny_config, tiny_corpus

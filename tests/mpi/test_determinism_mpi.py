@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from eggnog.corpus.samplers import ContiguousStreams, RandomWindows
-from eggnog.kernels import noise_math
-from eggnog.kernels.backend import select_backend, to_host
-from eggnog.kernels.rng import KINDS, generate
+from eggnog.kernels.core.backend import select_backend, to_host
+from eggnog.kernels.noise import scalar_math
+from eggnog.kernels.noise.streams import KINDS, generate
 
 PER_RANK = 256
 
@@ -15,7 +15,7 @@ PER_RANK = 256
 @pytest.mark.parametrize("kind", KINDS)
 def test_noise_slices_gather_to_the_whole_stream(world, parallel_assert, kind):
     backend = select_backend("cpu", world.local_rank)
-    key = noise_math.stream_key(77, 2, 5, 1)
+    key = scalar_math.stream_key(77, 2, 5, 1)
     mine = to_host(generate(kind, key, world.rank * PER_RANK, PER_RANK, backend=backend.name))
     gathered = world.allgather_array(mine)
     whole = generate(kind, key, 0, world.size * PER_RANK, backend="numpy")

@@ -10,7 +10,7 @@ import pytest
 
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.es_trainer import EsTrainer
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint
 from tests.es_helpers import tiny_config, tiny_corpus
 

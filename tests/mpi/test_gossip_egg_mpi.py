@@ -16,7 +16,7 @@ from eggnog.evolution.gossip_config import GossipEggRunConfig
 from eggnog.evolution.gossip_fitness import FitnessEma
 from eggnog.evolution.gossip_merge import blend
 from eggnog.evolution.gossip_run import GossipRun
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import create_run_dir, read_jsonl
 from eggnog.training.island import island_data_seed
 from tests.es_helpers import TINY, tiny_corpus

@@ -15,7 +15,7 @@ from eggnog.evolution.gossip_config import GossipRunConfig
 from eggnog.evolution.gossip_fitness import FitnessEma
 from eggnog.evolution.gossip_merge import blend, blend_scalar
 from eggnog.evolution.gossip_run import DELAY_VAR, GossipRun
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import create_run_dir, read_jsonl
 from eggnog.training.island import BpttIsland, island_data_seed
 from tests.es_helpers import tiny_corpus

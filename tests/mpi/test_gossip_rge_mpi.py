@@ -12,7 +12,7 @@ from eggnog.evolution.gossip import Gossip
 from eggnog.evolution.gossip_fitness import FitnessEma
 from eggnog.evolution.gossip_merge import blend, blend_scalar
 from eggnog.evolution.gossip_run import GossipRun
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import create_run_dir, read_jsonl
 from eggnog.training.island import island_data_seed
 from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig

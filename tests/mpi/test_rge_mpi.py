@@ -6,7 +6,7 @@ to fp32 rounding (the sum is taken in another order)."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
 
 CFG = dict(hidden_size=8, num_heads=2, input_size=4, batch_size=4, probes=8, lr=0.05, sigma=0.01, steps=3,

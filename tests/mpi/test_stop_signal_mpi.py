@@ -7,7 +7,7 @@ from pathlib import Path
 
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.es_trainer import EsTrainer
-from eggnog.kernels.backend import Backend
+from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import checkpoint_step
 from eggnog.runtime.rundir import read_jsonl
 from tests.es_helpers import tiny_config, tiny_corpus

@@ -1,0 +1,154 @@
+"""Where arrays live and kernels run: decided once per process, asked by everything else.
+
+Order of precedence: the name given to `select_backend` (a --backend flag), then the environment
+variable EGGNOG_BACKEND, then "auto": `cuda` when a GPU is usable (or the simulator is on via
+NUMBA_ENABLE_CUDASIM=1), otherwise `cpu`.
+
+Setting up a backend (making a `Backend`, which every trainer is given) also caps the BLAS thread
+pool of the process, once: NumPy's OpenBLAS threads keep spinning after each product and starve
+numba's parallel loops of the same cores (the bare MinGRU BPTT ran about 7x faster on 2 cores with
+BLAS on one thread). EGGNOG_BLAS_THREADS=N sets the cap; without it, a thread count given to BLAS
+itself (OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, BLIS_NUM_THREADS or OMP_NUM_THREADS) is left in
+force; otherwise BLAS runs on one thread. Without threadpoolctl (an optional package) the cap is
+not set and one line on stderr says how to set it by hand.
+"""
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from eggnog.kernels.core.cuda_api import SIMULATED, cuda
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.optional import optional_import
+
+ENV_VAR = "EGGNOG_BACKEND"
+CHOICES = ("auto", "cpu", "cuda")
+BLAS_THREADS_VAR = "EGGNOG_BLAS_THREADS"
+# read by the BLAS libraries themselves when they load: one the user set is their explicit choice
+BLAS_OWN_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # "cpu" or "cuda"
+    simulated: bool = False
+    device_index: int | None = None
+    device_name: str = "cpu"
+
+    def __post_init__(self):
+        limit_blas_threads()
+
+    def to_device(self, array):
+        """Copy a host array to this backend (no copy on the CPU)."""
+        return cuda.to_device(np.ascontiguousarray(array)) if self.name == "cuda" else np.asarray(array)
+
+    def empty(self, shape, dtype):
+        return cuda.device_array(shape, dtype=dtype) if self.name == "cuda" else np.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype):
+        return self.to_device(np.zeros(shape, dtype=dtype))
+
+    def synchronize(self):
+        if self.name == "cuda":
+            cuda.synchronize()
+
+
+def device_free_bytes(backend):
+    """Free memory of a real GPU backend in bytes; None on the CPU and the simulator, whose arrays live
+    in host memory."""
+    if backend.name != "cuda" or backend.simulated:
+        return None
+    free, _ = cuda.current_context().get_memory_info()
+    return int(free)
+
+
+def to_host(array):
+    """A NumPy array from a host array, a numba device array or any `__cuda_array_interface__`."""
+    if hasattr(array, "copy_to_host"):
+        return array.copy_to_host()
+    if hasattr(array, "__cuda_array_interface__") and not isinstance(array, np.ndarray):
+        return cuda.as_cuda_array(array).copy_to_host()
+    return np.asarray(array)
+
+
+def blas_thread_limit(environ=os.environ):
+    """The BLAS thread count this process should use, or None to leave the one BLAS chose itself."""
+    text = environ.get(BLAS_THREADS_VAR, "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise BadInput(f"{BLAS_THREADS_VAR}={text!r} is not a positive whole number of threads")
+        return int(text)
+    if any(environ.get(name, "").strip() for name in BLAS_OWN_VARS):
+        return None
+    return 1
+
+
+_blas_limited = False
+
+
+def limit_blas_threads(environ=os.environ):
+    """Cap the BLAS libraries loaded in this process (NumPy's among them) at `blas_thread_limit`;
+    the first call decides, later calls do nothing."""
+    global _blas_limited
+    if _blas_limited:
+        return
+    limit = blas_thread_limit(environ)
+    if limit is not None:
+        threadpoolctl = optional_import(
+            "threadpoolctl", f"BLAS threads are not capped and may spin against numba's; cap them by hand "
+            f"with OPENBLAS_NUM_THREADS={limit} (or MKL_NUM_THREADS / OMP_NUM_THREADS) set before Python starts")
+        if threadpoolctl is not None:  # the cap stays in force: the returned handle is not restored
+            threadpoolctl.threadpool_limits(limits=limit, user_api="blas")
+    _blas_limited = True
+
+
+def gpu_usable():
+    try:
+        return bool(cuda.is_available())
+    except Exception:  # a broken driver install reports through many exception types
+        return False
+
+
+def resolve_name(requested=None, environ=os.environ):
+    name = (requested or environ.get(ENV_VAR) or "auto").strip().lower()
+    if name not in CHOICES:
+        raise BadInput(f"unknown backend {name!r}: choose one of {', '.join(CHOICES)}")
+    if name == "auto":
+        return "cuda" if gpu_usable() else "cpu"
+    if name == "cuda" and not gpu_usable():
+        raise BadInput("backend 'cuda' was requested but no usable GPU was found "
+                       "(check the driver and that numba-cuda[cu12] or [cu13] is installed)")
+    return name
+
+
+_selected: Backend | None = None
+
+
+def select_backend(requested=None, local_rank=0):
+    """Choose the backend of this process and bind its GPU: local rank r uses GPU r mod count."""
+    global _selected
+    name = resolve_name(requested)
+    if _selected is not None:
+        if _selected.name != name:
+            raise BadInput(f"backend already set to {_selected.name!r} in this process; cannot switch to {name!r}")
+        return _selected
+    if name == "cpu":
+        _selected = Backend("cpu")
+    elif SIMULATED:
+        _selected = Backend("cuda", simulated=True, device_index=0, device_name="CUDA simulator")
+    else:
+        index = local_rank % len(cuda.gpus)
+        cuda.select_device(index)
+        device = cuda.get_current_device()
+        _selected = Backend("cuda", device_index=index, device_name=_text(device.name))
+    return _selected
+
+
+def current_backend():
+    """The process backend; chosen automatically on first use if `select_backend` was not called."""
+    return _selected or select_backend()
+
+
+def _text(name):
+    return name.decode() if isinstance(name, bytes) else str(name)

@@ -1,0 +1,121 @@
+"""128-bit (and 64-bit) loads and stores of 4-byte elements (int32 or float32), as CUDA device functions.
+
+    w0, w1, w2, w3 = load_global_v4(words, index)      # words[index:index + 4], 16-byte aligned
+    v0, v1, v2, v3 = load_global_v4(matrix, row, col)  # matrix[row, col:col + 4] (any number of indices)
+    w0, w1, w2, w3 = load_shared_v4(words, index)      # the same from a shared array (one LDS.128)
+    v0, v1 = load_shared_v2(values, index)             # values[index:index + 2] (one LDS.64)
+    store_shared_f32x4(values, index, v0, v1, v2, v3)  # values[index:index + 4] = ... (one STS.128)
+    store_global_f32x4(values, index, v0, v1, v2, v3)  # the same in a global array (one STG.128)
+
+numba does not emit vector accesses for consecutive scalar ones, so these are inline PTX / LLVM
+vector operations; under NUMBA_ENABLE_CUDASIM=1 they are plain Python over the same elements.
+"""
+
+from eggnog.kernels.core.cuda_api import SIMULATED
+
+
+def _simulated_load(n):
+    def load(array, *index):
+        *outer, i = index
+        return tuple(array[(*outer, i + k)] for k in range(n))
+    return load
+
+
+simulated_load_v2, simulated_load_v4 = _simulated_load(2), _simulated_load(4)
+
+
+def simulated_store_4(values, index, v0, v1, v2, v3):
+    values[index], values[index + 1], values[index + 2], values[index + 3] = v0, v1, v2, v3
+
+
+def _build_intrinsics():
+    from llvmlite import ir
+    from numba.core import types
+    from numba.cuda import cgutils
+    from numba.cuda.cgutils import get_item_pointer
+    from numba.cuda.extending import intrinsic
+
+    i32 = ir.IntType(32)
+
+    def element_pointer(context, builder, signature, args):
+        array_type = signature.args[0]
+        array, idx = args[:2]
+        ary = context.make_array(array_type)(context, builder, value=array)
+        return get_item_pointer(context, builder, array_type, ary, [idx], wraparound=False)
+
+    @intrinsic
+    def load_global_v4(typingctx, array, *index):
+        """ld.global.nc.v4: array[..., i:i + 4] of a read-only array of 4-byte elements (int32 or float32),
+        16-byte aligned by the caller; no negative-index wraparound."""
+        element = array.dtype
+        sig = types.UniTuple(element, 4)(array, types.StarArgTuple.from_types(index))
+
+        def codegen(context, builder, signature, args):
+            ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+            indices = [context.cast(builder, v, t, types.int64)
+                       for v, t in zip(cgutils.unpack_tuple(builder, args[1]), signature.args[1])]
+            pointer = get_item_pointer(context, builder, signature.args[0], ary, indices, wraparound=False)
+            kind = "f32" if element == types.float32 else "u32"
+            value_type = context.get_value_type(element)
+            fnty = ir.FunctionType(ir.LiteralStructType([value_type] * 4), [pointer.type])
+            reg = "f" if element == types.float32 else "r"
+            call = builder.call(ir.InlineAsm(fnty, f"ld.global.nc.v4.{kind} {{$0,$1,$2,$3}}, [$4];",
+                                             ",".join([f"={reg}"] * 4) + ",l"), [pointer])
+            values = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, values)
+
+        return sig, codegen
+
+    def vector_store(addrspace):
+        """values[index:index + 4] = v0..v3 in a float32 array of that address space as one 16-byte
+        store (STS.128 / STG.128), 16-byte aligned by the caller."""
+
+        @intrinsic
+        def store(typingctx, values, index, v0, v1, v2, v3):
+            sig = types.none(values, types.int64, types.float32, types.float32, types.float32, types.float32)
+
+            def codegen(context, builder, signature, args):
+                f32 = ir.FloatType()
+                ptr = builder.addrspacecast(element_pointer(context, builder, signature, args[:2]),
+                                            ir.PointerType(f32, addrspace=addrspace))
+                vector = ir.Constant(ir.VectorType(f32, 4), ir.Undefined)
+                for k, v in enumerate(args[2:]):
+                    vector = builder.insert_element(vector, v, ir.Constant(i32, k))
+                builder.store(vector, builder.bitcast(ptr, ir.PointerType(ir.VectorType(f32, 4), addrspace=addrspace)),
+                              align=16)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return store
+
+    def shared_load(n):
+        """values[index:index + n] of a shared array of 4-byte elements as one 4n-byte load (LDS.64 /
+        LDS.128), 4n-byte aligned by the caller (the compiler cannot prove the alignment of a shared
+        array by itself); no negative-index wraparound."""
+
+        @intrinsic
+        def load(typingctx, values, index):
+            sig = types.UniTuple(values.dtype, n)(values, types.int64)
+
+            def codegen(context, builder, signature, args):
+                element = context.get_value_type(signature.args[0].dtype)
+                ptr = builder.addrspacecast(element_pointer(context, builder, signature, args),
+                                            ir.PointerType(element, addrspace=3))
+                vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(element, n), addrspace=3)),
+                                      align=4 * n)
+                values_n = [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(n)]
+                return context.make_tuple(builder, signature.return_type, values_n)
+
+            return sig, codegen
+
+        return load
+
+    return load_global_v4, shared_load(2), shared_load(4), vector_store(3), vector_store(1)
+
+
+if SIMULATED:
+    load_global_v4, store_shared_f32x4, store_global_f32x4 = simulated_load_v4, simulated_store_4, simulated_store_4
+    load_shared_v2, load_shared_v4 = simulated_load_v2, simulated_load_v4
+else:
+    load_global_v4, load_shared_v2, load_shared_v4, store_shared_f32x4, store_global_f32x4 = _build_intrinsics()

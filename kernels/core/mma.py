@@ -1,0 +1,243 @@
+"""Warp-level tensor-core products (int8 and TF32) as CUDA device functions (vector loads and
+stores are in `loads`).
+
+    d0, d1, d2, d3 = mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+    d0, d1, d2, d3 = mma_tf32_1688(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)   # float32 registers
+    t = to_tf32(x)                                     # x rounded to TF32 (cvt.rna: nearest, ties away)
+
+`mma_s8_16832` is PTX `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` (SASS IMMA.16832.S8.S8):
+D (16x8, int32) = A (16x32, int8) @ B (32x8, int8) + C over one warp. Registers hold four int8 each,
+lowest byte first. Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k32", .s8), with
+g = lane // 4 and q = lane % 4:
+
+    a0: A[g,     4q : 4q+4]     a1: A[g + 8, 4q : 4q+4]
+    a2: A[g, 16+4q : 20+4q]     a3: A[g + 8, 16+4q : 20+4q]
+    b0: B[4q : 4q+4, g]         b1: B[16+4q : 20+4q, g]
+    c0, c1: C[g, 2q], C[g, 2q+1]      c2, c3: C[g + 8, 2q], C[g + 8, 2q+1]
+
+`mma_tf32_1688` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (SASS HMMA.1688.F32.TF32):
+D (16x8, fp32) = A (16x8) @ B (8x8) + C, A and B in TF32 (fp32 with a 10-bit mantissa: the kernel
+rounds them with `to_tf32` first). Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32):
+
+    a0: A[g, q]   a1: A[g + 8, q]   a2: A[g, q + 4]   a3: A[g + 8, q + 4]
+    b0: B[q, g]   b1: B[q + 4, g]   c0..c3: as above
+
+numba's simulator cannot run inline PTX, so under NUMBA_ENABLE_CUDASIM=1 both functions are Python:
+the simulated mma gathers the 32 lanes' fragment registers once all 32 have arrived, builds A and B
+from the layout above, and hands each lane its C fragment, exactly as the hardware distributes it.
+Kernels that call it are therefore tested on their fragment loads and stores too.
+"""
+
+import threading
+
+import numpy as np
+
+from eggnog.kernels.core.cuda_api import SIMULATED
+
+MMA_M, MMA_N, MMA_K = 16, 8, 32
+
+
+def _fragment_maps():
+    """Where each byte of each lane's registers sits in A and B, and where each C element sits, as
+    index arrays in (lane, register, byte) order: the int8 layout above, written once."""
+    a_rows, a_cols, b_rows, b_cols, c_rows, c_cols = [], [], [], [], [], []
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        for row, col in ((g, 4 * q), (g + 8, 4 * q), (g, 16 + 4 * q), (g + 8, 16 + 4 * q)):
+            a_rows += [row] * 4
+            a_cols += range(col, col + 4)
+        for k in (4 * q, 16 + 4 * q):
+            b_rows += range(k, k + 4)
+            b_cols += [g] * 4
+        c_rows += [g, g, g + 8, g + 8]
+        c_cols += [2 * q, 2 * q + 1, 2 * q, 2 * q + 1]
+    return tuple(np.array(v) for v in (a_rows, a_cols, b_rows, b_cols, c_rows, c_cols))
+
+
+def _tf32_fragment_maps():
+    """The same for the TF32 layout: one element per register, (lane, register) order."""
+    a_rows, a_cols, b_rows, b_cols = [], [], [], []
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        a_rows += [g, g + 8, g, g + 8]
+        a_cols += [q, q, q + 4, q + 4]
+        b_rows += [q, q + 4]
+        b_cols += [g, g]
+    return tuple(np.array(v) for v in (a_rows, a_cols, b_rows, b_cols))
+
+
+A_ROWS, A_COLS, B_ROWS, B_COLS, C_ROWS, C_COLS = _fragment_maps()
+TF32_A_ROWS, TF32_A_COLS, TF32_B_ROWS, TF32_B_COLS = _tf32_fragment_maps()
+TF32_K = 8
+
+
+def _bytes_of(registers):
+    """The signed bytes of 32-bit registers (any nesting), lowest byte first."""
+    words = np.array(registers, dtype=np.int64).ravel() & 0xFFFFFFFF
+    return words.astype(np.uint32).view(np.int8).astype(np.int64)
+
+
+def fragments_to_matrices(a_regs, b_regs):
+    """A (16x32) and B (32x8) from the 32 lanes' registers: a_regs (32, 4), b_regs (32, 2)."""
+    a = np.zeros((MMA_M, MMA_K), np.int64)
+    b = np.zeros((MMA_K, MMA_N), np.int64)
+    a[A_ROWS, A_COLS] = _bytes_of(a_regs)
+    b[B_ROWS, B_COLS] = _bytes_of(b_regs)
+    return a, b
+
+
+def round_tf32(x):
+    """float32 values rounded to TF32 as cvt.rna.tf32.f32 does: to the nearest 10-bit mantissa, ties away
+    from zero (adding half a unit to the magnitude bits carries into the exponent when it must)."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+def tf32_fragments_to_matrices(a_regs, b_regs):
+    """A (16x8) and B (8x8) in float64 from the 32 lanes' TF32 registers: a_regs (32, 4), b_regs (32, 2).
+    The tensor core reads only the TF32 bits of a register: the low 13 mantissa bits are dropped."""
+    a = np.zeros((MMA_M, TF32_K))
+    b = np.zeros((TF32_K, MMA_N))
+    truncate = lambda regs: (np.array(regs, np.float32).ravel().view(np.uint32) & 0xFFFFE000).view(np.float32)  # noqa: E731
+    a[TF32_A_ROWS, TF32_A_COLS] = truncate(a_regs)
+    b[TF32_B_ROWS, TF32_B_COLS] = truncate(b_regs)
+    return a, b
+
+
+def c_positions(lane):
+    """(row, col) of c0..c3 in the 16x8 result for one lane."""
+    return tuple(zip(C_ROWS[4 * lane:4 * lane + 4].tolist(), C_COLS[4 * lane:4 * lane + 4].tolist()))
+
+
+class _WarpCall:
+    """One mma of one simulated warp: the lanes' registers, complete when the 32nd lane arrives."""
+
+    def __init__(self):
+        self.a, self.b, self.c = [None] * 32, [None] * 32, [None] * 32
+        self.arrived = self.left = 0
+        self.done = threading.Event()
+        self.d = None
+
+
+_calls = {}
+_calls_lock = threading.Lock()
+
+
+def _s8_product(a_regs, b_regs, c_regs):
+    a, b = fragments_to_matrices(a_regs, b_regs)
+    d = a @ b
+    d[C_ROWS, C_COLS] += np.array(c_regs, dtype=np.int64).ravel()
+    return (d & 0xFFFFFFFF).astype(np.uint32).view(np.int32)  # wrapped to 32 bits, as the hardware does
+
+
+def _tf32_product(a_regs, b_regs, c_regs):
+    # products of TF32 values are exact in float64; the sum is rounded to fp32 once (the hardware's
+    # accumulation order and rounding are its own: results agree to fp32 accumulation error)
+    a, b = tf32_fragments_to_matrices(a_regs, b_regs)
+    d = a @ b
+    d[C_ROWS, C_COLS] += np.array(c_regs, dtype=np.float32).ravel()
+    return d.astype(np.float32)
+
+
+def _warp_call(product, a_regs, b_regs, c_regs):
+    """Meet the other 31 lanes of this thread's warp at their matching call, apply `product` to the
+    lanes' registers once, and return this lane's four result registers."""
+    thread = threading.current_thread()
+    lane = thread.thread_id % 32
+    # a lane's n-th mma meets the other lanes' n-th: mma.sync requires the warp to call it in step
+    n = getattr(thread, "mma_calls", 0)
+    thread.mma_calls = n + 1
+    key = (thread._manager, thread.thread_id // 32, n)
+    with _calls_lock:
+        call = _calls.get(key)
+        if call is None:
+            call = _calls[key] = _WarpCall()
+        call.a[lane], call.b[lane], call.c[lane] = a_regs, b_regs, c_regs
+        call.arrived += 1
+        last = call.arrived == 32
+    if last:
+        try:
+            call.d = product(call.a, call.b, call.c)
+        finally:
+            call.done.set()  # on an error the other lanes find no product and raise too
+    while not call.done.wait(0.05):
+        if thread.abort:  # another thread of the block failed: this warp will never be complete
+            raise RuntimeError("block aborted while this lane waited in mma")
+    if call.d is None:
+        raise RuntimeError("the warp's mma failed in another lane")
+    out = tuple(call.d[C_ROWS[4 * lane + i], C_COLS[4 * lane + i]] for i in range(4))
+    with _calls_lock:
+        call.left += 1
+        if call.left == 32:
+            del _calls[key]
+    return out
+
+
+def simulated_mma_s8_16832(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    return _warp_call(_s8_product, (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3))
+
+
+def simulated_mma_tf32_1688(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    return _warp_call(_tf32_product, (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3))
+
+
+def simulated_to_tf32(x):
+    return np.float32(round_tf32(x))
+
+
+def _build_intrinsics():
+    from llvmlite import ir
+    from numba.core import types
+    from numba.cuda.extending import intrinsic
+
+    i32 = ir.IntType(32)
+
+    @intrinsic
+    def mma_s8_16832(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        sig = types.UniTuple(types.int32, 4)(*([types.int32] * 10))
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32] * 10)
+            asm = ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                   "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
+            call = builder.call(ir.InlineAsm(fnty, asm, "=r,=r,=r,=r," + ",".join(["r"] * 10)), list(args))
+            words4 = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, words4)
+
+        return sig, codegen
+
+    @intrinsic
+    def mma_tf32_1688(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        sig = types.UniTuple(types.float32, 4)(*([types.float32] * 10))
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4)
+            asm = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                   "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
+            operands = [builder.bitcast(v, i32) for v in args[:6]] + list(args[6:])
+            # C tied to D ("0".."3"): the accumulators stay in their registers from one mma to the next
+            call = builder.call(ir.InlineAsm(fnty, asm, "=f,=f,=f,=f," + ",".join(["r"] * 6 + list("0123"))), operands)
+            values = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def to_tf32(typingctx, x):
+        sig = types.float32(types.float32)
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(i32, [ir.FloatType()])
+            bits = builder.call(ir.InlineAsm(fnty, "cvt.rna.tf32.f32 $0, $1;", "=r,f"), list(args))
+            return builder.bitcast(bits, ir.FloatType())
+
+        return sig, codegen
+
+    return mma_s8_16832, mma_tf32_1688, to_tf32
+
+
+if SIMULATED:
+    mma_s8_16832, mma_tf32_1688, to_tf32 = simulated_mma_s8_16832, simulated_mma_tf32_1688, simulated_to_tf32
+else:
+    mma_s8_16832, mma_tf32_1688, to_tf32 = _build_intrinsics()

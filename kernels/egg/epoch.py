@@ -1,0 +1,150 @@
+"""A whole EGG evaluation epoch in one call: every member of a population slice reads its byte window
+through the (perturbed) EGG, and only the summed log-likelihood of each member comes back.
+
+    egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains) -> int64 (members,)
+
+- params:   the flat int8 parameter buffer in the layout of `layout.egg_layout` (tensor id = position);
+- windows:  uint8 (members, T + 1); byte t is read, byte t + 1 is scored;
+- states:   int8 (n_layer, members, dim), carried in and updated in place;
+- prefixes: int64 (n_tensors,), the noise prefix of each tensor id at this epoch;
+- gains:    None, or uint8 noise gains of every tensor, in tensor-id order (kernels/noise/gains.py).
+
+The reference is the per-op EGG step (member_ops, int_matmul) looped over bytes. The CPU twin and the
+CUDA kernel carry a tile of members through every byte and layer in one call, so nothing is launched
+or forked per byte; all three agree bit for bit.
+"""
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.cuda_api import on_device
+from eggnog.kernels.core.registry import op
+from eggnog.kernels.egg import epoch_cpu, epoch_cuda
+from eggnog.kernels.egg.int_matmul import reference_int_matmul
+from eggnog.kernels.egg.layout import BF, BH, DOWN, LN1, LN2, UF, UH, UP, WF, WH, egg_layout, head_tensors, layer_tensor
+from eggnog.kernels.egg.member_ops import (
+    reference_egg_clip_add,
+    reference_egg_embedding,
+    reference_egg_gru_forget,
+    reference_egg_gru_output,
+    reference_egg_l1_norm,
+    reference_egg_loglik,
+    reference_egg_reset,
+    reference_egg_vector,
+)
+from eggnog.kernels.noise.gains import gain_offsets, random_gains
+
+
+def _case(rng, n_layer, dim, members, steps, first, sigma_shift, perturbed, gains=False):
+    from eggnog.kernels.noise.reference import gaussian_int8
+
+    layout = egg_layout(n_layer, dim)
+    n_params = layout[-1][3] + int(np.prod(layout[-1][1]))
+    params = np.asarray(gaussian_int8((int(rng.integers(1 << 32)), 7), 0, n_params), dtype=np.int8)
+    for name, shape, kind, offset in layout:
+        if name.rsplit(".", 1)[-1].startswith("ln"):
+            params[offset:offset + shape[0]] = 16 + rng.integers(-3, 4, shape[0])
+    windows = rng.integers(1, 256, (members, steps + 1)).astype(np.uint8)
+    windows[::3, 0] = 0  # documents start: states reset
+    states = np.clip(np.rint(rng.normal(0, 40, (n_layer, members, dim))), -127, 127).astype(np.int8)
+    prefixes = rng.integers(0, 1 << 32, len(layout)).astype(np.int64)
+    case = params, windows, states, prefixes, first, sigma_shift, perturbed
+    return case + (random_gains(rng, gain_offsets(layout)[1]),) if gains else case
+
+
+def _cases(rng):
+    """The fused CUDA kernel at its smallest width (one simulated block of 256 threads): two layers, members
+    off its 128-member tile, an odd first member; then an unperturbed run carrying states over two bytes.
+    Then noise gains, on the fused kernel and on the fallback's width."""
+    yield _case(rng, 2, 64, 20, 1, 3, 4, True)
+    yield _case(rng, 1, 64, 9, 2, 0, 0, False)
+    yield _case(rng, 1, 8, 9, 2, 3, 4, True)
+    yield _case(rng, 1, 64, 9, 1, 1, 2, True, gains=True)
+    yield _case(rng, 1, 8, 9, 2, 3, 4, True, gains=True)
+
+
+def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shift, perturbed, host, gains=None):
+    """The epoch as a sequence of per-op calls (`ops`: member_ops and int_matmul of one backend), one
+    byte at a time, over `windows` as (T + 1, members) columns; `host` brings a backend array to NumPy.
+    The reference, and the CUDA fallback for widths the fused kernel does not take."""
+    n_layer, members, dim = states.shape
+    layout = egg_layout(n_layer, dim)
+    gain_at = gain_offsets(layout)[0]
+
+    def tensor(tid):
+        _, shape, _, offset = layout[tid]
+        return params[offset:offset + int(np.prod(shape))].reshape(shape)
+
+    def gain(tid):
+        if gains is None:
+            return None
+        end = gain_at[tid + 1] if tid + 1 < len(layout) else gains.shape[0]
+        return gains[gain_at[tid]:end]
+
+    def mm(x, tid):
+        return ops.int_matmul(x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed, gain(tid))
+
+    vec = {tid: ops.egg_vector(tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed,
+                               gain(tid))
+           for tid, (_, _, kind, _) in enumerate(layout) if kind == "vector"}
+    ln_out, head = head_tensors(n_layer)
+    total = np.zeros(members, np.int64)
+    for t in range(windows.shape[0] - 1):
+        tokens, targets = windows[t], windows[t + 1]
+        x = ops.egg_embedding(tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed, gain(0))
+        for layer in range(n_layer):
+            tid = lambda which: layer_tensor(layer, which)  # noqa: E731
+            s = states[layer]
+            ops.egg_reset(s, tokens)
+            h_in = ops.egg_l1_norm(x, vec[tid(LN1)])
+            f, fh = ops.egg_gru_forget(mm(h_in, tid(WF)), mm(s, tid(UF)), vec[tid(BF)], s)
+            h = ops.egg_gru_output(mm(h_in, tid(WH)), mm(fh, tid(UH)), vec[tid(BH)], f, s)
+            states[layer] = h
+            x = ops.egg_clip_add(x, h)
+            up = mm(ops.egg_l1_norm(x, vec[tid(LN2)]), tid(UP))
+            x = ops.egg_clip_add(x, mm(up, tid(DOWN)))
+        logits = mm(ops.egg_l1_norm(x, vec[ln_out]), head)
+        total += host(ops.egg_loglik(logits, targets))
+    return total
+
+
+REFERENCE_OPS = SimpleNamespace(int_matmul=reference_int_matmul, egg_vector=reference_egg_vector,
+                                egg_embedding=reference_egg_embedding, egg_reset=reference_egg_reset,
+                                egg_l1_norm=reference_egg_l1_norm, egg_gru_forget=reference_egg_gru_forget,
+                                egg_gru_output=reference_egg_gru_output, egg_clip_add=reference_egg_clip_add,
+                                egg_loglik=reference_egg_loglik)
+
+
+@op(cases=_cases)
+def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
+    columns = np.ascontiguousarray(windows.T)  # (T + 1, members): one contiguous row per byte
+    return per_op_epoch(REFERENCE_OPS, params, columns, states, prefixes, first_member, sigma_shift, perturbed,
+                        np.asarray, gains)
+
+
+@op
+def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
+    """The fused kernel where the width allows (epoch_cuda.fused_width), else the per-op kernels."""
+    cuda = epoch_cuda.cuda
+    if epoch_cuda.fused_width(states.shape[2]):
+        windows, prefixes = on_device(windows), on_device(prefixes)
+        out = epoch_cuda.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains)
+        return out.copy_to_host()
+    from eggnog.kernels.core.registry import ops_for
+
+    columns = cuda.to_device(np.ascontiguousarray(to_host(windows).T))
+    gains = None if gains is None else on_device(gains)
+    return per_op_epoch(ops_for("cuda"), params, columns, states, to_host(prefixes), first_member, sigma_shift,
+                        perturbed, to_host, gains)
+
+
+@op
+def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
+    """The CPU twin (epoch_cpu): tiles of members in parallel, bytes and layers inside."""
+    n_layer, _, dim = states.shape
+    layers = [[layer_tensor(layer, which) for which in (LN1, WF, UF, WH, UH, BF, BH, LN2, UP, DOWN)]
+              for layer in range(n_layer)]
+    return epoch_cpu.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed,
+                               egg_layout(n_layer, dim), layers, (0, *head_tensors(n_layer)), gains)

@@ -1,0 +1,231 @@
+"""The member-specific part of a low-rank perturbed linear layer over a population (EGGROLL):
+
+    y[m] += coef[m] * (x[m] B[m]) A[m]^T     x (M, T, in), B (M, in, r), A (M, out, r), coef (M,)
+
+so the shared product x W^T is one ordinary matmul for the whole population and no member's
+perturbed matrix is ever formed. `lowrank_sum(weight, A, B)` = sum_p weight[p] A[p] B[p]^T is the
+update of a matrix from its pairs' factors (float EGGROLL's gradient estimate). `lowrank_project`
+gives xb = x[m] B[m] (M, T, r); for an embedding the one-hot input makes that a row gather,
+`lowrank_project_rows`: xb[m, t] = B[m, tokens[m, t]] (tokens uint8, so B has at least 256 rows). `lowrank_expand` returns y + coef[m] xb[m] A[m]^T.
+References compute in float64; CPU twins use batched BLAS for the projection and a parallel loop for
+the rank-r expansion (BLAS calls that small do not pay); CUDA runs one thread per output element.
+Twins agree to 1e-5 relative + 1e-5 absolute (the gather is bit-identical); shapes that do not fit raise
+BadInput.
+"""
+
+import numba
+import numpy as np
+
+from eggnog.kernels.core.cpu_jit import parallel_jit
+from eggnog.kernels.core.cpu_products import product
+from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.core.registry import normal32, op
+
+TOLERANCE = (1e-5, 1e-5)
+
+
+def _tokens(rng, members, steps):
+    """Random bytes with the extremes 0 and 255 among them."""
+    tokens = rng.integers(0, 256, size=(members, steps)).astype(np.uint8)
+    tokens.flat[0], tokens.flat[-1] = 255, 0
+    return tokens
+
+
+def _project_cases(rng):
+    """One element, and outputs across one and two blocks of 256 threads."""
+    for members, steps, d_in, rank in ((1, 1, 1, 1), (3, 5, 7, 2), (4, 23, 12, 3)):
+        yield normal32(rng, members, steps, d_in, scale=2.0), normal32(rng, members, d_in, rank)
+
+
+def _project_rows_cases(rng):
+    for members, steps, rank in ((1, 1, 1), (3, 5, 2), (4, 23, 3)):
+        yield _tokens(rng, members, steps), normal32(rng, members, 256, rank)
+
+
+def _expand_cases(rng):
+    for members, steps, width, rank in ((1, 1, 1, 1), (3, 7, 13, 2), (2, 3, 50, 4)):
+        yield (normal32(rng, members, steps, width), normal32(rng, members, steps, rank, scale=2.0),
+               normal32(rng, members, width, rank), normal32(rng, members, scale=0.5))
+
+
+def _check_project(x, b):
+    require(len(x.shape) == 3 and len(b.shape) == 3 and tuple(b.shape[:2]) == (x.shape[0], x.shape[2]),
+            f"lowrank_project takes x (members, steps, in) and B (members, in, rank), "
+            f"got x {tuple(x.shape)} and B {tuple(b.shape)}")
+
+
+def _check_project_rows(tokens, b):
+    require(len(tokens.shape) == 2 and len(b.shape) == 3 and b.shape[0] == tokens.shape[0] and b.shape[1] >= 256,
+            f"lowrank_project_rows takes byte tokens (members, steps) and B (members, 256 or more rows, rank), "
+            f"got tokens {tuple(tokens.shape)} and B {tuple(b.shape)}")
+
+
+def _check_expand(y, xb, a, coef):
+    require(len(y.shape) == 3 and len(xb.shape) == 3 and tuple(xb.shape[:2]) == tuple(y.shape[:2])
+            and tuple(a.shape) == (y.shape[0], y.shape[2], xb.shape[2]) and tuple(coef.shape) == (y.shape[0],),
+            f"lowrank_expand takes y (members, steps, out), xb (members, steps, rank), A (members, out, rank) "
+            f"and coef (members,), got {tuple(y.shape)}, {tuple(xb.shape)}, {tuple(a.shape)} and {tuple(coef.shape)}")
+
+
+@op(cases=_project_cases, tolerance=TOLERANCE)
+def reference_lowrank_project(x, b):
+    _check_project(x, b)
+    return np.matmul(f64(x), f64(b))
+
+
+@op(cases=_project_rows_cases)
+def reference_lowrank_project_rows(tokens, b):
+    _check_project_rows(tokens, b)
+    return f64(b)[np.arange(b.shape[0])[:, None], np.asarray(tokens, np.int64)]
+
+
+@op(cases=_expand_cases, tolerance=TOLERANCE)
+def reference_lowrank_expand(y, xb, a, coef):
+    _check_expand(y, xb, a, coef)
+    delta = np.matmul(f64(xb), np.transpose(f64(a), (0, 2, 1)))
+    return f64(y) + f64(coef)[:, None, None] * delta
+
+
+@op
+def cpu_lowrank_project(x, b):
+    _check_project(x, b)
+    return np.matmul(x, b)
+
+
+@op
+def cpu_lowrank_project_rows(tokens, b):
+    _check_project_rows(tokens, b)
+    return np.ascontiguousarray(b[np.arange(b.shape[0])[:, None], tokens.astype(np.int64)])
+
+
+@parallel_jit
+def _cpu_expand(y, xb, a, coef, out):
+    members, steps, width = y.shape
+    for mt in numba.prange(members * steps):
+        m, t = mt // steps, mt % steps
+        for o in range(width):
+            acc = np.float32(0.0)
+            for r in range(xb.shape[2]):
+                acc += xb[m, t, r] * a[m, o, r]
+            out[m, t, o] = y[m, t, o] + coef[m] * acc
+
+
+@op
+def cpu_lowrank_expand(y, xb, a, coef):
+    _check_expand(y, xb, a, coef)
+    out = np.empty(y.shape, y.dtype)
+    _cpu_expand(y, xb, a, coef, out)
+    return out
+
+
+@kernel((F32_3D, F32_3D, F32_3D))
+def project_cuda(x, b, xb):
+    i = cuda.grid(1)
+    if i < xb.size:
+        steps, rank = xb.shape[1], xb.shape[2]
+        m, t, r = i // (steps * rank), (i // rank) % steps, i % rank
+        acc = np.float32(0.0)
+        for j in range(x.shape[2]):
+            acc += x[m, t, j] * b[m, j, r]
+        xb[m, t, r] = acc
+
+
+@kernel((U8_2D, F32_3D, F32_3D))
+def project_rows_cuda(tokens, b, xb):
+    i = cuda.grid(1)
+    if i < xb.size:
+        steps, rank = xb.shape[1], xb.shape[2]
+        m, t, r = i // (steps * rank), (i // rank) % steps, i % rank
+        xb[m, t, r] = b[m, tokens[m, t], r]
+
+
+@kernel((F32_3D, F32_3D, F32_3D, F32_1D, F32_3D))
+def expand_cuda(y, xb, a, coef, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        steps, width = out.shape[1], out.shape[2]
+        m, t, o = i // (steps * width), (i // width) % steps, i % width
+        acc = np.float32(0.0)
+        for r in range(xb.shape[2]):
+            acc += xb[m, t, r] * a[m, o, r]
+        out[m, t, o] = y[m, t, o] + coef[m] * acc
+
+
+@op
+def cuda_lowrank_project(x, b):
+    _check_project(x, b)
+    xb = cuda.device_array((x.shape[0], x.shape[1], b.shape[2]), np.float32)
+    project_cuda[blocks(xb.size)](x, b, xb)
+    return xb
+
+
+@op
+def cuda_lowrank_project_rows(tokens, b):
+    _check_project_rows(tokens, b)
+    xb = cuda.device_array((tokens.shape[0], tokens.shape[1], b.shape[2]), np.float32)
+    project_rows_cuda[blocks(xb.size)](tokens, b, xb)
+    return xb
+
+
+@op
+def cuda_lowrank_expand(y, xb, a, coef):
+    _check_expand(y, xb, a, coef)
+    out = cuda.device_array(y.shape, np.float32)
+    expand_cuda[blocks(out.size)](y, xb, a, coef, out)
+    return out
+
+
+# ---- lowrank_sum: the ES update of a matrix from its pairs' factors ----------------------------------
+
+def _sum_cases(rng):
+    """One pair of rank 1; several pairs, rank 2, an output over one block; rank 3 over two blocks."""
+    for pairs, rows, cols, rank in ((1, 1, 1, 1), (5, 7, 9, 2), (3, 20, 15, 3)):
+        yield normal32(rng, pairs), normal32(rng, pairs, rows, rank), normal32(rng, pairs, cols, rank)
+
+
+def _check_sum(weight, a, b):
+    require(len(weight.shape) == 1 and len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0]
+            == weight.shape[0] and a.shape[2] == b.shape[2],
+            f"lowrank_sum takes weights (pairs,), A (pairs, rows, rank) and B (pairs, cols, rank), got "
+            f"{tuple(weight.shape)}, {tuple(a.shape)} and {tuple(b.shape)}")
+
+
+@op(cases=_sum_cases, tolerance=TOLERANCE)
+def reference_lowrank_sum(weight, a, b):
+    """sum_p weight[p] A[p] B[p]^T (rows, cols)."""
+    _check_sum(weight, a, b)
+    return np.einsum("p,pir,pjr->ij", f64(weight), f64(a), f64(b))
+
+
+@op
+def cpu_lowrank_sum(weight, a, b):
+    """One product (rows, pairs * rank) x (pairs * rank, cols), split over the cores."""
+    _check_sum(weight, a, b)
+    pairs, rows, rank = a.shape
+    wa = (a * weight[:, None, None]).transpose(1, 0, 2).reshape(rows, pairs * rank)
+    return product(wa, b.transpose(1, 0, 2).reshape(b.shape[1], pairs * rank).T)
+
+
+@kernel((F32_1D, F32_3D, F32_3D, F32_2D))
+def lowrank_sum_cuda(weight, a, b, out):
+    """One thread per output element, columns fastest: a warp's A loads are one broadcast address and
+    its B loads are consecutive for rank 1. Runs once per step, after the population's forward."""
+    i = cuda.grid(1)
+    if i < out.size:
+        cols = out.shape[1]
+        row, col = i // cols, i % cols
+        acc = np.float32(0.0)
+        for p in range(a.shape[0]):
+            part = np.float32(0.0)
+            for r in range(a.shape[2]):
+                part += a[p, row, r] * b[p, col, r]
+            acc += weight[p] * part
+        out[row, col] = acc
+
+
+@op
+def cuda_lowrank_sum(weight, a, b):
+    _check_sum(weight, a, b)
+    out = cuda.device_array((a.shape[1], b.shape[1]), np.float32)
+    lowrank_sum_cuda[blocks(out.size)](weight, a, b, out)
+    return out

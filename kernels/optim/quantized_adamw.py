@@ -1,0 +1,119 @@
+"""d-eggs' optimiser for integer weights (its `apply_adam_update` then `apply_quantized_update`):
+AdamW on the EGGROLL vote, applied as steps of +-1 through a float accumulator.
+
+    quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay) -> theta, m, v, acc
+
+per element, in float32, g = -vote:
+    m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
+    acc += -lr (m / (sqrt(v) + eps) + weight_decay w)          (w: the int8 weight; no bias correction)
+    acc >= 1: w += 1 and acc -= 1 (at w = 127, acc stays at 1); acc <= -1: the mirror image.
+So a weight moves at most one step per update and only the accumulator keeps fractions.
+
+Every implementation does the same float32 operations in the same order, one rounding each, so the
+reference, the CPU twin and the simulated kernel agree bit for bit (the test compares them exactly).
+On a GPU the compiler may contract a multiply and an add into one FMA; every replica of a run runs
+the same kernel and so stays identical, but a CPU replica and a GPU replica can part in the last
+bit of an accumulator.
+"""
+
+import math
+
+import numba
+import numpy as np
+
+from eggnog.kernels.core.cuda_api import F32, F32_1D, I8_1D, I64_1D, blocks, cuda, device_function, kernel, require
+from eggnog.kernels.core.registry import op
+
+EPS = 1e-8
+MAX_W = 127
+
+
+def _check(theta, votes, m, v, acc):
+    n = theta.shape
+    require(all(len(a.shape) == 1 and a.shape == n for a in (theta, votes, m, v, acc)),
+            "quantized_adamw_ takes flat arrays of one length")
+
+
+def _cases(rng):
+    n = 300  # three 128-thread blocks, the last one partial
+    for lr, weight_decay in ((0.5, 0.01), (0.125, 0.0)):
+        theta = rng.integers(-127, 128, n).astype(np.int8)
+        theta[:4] = [127, 127, -127, -127]
+        votes = rng.integers(-5000, 5000, n).astype(np.int64)
+        votes[:4] = [-9000, 9000, 9000, -9000]  # push the saturated weights further out, and back
+        m = (rng.normal(size=n) * 1000).astype(np.float32)
+        v = np.abs(rng.normal(size=n) * 1e6).astype(np.float32)
+        acc = rng.uniform(-1.5, 1.5, n).astype(np.float32)
+        yield theta, votes, m, v, acc, lr, 0.9, 0.95, EPS, weight_decay
+
+
+def _scalars(lr, beta1, beta2, eps, weight_decay):
+    return (np.float32(lr), np.float32(beta1), np.float32(1.0 - beta1), np.float32(beta2), np.float32(1.0 - beta2),
+            np.float32(eps), np.float32(weight_decay))
+
+
+@op(cases=_cases)
+def reference_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay):
+    _check(theta, votes, m, v, acc)
+    lr, b1, c1, b2, c2, eps, wd = _scalars(lr, beta1, beta2, eps, weight_decay)
+    g = -votes.astype(np.float32)
+    m[:] = b1 * m + c1 * g
+    v[:] = b2 * v + c2 * (g * g)
+    w = theta.astype(np.float32)
+    acc[:] = acc + -lr * (m / (np.sqrt(v) + eps) + wd * w)
+    up, down = acc >= 1, acc <= -1
+    theta_up, theta_down = up & (theta < MAX_W), down & (theta > -MAX_W)
+    acc[:] = np.where(theta_up | theta_down, acc - np.where(up, 1, -1).astype(np.float32),
+                      np.where(up, np.float32(1), np.where(down, np.float32(-1), acc)))
+    theta[:] = theta + theta_up.astype(np.int8) - theta_down.astype(np.int8)
+
+
+def _update(w, vote, m, v, a, lr, b1, c1, b2, c2, eps, wd):
+    """One element: (w, m, v, acc) after the update; compiled for the CPU and as a device function."""
+    g = -np.float32(vote)
+    m = b1 * m + c1 * g
+    v = b2 * v + c2 * (g * g)
+    a = a + -lr * (m / (np.float32(math.sqrt(v)) + eps) + wd * np.float32(w))
+    if a >= 1:
+        if w < MAX_W:
+            w += 1
+            a -= np.float32(1)
+        else:
+            a = np.float32(1)
+    elif a <= -1:
+        if w > -MAX_W:
+            w -= 1
+            a += np.float32(1)
+        else:
+            a = np.float32(-1)
+    return w, m, v, a
+
+
+cpu_update = numba.njit(_update)
+gpu_update = device_function(_update)
+
+
+@numba.njit(parallel=True, cache=True)
+def _cpu_all(theta, votes, m, v, acc, lr, b1, c1, b2, c2, eps, wd):
+    for i in numba.prange(theta.shape[0]):
+        theta[i], m[i], v[i], acc[i] = cpu_update(theta[i], votes[i], m[i], v[i], acc[i], lr, b1, c1, b2, c2, eps, wd)
+
+
+@op
+def cpu_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay):
+    _check(theta, votes, m, v, acc)
+    _cpu_all(theta, votes, m, v, acc, *_scalars(lr, beta1, beta2, eps, weight_decay))
+
+
+@kernel((I8_1D, I64_1D, F32_1D, F32_1D, F32_1D, F32, F32, F32, F32, F32, F32, F32))
+def quantized_adamw_cuda(theta, votes, m, v, acc, lr, b1, c1, b2, c2, eps, wd):
+    i = cuda.grid(1)
+    if i < theta.shape[0]:
+        theta[i], m[i], v[i], acc[i] = gpu_update(theta[i], votes[i], m[i], v[i], acc[i], lr, b1, c1, b2, c2, eps, wd)
+
+
+@op
+def cuda_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay):
+    _check(theta, votes, m, v, acc)
+    quantized_adamw_cuda[blocks(theta.shape[0])](theta, votes, m, v, acc, *_scalars(lr, beta1, beta2, eps,
+                                                                                    weight_decay))

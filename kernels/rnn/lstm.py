@@ -1,0 +1,602 @@
+"""The FlashRNN-style multi-head LSTM cell (fp32), forward and backward:
+
+    raw_g = Wx_g + R[g, n] @ h_prev_n + b_g          gates g in order i, f, z, o; heads n block-diagonal
+    c = sigmoid(f) c_prev + sigmoid(i) tanh(z),      h = sigmoid(o) tanh(c)
+
+Layouts (H = N D hidden units, unit j = n D + d; gate axis outermost in every 4H-wide row):
+    wx, gates, draw   (B, 4H)     column g H + n D + d
+    R                 (4, N, D, D) R[g, n, d_out, d_in]
+    b                 (4H,)        (the [4, N, D] tensor, flat)
+    h, c              (B, H)
+Whole sequences are time-major: step t of batch row b reads its input projection from row
+rows[t, b] of a table (V, 4H) (for a token model, the embedding times W_in, V rows instead of T B:
+an embedding followed by a linear map is a lookup of the mapped embedding); hs and cs (T + 1, B, H)
+with index 0 the initial state; gates and draw (T, B, 4H). `gates` holds the activated values
+sigmoid(i), sigmoid(f), tanh(z), sigmoid(o).
+
+Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t from step t + 1):
+
+    dc_t  = dc + dh o (1 - tanh(c)^2)
+    draw  = [dc_t z i(1-i),  dc_t c_prev f(1-f),  dc_t i (1-z^2),  dh tanh(c) o(1-o)]
+    dc_prev = dc_t f,   dh_prev = sum_g R[g, n]^T draw_g,n  (+ the output gradient of h_{t-1})
+
+and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], after the time loop: a product
+per (gate, head) over all T B rows, tiled through shared memory on the GPU, one batched matrix product
+over heads on the CPU. The GPU step needs two launches (gate gradients, then dh_prev through R^T, which
+reads every d of a head).
+
+Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
+(kernels/rnn/rnn/lstm_sequence_cpu.py, the per-step twin's results bit for bit) and with R in shared memory on
+the GPU (kernels/rnn/lstm_sequence_cuda.py); the CUDA backward runs in one launch there too where a head's
+R fits a block, else loops over steps launching the step kernels, one thread per unit):
+
+    lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
+    lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
+    lstm_recurrent_grad(draw, hs, heads)                         -> dR
+    lstm_forward(table, rows, r, bias, states0, keep)            -> hs, cs, gates (cs, gates None unless
+                                                                    keep); rows (T, B) int32; states0
+                                                                    (2, H) = (h0, c0) for every batch row
+    lstm_backward(dh_out, r, hs, cs, gates)                      -> draw, dR, dh0, dc0 (full BPTT)
+    lstm_input_projection(x, w_in)                               -> x @ w_in
+    lstm_input_projection_backward(dwx, x, w_in)                 -> dwx @ w_in^T, x^T @ dwx
+
+The input projection runs on float_matmul's tiled kernel with the operands it needs transposed.
+"""
+
+import numba
+import numpy as np
+
+from eggnog.kernels.core.cpu_jit import parallel_jit
+from eggnog.kernels.core.cpu_vector_math import sigmoid32, tanh32
+from eggnog.kernels.core.cuda_api import (
+    BOOL,
+    F32_1D,
+    F32_2D,
+    F32_4D,
+    I32_1D,
+    blocks,
+    cuda,
+    device_function,
+    device_zeros,
+    f64,
+    kernel,
+    on_device,
+)
+from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.layers.matmul import tiled_product
+from eggnog.kernels.rnn.lstm_sequence_cpu import forward_sequence
+from eggnog.kernels.rnn.lstm_sequence_cuda import backward_fits, gpu_sigmoid, gpu_tanh, run_backward
+from eggnog.kernels.rnn.lstm_sequence_cuda import run as run_sequence
+from eggnog.runtime.errors import BadInput
+
+THREADS = 128
+GRAD_THREADS = 16  # recurrent_grad_cuda: a block is GRAD_THREADS x GRAD_THREADS threads,
+GRAD_TILE = 2 * GRAD_THREADS  # each thread 2 x 2 outputs of a GRAD_TILE x GRAD_TILE tile,
+GRAD_STEP = 16  # GRAD_STEP rows of (T B) staged at a time
+GRAD_PITCH = GRAD_TILE + 1
+TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
+
+
+# The CPU twins use the vectorisable activations (libm's are scalar calls); the GPU libdevice's exp and
+# tanh, the sigmoid through the approximate reciprocal (kernels/rnn/lstm_sequence_cuda.py).
+cpu_sigmoid, cpu_tanh = sigmoid32, tanh32
+_cpu_jit = numba.njit(error_model="numpy")  # no ZeroDivisionError check, which blocks vectorisation
+
+
+def build(jit, sigmoid, tanh):
+    """The per-thread bodies of the four cell kernels, written once and compiled for the CPU twins
+    (numba.njit, looped over by prange) and the GPU (device functions)."""
+
+    @jit
+    def forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i):
+        """Unit i = (batch, head, d): four gate pre-activations (wx row rows[batch], then a loop over
+        the head's D inputs), then c and h; the activated gates are stored when `keep`."""
+        hidden = h.shape[1]
+        size = r.shape[2]
+        b, j = i // hidden, i % hidden
+        n, d = j // size, j % size
+        base = n * size
+        row = rows[b]
+        ri = wx[row, j] + bias[j]
+        rf = wx[row, hidden + j] + bias[hidden + j]
+        rz = wx[row, 2 * hidden + j] + bias[2 * hidden + j]
+        ro = wx[row, 3 * hidden + j] + bias[3 * hidden + j]
+        for k in range(size):
+            hk = h_prev[b, base + k]
+            ri += r[0, n, d, k] * hk
+            rf += r[1, n, d, k] * hk
+            rz += r[2, n, d, k] * hk
+            ro += r[3, n, d, k] * hk
+        ig, fg, zg, og = sigmoid(ri), sigmoid(rf), tanh(rz), sigmoid(ro)
+        cn = fg * c_prev[b, j] + ig * zg
+        c[b, j] = cn
+        h[b, j] = og * tanh(cn)
+        if keep:
+            gates[b, j] = ig
+            gates[b, hidden + j] = fg
+            gates[b, 2 * hidden + j] = zg
+            gates[b, 3 * hidden + j] = og
+
+    @jit
+    def backward_gates_element(dh, dc, gates, c, c_prev, draw, dc_prev, i):
+        """Gate gradients and dc_prev of unit i; dc_prev may be dc (read before written)."""
+        hidden = dh.shape[1]
+        one = np.float32(1.0)
+        b, j = i // hidden, i % hidden
+        ig, fg = gates[b, j], gates[b, hidden + j]
+        zg, og = gates[b, 2 * hidden + j], gates[b, 3 * hidden + j]
+        tc = tanh(c[b, j])
+        g = dh[b, j]
+        dct = dc[b, j] + g * og * (one - tc * tc)
+        draw[b, j] = dct * zg * ig * (one - ig)
+        draw[b, hidden + j] = dct * c_prev[b, j] * fg * (one - fg)
+        draw[b, 2 * hidden + j] = dct * ig * (one - zg * zg)
+        draw[b, 3 * hidden + j] = g * tc * og * (one - og)
+        dc_prev[b, j] = dct * fg
+
+    @jit
+    def backward_recurrent_element(draw, r, dh_extra, dh_prev, i):
+        """dh_prev[b, n, k] = dh_extra[b, n, k] + sum_g sum_d R[g, n, d, k] draw[b, g, n, d]."""
+        hidden = dh_prev.shape[1]
+        size = r.shape[2]
+        b, j = i // hidden, i % hidden
+        n, k = j // size, j % size
+        acc = dh_extra[b, j]
+        for g in range(4):
+            col = g * hidden + n * size
+            for d in range(size):
+                acc += r[g, n, d, k] * draw[b, col + d]
+        dh_prev[b, j] = acc
+
+    return forward_element, backward_gates_element, backward_recurrent_element
+
+
+_cpu_forward_element, _cpu_backward_gates_element, _cpu_backward_recurrent_element = build(_cpu_jit, cpu_sigmoid,
+                                                                                              cpu_tanh)
+_gpu_forward_element, _gpu_backward_gates_element, _gpu_backward_recurrent_element = build(device_function, gpu_sigmoid,
+                                                                                         gpu_tanh)
+
+
+def _shape(r):
+    """(N, D, H) from R (4, N, D, D)."""
+    return r.shape[1], r.shape[2], r.shape[1] * r.shape[2]
+
+
+# ---- cases of the generated tests ---------------------------------------------------------------------
+
+def _weights(rng, heads, size):
+    hidden = heads * size
+    return normal32(rng, 4, heads, size, size, scale=0.6), normal32(rng, 4 * hidden, scale=0.3)
+
+
+# (batch, heads, head size): a few units; 150 units = two 128-thread blocks
+STEP_SHAPES = ((2, 2, 3), (3, 5, 10))
+
+
+def _forward_step_cases(rng):
+    for batch, heads, size in STEP_SHAPES:
+        hidden = heads * size
+        r, bias = _weights(rng, heads, size)
+        yield normal32(rng, batch, 4 * hidden), r, bias, normal32(rng, batch, hidden), normal32(rng, batch, hidden)
+
+
+def _backward_step_cases(rng):
+    for batch, heads, size in STEP_SHAPES:
+        hidden = heads * size
+        r, bias = _weights(rng, heads, size)
+        c_prev = normal32(rng, batch, hidden)
+        _, c, gates = reference_lstm_forward_step(normal32(rng, batch, 4 * hidden), r, bias,
+                                                  normal32(rng, batch, hidden), c_prev)
+        dh, dc, extra = (normal32(rng, batch, hidden) for _ in range(3))
+        yield dh, dc, r, gates.astype(np.float32), c.astype(np.float32), c_prev, extra
+
+
+def _recurrent_grad_cases(rng):
+    """Heads smaller than a tile with fewer rows than a stage; a head of 33 units over 2 x 2 tiles with
+    35 rows (three stages, the last partial)."""
+    for steps, batch, heads, size in ((3, 2, 2, 3), (2, 3, 2, 6), (5, 7, 1, 33)):
+        hidden = heads * size
+        yield normal32(rng, steps, batch, 4 * hidden), normal32(rng, steps + 1, batch, hidden), heads
+
+
+SEQUENCE = (3, 2, 2, 3)  # steps, batch, heads, head size: the sequence ops launch once or twice per step
+
+
+def _rows(rng, steps, batch, table_rows):
+    return rng.integers(0, table_rows, (steps, batch)).astype(np.int32)
+
+
+def _forward_cases(rng):
+    """A table of 5 rows looked up in any order (repeats included), and one read row by row."""
+    steps, batch, heads, size = SEQUENCE
+    hidden = heads * size
+    r, bias = _weights(rng, heads, size)
+    yield normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias, normal32(rng, 2, hidden), True
+    rows = np.arange(steps * batch, dtype=np.int32).reshape(steps, batch)
+    yield normal32(rng, steps * batch, 4 * hidden), rows, r, bias, normal32(rng, 2, hidden), False
+    # one head of 56 units: R (50 KB) is over the 48 KiB without opt-in, so the GPU runs the persistent
+    # (cooperative, grid-synchronised) kernel, a one-block grid
+    r, bias = _weights(rng, 1, 56)
+    yield normal32(rng, 3, 224), _rows(rng, 2, 1, 3), r * np.float32(0.3), bias, normal32(rng, 2, 56), True
+
+
+def _backward_cases(rng):
+    steps, batch, heads, size = SEQUENCE
+    hidden = heads * size
+    r, bias = _weights(rng, heads, size)
+    hs, cs, gates = reference_lstm_forward(normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias,
+                                           normal32(rng, 2, hidden), True)
+    yield (normal32(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
+           gates.astype(np.float32))
+
+
+# rows x in -> 4H: each product crosses a 16-wide tile in both directions (2 x 2 tiles)
+PROJECTION = (20, 17, 24)
+
+
+def _projection_cases(rng):
+    rows, inner, cols = PROJECTION
+    yield normal32(rng, rows, inner), normal32(rng, inner, cols)
+
+
+def _projection_backward_cases(rng):
+    rows, inner, cols = PROJECTION
+    yield normal32(rng, rows, cols), normal32(rng, rows, inner), normal32(rng, inner, cols)
+
+
+# ---- NumPy reference (float64) ------------------------------------------------------------------
+
+def _check_rows(table, rows):
+    """The row indices are checked on the host (a kernel would read out of bounds)."""
+    rows = rows.copy_to_host() if hasattr(rows, "copy_to_host") else np.asarray(rows)
+    if rows.ndim != 2 or rows.dtype != np.int32:
+        raise BadInput(f"LSTM input rows must be a (steps, batch) int32 array, got {rows.dtype} {rows.shape}")
+    if rows.size and (rows.min() < 0 or rows.max() >= table.shape[0]):
+        raise BadInput(f"LSTM input row {int(rows.max())} is outside the table of {table.shape[0]} rows")
+
+
+def _sig64(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@op(cases=_forward_step_cases, tolerance=TOLERANCE)
+def reference_lstm_forward_step(wx, r, bias, h_prev, c_prev):
+    """(h, c, gates) of one step; wx (B, 4H), h_prev and c_prev (B, H)."""
+    r = f64(r)
+    n, d, hidden = _shape(r)
+    batch = wx.shape[0]
+    rec = np.einsum("gndk,bnk->bgnd", r, f64(h_prev).reshape(batch, n, d)).reshape(batch, 4 * hidden)
+    raw = (f64(wx) + rec + f64(bias).reshape(-1)).reshape(batch, 4, hidden)
+    i, f, z, o = _sig64(raw[:, 0]), _sig64(raw[:, 1]), np.tanh(raw[:, 2]), _sig64(raw[:, 3])
+    c = f * f64(c_prev) + i * z
+    h = o * np.tanh(c)
+    return h, c, np.concatenate([i, f, z, o], axis=1)
+
+
+@op(cases=_backward_step_cases, tolerance=TOLERANCE)
+def reference_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+    """(draw, dh_prev, dc_prev) of one step; dh_prev = R^T draw per head (+ dh_extra)."""
+    r, gates = f64(r), f64(gates)
+    n, d, hidden = _shape(r)
+    batch = gates.shape[0]
+    i, f, z, o = (gates[:, g * hidden:(g + 1) * hidden] for g in range(4))
+    dh, tc = f64(dh), np.tanh(f64(c))
+    dct = f64(dc) + dh * o * (1.0 - tc * tc)
+    draw = np.concatenate([dct * z * i * (1.0 - i), dct * f64(c_prev) * f * (1.0 - f),
+                           dct * i * (1.0 - z * z), dh * tc * o * (1.0 - o)], axis=1)
+    dh_prev = np.einsum("gndk,bgnd->bnk", r, draw.reshape(batch, 4, n, d)).reshape(batch, hidden)
+    if dh_extra is not None:
+        dh_prev = dh_prev + f64(dh_extra)
+    return draw, dh_prev, dct * f
+
+
+@op(cases=_recurrent_grad_cases, tolerance=TOLERANCE)
+def reference_lstm_recurrent_grad(draw, hs, heads):
+    """dR (4, N, D, D) from draw (T, B, 4H) and hs (T + 1, B, H) (h_{t-1} = hs[t]), N = heads."""
+    draw, hs = f64(draw), f64(hs)
+    steps, batch, four_h = draw.shape
+    hidden = four_h // 4
+    d = hidden // heads
+    g = draw.reshape(steps * batch, 4, heads, d)
+    prev = hs[:steps].reshape(steps * batch, heads, d)
+    return np.einsum("xgnd,xnk->gndk", g, prev)
+
+
+@op(cases=_forward_cases, tolerance=TOLERANCE)
+def reference_lstm_forward(table, rows, r, bias, states0, keep=False):
+    """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H)) from the input projections table[rows]
+    (rows (T, B)) and states0 (2, H) broadcast over the batch; cs and gates are None unless `keep`."""
+    _check_rows(table, rows)
+    steps, batch = rows.shape
+    wx = np.asarray(table)[np.asarray(rows, np.int64)]
+    n, d, hidden = _shape(r)
+    states0 = f64(states0).reshape(2, hidden)
+    hs, cs = np.empty((steps + 1, batch, hidden)), np.empty((steps + 1, batch, hidden))
+    hs[0], cs[0] = states0[0], states0[1]
+    gates = np.empty((steps, batch, 4 * hidden))
+    for t in range(steps):
+        hs[t + 1], cs[t + 1], gates[t] = reference_lstm_forward_step(wx[t], r, bias, hs[t], cs[t])
+    return (hs, cs, gates) if keep else (hs, None, None)
+
+
+@op(cases=_backward_cases, tolerance=TOLERANCE)
+def reference_lstm_backward(dh_out, r, hs, cs, gates):
+    """(draw (T, B, 4H), dR, dh0 (B, H), dc0 (B, H)) from the output gradients dh_out (T, B, H)."""
+    steps = dh_out.shape[0]
+    draw = np.empty(gates.shape)
+    dh, dc = f64(dh_out[steps - 1]), np.zeros(dh_out.shape[1:])
+    for t in range(steps - 1, -1, -1):
+        extra = dh_out[t - 1] if t > 0 else None
+        draw[t], dh, dc = reference_lstm_backward_step(dh, dc, r, gates[t], cs[t + 1], cs[t], extra)
+    return draw, reference_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+
+
+@op(cases=_projection_cases, tolerance=TOLERANCE)
+def reference_lstm_input_projection(x, w_in):
+    return f64(x) @ f64(w_in)
+
+
+@op(cases=_projection_backward_cases, tolerance=TOLERANCE)
+def reference_lstm_input_projection_backward(dwx, x, w_in):
+    dwx = f64(dwx)
+    return dwx @ f64(w_in).T, f64(x).T @ dwx
+
+
+# ---- CPU twins (fp32) ---------------------------------------------------------------------------------
+
+@parallel_jit(error_model="numpy")
+def _cpu_forward_step(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep):
+    for i in numba.prange(h.size):
+        _cpu_forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i)
+
+
+@parallel_jit(error_model="numpy")
+def _cpu_backward_gates(dh, dc, gates, c, c_prev, draw, dc_prev):
+    for i in numba.prange(dh.size):
+        _cpu_backward_gates_element(dh, dc, gates, c, c_prev, draw, dc_prev, i)
+
+
+@parallel_jit(error_model="numpy")
+def _cpu_backward_recurrent(draw, r, dh_extra, dh_prev):
+    for i in numba.prange(dh_prev.size):
+        _cpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)
+
+
+@op
+def cpu_lstm_forward_step(wx, r, bias, h_prev, c_prev):
+    h, c = np.empty(h_prev.shape, np.float32), np.empty(h_prev.shape, np.float32)
+    gates = np.empty((h_prev.shape[0], 4 * h_prev.shape[1]), np.float32)
+    rows = np.arange(h_prev.shape[0], dtype=np.int32)
+    _cpu_forward_step(wx, rows, r, bias.reshape(-1), h_prev, c_prev, h, c, gates, True)
+    return h, c, gates
+
+
+@op
+def cpu_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+    draw = np.empty(gates.shape, np.float32)
+    dc_prev, dh_prev = np.empty(dh.shape, np.float32), np.empty(dh.shape, np.float32)
+    _cpu_backward_gates(dh, dc, gates, c, c_prev, draw, dc_prev)
+    extra = np.zeros(dh.shape, np.float32) if dh_extra is None else dh_extra
+    _cpu_backward_recurrent(draw, r, extra, dh_prev)
+    return draw, dh_prev, dc_prev
+
+
+@op
+def cpu_lstm_recurrent_grad(draw, hs, heads):
+    """dR per head as one batched matrix product on BLAS: (4D x T B) draw^T times (T B x D) h_{t-1}
+    (7.7x the element-per-thread loop at Table 1 100k, batch 1024 x 11 steps)."""
+    steps, batch, four_h = draw.shape
+    size, rows = four_h // 4 // heads, steps * batch
+    a = np.asarray(draw, np.float32).reshape(rows, 4, heads, size).transpose(2, 1, 3, 0).reshape(heads, 4 * size, rows)
+    b = np.asarray(hs, np.float32)[:steps].reshape(rows, heads, size).transpose(1, 0, 2)
+    return np.ascontiguousarray(np.matmul(a, b).reshape(heads, 4, size, size).transpose(1, 0, 2, 3))
+
+
+@op
+def cpu_lstm_forward(table, rows, r, bias, states0, keep=False):
+    _check_rows(table, rows)
+    steps, batch = rows.shape
+    heads, size, hidden = _shape(r)
+    states0 = np.asarray(states0, np.float32).reshape(2, hidden)
+    hs = np.empty((steps + 1, batch, hidden), np.float32)
+    hs[0] = states0[0]
+    cs = gates = np.empty((1, 1, 1), np.float32)  # written only when kept
+    if keep:
+        cs = np.empty((steps + 1, batch, hidden), np.float32)
+        cs[0] = states0[1]
+        gates = np.empty((steps, batch, 4 * hidden), np.float32)
+    table_t = np.ascontiguousarray((np.asarray(table, np.float32) + np.asarray(bias, np.float32).reshape(-1)).T)
+    rt = np.ascontiguousarray(np.asarray(r, np.float32).transpose(1, 3, 0, 2)).reshape(heads, size, 4 * size)
+    forward_sequence(table_t, np.ascontiguousarray(rows), rt, np.ascontiguousarray(states0[1]), hs, cs, gates, keep)
+    return (hs, cs, gates) if keep else (hs, None, None)
+
+
+@op
+def cpu_lstm_backward(dh_out, r, hs, cs, gates):
+    steps, batch, hidden = dh_out.shape
+    draw = np.empty(gates.shape, np.float32)
+    dh, dc = np.empty((batch, hidden), np.float32), np.zeros((batch, hidden), np.float32)
+    zeros = np.zeros((batch, hidden), np.float32)
+    for t in range(steps - 1, -1, -1):
+        _cpu_backward_gates(dh_out[t] if t == steps - 1 else dh, dc, gates[t], cs[t + 1], cs[t], draw[t], dc)
+        _cpu_backward_recurrent(draw[t], r, dh_out[t - 1] if t > 0 else zeros, dh)
+    return draw, cpu_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+
+
+@op
+def cpu_lstm_input_projection(x, w_in):
+    return np.ascontiguousarray(x @ w_in)
+
+
+@op
+def cpu_lstm_input_projection_backward(dwx, x, w_in):
+    return np.ascontiguousarray(dwx @ w_in.T), np.ascontiguousarray(x.T @ dwx)
+
+
+# ---- CUDA kernels ---------------------------------------------------------------------------------------
+
+@kernel((F32_2D, I32_1D, F32_4D, F32_1D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, BOOL), block=THREADS)
+def forward_step_cuda(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep):
+    i = cuda.grid(1)
+    if i < h.size:
+        _gpu_forward_element(wx, rows, r, bias, h_prev, c_prev, h, c, gates, keep, i)
+
+
+@kernel((F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D, F32_2D), block=THREADS)
+def backward_gates_cuda(dh, dc, gates, c, c_prev, draw, dc_prev):
+    i = cuda.grid(1)
+    if i < dh.size:
+        _gpu_backward_gates_element(dh, dc, gates, c, c_prev, draw, dc_prev, i)
+
+
+@kernel((F32_2D, F32_4D, F32_2D, F32_2D), block=THREADS)
+def backward_recurrent_cuda(draw, r, dh_extra, dh_prev):
+    i = cuda.grid(1)
+    if i < dh_prev.size:
+        _gpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)
+
+
+@kernel((F32_2D, F32_2D, F32_4D), block=GRAD_THREADS * GRAD_THREADS)
+def recurrent_grad_cuda(draw, hs, dr):
+    """dR[g, n] = draw[:, g, n]^T h_prev[:, n] over all T B rows x (draw (T B, 4H), h_prev (T B, H):
+    both flattened over time and batch), as a tiled product: block (tile of k, tile of d, g N + n)
+    computes a GRAD_TILE x GRAD_TILE tile of one D x D matrix, each thread 2 x 2 outputs
+    (d = ty + 16 i, k = tx + 16 j) in registers; GRAD_STEP rows of both operands are staged in shared
+    memory at a time (coalesced: consecutive threads read consecutive units).
+
+    Shared memory: tiles are [x][unit] with a pitch of GRAD_PITCH = GRAD_TILE + 1 words. A warp (16 tx
+    by 2 ty) reads 2 addresses of the draw tile (broadcast) and 16 consecutive words of the hs tile; a
+    staging write puts 32 consecutive units of one x row: conflict-free."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    t = ty * GRAD_THREADS + tx
+    heads, size = dr.shape[1], dr.shape[2]
+    rows, four_h = draw.shape
+    hidden = four_h // 4
+    gn = cuda.blockIdx.z
+    g, n = gn // heads, gn % heads
+    d0, k0 = cuda.blockIdx.y * GRAD_TILE, cuda.blockIdx.x * GRAD_TILE
+    draw_col, hs_col = g * hidden + n * size, n * size
+    a_tile = cuda.shared.array((GRAD_STEP, GRAD_PITCH), numba.float32)
+    b_tile = cuda.shared.array((GRAD_STEP, GRAD_PITCH), numba.float32)
+    acc00 = acc01 = acc10 = acc11 = np.float32(0.0)
+    for x0 in range(0, rows, GRAD_STEP):
+        for s in range(GRAD_STEP * GRAD_TILE // (GRAD_THREADS * GRAD_THREADS)):
+            slot = t + s * GRAD_THREADS * GRAD_THREADS
+            x, u = slot // GRAD_TILE, slot % GRAD_TILE
+            inside = x0 + x < rows
+            a_tile[x, u] = draw[x0 + x, draw_col + d0 + u] if inside and d0 + u < size else np.float32(0.0)
+            b_tile[x, u] = hs[x0 + x, hs_col + k0 + u] if inside and k0 + u < size else np.float32(0.0)
+        cuda.syncthreads()
+        for x in range(GRAD_STEP):
+            a0, a1 = a_tile[x, ty], a_tile[x, ty + GRAD_THREADS]
+            b0, b1 = b_tile[x, tx], b_tile[x, tx + GRAD_THREADS]
+            acc00 += a0 * b0
+            acc01 += a0 * b1
+            acc10 += a1 * b0
+            acc11 += a1 * b1
+        cuda.syncthreads()
+    d, k = d0 + ty, k0 + tx
+    if d < size and k < size:
+        dr[g, n, d, k] = acc00
+    if d < size and k + GRAD_THREADS < size:
+        dr[g, n, d, k + GRAD_THREADS] = acc01
+    if d + GRAD_THREADS < size and k < size:
+        dr[g, n, d + GRAD_THREADS, k] = acc10
+    if d + GRAD_THREADS < size and k + GRAD_THREADS < size:
+        dr[g, n, d + GRAD_THREADS, k + GRAD_THREADS] = acc11
+
+
+@kernel((F32_2D, F32_2D, F32_2D), block=THREADS)
+def broadcast_state_cuda(states0, h, c):
+    """h[b] = states0[0], c[b] = states0[1] for every batch row."""
+    batch, hidden = h.shape
+    i = cuda.grid(1)
+    if i < batch * hidden:
+        b, j = i // hidden, i % hidden
+        h[b, j] = states0[0, j]
+        c[b, j] = states0[1, j]
+
+
+@op
+def cuda_lstm_forward_step(wx, r, bias, h_prev, c_prev):
+    batch, hidden = h_prev.shape
+    h, c = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
+    gates = cuda.device_array((batch, 4 * hidden), np.float32)
+    rows = cuda.to_device(np.arange(batch, dtype=np.int32))
+    forward_step_cuda[blocks(batch * hidden, THREADS)](wx, rows, r, bias.reshape(4 * hidden), h_prev, c_prev, h, c,
+                                                       gates, True)
+    return h, c, gates
+
+
+@op
+def cuda_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+    batch, hidden = dh.shape
+    draw = cuda.device_array((batch, 4 * hidden), np.float32)
+    dc_prev, dh_prev = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
+    grid = blocks(batch * hidden, THREADS)
+    backward_gates_cuda[grid](dh, dc, gates, c, c_prev, draw, dc_prev)
+    extra = device_zeros((batch, hidden)) if dh_extra is None else dh_extra
+    backward_recurrent_cuda[grid](draw, r, extra, dh_prev)
+    return draw, dh_prev, dc_prev
+
+
+@op
+def cuda_lstm_recurrent_grad(draw, hs, heads):
+    size = draw.shape[2] // 4 // heads
+    dr = cuda.device_array((4, heads, size, size), np.float32)
+    tiles = (size + GRAD_TILE - 1) // GRAD_TILE
+    steps, batch, four_h = draw.shape
+    recurrent_grad_cuda[(tiles, tiles, 4 * heads), (GRAD_THREADS, GRAD_THREADS)](
+        draw.reshape(steps * batch, four_h), hs[:steps].reshape(steps * batch, four_h // 4), dr)
+    return dr
+
+
+@op
+def cuda_lstm_forward(table, rows, r, bias, states0, keep=False):
+    """Device (hs, cs, gates), or (hs, None, None): kernels/rnn/lstm_sequence_cuda.py, R in shared memory."""
+    _check_rows(table, rows)
+    steps, batch = rows.shape
+    rows = rows if hasattr(rows, "copy_to_host") else cuda.to_device(np.ascontiguousarray(rows))
+    _, _, hidden = _shape(r)
+    bias, states0 = bias.reshape(4 * hidden), states0.reshape(2, hidden)
+    hs = cuda.device_array((steps + 1, batch, hidden), np.float32)
+    c_state = cuda.device_array((batch, hidden), np.float32)
+    cs = cuda.device_array((steps + 1, batch, hidden), np.float32) if keep else cuda.device_array((1, 1, 1), np.float32)
+    gates = cuda.device_array((steps, batch, 4 * hidden), np.float32) if keep else cuda.device_array((1, 1, 1),
+                                                                                                   np.float32)
+    broadcast_state_cuda[blocks(batch * hidden, THREADS)](states0, hs[0], c_state)
+    if keep:
+        cs[0].copy_to_device(c_state)
+    run_sequence(table, rows, r, bias, hs, c_state, cs, gates, keep)
+    return (hs, cs, gates) if keep else (hs, None, None)
+
+
+@op
+def cuda_lstm_backward(dh_out, r, hs, cs, gates):
+    """Device (draw, dR, dh0, dc0) of full BPTT through the stored forward (keep=True): in one launch
+    with R in shared memory where a head fits a block (kernels/rnn/lstm_sequence_cuda.py), else two
+    launches per step."""
+    steps, batch, hidden = dh_out.shape
+    draw = cuda.device_array(gates.shape, np.float32)
+    dh = cuda.device_array((batch, hidden), np.float32)
+    if backward_fits(r.shape[1], r.shape[2], batch, steps):
+        dc = cuda.device_array((batch, hidden), np.float32)  # written by the kernel
+        run_backward(on_device(dh_out), r, cs, gates, draw, dh, dc)
+        return draw, cuda_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+    dc, zeros = device_zeros((batch, hidden)), device_zeros((batch, hidden))
+    grid = blocks(batch * hidden, THREADS)
+    for t in range(steps - 1, -1, -1):
+        # dh is read by the gate kernel before the recurrent kernel overwrites it; dc is updated in place
+        backward_gates_cuda[grid](dh_out[t] if t == steps - 1 else dh, dc, gates[t], cs[t + 1], cs[t], draw[t], dc)
+        backward_recurrent_cuda[grid](draw[t], r, dh_out[t - 1] if t > 0 else zeros, dh)
+    return draw, cuda_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
+
+
+@op
+def cuda_lstm_input_projection(x, w_in):
+    return tiled_product(x, w_in)
+
+
+@op
+def cuda_lstm_input_projection_backward(dwx, x, w_in):
+    return tiled_product(dwx, w_in, transpose_b=True), tiled_product(x, dwx, transpose_a=True)

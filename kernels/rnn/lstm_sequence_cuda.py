@@ -1,0 +1,444 @@
+"""The multi-head LSTM's whole-sequence forward and backward on the GPU (the ops are lstm's
+cuda_lstm_forward and cuda_lstm_backward), FlashRNN-style: a block owns one head (or a slice of its
+units) for a tile of batch rows and keeps that part of R in shared memory.
+
+Heads are independent (R is block-diagonal), so a block holding a whole head's R runs every step in
+one launch with no grid-wide sync ("sequence"): per step it reads h_{t-1} of its rows (written by its
+own threads the step before, visible after the barrier), computes the four gates of each (unit, row)
+from its wx table row, the bias and R in shared memory, and writes h_t. When a head's R (16 D^2 bytes)
+does not fit in SHARED_BUDGET, its units are split over several blocks, each holding its slice's rows
+of R in up to OPT_IN_BUDGET of shared memory:
+- "persistent": every block of the grid is resident at once (one per SM, whole batch per block), the
+  sequence runs in one cooperative launch and the grid synchronises between steps; c lives in
+  `c_state`. The batch goes in groups of 2 x lanes rows whose h_{t-1} is staged in shared memory
+  behind R (k padded to a multiple of 8 with zeros, in R too); thread (unit, lane) computes its unit
+  for two rows of the group, so every 16-byte load of R serves two rows and h comes four k a load;
+- "per step": otherwise, one launch per step (the launch boundary is the sync).
+
+Threads: one per (unit of the slice, row of the tile; persistent: pair of rows), units fastest, so a
+warp's h loads are a few rows broadcast; in the first and last modes c stays in a register over the
+steps of a launch. R sits in shared memory gates innermost, R[unit][k][g] with an odd pitch of units:
+per k a thread reads its unit's four gates in one 16-byte load.
+
+Shared memory: forward, a warp's threads are consecutive units (a few rows) reading R[u][k][0..3] at
+word 4 (u pitch + k), pitch odd: a 16-byte load is served 8 lanes a phase, and a lane's 4 words sit in
+banks 4 (u pitch mod 8) .. + 3, distinct for units distinct mod 8; lanes of the same unit (other rows)
+read the same words (broadcast). So a phase of consecutive units is conflict-free; one that straddles
+two rows (units per slice not a multiple of 8, e.g. 20 at 100k) can pair units equal mod 8: at most
+2-way. Staging writes single words, the gate index varying slowest over threads: consecutive threads
+write consecutive k of one unit, 4 words apart, 4-way conflicted once per launch. The backward keeps
+R[g][d][k] at an odd pitch and reads R[g][d][u] for consecutive units u: consecutive words,
+conflict-free. The persistent kernel's staged h rows are read as 16-byte words by lanes of one row
+(broadcast) or of two rows a span (a multiple of 8 words) apart: at most 2-way where a warp straddles
+rows; they are written a word a thread, consecutive threads consecutive words: conflict-free.
+
+Traffic per step and batch row (bytes), against the on-chip minimum 4 (4H + H) of the wx row read
+and h_t written: h_{t-1} is read once per slice, 4 D H / units; R once per tile and launch,
+16 D^2 N / rows / (steps per launch); persistent: R once per sequence, c read and written, 8 H.
+`plan` chooses; `step_traffic` gives the figure, and the static report prints it per Table 1 size.
+
+The backward runs in one launch where the forward's plan is "sequence" (a thread per (unit, row)
+carries dh and dc backwards through the steps, R^T draw_t from shared memory once every unit of its
+row has written draw_t); otherwise lstm's per-step kernels run it.
+"""
+
+import math
+
+import numba
+import numpy as np
+
+from eggnog.kernels.core.cuda_api import (
+    BOOL,
+    F32_1D,
+    F32_2D,
+    F32_4D,
+    I64,
+    allow_dynamic_shared,
+    cuda,
+    device_function,
+    flat,
+    kernel,
+)
+from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
+from eggnog.kernels.core.loads import load_shared_v4
+
+SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
+OPT_IN_BUDGET = 200 * 1024  # with the opt-in (sm_90 allows 227 KiB a block)
+H100_SMS = 132  # the static plan's co-resident blocks (one per SM); at run time the device's count
+MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take 56 to 82
+
+
+def _device_activations():
+    @device_function
+    def sigmoid(x):  # the approximate reciprocal: no IEEE-division slow path (at most 1 ulp more)
+        return reciprocal_approx(np.float32(1.0) + math.exp(-x))
+
+    @device_function
+    def tanh(x):
+        return math.tanh(x)
+
+    return sigmoid, tanh
+
+
+gpu_sigmoid, gpu_tanh = _device_activations()
+
+
+def _pitch(size):
+    return size | 1
+
+
+def shared_bytes(size, units):
+    """Dynamic shared memory of the sequence kernels: the slice's R, gates innermost, at an odd pitch."""
+    return 16 * units * _pitch(size)
+
+
+def _span(size):
+    """The persistent kernel's k extent: the head size rounded up to 8 (R and h padded with zeros), so
+    its dot runs on 16-byte loads, eight k an iteration."""
+    return (size + 7) // 8 * 8
+
+
+def row_lanes(units):
+    """Thread rows of a persistent block: each thread takes one unit for two batch rows at a time."""
+    return MAX_THREADS // units
+
+
+def persistent_bytes(size, units):
+    """The persistent kernel's R (k padded to the span, odd pitch) and its staged h_(t-1) rows: two per
+    thread row."""
+    return 16 * units * (_span(size) | 1) + 4 * 2 * row_lanes(units) * _span(size)
+
+
+def _traffic(heads, size, batch, steps, units, mode):
+    """Bytes per row-step beyond the on-chip minimum, for a slice of `units` in a mode."""
+    hidden = heads * size
+    h_reads = 4 * hidden * size / units
+    if mode == "persistent":
+        return h_reads + 8 * hidden
+    rows = min(batch, MAX_THREADS // units)
+    return h_reads + 16 * size * size * heads / rows / (steps if mode == "sequence" else 1)
+
+
+def coresident_blocks():
+    """Blocks of OPT_IN_BUDGET shared memory a cooperative grid may hold on this device: one per SM.
+    numba's simulated device states no SM count, and its cooperative grids hold one block."""
+    return getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)
+
+
+def plan(heads, size, batch, steps, coresident=None):
+    """(units per block, rows per tile, mode) for a head size, batch and length; `coresident` is the
+    number of blocks a cooperative grid may hold (default: this device's)."""
+    if shared_bytes(size, size) <= SHARED_BUDGET:
+        return size, min(batch, MAX_THREADS // size), "sequence"
+    divisors = [u for u in range(min(size, MAX_THREADS), 0, -1) if size % u == 0]
+    largest = next((u for u in divisors if persistent_bytes(size, u) <= OPT_IN_BUDGET), None)
+    coresident = coresident_blocks() if coresident is None and largest else coresident
+    if largest and heads * (size // largest) <= coresident:
+        return largest, batch, "persistent"
+    fitting = [u for u in divisors if shared_bytes(size, u) <= SHARED_BUDGET]
+    if not fitting:
+        raise ValueError(f"one unit of R ({shared_bytes(size, 1)} bytes) exceeds the shared-memory budget")
+    units = min(fitting, key=lambda u: (_traffic(heads, size, batch, steps, u, "per step"), -u))
+    return units, min(batch, MAX_THREADS // units), "per step"
+
+
+def step_traffic(heads, size, batch, steps, coresident=H100_SMS):
+    """(bytes moved per step and batch row under the plan, on-chip minimum)."""
+    units, _, mode = plan(heads, size, batch, steps, coresident)
+    minimum = 4 * 5 * heads * size
+    return minimum + _traffic(heads, size, batch, steps, units, mode), minimum
+
+
+@device_function
+def _gate_inputs(table, rows, bias, t, b, j):
+    """Unit j's four gate pre-activations for batch row b at step t before the recurrence: its wx table
+    row plus the bias."""
+    hidden = table.shape[1] // 4
+    row = rows[t, b]
+    return (table[row, j] + bias[j], table[row, hidden + j] + bias[hidden + j],
+            table[row, 2 * hidden + j] + bias[2 * hidden + j], table[row, 3 * hidden + j] + bias[3 * hidden + j])
+
+
+@device_function
+def _finish(hs, cs, gates, keep, t, b, j, batch, hidden, ri, rf, rz, ro, c):
+    """The cell from the four pre-activations and c_(t-1): writes h_t (and c_t and the gates when
+    `keep`) into the flat hs, cs, gates; returns c_t."""
+    ig, fg, zg, og = gpu_sigmoid(ri), gpu_sigmoid(rf), gpu_tanh(rz), gpu_sigmoid(ro)
+    c = fg * c + ig * zg
+    row_stride = np.uint64(batch * hidden)
+    out = np.uint64(t + 1) * row_stride + np.uint64(b * hidden + j)
+    hs[out] = og * gpu_tanh(c)
+    if keep:
+        cs[out] = c
+        at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + j)
+        gates[at] = ig
+        gates[at + np.uint64(hidden)] = fg
+        gates[at + np.uint64(2 * hidden)] = zg
+        gates[at + np.uint64(3 * hidden)] = og
+    return c
+
+
+@device_function
+def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c):
+    """Step t of unit s * units + u of head n for batch row b, from c_{t-1} (the sequence kernel)."""
+    hidden = table.shape[1] // 4
+    batch = rows.shape[1]
+    pitch = size | 1
+    j = n * size + s * units + u
+    ri, rf, rz, ro = _gate_inputs(table, rows, bias, t, b, j)
+    h_at = np.uint64(t) * np.uint64(batch * hidden) + np.uint64(b * hidden + n * size)
+    h_prev = hs[h_at:h_at + np.uint64(size)]
+    at = np.uint64(u * pitch * 4)
+    k, end = np.uint64(0), np.uint64(size)
+    while k < end:  # unsigned 64-bit throughout: no wraparound code and none of range()'s bookkeeping
+        hk = h_prev[k]
+        wi, wf, wz, wo = load_shared_v4(r_s, np.int64(at + (k << np.uint64(2))))  # R[unit][k][0..3]: one LDS.128
+        ri += wi * hk
+        rf += wf * hk
+        rz += wz * hk
+        ro += wo * hk
+        k += np.uint64(1)
+    return _finish(hs, cs, gates, keep, t, b, j, batch, hidden, ri, rf, rz, ro, c)
+
+
+@device_function
+def _stage_r(r, r_s, n, s, units, size, pitch, span):
+    """The slice's rows of head n's R into shared memory, gates innermost: R[unit][k][g] at word
+    4 (unit pitch + k) + g, so one 16-byte load gives a (unit, k)'s four gates; k from size to span
+    is zero."""
+    for e in range(cuda.threadIdx.x, 4 * units * span, cuda.blockDim.x):
+        g, u, k = e // (units * span), (e // span) % units, e % span
+        r_s[(u * pitch + k) * 4 + g] = r[g, n, s * units + u, k] if k < size else np.float32(0.0)
+    cuda.syncthreads()
+
+
+@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64, I64, I64),
+        block=MAX_THREADS)
+def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, first, last, units, tile):
+    """Steps first..last-1 for block (head n, unit slice s, row tile), a thread per (unit, row), c in a
+    register; hs, cs (T + 1, B, H) and gates (T, B, 4H) flat, hs[first] holding h_{first-1}."""
+    size = r.shape[2]
+    batch = rows.shape[1]
+    slices = size // units
+    tiles = (batch + tile - 1) // tile
+    n = cuda.blockIdx.x // (slices * tiles)
+    s = (cuda.blockIdx.x // tiles) % slices
+    r_s = cuda.shared.array(0, numba.float32)
+    _stage_r(r, r_s, n, s, units, size, size | 1, size)
+    u = cuda.threadIdx.x % units
+    b = (cuda.blockIdx.x % tiles) * tile + cuda.threadIdx.x // units
+    j = n * size + s * units + u
+    active = cuda.threadIdx.x < units * tile and b < batch
+    c = c_state[b, j] if active else np.float32(0.0)
+    for t in range(first, last):
+        if active:
+            c = _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c)
+        cuda.syncthreads()  # h_t is complete for every row of the tile before step t + 1 reads it
+    if active:
+        c_state[b, j] = c
+
+
+@device_function
+def _stage_h(hs, shared, base, t, first_row, group, batch, hidden, n, size, span):
+    """h_(t-1) of head n for batch rows first_row .. first_row + group - 1 into shared[base:], a row
+    every span words, zeros past the batch and past the head size; consecutive threads take
+    consecutive k of a row, so the global loads coalesce."""
+    for e in range(cuda.threadIdx.x, group * span, cuda.blockDim.x):
+        row = e // span
+        k = e - row * span
+        b = first_row + row
+        v = np.float32(0.0)
+        if b < batch and k < size:
+            v = hs[np.uint64(t) * np.uint64(batch * hidden) + np.uint64(b * hidden + n * size + k)]
+        shared[base + e] = v
+    cuda.syncthreads()
+
+
+@device_function
+def _four_k(shared, h0_at, h1_at, w_at, i0, f0, z0, o0, i1, f1, z1, o1):
+    """Four k of the persistent kernel's dot for two rows: h of each row as one 16-byte load, then per k
+    a unit's four gates of R as one 16-byte load used for both rows."""
+    x0, x1, x2, x3 = load_shared_v4(shared, np.int64(h0_at))
+    y0, y1, y2, y3 = load_shared_v4(shared, np.int64(h1_at))
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at))
+    i0, f0, z0, o0 = i0 + wi * x0, f0 + wf * x0, z0 + wz * x0, o0 + wo * x0
+    i1, f1, z1, o1 = i1 + wi * y0, f1 + wf * y0, z1 + wz * y0, o1 + wo * y0
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
+    i0, f0, z0, o0 = i0 + wi * x1, f0 + wf * x1, z0 + wz * x1, o0 + wo * x1
+    i1, f1, z1, o1 = i1 + wi * y1, f1 + wf * y1, z1 + wz * y1, o1 + wo * y1
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(8)))
+    i0, f0, z0, o0 = i0 + wi * x2, f0 + wf * x2, z0 + wz * x2, o0 + wo * x2
+    i1, f1, z1, o1 = i1 + wi * y2, f1 + wf * y2, z1 + wz * y2, o1 + wo * y2
+    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(12)))
+    i0, f0, z0, o0 = i0 + wi * x3, f0 + wf * x3, z0 + wz * x3, o0 + wo * x3
+    i1, f1, z1, o1 = i1 + wi * y3, f1 + wf * y3, z1 + wz * y3, o1 + wo * y3
+    return i0, f0, z0, o0, i1, f1, z1, o1
+
+
+@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64),
+        block=MAX_THREADS, launch_bounds=MAX_THREADS)
+def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units):
+    """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the
+    grid synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in
+    c_state. Per step the batch goes in groups of 2 x lanes rows: the group's h_(t-1) is staged in
+    shared memory behind R, then thread (unit u, lane l) computes unit u for rows l and l + lanes of
+    the group, eight k an iteration: per four k, four 16-byte R loads (each for both rows), two
+    16-byte h loads and 32 FMAs. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM."""
+    size = r.shape[2]
+    steps, batch = rows.shape
+    hidden = table.shape[1] // 4
+    slices = size // units
+    n, s = cuda.blockIdx.x // slices, cuda.blockIdx.x % slices
+    span = (size + 7) // 8 * 8  # _span(size), which device code cannot call
+    pitch = span | 1
+    lanes = cuda.blockDim.x // units
+    shared = cuda.shared.array(0, numba.float32)
+    _stage_r(r, shared, n, s, units, size, pitch, span)
+    h_base = 4 * units * pitch  # the staged rows start 16-byte aligned after R
+    u, lane = cuda.threadIdx.x % units, cuda.threadIdx.x // units
+    j = n * size + s * units + u
+    r_at = np.uint64(u * pitch * 4)
+    end = np.uint64(span)
+    grid = cuda.cg.this_grid()
+    for t in range(steps):
+        for first_row in range(0, batch, 2 * lanes):
+            _stage_h(hs, shared, h_base, t, first_row, 2 * lanes, batch, hidden, n, size, span)
+            b0, b1 = first_row + lane, first_row + lanes + lane
+            if lane < lanes and b0 < batch:
+                i0, f0, z0, o0 = _gate_inputs(table, rows, bias, t, b0, j)
+                zero = np.float32(0.0)
+                i1, f1, z1, o1 = _gate_inputs(table, rows, bias, t, b1, j) if b1 < batch else (zero, zero, zero, zero)
+                h0_at = np.uint64(h_base + lane * span)
+                h1_at = h0_at + np.uint64(lanes * span)
+                k = np.uint64(0)
+                while k < end:  # rows past the batch are zeros in shared memory: computed, never written
+                    i0, f0, z0, o0, i1, f1, z1, o1 = _four_k(shared, h0_at + k, h1_at + k, r_at + (k << np.uint64(2)),
+                                                             i0, f0, z0, o0, i1, f1, z1, o1)
+                    k += np.uint64(4)
+                    i0, f0, z0, o0, i1, f1, z1, o1 = _four_k(shared, h0_at + k, h1_at + k, r_at + (k << np.uint64(2)),
+                                                             i0, f0, z0, o0, i1, f1, z1, o1)
+                    k += np.uint64(4)
+                c_state[b0, j] = _finish(hs, cs, gates, keep, t, b0, j, batch, hidden, i0, f0, z0, o0, c_state[b0, j])
+                if b1 < batch:
+                    c_state[b1, j] = _finish(hs, cs, gates, keep, t, b1, j, batch, hidden, i1, f1, z1, o1,
+                                             c_state[b1, j])
+            cuda.syncthreads()  # every thread is done with the staged rows before the next group's
+        grid.sync()
+
+
+def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
+    """Launch the plan over all steps; hs[0] and c_state hold the initial states on entry, c_state the
+    last c on return."""
+    heads, size = r.shape[1], r.shape[2]
+    steps, batch = rows.shape
+    units, tile, mode = plan(heads, size, batch, steps)
+    nbytes = persistent_bytes(size, units) if mode == "persistent" else shared_bytes(size, units)
+    if mode == "persistent":
+        args = (table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, units)
+        allow_dynamic_shared(forward_persistent_cuda, args, nbytes)
+        forward_persistent_cuda[heads * (size // units), MAX_THREADS, 0, nbytes](*args)
+        return
+    grid = heads * (size // units) * math.ceil(batch / tile)
+    spans = [(0, steps)] if mode == "sequence" else [(t, t + 1) for t in range(steps)]
+    for first, last in spans:
+        forward_sequence_cuda[grid, units * tile, 0, nbytes](table, rows, r, bias, flat(hs), c_state, flat(cs),
+                                                             flat(gates), keep, first, last, units, tile)
+
+
+@kernel((F32_4D, F32_1D, F32_1D, F32_1D, F32_1D, F32_2D, F32_2D, I64), block=MAX_THREADS)
+def backward_sequence_cuda(r, cs, gates, dh_out, draw, dh_state, dc_state, tile):
+    """Full BPTT through the stored forward for block (head n, row tile) holding the whole head's R, all
+    steps from T - 1 down to 0 in one launch: a thread per (unit, row) turns dh_t (its output gradient plus
+    R^T draw_{t+1}, carried in a register) and dc into draw_t, then, once every unit of its row has written
+    draw_t, sums R^T draw_t for its unit. cs (T + 1, B, H), gates and draw (T, B, 4H) and dh_out (T, B, H)
+    are flat; dh_state and dc_state receive dh_0 and dc_0."""
+    heads, size = r.shape[1], r.shape[2]
+    hidden = heads * size
+    steps = gates.size // (dh_state.size * 4)
+    batch = dh_state.shape[0]
+    pitch = size | 1
+    tiles = (batch + tile - 1) // tile
+    n = cuda.blockIdx.x // tiles
+    r_s = cuda.shared.array(0, numba.float32)  # [gate][d][k]
+    for e in range(cuda.threadIdx.x, 4 * size * size, cuda.blockDim.x):
+        g, d, k = e // (size * size), (e // size) % size, e % size
+        r_s[(g * size + d) * pitch + k] = r[g, n, d, k]
+    u = cuda.threadIdx.x % size
+    b = (cuda.blockIdx.x % tiles) * tile + cuda.threadIdx.x // size
+    j = n * size + u
+    active = cuda.threadIdx.x < size * tile and b < batch
+    one = np.float32(1.0)
+    dh, dc = np.float32(0.0), np.float32(0.0)
+    row_stride = np.uint64(batch * hidden)
+    unit_at = np.uint64(b * hidden + j)
+    cuda.syncthreads()
+    for t in range(steps - 1, -1, -1):
+        at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + j)
+        if active:
+            ig, fg = gates[at], gates[at + np.uint64(hidden)]
+            zg, og = gates[at + np.uint64(2 * hidden)], gates[at + np.uint64(3 * hidden)]
+            c_now = np.uint64(t + 1) * row_stride + unit_at
+            tc = gpu_tanh(cs[c_now])
+            g_h = dh_out[np.uint64(t) * row_stride + unit_at] + dh
+            dct = dc + g_h * og * (one - tc * tc)
+            draw[at] = dct * zg * ig * (one - ig)
+            draw[at + np.uint64(hidden)] = dct * cs[c_now - row_stride] * fg * (one - fg)
+            draw[at + np.uint64(2 * hidden)] = dct * ig * (one - zg * zg)
+            draw[at + np.uint64(3 * hidden)] = g_h * tc * og * (one - og)
+            dc = dct * fg
+        cuda.syncthreads()  # draw_t of every unit of the row is written before R^T draw_t reads it
+        if active:
+            head_at = np.uint64(t) * np.uint64(4) * row_stride + np.uint64(b * 4 * hidden + n * size)
+            acc = np.float32(0.0)
+            for g in range(4):
+                gate_at = head_at + np.uint64(g * hidden)
+                draw_g = draw[gate_at:gate_at + np.uint64(size)]
+                r_at, d, end = np.uint64(g * size * pitch + u), np.uint64(0), np.uint64(size)
+                while d < end:  # unsigned 64-bit counters, as in _unit_step
+                    acc += r_s[r_at] * draw_g[d]
+                    r_at += np.uint64(pitch)
+                    d += np.uint64(1)
+            dh = acc
+    if active:
+        dh_state[b, j] = dh
+        dc_state[b, j] = dc
+
+
+def backward_fits(heads, size, batch, steps):
+    """Whether the one-launch backward applies: the forward's plan keeps the whole head in a block."""
+    return plan(heads, size, batch, steps)[2] == "sequence"
+
+
+def run_backward(dh_out, r, cs, gates, draw, dh_state, dc_state):
+    heads, size = r.shape[1], r.shape[2]
+    steps, batch, _ = dh_out.shape
+    tile = min(batch, MAX_THREADS // size)
+    config = (heads * math.ceil(batch / tile), size * tile, 0, shared_bytes(size, size))
+    backward_sequence_cuda[config](r, flat(cs), flat(gates), flat(dh_out), flat(draw), dh_state, dc_state, tile)
+
+
+# ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
+
+TABLE1 = {"100k": (240, 12), "1M": (1600, 32), "10M": (9600, 64)}  # hidden, heads (bench/table1_grid.py)
+ROOFLINE_WORKLOADS = tuple(f"LSTM {name} forward, batch 1024, 11 steps" for name in TABLE1)
+
+
+def roofline(workload, batch=1024, steps=11):
+    name = workload.split()[1]
+    hidden, heads = TABLE1[name]
+    size = hidden // heads
+    moved, minimum = step_traffic(heads, size, batch, steps)
+    units, tile, launches = plan(heads, size, batch, steps, H100_SMS)
+    kernel = "forward_persistent_cuda" if launches == "persistent" else "forward_sequence_cuda"
+    return {
+        "name": f"{workload}: {kernel} ({launches}, {units} units x {tile} rows per block)",
+        "kernel": f"{__name__}.{kernel}",
+        "unit": "row-step",
+        "ops_per_unit": 2 * 4 * hidden * size,
+        "compute_limit": "fp32_simt",
+        "reference_limit": "hbm",
+        "bytes_per_unit": {"hbm": moved, "l2": moved},
+        "basis": (f"per batch row and step: the wx table row (4H fp32; L2: the table is V x 4H), h_t written, "
+                  f"h_(t-1) read once per slice, R once per tile and launch: {moved / minimum:.2f}x the on-chip "
+                  f"minimum of {minimum:.0f} B (wx row and h_t)."),
+    }
