@@ -163,7 +163,7 @@ class FloatEggroll:
         scale = ops.to_device((signs * np.float32(cfg.sigma)).astype(np.float32))
         views = self.model.views(self.params)
         matrices, vectors = {}, {}
-        for name, (shape, kind) in self.kinds.items():
+        for name, (_shape, kind) in self.kinds.items():
             if kind == "matrix":
                 a, b = self.pair_noise(name, member_pairs)
                 matrices[name] = (a, b, coef)

@@ -127,7 +127,8 @@ class MinGruModel(FlatParams):
             return ops.rmsnorm(x, p[name])
         y, rstd = ops.rmsnorm(x, perturbation.ones(x.shape[1]))
         shape3 = (batch, x.shape[0] // batch, x.shape[1])
-        return ops.member_affine(y.reshape(shape3), values, perturbation.zeros(batch, x.shape[1])).reshape(x.shape), rstd
+        out = ops.member_affine(y.reshape(shape3), values, perturbation.zeros(batch, x.shape[1]))
+        return out.reshape(x.shape), rstd
 
     def _bias(self, ops, p, name, x, batch, perturbation):
         values = perturbation.vector(name) if perturbation is not None else None

@@ -44,7 +44,8 @@ def acquire_lock(run_dir):
             raise BadInput(f"run {str(run_dir)!r} is in use by process {pid} on {host} (lock file {str(path)!r}); "
                            "wait for it to end, or remove the lock file if that process is gone") from None
         if pid is not None and _alive(pid):
-            raise BadInput(f"run {str(run_dir)!r} is in use by process {pid} on this host; wait for it to end")
+            raise BadInput(f"run {str(run_dir)!r} is in use by process {pid} on this host; "
+                           "wait for it to end") from None
         print(f"taking over the lock of {str(run_dir)!r} from process {pid}, which is no longer running",
               flush=True)
         write_atomic(path, json.dumps(me).encode())

@@ -188,7 +188,8 @@ def wheel_requires(wheel):
     with zipfile.ZipFile(wheel) as z:
         meta = next(n for n in z.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n))
         text = z.read(meta).decode("utf-8", "replace")
-    requires = [Requirement(r) for r in email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist", [])]
+    headers = email.parser.Parser().parsestr(text, headersonly=True)
+    requires = [Requirement(r) for r in headers.get_all("Requires-Dist", [])]
     return [r for r in requires if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 

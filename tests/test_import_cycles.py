@@ -4,6 +4,8 @@
 import ast
 import os
 
+import pytest
+
 from tests.test_layout import PACKAGES, ROOT, python_files
 
 # what each kernel family may import from the others: core is the shared machinery, and families build
@@ -91,3 +93,11 @@ def test_kernel_families_import_one_way():
             if t[1] == "kernels" and len(t) > 2 and t[2] != parts[2] and t[2] not in FAMILY_IMPORTS[parts[2]]:
                 offenders.append(f"{name} imports {target}")
     assert not offenders, offenders
+
+
+def test_every_sub_package_is_installed():
+    """pyproject.toml lists packages by hand (the folders install under eggnog.): a new family must be in it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["tool"]["setuptools"]["packages"])
+    found = {module_name(p) for p in python_files(*PACKAGES) if p.endswith("__init__.py")}
+    assert found <= listed, sorted(found - listed)

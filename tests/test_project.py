@@ -28,6 +28,7 @@ def test_ci_runs_the_readme_test_command_then_python_312_and_the_offline_install
              if line.strip() and not line.startswith("#")]
     first = lines.index(readme_commands()[1])
     rest = lines[first + 1:]
+    assert rest[0] == 'ruff check . && echo "ruff check passed"'
     assert any(line.endswith("-m venv .venv312") for line in rest)
     assert any(line.endswith("python -m eggnog.kernels.checks.ptx_compile > /dev/null && echo \"PTX compile check passed\"")
                for line in rest)

@@ -62,7 +62,8 @@ class SfAdamW(_Vectors):
         self._setup(params)
         self.y = params
         self.lr, self.beta1, self.beta2, self.eps = lr, betas[0], betas[1], eps
-        self.weight_decay, self.warmup_steps, self.r, self.weight_lr_power = weight_decay, warmup_steps, r, weight_lr_power
+        self.weight_decay, self.warmup_steps = weight_decay, warmup_steps
+        self.r, self.weight_lr_power = r, weight_lr_power
         self.z = self._copy(params)
         self.v = self.ops.zeros(params.shape, np.float32)
         self.k, self.lr_max, self.weight_sum = 0, -1.0, 0.0

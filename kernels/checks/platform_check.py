@@ -57,7 +57,9 @@ def ptx_isa_of(ptx):
 
 def ptx_verdict(emitted, accepted, linker):
     """(ok, sentence) for PTX of ISA `emitted` on a driver accepting up to `accepted` via `linker`."""
-    text = lambda v: "%d.%d" % v  # noqa: E731
+    def text(version):
+        return "{}.{}".format(*version)
+
     if accepted is None:
         return True, f"NVVM emits ISA {text(emitted)}; this driver's limit is not known here"
     if emitted <= accepted:
@@ -65,8 +67,9 @@ def ptx_verdict(emitted, accepted, linker):
     if linker == "nvJitLink":
         return True, (f"NVVM emits ISA {text(emitted)}, newer than the {text(accepted)} the driver's JIT accepts; "
                       f"nvJitLink compiles it to machine code, so the driver never sees PTX")
-    return False, (f"NVVM emits ISA {text(emitted)} but the driver's JIT accepts only up to {text(accepted)} and the "
-                   f"driver links: install nvJitLink (numba-cuda[cu13] or [cu12]) or a toolkit no newer than the driver")
+    return False, (f"NVVM emits ISA {text(emitted)} but the driver's JIT accepts only up to {text(accepted)} "
+                   "and the driver links: install nvJitLink (numba-cuda[cu13] or [cu12]) or a toolkit no newer "
+                   "than the driver")
 
 
 def _version(name):
@@ -123,8 +126,9 @@ def _gpu(backend):
         return "ok", "numba's CUDA simulator"
     device = cuda.get_current_device()
     total = cuda.current_context().get_memory_info()[1]
-    return "ok", ("%s, compute capability %d.%d, %d SMs, %.1f GiB"
-                  % (backend.device_name, *device.compute_capability, device.MULTIPROCESSOR_COUNT, total / 2**30))
+    major, minor = device.compute_capability
+    return "ok", (f"{backend.device_name}, compute capability {major}.{minor}, {device.MULTIPROCESSOR_COUNT} SMs, "
+                  f"{total / 2**30:.1f} GiB")
 
 
 def _versions(backend):
@@ -133,7 +137,8 @@ def _versions(backend):
         from numba.cuda.cudadrv import runtime
         from numba.cuda.cudadrv.driver import driver
 
-        parts = ["driver CUDA %d.%d" % driver.get_version(), "toolkit (NVRTC) %d.%d" % runtime.get_version()] + parts
+        parts = ["driver CUDA {}.{}".format(*driver.get_version()),
+                 "toolkit (NVRTC) {}.{}".format(*runtime.get_version())] + parts
     return "ok", ", ".join(parts)
 
 
@@ -149,7 +154,7 @@ def _linker(backend):
     if name == "nvJitLink":
         from cuda.bindings import nvjitlink
 
-        return "ok", "nvJitLink %d.%d" % nvjitlink.version()
+        return "ok", "nvJitLink {}.{}".format(*nvjitlink.version())
     return "ok", "the driver's (no nvJitLink found): PTX must be no newer than the driver accepts"
 
 

@@ -15,12 +15,11 @@ import numba
 import numpy as np
 
 from eggnog.kernels.core.numpy_compat import restore_removed_aliases
+from eggnog.runtime.errors import BadInput
 
 restore_removed_aliases()  # before numba-cuda loads its typing: numpy 2.5 removed names it overloads
 
 from numba import config, cuda  # noqa: E402
-
-from eggnog.runtime.errors import BadInput
 
 # NUMBA_ENABLE_CUDASIM=1 (read by numba at import) runs kernels on the simulator.
 SIMULATED = bool(config.ENABLE_CUDASIM)

@@ -43,7 +43,7 @@ def _case(rng, n_layer, dim, members, steps, first, sigma_shift, perturbed, gain
     layout = egg_layout(n_layer, dim)
     n_params = layout[-1][3] + int(np.prod(layout[-1][1]))
     params = np.asarray(gaussian_int8((int(rng.integers(1 << 32)), 7), 0, n_params), dtype=np.int8)
-    for name, shape, kind, offset in layout:
+    for name, shape, _kind, offset in layout:
         if name.rsplit(".", 1)[-1].startswith("ln"):
             params[offset:offset + shape[0]] = 16 + rng.integers(-3, 4, shape[0])
     windows = rng.integers(1, 256, (members, steps + 1)).astype(np.uint8)

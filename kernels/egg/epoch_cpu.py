@@ -427,7 +427,7 @@ def tensor_table(layout):
     d_in (a vector's n), offset of its noise in a pair's noise row, noise width (d_in + d_out or 2n),
     slot among the vectors (-1), offset of its panels (-1 unless a matrix), d_out; and the packed size."""
     rows, noise_at, slot, panel_at = [], 0, 0, 0
-    for name, shape, kind, offset in layout:
+    for _name, shape, kind, offset in layout:
         d_in, d_out = shape[-1], shape[0]
         width = 2 * d_in if kind == "vector" else d_in + d_out
         panels = -1

@@ -6,7 +6,8 @@ so the shared product x W^T is one ordinary matmul for the whole population and 
 perturbed matrix is ever formed. `lowrank_sum(weight, A, B)` = sum_p weight[p] A[p] B[p]^T is the
 update of a matrix from its pairs' factors (float EGGROLL's gradient estimate). `lowrank_project`
 gives xb = x[m] B[m] (M, T, r); for an embedding the one-hot input makes that a row gather,
-`lowrank_project_rows`: xb[m, t] = B[m, tokens[m, t]] (tokens uint8, so B has at least 256 rows). `lowrank_expand` returns y + coef[m] xb[m] A[m]^T.
+`lowrank_project_rows`: xb[m, t] = B[m, tokens[m, t]] (tokens uint8, so B has at least 256 rows).
+`lowrank_expand` returns y + coef[m] xb[m] A[m]^T.
 References compute in float64; CPU twins use batched BLAS for the projection and a parallel loop for
 the rank-r expansion (BLAS calls that small do not pay); CUDA runs one thread per output element.
 Twins agree to 1e-5 relative + 1e-5 absolute (the gather is bit-identical); shapes that do not fit raise

@@ -10,8 +10,8 @@
 
 Per step of the DNC this replaces five column copies and three activation launches forward, and three
 activation-gradient launches and five copies backward. One GPU thread per element of iface; the
-activations are the multi-head LSTM's (rnn/lstm.py: sigmoid by the approximate reciprocal on the GPU, cpu_vector_math's on the
-CPU), so twins agree with the float64 reference to 1e-6 relative + 1e-6 absolute.
+activations are the multi-head LSTM's (rnn/lstm.py: sigmoid by the approximate reciprocal on the GPU,
+cpu_vector_math's on the CPU), so twins agree with the float64 reference to 1e-6 relative + 1e-6 absolute.
 """
 
 import numba

@@ -230,7 +230,7 @@ def _context_window(context):
 
 
 def _logit_cases(rng):
-    for params, windows, prefixes, _, spec, _ in _cases(rng):
+    for params, windows, _, _, spec, _ in _cases(rng):
         yield params, windows[0, :-1], spec
 
 
