@@ -1,5 +1,6 @@
-"""The simplified DNC of the CD-RGE paper (reference notes section 2.2; the authors' `models/models.py`
-class DNC), fp32 over one flat parameter buffer, with exact BPTT through the memory.
+"""The simplified DNC of the zero-order RNN paper (Chaubard & Kochenderfer, "Scaling Recurrent Neural
+Networks to a Billion Parameters with Zero-Order Optimization", 2025; class DNC of the authors' code,
+sisl/zero_order_rnn), fp32 over one flat parameter buffer, with exact BPTT through the memory.
 
 Per time step t, batch B (reads r_{-1} = 0, memory mem_{-1} = 0 (B, M, W), h_{-1} = c_{-1} = 0):
 
@@ -21,9 +22,9 @@ stay identical for ever. Read and write keys (fc_read_keys, fc_write_keys and th
 have exactly zero gradient, and reads equal the common row. `memory0` (B, M, W), an optional
 constant initial memory (the authors' `memory` argument), breaks the symmetry; the tests use it to
 check the key gradients. memory_norm.bias always has zero gradient: it adds the same key . bias
-to every row's score, which the softmax ignores. Choices where
-the notes are silent, taken from the authors' code (torch defaults):
-  * every LayerNorm has affine weight and bias (that is what the parameter formula counts: 2C, 2H,
+to every row's score, which the softmax ignores. Choices the paper leaves open, taken from the
+authors' code (torch defaults):
+  * every LayerNorm has affine weight and bias (that is what `formula_params` counts: 2C, 2H,
     6W for the read-key, write-key and memory norms, 2(H + RW)), eps 1e-5, biased variance;
     weights start at one, biases at zero;
   * the LSTM has both torch biases (8H), zero at init; all LSTM and fc_* weights are xavier-uniform
@@ -100,7 +101,8 @@ def tensor_specs(cfg):
 
 
 def formula_params(cfg):
-    """The notes' parameter formula (section 2.2), for cross-checking `n_params`."""
+    """The parameter count as one closed formula, term by term, for cross-checking `n_params` (which
+    counts the tensor specs)."""
     v, e, h, w, r = cfg.vocab_size, cfg.input_size, cfg.hidden_size, cfg.head_size, cfg.num_reads
     rw, c = r * w, e + r * w
     return (v * e + 2 * c + (4 * h * c + 4 * h * h + 8 * h) + 2 * h + (h * rw + rw) + 3 * (h * w + w) + (h + 1)
@@ -305,7 +307,8 @@ class DncModel(FlatParams):
             raise BadInput(f"the DNC needs {self.n_params} parameters, got an array of shape {flat.shape}")
         p = self.views(flat if on_device else ops.to_device(np.ascontiguousarray(flat, ops.dtype)))
         if memory0 is not None and np.shape(memory0) != (inputs.shape[0], self.cfg.memory_size, self.cfg.head_size):
-            raise BadInput(f"memory0 must have shape (B, M, W) = {(inputs.shape[0], self.cfg.memory_size, self.cfg.head_size)}")
+            expected = (inputs.shape[0], self.cfg.memory_size, self.cfg.head_size)
+            raise BadInput(f"memory0 must have shape (B, M, W) = {expected}")
         logits, cache = self.forward(ops, p, inputs, keep, memory0)
         tgt = ops.to_device(np.ascontiguousarray(targets.T, np.uint8).reshape(-1))
         rows, dlogits = ops.cross_entropy(logits, tgt)

@@ -1,5 +1,8 @@
-"""The FlashRNN-style multi-head LSTM language model of the ZORN paper (cdrge.md section 2.1), fp32,
-over one flat parameter vector:
+"""The multi-head LSTM language model of the zero-order RNN paper (Chaubard & Kochenderfer, "Scaling
+Recurrent Neural Networks to a Billion Parameters with Zero-Order Optimization", 2025; the authors'
+code is sisl/zero_order_rnn), in the form of NX-AI's FlashRNN (a block-diagonal recurrence per head),
+fp32, over one flat parameter vector (tests/data/lstm_zorn_code9.npz holds the authors' module's
+outputs that it is tested against):
 
     x = embed[inputs]                                   (V -> E)
     Wx = x @ W_in = (embed @ W_in)[inputs]              a (V, 4H) table, columns [4, N, D], read by

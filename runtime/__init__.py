@@ -1,2 +1,17 @@
-"""What every process needs: the MPI world, run directories and the metrics log, checkpoints, step
-timing (`step_clock`), progress bars, and user errors (`errors`) turned into one sentence."""
+"""What every process needs:
+
+    world           the MPI world (rank, size, node-local rank); a world of one without a launcher
+    rundir          a run directory: config.json, metrics.jsonl, checkpoints/, the lock
+    run_lock        one process tree per run directory (a stale lock of a dead process is taken over)
+    checkpoint      checkpoints as NPZ with the SHA-256 of every array, `latest` and `best` links
+    files           atomic file writes
+    step_clock      where a step's seconds go: evaluation, exchange, update
+    progress        the progress bar on rank 0
+    stop_signals    SIGINT and SIGTERM stop a training loop after its step, with a checkpoint
+    divergence      a finite loss grown far past where it started stops the run
+    threads         the kernels' CPU threads per process, shared out over the ranks of a node
+    errors          BadInput, the one exception type for user mistakes
+    cli             user mistakes and refused writes as one sentence on stderr, exit status 2
+    optional        packages eggnog can run without: imported, or what is lost said once
+    wheels          wheels for a GPU node with no package index (bin/offline_wheels.py)
+"""

@@ -1,10 +1,10 @@
-"""The DNC (models/dnc.py): parameter counts follow the notes' formula (Figure-1 configs from shapes
+"""The DNC (models/dnc.py): parameter counts follow `formula_params` (Figure-1 configs from shapes
 alone); the loss and its BPTT gradient agree across the float64 reference, the CPU twins and CUDA on
 the simulator (fp32 vs float64: 1e-5 relative for the loss, 1e-4 of the largest entry for gradients),
 and equal central finite differences of the float64 loss for entries of every tensor. The reference
-backward of each kernel the DNC uses (kernels/layers/norms.py, softmax_rows.py, rnn/lstm_cell.py, dnc_memory.py,
-activations.py) matches finite differences; the window helpers (models/dnc_windows.py) compose
-copy_window the same way on every backend. The kernels' agreement across backends is
+backward of each kernel the DNC uses (kernels/layers/norms.py, softmax_rows.py, activations.py;
+kernels/rnn/lstm_cell.py, dnc_memory.py) matches finite differences; the window helpers
+(models/dnc_windows.py) compose copy_window the same way on every backend. The kernels' agreement across backends is
 tests/test_kernel_ops.py's. Simulated launches are kept tiny and few.
 """
 

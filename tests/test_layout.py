@@ -1,4 +1,4 @@
-"""The package layout of DESIGN: arrows point one way (kernels <- models <- training <- evolution, zorn),
+"""The package layout of the README: arrows point one way (kernels <- models <- training <- evolution, zorn),
 evolution and zorn never import each other, and nothing imports the old top-level names."""
 
 import ast
@@ -61,8 +61,9 @@ def test_nothing_imports_the_bare_folder_names():
 
 def test_one_kernel_registry():
     """Only kernels/core/registry.py builds a per-backend namespace of ops."""
+    registry = os.path.join("kernels", "core", "registry.py")
     offenders = [os.path.relpath(path, ROOT) for path in python_files("kernels")
-                 if "def ops_for" in open(path).read() and not path.endswith(os.path.join("kernels", "core", "registry.py"))]
+                 if "def ops_for" in open(path).read() and not path.endswith(registry)]
     assert not offenders, offenders
 
 

@@ -1,5 +1,5 @@
 """Perturbation kernels of CD-RGE beyond reference = twin = simulator (tests/test_kernel_ops.py): z is
-rng's stream; z statistics; rademacher perturbations are bit-identical on every backend; the fp16 copy
+the stream of noise.streams; z statistics; rademacher perturbations are bit-identical on every backend; the fp16 copy
 and the CPU's float16 scratch; the grid-stride loop; apply_probes_ is the fp32 probe-order sum; what
 restores θ exactly and what only to 1-2 ulps; bad input is refused.
 

@@ -5,7 +5,7 @@ byte and layer inside, so no thread is forked or joined per byte.
   (`pack_panels`): the layout in which one 256-bit load feeds `vpmaddwd` for 8 outputs x 2 k.
 - Once per tile (in tile-local buffers): the noise rows of every tensor for the tile's pairs (B =
   noise[0:d_in], A = noise[d_in:d_in + d_out] of a matrix or the embedding; a1 = noise[0:n], a2 =
-  noise[n:2n] of a vector) are hashed and scaled by their gains (noise_gain; the a2 half at 64), and
+  noise[n:2n] of a vector) are hashed and scaled by their gains (noise.gains; the a2 half at 64), and
   each member's perturbed vectors are made from them: they are constant over the epoch, so nothing
   is hashed per byte.
 - Per byte and layer, each population matmul runs as blocks of ROWS members x COLS outputs
@@ -224,7 +224,7 @@ def pack_panels(params, tensors, packed):
 @numba.njit(cache=True)
 def _noise_rows(noise, at, prefix, pair0, pairs, width, gain_row, scaled):
     """Elements [0, width) of every local pair's stream of one tensor into noise[:, at:at + width],
-    scaled by gain_row[at:at + width] (noise_gain) where `scaled`."""
+    scaled by gain_row[at:at + width] (noise.gains) where `scaled`."""
     for q in range(pairs):
         ka = cpu_member_key_a(prefix, pair0 + q)
         kb = cpu_member_key_b(ka)
@@ -467,7 +467,7 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
               gains=None):
     """egg_epoch on the CPU for a model of `layout` (egg_layout); layer_ids: per layer the tensor ids
     of ln1, wf, uf, wh, uh, bf, bh, ln2, up, down; head_ids: embedding, ln_out, head; gains: None or
-    the model's noise gains (noise_gain)."""
+    the model's noise gains (noise.gains)."""
     if not (states.dtype == np.int8 and states.flags.c_contiguous):
         raise ValueError("egg_epoch updates states in place: they must be a C-contiguous int8 array")
     params = np.ascontiguousarray(params)

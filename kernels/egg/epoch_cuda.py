@@ -5,7 +5,7 @@ population matmuls on int8 tensor cores (mma m16n8k32, see `mma`).
 Per block (MEMBERS = 128 members, THREADS = 256 threads, 8 warps):
 - prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A =
   noise[d_in:d_in + d_out]) and its members' perturbed vectors are hashed once per epoch (and scaled
-  by their gains, noise_gain) into global scratch (they are constant over the epoch, so no hash runs
+  by their gains, noise.gains) into global scratch (they are constant over the epoch, so no hash runs
   per byte);
 - per byte and layer, in shared memory: the residual X, the normed input H and a region U: the MLP
   hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh). A matmul's
@@ -426,7 +426,7 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
     return out
 
 
-# ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
+# ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
 
 ROOFLINE_WORKLOADS = ("EGG 6x256, population 32768", "EGG 6x256, population 32768, unperturbed")
 

@@ -3,12 +3,12 @@
     normal_rows(prefix, members, start, count)   (len(members), count) float32
 
 Row i holds elements [start, start + count) of member `members[i]`'s stream under a tensor's prefix key
-(scalar_math.prefix_key), i.e. exactly what `rng.generate("normal_float32", stream_key(...))` gives per
+(scalar_math.prefix_key), i.e. exactly what `streams.generate("normal_float32", stream_key(...))` gives per
 member. Float EGGROLL draws the low-rank factors of a whole population this way; one call per member
 would cost a launch (or a thread-pool start) each.
 
 The reference (float64 math, rounded once), the CPU twin and CUDA agree within the tolerance of
-rng.normal_float32, 4 eps max(|z|, 1); the CPU twin equals `rng.generate(..., backend="cpu")` bit for
+streams' normal_float32, 4 eps max(|z|, 1); the CPU twin equals `streams.generate(..., backend="cpu")` bit for
 bit. The CUDA launcher takes `members` as a host array (checked, then copied) or as an int64 device
 array (taken as it is).
 """

@@ -4,9 +4,9 @@ A probe is a noise stream key (ka, kb) from `scalar_math.stream_key`; its direct
 per parameter, z[j] drawn from stream element start + j (`start` is the offset of this slice of θ in
 the whole vector, so shards of θ draw the slices of one stream):
 
-    rademacher   z = ±1                        rng.cpu_rademacher(bits): rng's rademacher_int8
-    normal       z = N(0, 1) in float32        rng.cpu_normal_f32(round1(ka, start + j), kb): exactly
-                                               rng.generate("normal_float32", key) element start + j
+    rademacher   z = ±1                        streams.cpu_rademacher(bits): streams' rademacher_int8
+    normal       z = N(0, 1) in float32        streams.cpu_normal_f32(round1(ka, start + j), kb): exactly
+                                               streams.generate("normal_float32", key) element start + j
     uniform      z ~ U[-1, 1)                  ((bits >> 8) * 2^-24) * 2 - 1: every step exact in fp32
 
 Operations (reference_* in float64 NumPy rounded once to float32; cpu_* numba twins; cuda_* kernels
@@ -29,8 +29,8 @@ apply_probes_ are host arrays (checked, then copied) or, on CUDA, int64 (n, 2) a
 arrays (taken as they are).
 
 Agreement: z is bit-identical across the CPU twin and CUDA for rademacher and uniform (integer math and
-exact fp32 steps); normal z agrees to rng's tolerance (4 eps max(|z|, 1)) and the CPU twin equals
-rng.generate(..., backend="cpu") bit for bit. A rademacher perturbation θ ± α rounds once everywhere,
+exact fp32 steps); normal z agrees to streams' tolerance (4 eps max(|z|, 1)) and the CPU twin equals
+streams.generate(..., backend="cpu") bit for bit. A rademacher perturbation θ ± α rounds once everywhere,
 so reference, twin and GPU agree bit for bit; for normal and uniform the product α z is one more
 rounding on the CPU and the simulator (the GPU contracts θ + α z into one FMA: checked in the PTX), a
 few ulps of max(|θ|, |α z|). The registered tolerance, 6 eps (1 + |reference|) on cases with |θ| and
@@ -198,7 +198,7 @@ def _apply_probes_cases(rng):
 
 # ---- NumPy reference ----------------------------------------------------------------------------------
 
-@op(cases=_noise_cases, tolerance=(4 * EPS, 4 * EPS))  # rng's normal_float32 tolerance; others exact
+@op(cases=_noise_cases, tolerance=(4 * EPS, 4 * EPS))  # streams' normal_float32 tolerance; others exact
 def reference_noise(key, count, distribution, start=0):
     code = distribution_code(distribution)
     key = _key(key)

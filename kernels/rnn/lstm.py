@@ -40,7 +40,7 @@ R fits a block, else loops over steps launching the step kernels, one thread per
     lstm_input_projection(x, w_in)                               -> x @ w_in
     lstm_input_projection_backward(dwx, x, w_in)                 -> dwx @ w_in^T, x^T @ dwx
 
-The input projection runs on float_matmul's tiled kernel with the operands it needs transposed.
+The input projection runs on the tiled kernel of layers/matmul.py with the operands it needs transposed.
 """
 
 import numba

@@ -417,7 +417,7 @@ def run_backward(dh_out, r, cs, gates, draw, dh_state, dc_state):
     backward_sequence_cuda[config](r, flat(cs), flat(gates), flat(dh_out), flat(draw), dh_state, dc_state, tile)
 
 
-# ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
+# ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
 
 TABLE1 = {"100k": (240, 12), "1M": (1600, 32), "10M": (9600, 64)}  # hidden, heads (bench/table1_grid.py)
 ROOFLINE_WORKLOADS = tuple(f"LSTM {name} forward, batch 1024, 11 steps" for name in TABLE1)

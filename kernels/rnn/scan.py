@@ -650,7 +650,7 @@ def cuda_scan_backward(grad_h, k, u, h, h0=None):
     return dk, du, dh0
 
 
-# ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
+# ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
 
 _PASSES = {  # workload: (kernel, bytes per element, 32-bit words loaded per element); 1536 channels: quads
     "scan 8x4096x1536 forward: fold pass": ("forward_chunks_quad_cuda", 8, 2),
