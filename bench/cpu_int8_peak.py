@@ -6,11 +6,9 @@
   memory access), which includes turbo clocks and any sharing of vector units between threads
   (virtual CPUs that are siblings of one physical core).
 
-    python bench/cpu_int8_peak.py
+    python -m bench.cpu_int8_peak
 """
 
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -21,9 +19,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from eggnog.kernels.egg.epoch_cpu import vpmaddwd_ir  # noqa: E402
+from eggnog.kernels.egg.epoch_cpu import vpmaddwd_ir
 
 VPMADDWD_PER_CYCLE = 2
 MACS_PER_VPMADDWD = 16  # 256-bit register of int16 lanes

@@ -2,8 +2,8 @@
 evaluation) with perturbations (noise regenerated inside the kernel) against the same call without
 perturbation (plain batched inference of the same model), per population.
 
-    python bench/eggroll_throughput.py --depth 6 --dim 256 --populations 1024,8192,32768
-    python bench/eggroll_throughput.py --model transformer --depth 1 --dim 32 --head-dim 16
+    python -m bench.eggroll_throughput --depth 6 --dim 256 --populations 1024,8192,32768
+    python -m bench.eggroll_throughput --model transformer --depth 1 --dim 32 --head-dim 16
 
 Only `evaluate` is timed: the byte windows (on the host, uploaded by `evaluate` as in training) and
 the hidden states (on the device) are made before the timed region, and the device is synchronised
@@ -19,17 +19,13 @@ On the CPU the rows also give the int8 MAC rate of the twin: matmul MACs per mem
 int8 dot-product peak (bench/cpu_int8_peak.py: stated from the clock, and measured).
 """
 
-import os
-import sys
 from dataclasses import replace
 
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
+from bench.report import median_seconds, print_table, write_result
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 

@@ -2,7 +2,7 @@
 step and population tokens/s (median over the steps after --warmup, which compile the kernels), and
 whether the two runs end with the same parameters (they must, with shaping off).
 
-    python bench/es_modes.py --ranks 4 --steps 30 --population 512 --population-chunk 64
+    python -m bench.es_modes --ranks 4 --steps 30 --population 512 --population-chunk 64
 
 Each mode is one `mpiexec -n N python bin/train_es.py` run on the default corpus; the coordinator's N
 ranks are 1 coordinator and N - 1 workers, the synchronous run's N ranks all evaluate.
@@ -19,13 +19,11 @@ from pathlib import Path
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import REPO, print_table, write_result  # noqa: E402
-from eggnog.kernels.core.backend import select_backend  # noqa: E402
-from eggnog.runtime.checkpoint import load_checkpoint  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import REPO, print_table, write_result
+from eggnog.kernels.core.backend import select_backend
+from eggnog.runtime.checkpoint import load_checkpoint
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 
 def run_mode(mode, ranks, steps, population, chunk, backend, run_dir, timeout):

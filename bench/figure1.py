@@ -4,8 +4,8 @@ the same probe count; loss against step and against wall time, and the peak memo
 with the authors' README log drawn beside ours as reference points (labelled as theirs). Writes JSON
 and a PNG to bench/results/.
 
-    python bench/figure1.py                          # CPU size: a few minutes on 2 cores
-    python bench/figure1.py --preset paper --backend cuda   # s = 8, 512 probes, L = 100
+    python -m bench.figure1                          # CPU size: a few minutes on 2 cores
+    python -m bench.figure1 --preset paper --backend cuda   # s = 8, 512 probes, L = 100
 
 Each method starts from the same initial weights (--seed) and reads the same batch; the loss of a
 step is what the method reports (BPTT: the batch's loss; CD-RGE and FDRAS: the mean of their probes'
@@ -15,16 +15,12 @@ numba's device allocations on a GPU (training/memory.py).
 """
 
 import math
-import os
-import sys
 import time
 
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import RESULTS, print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import cli_help, user_errors  # noqa: E402
+from bench.report import print_table, write_result
+from eggnog.runtime.cli import cli_help, user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
@@ -62,7 +58,7 @@ def run_method(cfg, steps, backend):
     run = RgeRun(cfg, init_world(), backend)
     meter = MemoryMeter(backend, trace_host=True)
     losses, clock, started = [], [], time.perf_counter()
-    for step in range(steps):
+    for _ in range(steps):
         losses.append(float(run.train_step(batch)))
         run.step += 1
         backend.synchronize()

@@ -8,5 +8,6 @@
 set -euo pipefail
 here=${BASH_SOURCE[0]%/*}
 [ "$here" = "${BASH_SOURCE[0]}" ] && here=.
-# no cd: a relative --out is the caller's
-exec python3 "$here/gpu_run.py" "$@"
+# no cd: a relative --out is the caller's; the checkout on PYTHONPATH finds the bench package
+root=$(cd "$here/.." && pwd)
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m bench.gpu_run "$@"

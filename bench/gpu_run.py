@@ -1,9 +1,9 @@
 """The runner behind `bash bench/gpu.sh`: a plan of steps (bench/gpu_steps.py) run one after another on
 the GPU (no simulator) within one time budget, sized for GPU slots of a few minutes a command.
 
-    python3 bench/gpu_run.py --quick [--out DIR]   # selfcheck, the riskiest GPU tests, EGGROLL: 240 s
-    python3 bench/gpu_run.py [--out DIR]           # the other GPU tests and the benchmarks: 480 s
-    python3 bench/gpu_run.py [--quick] [--budget SECONDS] [--only STEP,...] [--dry-run]
+    python3 -m bench.gpu_run --quick [--out DIR]   # selfcheck, the riskiest GPU tests, EGGROLL: 240 s
+    python3 -m bench.gpu_run [--out DIR]           # the other GPU tests and the benchmarks: 480 s
+    python3 -m bench.gpu_run [--quick] [--budget SECONDS] [--only STEP,...] [--dry-run]
 
 Each step has an estimated cost. A step runs only when its estimate fits in what is left of the
 budget, and is stopped when the budget runs out whatever its estimate said; a step that does not
@@ -31,7 +31,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -41,12 +40,10 @@ from pathlib import Path
 
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.gpu_steps import PLANS, PROBE_S, PY  # noqa: E402
-from bench.report import REPO, RESULTS, commit, cpu_name, print_table  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.gpu_steps import PLANS, PROBE_S, PY
+from bench.report import REPO, RESULTS, commit, cpu_name, print_table
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 

@@ -9,7 +9,7 @@ Every estimate is seconds on one H100 for a first run on a fresh node, start-up 
 compiles each kernel signature when it is first launched (roughly 1-5 s each; the static report
 lists 89) and caches nothing yet, so compilation dominates most steps. They are judgements, not
 measurements, argued step by step below; a wrong one costs at most the steps after it, since no step
-runs past the budget. The static report (bench/sass_report.py) is not here: it needs no GPU.
+runs past the budget. The static report (bench/static_report) is not here: it needs no GPU.
 """
 
 import sys
@@ -35,8 +35,11 @@ class Step:
 
     @property
     def script(self):
-        """The repository file the step runs, if it runs one (a missing one skips the step)."""
+        """The repository file the step runs, if it runs one (a missing one skips the step): a script,
+        or the file of a bench module run with -m."""
         first = str(self.argv[1]) if len(self.argv) > 1 else ""
+        if first == "-m" and len(self.argv) > 2 and str(self.argv[2]).startswith("bench."):
+            return str(self.argv[2]).replace(".", "/") + ".py"
         return first if first.endswith(".py") else None
 
     def command(self):
@@ -70,7 +73,7 @@ QUICK = (
     # the fused kernel's compile (~10 s; again if perturbed and plain are two signatures) and start-up;
     # 9 evaluations of 32768 x 100 bytes take seconds even at a tenth of the static 9e7 member-tokens/s
     Step("eggroll", "EGGROLL, EGG 6x256, population 32768, 100 bytes, perturbed and plain",
-         (PY, "bench/eggroll_throughput.py", "--depth", "6", "--dim", "256", "--populations", "32768",
+         (PY, "-m", "bench.eggroll_throughput", "--depth", "6", "--dim", "256", "--populations", "32768",
           "--tokens", "100", "--backend", "cuda"), 45),
 )
 
@@ -83,25 +86,26 @@ FULL = (
          PYTEST + ("tests/gpu",) + tuple(f"--deselect={t}" for t in QUICK_TESTS), 160, ON_THE_GPU,
          outcome=PYTEST_OUTCOME),
     # 11 scan signatures, a copy-bandwidth probe and timed runs over 200 MB arrays (milliseconds each)
-    Step("scan", "MinGRU scan 8x4096x1536", (PY, "bench/scan_throughput.py", "--shapes", "8x4096x1536",
+    Step("scan", "MinGRU scan 8x4096x1536", (PY, "-m", "bench.scan_throughput", "--shapes", "8x4096x1536",
                                              "--backend", "cuda"), 30),
     # a few matmul signatures; 155 GFLOP a forward product, milliseconds at tensor-core rates; importing
     # torch or CuPy for the library rows, where installed, takes 10-20 s
     Step("matmul", "fp32 and TF32 matmul 32768x1536x1536, cuBLAS/cuBLASLt beside it",
-         (PY, "bench/matmul_throughput.py", "--shapes", "32768x1536x1536", "--backend", "cuda"), 40),
+         (PY, "-m", "bench.matmul_throughput", "--shapes", "32768x1536x1536", "--backend", "cuda"), 40),
     # ~20 signatures of the MinGRU LM forward, backward and AdamW, then 3 timed steps of a 105M model
     Step("mingru-bptt", "MinGRU BPTT step, dim 1024 x depth 8 (105M parameters), batch 8 x 2048, device-resident",
-         (PY, "bench/mingru_side_by_side.py", "--configs", "1024x8:8x2048", "--steps", "3", "--backend", "cuda"), 60),
+         (PY, "-m", "bench.mingru_side_by_side", "--configs", "1024x8:8x2048", "--steps", "3", "--backend", "cuda"),
+         60),
     # one cell process: the LSTM and perturbation kernels' compiles and start-up; its steps take milliseconds
     Step("table1-probe-batch", "Table 1 100k CD-RGE-96 series with 32 evaluations a pass (probes as extra heads)",
-         (PY, "bench/table1_cell.py", "--size", "100k", "--method", "cdrge96", "--mode", "series", "--steps", "3",
+         (PY, "-m", "bench.table1_cell", "--size", "100k", "--method", "cdrge96", "--mode", "series", "--steps", "3",
           "--probe-batch", "32", "--backend", "cuda"), 30),
     # 18 cell processes (9 series cells, timed and measured apart) at ~4 s of start-up each once the first
     # has compiled and cached the kernels (~20 s), and the 10M cells: CD-RGE-512 is 2.7 s a step at its
     # static bound, 6 steps timed and 2 measured. Distributed cells would put all ranks on this one GPU:
     # they measure communication, not speed-up
     Step("table1", "Table 1, LSTM 100k-10M, in series (cells over 60 s skipped by the suite itself)",
-         (PY, "bench/table1.py", "--sizes", "100k,1M,10M", "--modes", "series", "--max-cell-seconds", "60",
+         (PY, "-m", "bench.table1", "--sizes", "100k,1M,10M", "--modes", "series", "--max-cell-seconds", "60",
           "--backend", "cuda"), 140),
 )
 

@@ -1,4 +1,4 @@
-"""The float paths' GPU targets, estimated from the static report (bench/sass_report.py) for a machine
+"""The float paths' GPU targets, estimated from the static report (bench/static_report) for a machine
 that has not measured them:
 
 - the TF32 matmul 32768x1536x1536: its roofline rate against the H100's TF32 tensor peak (the measured
@@ -10,24 +10,21 @@ that has not measured them:
 Both are bounds, not predictions: the roofline rate is an upper bound, and a step's estimate counts only
 its LSTM forwards (no input tables, output projection, loss or update, and no launch latency, which
 rules the small sizes: a 100k forward is microseconds of work), so the speed-up over the A40 is an upper
-bound as well; at 10M, where the recurrence dominates, it is the telling figure. `bash bench/gpu.sh` measures the real figures (bench/table1.py also records a
-CD-RGE step's peak memory beside a plain forward's).
+bound as well; at 10M, where the recurrence dominates, it is the telling figure. `bash bench/gpu.sh`
+measures the real figures (bench/table1.py also records a CD-RGE step's peak memory beside a plain
+forward's).
 
-    python bench/gpu_targets.py [--report bench/results/sass_report-sm90-DATE.json]
+    python -m bench.gpu_targets [--report bench/results/sass_report-sm90-DATE.json]
 """
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import print_table, write_result
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -39,7 +36,7 @@ METHODS = ("cdrge96", "cdrge512")
 def newest_report():
     found = sorted(Path(__file__).resolve().parent.joinpath("results").glob("sass_report-sm90-*.json"))
     if not found:
-        raise BadInput("no static report in bench/results: run python bench/sass_report.py first")
+        raise BadInput("no static report in bench/results: run python -m bench.static_report first")
     return found[-1]
 
 
@@ -50,7 +47,7 @@ def read_report(path):
         return (report.get("commit"), float(report["limits"]["h100_sxm_peaks"]["tf32_tensor"]),
                 {r["name"]: r for r in report["roofline"]})
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise BadInput(f"{path} is not a static report written by bench/sass_report.py ({e})") from None
+        raise BadInput(f"{path} is not a static report written by bench.static_report ({e})") from None
 
 
 def row_named(rows, prefix):

@@ -2,11 +2,12 @@
 time and GFLOP/s of the forward and backward products over (rows, in, out), and ours as a fraction
 of the baseline's GFLOP/s.
 
-    python bench/matmul_throughput.py [--shapes ROWSxINxOUT,...] [--backend cpu|cuda] [--repeat N]
+    python -m bench.matmul_throughput [--shapes ROWSxINxOUT,...] [--backend cpu|cuda] [--repeat N]
 
 Forward is y = x W^T (2·rows·in·out FLOP); backward is dx = dy W and dW = dy^T x together
-(4·rows·in·out FLOP); forward_tf32 is the forward on TF32 tensor cores (kernels/layers/matmul_tf32.py; on the
-CPU its twin: inputs rounded to TF32, then BLAS sgemm), against cuBLAS with TF32 on (PyTorch) on a GPU. Both sides allocate their outputs on every call, as the kernels do.
+(4·rows·in·out FLOP); forward_tf32 is the forward on TF32 tensor cores (kernels/layers/matmul_tf32.py;
+on the CPU its twin: inputs rounded to TF32, then BLAS sgemm), against cuBLAS with TF32 on (PyTorch) on
+a GPU. Both sides allocate their outputs on every call, as the kernels do.
 
 - CPU: ours is the CPU twin (`cpu_matmul`, `cpu_matmul_backward`), which itself calls NumPy's float32
   matmul, so the fraction shows only what the twin adds (contiguous copies); the baseline is NumPy's
@@ -27,22 +28,20 @@ CPU its twin: inputs rounded to TF32, then BLAS sgemm), against cuBLAS with TF32
 The default shapes suit a CPU. The GPU shapes that matter are the layer products of a MinGRU LM at
 rows = 8·4096 with in = out = 1536, and the gruboros chunk (rows 2048, dim 1024 → 2·3072 and back):
 
-    python bench/matmul_throughput.py --backend cuda --shapes 32768x1536x1536,2048x1024x6144,2048x3072x1024
+    python -m bench.matmul_throughput --backend cuda --shapes 32768x1536x1536,2048x1024x6144,2048x3072x1024
 """
 
 import importlib
 import os
-import sys
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import median_seconds, print_table, write_result
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -69,7 +68,7 @@ def fp32_peak(device):
         clock_khz = device.CLOCK_RATE
     except Exception:  # the attribute is deprecated in recent CUDA; a missing one means no peak
         clock_khz = None
-    info = {"compute_capability": "%d.%d" % capability, "sm_count": sms, "fp32_lanes_per_sm": lanes,
+    info = {"compute_capability": "{}.{}".format(*capability), "sm_count": sms, "fp32_lanes_per_sm": lanes,
             "clock_MHz": round(clock_khz / 1e3) if clock_khz else None}
     flops = sms * lanes * 2 * clock_khz * 1e3 if lanes and clock_khz else None
     return flops, info
@@ -142,8 +141,8 @@ def gpu_tf32_baseline(device_index):
         y = x @ w.T
         torch.backends.cuda.matmul.allow_tf32 = False
         return y
-    return Baseline(f"PyTorch {torch.__version__} matmul (cuBLAS, TF32 on)", lambda a: torch.as_tensor(a, device=device),
-                    lambda: torch.cuda.synchronize(device), forward)
+    return Baseline(f"PyTorch {torch.__version__} matmul (cuBLAS, TF32 on)",
+                    lambda a: torch.as_tensor(a, device=device), lambda: torch.cuda.synchronize(device), forward)
 
 
 # (library, precision, what runs): the library rows of the GPU table
@@ -205,7 +204,8 @@ def library_rows(parsed, device_index, repeat, importer=importlib.import_module)
                 try:
                     product, sync = PRODUCT_BUILDERS[library](module, precision, batch, d_in, d_out, device_index)
                     seconds = median_seconds(product, repeat=repeat, sync=sync)
-                    row.update(ms=round(seconds * 1e3, 3), TFLOP_per_s=round(2 * batch * d_in * d_out / seconds / 1e12, 2))
+                    row.update(ms=round(seconds * 1e3, 3),
+                               TFLOP_per_s=round(2 * batch * d_in * d_out / seconds / 1e12, 2))
                 except (RuntimeError, ValueError) as e:  # e.g. a shape _int_mm does not take
                     row["note"] = "refused: " + (str(e).strip().splitlines() or [type(e).__name__])[0]
             rows.append(row)

@@ -2,8 +2,8 @@
 seconds per optimiser step of the same model (minLM's: vocabulary 256, expansion 1.5, feed-forward
 multiplier 4) on the same (batch, seq + 1) byte window.
 
-    python bench/mingru_side_by_side.py --torch-python ENV/bin/python --configs 64x2:8x512,256x4:8x512
-    python bench/mingru_side_by_side.py --backend cuda --configs 1024x8:8x2048     # 105M parameters, GPU
+    python -m bench.mingru_side_by_side --torch-python ENV/bin/python --configs 64x2:8x512,256x4:8x512
+    python -m bench.mingru_side_by_side --backend cuda --configs 1024x8:8x2048     # 105M parameters, GPU
 
 Configs are dim x depth : batch x seq. eggnog: MinGruModel.loss_and_grad on the CPU backend (the fp32
 twins, BLAS capped as Backend does), the gradients flattened, an AdamW step (training/optimizers.py).
@@ -15,17 +15,14 @@ there (the peer, a CPU loop, is not run beside it).
 """
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import median_seconds, peer_result, print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import median_seconds, peer_result, print_table, write_result
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 HERE = Path(__file__).resolve().parent
 

@@ -21,6 +21,7 @@ not installed, empty modules stand in for them (nothing of the evaluation touche
 import argparse
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -57,9 +58,10 @@ def import_nano_egg(directory, opts):
     """nano-egg's run.py as a module: it parses sys.argv with tyro when imported."""
     sys.argv = ["run.py", "--seed", str(opts.seed), "--n-layer", str(opts.depth), "--n-embd", str(opts.dim),
                 "--parallel-generations-per-gpu", str(opts.population), "--tokens-per-update", str(opts.tokens)]
-    sys.path.insert(0, directory)
-    import run  # noqa: PLC0415  (nano-egg's module, found through --nano-egg)
-
+    spec = importlib.util.spec_from_file_location("run", os.path.join(directory, "run.py"))
+    run = importlib.util.module_from_spec(spec)
+    sys.modules["run"] = run  # its dataclasses look their module up while it executes
+    spec.loader.exec_module(run)
     return run
 
 

@@ -2,7 +2,7 @@
 member-tokens/s of a perturbed evaluation (what an EGGROLL epoch spends before its update) at each
 configuration, and of the plain one (batched inference of the same model).
 
-    python bench/nano_egg_side_by_side.py --nano-python ENV/bin/python --nano-egg NANO_EGG_DIR
+    python -m bench.nano_egg_side_by_side --nano-python ENV/bin/python --nano-egg NANO_EGG_DIR
 
 eggnog: `IntEggroll.evaluate` on the CPU backend (one `egg_epoch` call: every member, byte and layer,
 noise regenerated inside, log-likelihood sums back on the host); byte windows and hidden states are
@@ -21,17 +21,14 @@ the machine is recorded before and after each side's measurement.
 """
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import loadavg, peer_result, print_table, timed_runs, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import loadavg, peer_result, print_table, timed_runs, write_result
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 DRIVER = Path(__file__).resolve().parent / "nano_egg_driver.py"
 TIMED = {

@@ -1,19 +1,15 @@
 """Noise generation throughput: elements/s and written GB/s of each kind, per backend.
 
-    python bench/rng_throughput.py [--sizes 1048576,16777216] [--backends cpu,cuda]
+    python -m bench.rng_throughput [--sizes 1048576,16777216] [--backends cpu,cuda]
 
 CUDA timings exclude the host copy (kernel time, synchronised); CPU timings are the parallel njit twin.
 """
 
-import os
-import sys
 
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
+from bench.report import median_seconds, print_table, write_result
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 

@@ -1,22 +1,18 @@
 """MinGRU scan: effective bandwidth of the forward and backward kernels over (batch, T, channels).
 
-    python bench/scan_throughput.py [--shapes 8x2048x512,1x65536x256] [--backend cuda]
+    python -m bench.scan_throughput [--shapes 8x2048x512,1x65536x256] [--backend cuda]
 
 Bytes are those the operation must move: forward reads k, u and writes h (12 bytes per element);
 backward reads grad_h, k, u, h and writes dk, du (24). On a GPU the table also gives the fraction of
 the device's measured copy bandwidth; on the CPU, the speed-up over the NumPy reference.
 """
 
-import os
-import sys
 
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import median_seconds, print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
+from bench.report import median_seconds, print_table, write_result
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 
@@ -59,7 +55,8 @@ def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(Non
         for name, fn, nbytes in (("forward", lambda: forward(k, u), 12 * elements),
                                  ("backward", lambda: backward(g, k, u, h), 24 * elements)):
             seconds = median_seconds(fn, repeat=repeat, sync=chosen.synchronize)
-            row = {"op": name, "shape": text, "ms": round(seconds * 1e3, 3), "GB_per_s": round(nbytes / seconds / 1e9, 2)}
+            row = {"op": name, "shape": text, "ms": round(seconds * 1e3, 3),
+                   "GB_per_s": round(nbytes / seconds / 1e9, 2)}
             if peak:
                 row["fraction_of_copy_bw"] = round(nbytes / seconds / peak, 3)
             elif chosen.name == "cpu":
@@ -67,7 +64,8 @@ def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(Non
                     (lambda: scan.reference_scan_backward(g, k, u, h))
                 row["speedup_vs_numpy"] = round(median_seconds(ref, repeat=1, warmup=0) / seconds, 1)
             rows.append(row)
-    columns = ["op", "shape", "ms", "GB_per_s"] + [c for c in ("fraction_of_copy_bw", "speedup_vs_numpy") if c in rows[0]]
+    extra = [c for c in ("fraction_of_copy_bw", "speedup_vs_numpy") if c in rows[0]]
+    columns = ["op", "shape", "ms", "GB_per_s"] + extra
     print_table(rows, columns)
     extra = {"copy_bandwidth_GB_per_s": round(peak / 1e9, 1)} if peak else {}
     print(f"wrote {write_result('scan_throughput', chosen.device_name, rows, extra)}")

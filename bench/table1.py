@@ -3,8 +3,8 @@
 (`reduce` and `seeds`), printed beside the authors' corrected A40 numbers, with JSON and a PNG chart
 in bench/results/.
 
-    python bench/table1.py --sizes 100k,1M                       # what fits on a CPU in reasonable time
-    python bench/table1.py --sizes 100k,1M,10M,100M,1.1B --ranks 8 --backend cuda
+    python -m bench.table1 --sizes 100k,1M                       # what fits on a CPU in reasonable time
+    python -m bench.table1 --sizes 100k,1M,10M,100M,1.1B --ranks 8 --backend cuda
 
 Every cell runs twice, each time in its own processes (bench/table1_cell.py; distributed cells under
 `mpiexec -n --ranks`), on one fixed batch of --batch-size sequences of 2 + 10 tokens: once timing
@@ -26,11 +26,9 @@ import sys
 
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import print_table, write_result  # noqa: E402
-from bench.table1_grid import METHODS, MODES, SIZES, a40_seconds, fits  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
+from bench.report import print_table, write_result
+from bench.table1_grid import METHODS, MODES, SIZES, a40_seconds, fits
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,7 +58,7 @@ def available_bytes(backend):
 
 def run_cell(size, method, mode, ranks, args, backend, timeout, measure):
     steps = args["steps"] if measure == "time" else 1
-    command = [sys.executable, os.path.join(HERE, "table1_cell.py"), "--size", size, "--method", method,
+    command = [sys.executable, "-m", "bench.table1_cell", "--size", size, "--method", method,
                "--mode", mode, "--measure", measure, "--steps", str(steps), "--warmup", str(args["warmup"]),
                "--batch-size", str(args["batch_size"]), "--task", args["task"], "--backend", backend,
                "--max-seconds", str(timeout)]

@@ -3,8 +3,8 @@ tokens, a method (BPTT or CD-RGE with n probes) and a mode (series, or reduce/se
 ranks it was launched with). Prints one JSON line on rank 0. Time and memory are measured in
 separate runs, so no memory instrument slows the timed steps:
 
-    python bench/table1_cell.py --size 100k --method cdrge96 --mode series --measure time
-    mpiexec -n 8 python bench/table1_cell.py --size 1M --method cdrge512 --mode seeds --measure memory
+    python -m bench.table1_cell --size 100k --method cdrge96 --mode series --measure time
+    mpiexec -n 8 python -m bench.table1_cell --size 1M --method cdrge512 --mode seeds --measure memory
 
 time: seconds per step are the median over --steps steps after --warmup steps (wall clock, the
 device synchronised before each reading), with the median split into probes or forward/backward
@@ -18,17 +18,13 @@ the model is built; GPU: numba's device allocations, counted exactly from before
 """
 
 import json
-import os
 import statistics
-import sys
 
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.table1_grid import METHODS, SIZES, cell_config  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
+from bench.table1_grid import METHODS, SIZES, cell_config
+from eggnog.runtime.cli import user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 MEASURES = ("time", "memory")

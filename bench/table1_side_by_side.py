@@ -1,7 +1,7 @@
 """Table 1's CD-RGE series cells on the CPU, eggnog beside a plain PyTorch loop, in one run on one
 machine: seconds per step of the same LSTM with the same batch size and probe count.
 
-    python bench/table1_side_by_side.py --torch-python ENV/bin/python --sizes 100k --probes 96
+    python -m bench.table1_side_by_side --torch-python ENV/bin/python --sizes 100k --probes 96
 
 eggnog: bench/table1_cell.py (`train_rge` steps: probes evaluated one after another on the CPU
 backend, the fused update). The peer: bench/table1_torch_loop.py run with `--torch-python` (a plain
@@ -17,12 +17,10 @@ from pathlib import Path
 
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import loadavg, peer_result, print_table, write_result  # noqa: E402
-from bench.table1_grid import LR, SIZES  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import loadavg, peer_result, print_table, write_result
+from bench.table1_grid import LR, SIZES
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 def eggnog_side(size, probes, batch, steps, warmup, timeout):
     env = dict(os.environ, EGGNOG_PROGRESS="0",
                PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    command = [sys.executable, str(HERE / "table1_cell.py"), "--size", size, "--method", f"cdrge{probes}",
+    command = [sys.executable, "-m", "bench.table1_cell", "--size", size, "--method", f"cdrge{probes}",
                "--mode", "series", "--measure", "time", "--steps", str(steps), "--warmup", str(warmup),
                "--batch-size", str(batch), "--max-seconds", str(timeout)]
     before = loadavg()

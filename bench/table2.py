@@ -3,8 +3,8 @@ CD-RGE at 96 probes and by BPTT, each validated on longer sequences than it trai
 final training loss and the validation loss and exact-match accuracy. Writes JSON and a PNG (training
 loss against step per task, validation loss at the end) to bench/results/.
 
-    python bench/table2.py                                  # CPU grid: a few minutes on 2 cores
-    python bench/table2.py --preset paper --backend cuda --budget 3600
+    python -m bench.table2                                  # CPU grid: a few minutes on 2 cores
+    python -m bench.table2 --preset paper --backend cuda --budget 3600
 
 The paper grid is the authors' (tiny/small/medium/large = the Table 1 LSTMs of 100k-100M parameters,
 batches 2048/2048/1024/128, CD-RGE lr = eps 0.1/0.1/0.01/0.01, train lengths 2-20, validation 21-50).
@@ -21,7 +21,6 @@ whole time is in the JSON.
 
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,10 +28,8 @@ from pathlib import Path
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import cli_help, user_errors  # noqa: E402
+from bench.report import print_table, write_result
+from eggnog.runtime.cli import cli_help, user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
@@ -70,7 +67,7 @@ def skip_reason(cfg, backend, budget):
     from bench.table1_cell import estimated_seconds
     from eggnog.runtime.errors import BadInput
     from eggnog.runtime.world import init_world
-    from eggnog.training.memory_preflight import check_host_fits
+    from eggnog.training.memory_plan import check_host_fits
     from eggnog.zorn.rge_run import RgeRun
 
     try:
@@ -189,7 +186,8 @@ def main(preset: str = typer.Option("cpu", help="cpu (a few minutes on 2 cores) 
                 "train_lengths": [low, high], "val_lengths": [val_low, val_high], "val_samples": grid["val_samples"],
                 "sizes": {s: dict(zip(("hidden", "heads", "embedding", "batch", "cdrge_lr"), grid["sizes"][s]))
                           for s in chosen_sizes}, "seed": seed}
-    path = write_result("table2" if preset == "cpu" else f"table2-{preset}", chosen.device_name, rows, {"settings": settings, "cells": cells})
+    path = write_result("table2" if preset == "cpu" else f"table2-{preset}", chosen.device_name, rows,
+                        {"settings": settings, "cells": cells})
     png = path.with_suffix(".png")
     draw(cells, png)
     print(path)

@@ -3,7 +3,7 @@ on the same members, noise and windows: how far TF32 moves each member's loss ag
 losses over the population, and what that does to the z-scored fitness, the antithetic pair signs and
 the update direction. This is the evidence for --forward-precision auto (TF32 on a GPU).
 
-    python bench/tf32_fitness.py --dim 256 --depth 4 --population 256 --bptt-steps 200
+    python -m bench.tf32_fitness --dim 256 --depth 4 --population 256 --bptt-steps 200
 
 The model is trained first for --bptt-steps AdamW steps on the data (so the losses are not those of a
 random model), then each of --epochs noise epochs evaluates the population both ways. TF32 is an
@@ -11,17 +11,13 @@ operation on rounded inputs, so the CPU twins give what the tensor cores give up
 order: the figures do not depend on the device that computes them.
 """
 
-import os
-import sys
 
 import numpy as np
 import typer
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.report import print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import print_table, write_result
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 DATA = ("default", "random")
 

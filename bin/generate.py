@@ -34,9 +34,8 @@ def main(
 ):
     from eggnog.kernels.core.backend import select_backend
     from eggnog.models.egg import EggConfig, EggModel
-    from eggnog.models.egg_generate import generate_egg
+    from eggnog.models.generate import generate_egg, generate_mingru, generate_transformer
     from eggnog.models.mingru import MinGruModel
-    from eggnog.models.mingru_generate import generate_mingru
     from eggnog.models.sampling import Sampler, degenerate, escape_byte
     from eggnog.runtime.checkpoint import load_checkpoint
     from eggnog.runtime.errors import BadInput
@@ -66,7 +65,6 @@ def main(
         from dataclasses import fields
 
         from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
-        from eggnog.models.transformer_generate import generate_transformer
 
         cfg = current_names(meta["config"])
         names = [f.name for f in fields(TransformerEsRunConfig) if f.name in cfg]

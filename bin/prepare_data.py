@@ -14,7 +14,8 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
 @app.command(help=cli_help(__doc__))
 @user_errors
 def main(
-    sources: list[str] = typer.Argument(..., metavar="SRC...", help="Files, directories (read recursively) or glob patterns."),
+    sources: list[str] = typer.Argument(..., metavar="SRC...",
+                                        help="Files, directories (read recursively) or glob patterns."),
     out: Path = typer.Option(..., "--out", help="Output path ending in .bin, .h5 or .zarr."),
     val_fraction: float = typer.Option(0.02, help="Fraction of bytes held out for validation, by document."),
     separator: bool = typer.Option(True, "--separator/--no-separator", help="Join documents with byte 0."),

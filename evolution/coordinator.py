@@ -13,7 +13,9 @@ learn it when they next ask (they catch up one step at a time, replaying the his
 checkpoint when they are further behind). At validation and checkpoint steps one worker at the new
 step validates and sends its parameters before anyone starts the next step; rank 0 writes the
 checkpoint (parameters, all member states, the fitness history) and prints its path, so after a
-lost worker (MPI ends the whole job) `--resume` continues from the last one.
+lost worker (MPI ends the whole job) `--resume` continues from the last one. Which steps validate and
+save is the schedule of every run (training/run_schedule.py); rank 0 draws no plots here, as every
+worker would wait on it while it drew (bin/plot.py draws them).
 """
 
 import os
@@ -31,6 +33,7 @@ from eggnog.runtime.checkpoint import encode_checkpoint, prune_checkpoints, save
 from eggnog.runtime.files import temp_name
 from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.stop_signals import StopSignals, exit_status
+from eggnog.training.run_schedule import improves
 
 # Test hook: a step number; the checkpoint of that step stops half-written, as if the job died there.
 CRASH_VAR = "EGGNOG_TEST_CHECKPOINT_CRASH"
@@ -67,11 +70,12 @@ def history_from(arrays):
 
 
 class Coordinator:
-    def __init__(self, cfg, world, epoch, states, history, best_val, val_sample, latest=None):
-        """latest: (step, path) of the checkpoint the run resumed from, for workers that fall behind."""
+    def __init__(self, cfg, world, step, states, history, best_val, val_sample, latest=None):
+        """step: the steps done; latest: (step, path) of the checkpoint the run resumed from, for workers
+        that fall behind."""
         self.cfg, self.world, self.comm = cfg, world, world.comm
         self.model = cfg.build_model()  # its tensor table only, to read a worker's snapshot
-        self.epoch, self.states, self.history, self.best_val = epoch, states, history, best_val
+        self.step, self.states, self.history, self.best_val = step, states, history, best_val
         self.val_rows, self.val_tokens = val_sample
         self.chunk = cfg.population_chunk
         self.n_chunks = cfg.population // self.chunk
@@ -119,10 +123,10 @@ class Coordinator:
         wire.send(self.comm, wire.encode(*parts), dest, wire.DOWN)
 
     def on_request(self, source, worker_step):
-        if worker_step < self.epoch:
+        if worker_step < self.step:
             if worker_step in self.history:
                 self.reply(source, [wire.CATCHUP, worker_step], self.history[worker_step])
-            elif self.latest is not None and (self.latest[0] in self.history or self.latest[0] == self.epoch):
+            elif self.latest is not None and (self.latest[0] in self.history or self.latest[0] == self.step):
                 self.reply(source, [wire.LOAD, self.latest[0]], np.frombuffer(str(self.latest[1]).encode(), np.uint8))
             else:
                 raise RuntimeError(f"a worker at step {worker_step} is behind both the fitness history and the "
@@ -132,19 +136,19 @@ class Coordinator:
             now = time.perf_counter()
             if now - self.snapshot["assigned_at"] >= self.cfg.straggler_timeout:
                 self.snapshot["assigned_at"] = now
-                self.reply(source, [wire.SNAPSHOT, self.epoch, self.snapshot["validate"]])
+                self.reply(source, [wire.SNAPSHOT, self.step, self.snapshot["validate"]])
             else:
                 self.reply(source, [wire.WAIT])
             return
-        chunk = self.next_chunk() if self.epoch < self.cfg.steps else None
+        chunk = self.next_chunk() if self.step < self.cfg.steps else None
         if chunk is None:
             self.reply(source, [wire.WAIT])
             return
-        self.reply(source, [wire.JOB, self.epoch, chunk], self.states[chunk * self.chunk:(chunk + 1) * self.chunk])
+        self.reply(source, [wire.JOB, self.step, chunk], self.states[chunk * self.chunk:(chunk + 1) * self.chunk])
 
     def on_result(self, message):
         _, step, chunk, loglik, proxy, n_packed = wire.header(message, 6)
-        if step != self.epoch:
+        if step != self.step:
             self.counts["stale"] += 1
             return
         if self.done[chunk]:
@@ -163,20 +167,21 @@ class Coordinator:
 
     def finish_step(self):
         cfg = self.cfg
-        self.history[self.epoch] = pack_ternary(self.fitness)
-        for old in [s for s in self.history if s <= self.epoch - cfg.history]:
+        self.history[self.step] = pack_ternary(self.fitness)
+        for old in [s for s in self.history if s <= self.step - cfg.history]:
             del self.history[old]
         seconds = time.perf_counter() - self.step_started
         tokens = cfg.population * cfg.tokens_per_update
-        self.record = {"epoch": self.epoch, "train_bpb": round(bits_per_byte(self.loglik, tokens), 5),
+        self.step += 1
+        self.record = {"step": self.step, "train_bpb": round(bits_per_byte(self.loglik, tokens), 5),
                        "chunks": self.n_chunks, **self.counts, "tokens_per_s": round(tokens / seconds, 1),
                        "step_s": round(seconds, 4)}
         if self.model.has_proxy_loss:
             self.record["train_deggs_proxy"] = round(deggs_proxy(self.proxy, tokens), 5)
-        self.epoch += 1
-        validate = self.epoch % cfg.validate_every == 0 or self.epoch == cfg.steps
-        if validate or self.epoch % cfg.checkpoint_every == 0 or self.stop_signal:
-            self.snapshot = {"step": self.epoch, "validate": int(validate), "assigned_at": -np.inf}
+        last = cfg.last_step(self.step)
+        validate = cfg.validation_due(self.step, last)
+        if validate or cfg.checkpoint_due(self.step, last) or self.stop_signal:
+            self.snapshot = {"step": self.step, "validate": int(validate), "assigned_at": -np.inf}
         else:
             self.log_step()
         self.begin_step()
@@ -197,11 +202,10 @@ class Coordinator:
         if validated:
             val = bits_per_byte(val_loglik, self.val_rows * self.val_tokens)
             self.record["val_bpb"] = round(val, 5)
-            improved = self.best_val is None or val < self.best_val
+            improved = improves(val, self.best_val)
             if improved:
                 self.best_val = val
-        due = self.epoch % self.cfg.checkpoint_every == 0 or self.epoch == self.cfg.steps
-        if improved or due or self.stop_signal:
+        if self.cfg.checkpoint_due(self.step, self.cfg.last_step(self.step), improved) or self.stop_signal:
             self.save(run_dir, params, state, improved)
         self.snapshot = None
         self.stopped = bool(self.stop_signal)  # the step a signal asked to end at is saved
@@ -210,17 +214,17 @@ class Coordinator:
     def save(self, run_dir, params, optimizer_state, best):
         from eggnog.evolution.es_trainer import write_es_checkpoint
 
-        write = interrupted_save if self.crash_step == self.epoch else save_checkpoint
-        path = write_es_checkpoint(run_dir, self.cfg, self.epoch, params, self.states, self.best_val, best,
+        write = interrupted_save if self.crash_step == self.step else save_checkpoint
+        path = write_es_checkpoint(run_dir, self.cfg, self.step, params, self.states, self.best_val, best,
                                    extra={**optimizer_state, **history_arrays(self.history)}, write=write)
-        self.latest = (self.epoch, path)
+        self.latest = (self.step, path)
         prune_checkpoints(run_dir / "checkpoints", self.cfg.keep_checkpoints)
         print(f"checkpoint: {path}", flush=True)
 
     def log_step(self):
         r = self.record
         val = f"  val {r['val_bpb']:.4f}" if "val_bpb" in r else ""
-        print(f"step {r['epoch'] + 1}/{self.cfg.steps}  chunks {r['chunks']}  requeued {r['requeued']}  "
+        print(f"step {r['step']}/{self.cfg.steps}  chunks {r['chunks']}  requeued {r['requeued']}  "
               f"duplicates {r['duplicates']}  stale {r['stale']}  tokens/s {r['tokens_per_s']:,.0f}  "
               f"loss {r['train_bpb']:.4f} bits/byte{val}", flush=True)
         self.log.write(**r, elapsed_s=round(time.perf_counter() - self.started, 3))
@@ -245,13 +249,13 @@ class Coordinator:
     def run(self, run_dir):
         """Serve the workers until the last step's snapshot is in; then (or on an error, before it
         propagates) answer every worker's next request with STOP, so no rank is left waiting."""
-        self.log, elapsed = resumed_metrics_log(self.world, run_dir, self.epoch)
+        self.log, elapsed = resumed_metrics_log(self.world, run_dir, self.step)
         self.started = time.perf_counter() - elapsed
         self.begin_step()
         status = 0
         try:
             with StopSignals() as signals:
-                while (self.epoch < self.cfg.steps and not self.stopped) or self.snapshot is not None:
+                while (self.step < self.cfg.steps and not self.stopped) or self.snapshot is not None:
                     self.serve(run_dir)
                     self.stop_signal = self.stop_signal or signals.signum
             status = exit_status(self.stop_signal) if self.stopped else 0
@@ -262,7 +266,7 @@ class Coordinator:
             self.log.close()
         print("coordinator: " + ", ".join(f"{v} {k}" for k, v in self.totals.items()), flush=True)
         if status:
-            print(f"\nstopped by {signal.Signals(self.stop_signal).name} after step {self.epoch}: checkpoint "
+            print(f"\nstopped by {signal.Signals(self.stop_signal).name} after step {self.step}: checkpoint "
                   f"{run_dir}/checkpoints/latest; continue with: python {sys.argv[0]} --resume {run_dir}",
                   flush=True)
         self.status = status

@@ -37,11 +37,11 @@ def slow_hook(rank):
 
 
 class Worker:
-    def __init__(self, cfg, world, backend, corpus, model, params, epoch, val_sample, optimizer_state=None):
+    def __init__(self, cfg, world, backend, corpus, model, params, step, val_sample, optimizer_state=None):
         self.cfg, self.world, self.backend, self.corpus, self.model = cfg, world, backend, corpus, model
         self.chunk = cfg.population_chunk
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
-        self.strategy = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=epoch, members=self.chunk,
+        self.strategy = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=step, members=self.chunk,
                                    optimizer_state=optimizer_state)
         self.val_rows, self.val_tokens = val_sample
         self.slow = slow_hook(world.rank)

@@ -42,8 +42,8 @@ class EggIsland:
         self.noise_seed, self.data_offset = data_seed, data_seed - cfg.seed
         self.trainer.strategy = self.strategy(self.model.init_params(cfg.seed))
 
-    def strategy(self, params, epoch=0, optimizer_state=None):
-        return IntEggroll(self.model, self.cfg, self.noise_seed, self.backend, to_int8(params), epoch=epoch,
+    def strategy(self, params, step=0, optimizer_state=None):
+        return IntEggroll(self.model, self.cfg, self.noise_seed, self.backend, to_int8(params), epoch=step,
                           optimizer_state=optimizer_state)
 
     @property

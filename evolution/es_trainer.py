@@ -13,13 +13,14 @@ from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime import rundir
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
-from eggnog.training.memory_preflight import linear_in_depth
+from eggnog.training.memory_plan import linear_in_depth
 from eggnog.training.run_config import RunConfig, flag, redefault
 from eggnog.training.run_loop import run_steps
+from eggnog.training.run_schedule import RunSchedule
 
 
 @dataclass(frozen=True)
-class EsRunConfig(IntEggrollConfig, RunConfig):
+class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
     """The strategy's hyperparameters (nano-egg's names and defaults) plus the run's; the population,
     group size and model default to a size that trains on a laptop CPU in minutes."""
 
@@ -34,12 +35,6 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
     depth: int = flag(1, "EGG blocks.", aliases=("n_layer",))
     dim: int = flag(64, "EGG width D.", aliases=("n_embd",))
     steps: int = flag(1000, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)
-    validate_every: int = flag(25, "Steps between validations.", changeable=True)
-    checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)
-    plots: bool = flag(True, "Rank 0 redraws RUN/plots/*.png (bin/plot.py) at validations, at most once a minute, "
-                             "and at the end (gossip and coordinator runs: with bin/plot.py).", changeable=True)
-    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).",
-                                 changeable=True)
     val_rows: int = flag(64, "Validation rows, each from a zero state.", changeable=True)
     val_tokens: int = flag(256, "Bytes scored per validation row.", changeable=True)
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
@@ -118,10 +113,10 @@ class EsRunConfig(IntEggrollConfig, RunConfig):
         share = (f"{self.population // self.population_chunk} chunks" if self.mode == "coordinator"
                  else f"{trainer.members} per rank")
         return [f"EGG {self.depth}x{self.dim}: {trainer.model.n_params:,} int8 parameters; population "
-                f"{self.population} ({share}), {self.tokens_per_update} bytes per member per epoch"]
+                f"{self.population} ({share}), {self.tokens_per_update} bytes per member per step"]
 
     def summarize(self, summary):
-        return (f"done: {summary['epochs']} epochs in {summary['elapsed_s']:.0f} s; val {summary['val_bpb']:.3f} "
+        return (f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; val {summary['val_bpb']:.3f} "
                 f"bits/byte (best {summary['best_val_bpb']:.3f})")
 
 
@@ -147,22 +142,22 @@ def val_sample(cfg, corpus):
     return rows, min(cfg.val_tokens, len(corpus.val) // rows - 1)
 
 
-def val_loglik(model, cfg, backend, params, epoch, corpus, rows, tokens):
+def val_loglik(model, cfg, backend, params, step, corpus, rows, tokens):
     """Log-likelihood sum (1/16 bit) of the unperturbed model over validation rows `rows` (indices)."""
     if not len(rows):
         return 0
     length = tokens + 1
     windows = np.stack([np.asarray(corpus.val[r * length:(r + 1) * length]) for r in rows])
-    probe = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=epoch, members=len(rows))
+    probe = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=step, members=len(rows))
     layers, width = model.state_dims
     states = backend.zeros((layers, len(rows), width), np.int8)
     return int(probe.evaluate(windows, states, perturbed=False).sum())
 
 
-def write_es_checkpoint(run_dir, cfg, epoch, params, states, best_val, best=False, extra=None, write=save_checkpoint):
+def write_es_checkpoint(run_dir, cfg, step, params, states, best_val, best=False, extra=None, write=save_checkpoint):
     """An EGG checkpoint: params, every member's states (members, layers, dim) and `extra` arrays."""
-    meta = {"config": asdict(cfg), "model": cfg.model_name, "best_val_bpb": best_val, "data_position": {"epoch": epoch}}
-    path = write(run_dir / "checkpoints", epoch, {"params": params, "states": states, **(extra or {})}, meta)
+    meta = {"config": asdict(cfg), "model": cfg.model_name, "best_val_bpb": best_val, "data_position": {"step": step}}
+    path = write(run_dir / "checkpoints", step, {"params": params, "states": states, **(extra or {})}, meta)
     if best:
         mark_best(run_dir / "checkpoints", path)
     return path
@@ -219,7 +214,7 @@ class EsTrainer:
         self.states = self.backend.to_device(np.ascontiguousarray(mine.transpose(1, 0, 2)))
         self.best_val = record["meta"].get("best_val_bpb")
 
-    # ---- one epoch -----------------------------------------------------------------------------
+    # ---- one step ------------------------------------------------------------------------------
     def exchange(self, scores):
         """Every rank gets the fitness of every pair: ternary-packed signs (5 per byte), or all raw
         scores when fitness is z-scored over the population."""
@@ -242,20 +237,22 @@ class EsTrainer:
         return bits_per_byte(total, self.val_rows * self.val_tokens)
 
     def steps_done(self):
+        # A step is one update. The strategies count updates as `epoch`, the noise key's counter (the
+        # kernels hash (seed, tensor, epoch // noise_reuse, ...)): the same number, under its name there.
         return self.strategy.epoch
 
     def loop_step(self, clock):
-        cfg, epoch = self.cfg, self.strategy.epoch
-        windows = self.streams.member_batch(epoch, self.first, self.members, cfg.group_size)
+        cfg, step = self.cfg, self.strategy.epoch
+        windows = self.streams.member_batch(step, self.first, self.members, cfg.group_size)
         with clock.phase("eval"):
             scores = self.strategy.evaluate(windows, self.states)
         with clock.phase("exchange"):
             fitness, total = self.exchange(scores)
-        alpha = cfg.alpha_at(epoch)
+        alpha = cfg.alpha_at(step)
         with clock.phase("update"):
             moved = self.strategy.tell(fitness)
         tokens = cfg.population * cfg.tokens_per_update  # member-tokens evaluated by all ranks
-        record = {"epoch": epoch, "train_bpb": round(bits_per_byte(total, tokens), 5), "alpha": alpha,
+        record = {"step": step + 1, "train_bpb": round(bits_per_byte(total, tokens), 5), "alpha": alpha,
                   "moved_fraction": round(moved, 6)}
         if self.model.has_proxy_loss:
             proxy = self.world.allgather_array(np.array([self.strategy.proxy_sum], np.int64)).sum()
@@ -263,5 +260,5 @@ class EsTrainer:
         return record, tokens
 
     def run(self, run_dir):
-        val_bpb, seconds = run_steps(self, run_dir, "epochs")
-        return {"epochs": self.cfg.steps, "val_bpb": val_bpb, "best_val_bpb": self.best_val, "elapsed_s": seconds}
+        val_bpb, seconds = run_steps(self, run_dir, "steps")
+        return {"steps": self.cfg.steps, "val_bpb": val_bpb, "best_val_bpb": self.best_val, "elapsed_s": seconds}

@@ -13,7 +13,7 @@ from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
-from eggnog.training.memory_preflight import linear_in_depth
+from eggnog.training.memory_plan import linear_in_depth
 from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
 from eggnog.training.run_config import flag, redefault
 from eggnog.training.run_loop import run_steps
@@ -49,10 +49,10 @@ class FloatEsRunConfig(FloatEggrollConfig, MinGruRunConfig):
     def describe(self, trainer):
         return super().describe(trainer) + [
             f"float EGGROLL: population {self.population} ({trainer.members} per rank), perturbation rank "
-            f"{self.perturbation_rank}, sigma {self.sigma}, {self.tokens_per_update} bytes per member per epoch"]
+            f"{self.perturbation_rank}, sigma {self.sigma}, {self.tokens_per_update} bytes per member per step"]
 
     def summarize(self, summary):
-        return f"done: {summary['epochs']} epochs in {summary['elapsed_s']:.0f} s; " + self.val_summary(summary)
+        return f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; " + self.val_summary(summary)
 
 
 RESUME_FIXED = FloatEsRunConfig.fixed_on_resume()
@@ -71,13 +71,13 @@ class FloatEsTrainer:
         self.best_val = None
         self.strategy = self._strategy(cfg.make_optimizer(self.ops.to_device(self.model.init_params(cfg.seed))), 0)
 
-    def _strategy(self, optimizer, epoch):
-        return FloatEggroll(self.model, self.cfg, self.cfg.seed, self.ops, optimizer, epoch, self.first, self.members)
+    def _strategy(self, optimizer, step):
+        return FloatEggroll(self.model, self.cfg, self.cfg.seed, self.ops, optimizer, step, self.first, self.members)
 
     def save(self, run_dir, best=False):
         if self.world.is_root:
             meta = {**run_meta(self.cfg, "float-eggroll", self.best_val),
-                    "data_position": {"epoch": self.strategy.epoch}}
+                    "data_position": {"step": self.strategy.epoch}}
             save_mingru(run_dir / "checkpoints", self.strategy.epoch, self.strategy.optimizer, meta, best=best)
         self.world.barrier()
 
@@ -88,22 +88,22 @@ class FloatEsTrainer:
         self.strategy = self._strategy(optimizer, int(record["step"]))
         self.best_val = record["meta"].get("best_val_bpb")
 
-    def windows(self, epoch):
+    def windows(self, step):
         """(members, T + 1) bytes of this rank's members: one random window per group."""
         groups = np.arange(self.first, self.first + self.members) // self.cfg.group_size
         lo = int(groups[0])
-        rows = self.sampler.batch(epoch, lo, int(groups[-1]) - lo + 1)
+        rows = self.sampler.batch(step, lo, int(groups[-1]) - lo + 1)
         return rows[groups - lo]
 
     def validate(self):
         return val_bpb(self.model, self.ops, self.strategy.optimizer.eval_params(), self.val, self.world)
 
     def steps_done(self):
-        return self.strategy.epoch
+        return self.strategy.epoch  # the noise key's counter: see EsTrainer.steps_done
 
     def loop_step(self, clock):
-        cfg, epoch = self.cfg, self.strategy.epoch
-        windows = self.windows(epoch)
+        cfg, step = self.cfg, self.strategy.epoch
+        windows = self.windows(step)
         with clock.phase("eval"):
             mine = self.strategy.evaluate(windows)
         with clock.phase("exchange"):
@@ -111,8 +111,8 @@ class FloatEsTrainer:
         with clock.phase("update"):
             self.strategy.tell(losses)
         # member-tokens evaluated by all ranks
-        return {"epoch": epoch, "train_bpb": round(float(losses.mean()), 5)}, cfg.population * cfg.tokens_per_update
+        return {"step": step + 1, "train_bpb": round(float(losses.mean()), 5)}, cfg.population * cfg.tokens_per_update
 
     def run(self, run_dir):
-        val, seconds = run_steps(self, run_dir, "epochs")
-        return {"epochs": self.strategy.epoch, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds}
+        val, seconds = run_steps(self, run_dir, "steps")
+        return {"steps": self.strategy.epoch, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds}

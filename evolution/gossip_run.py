@@ -164,7 +164,7 @@ class GossipRun:
         cfg, island = self.cfg, self.island
         record = {"step": island.step, "train_bpb": round(self.last_loss, 5),
                   "fitness": round(self.fitness.fitness, 5)}
-        if island.step % cfg.validate_every == 0 or island.step == cfg.steps:
+        if cfg.validation_due(island.step, cfg.last_step(island.step)):
             self.last_val = island.validate()
             record["val_bpb"] = round(self.last_val, 5)
         if outcome is not None:

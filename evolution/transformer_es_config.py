@@ -130,4 +130,4 @@ class TransformerEsRunConfig(EsRunConfig):
                  else f"{trainer.members} per rank")
         return [f"transformer {cfg.n_layer}x{cfg.dim}, {cfg.n_heads} heads of {cfg.head_dim}, vocabulary "
                 f"{cfg.vocab}: {trainer.model.n_params:,} int8 parameters; population {self.population} ({share}), "
-                f"{self.tokens_per_update} tokens per member per epoch", trainer.memory_line]
+                f"{self.tokens_per_update} tokens per member per step", trainer.memory_line]

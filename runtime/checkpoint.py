@@ -11,6 +11,7 @@ import numpy as np
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import link_atomic, write_atomic
+from eggnog.runtime.step_names import checkpoint_meta
 
 FORMAT_NAME = "eggnog-checkpoint"
 META_KEY = "__meta__"
@@ -124,4 +125,4 @@ def load_checkpoint(path):
     for name, digest in expected.items():
         if array_digest(arrays[name]) != digest:
             raise BadInput(f"checkpoint {str(path)!r} is damaged: array {name!r} fails its checksum")
-    return arrays, record
+    return arrays, {**record, "meta": checkpoint_meta(record.get("meta", {}))}

@@ -9,6 +9,7 @@ from pathlib import Path
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
 from eggnog.runtime.run_lock import acquire_lock
+from eggnog.runtime.step_names import metrics_record
 
 SCRIPT_KEY = "script"  # config.json: the bin/ script of the run, beside the config's fields
 
@@ -119,10 +120,16 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def read_metrics(path):
+    """The lines of a run's metrics.jsonl as logged now (older runs' converted)."""
+    return [metrics_record(r) for r in read_jsonl(path)]
+
+
 def resumed_metrics_log(world, run_dir, done):
     """The metrics log of a run going on after `done` steps. On rank 0 the lines of steps from `done`
-    on (a resume runs them again) and a torn last line are dropped first, atomically. Returns (log,
-    the elapsed seconds logged at step `done`, 0.0 for none)."""
+    on (a resume runs them again) and a torn last line are dropped first, and lines an older run
+    logged are rewritten as logged now, atomically. Returns (log, the elapsed seconds logged at step
+    `done`, 0.0 for none)."""
     path, elapsed = Path(run_dir) / "metrics.jsonl", 0.0
     if world.is_root and path.exists():
         kept = []
@@ -133,7 +140,8 @@ def resumed_metrics_log(world, run_dir, done):
                 record = json.loads(line)
             except ValueError:
                 break
-            kept.append(line)
+            current = metrics_record(record)
+            kept.append(line if current is record else json.dumps(current))
             elapsed = float(record.get("elapsed_s", elapsed))
         write_atomic(path, "".join(line + "\n" for line in kept).encode())
     return metrics_log(world, run_dir), elapsed

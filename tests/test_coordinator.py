@@ -31,11 +31,11 @@ class RecordingComm:
         return dest, wire.header(message, fields), wire.payload(message, fields)
 
 
-def coordinator(tmp_path, epoch=0, fitness_history=None, **overrides):
+def coordinator(tmp_path, step=0, fitness_history=None, **overrides):
     cfg = tiny_config(**{**dict(mode="coordinator", population_chunk=CHUNK, steps=4, checkpoint_every=2,
                                validate_every=2), **overrides})
     states = np.arange(POP * DEPTH * DIM, dtype=np.int64).astype(np.int8).reshape(POP, DEPTH, DIM)
-    c = Coordinator(cfg, World(RecordingComm(), 0, 4, 0, 4), epoch, states, fitness_history or {}, None, (4, 16))
+    c = Coordinator(cfg, World(RecordingComm(), 0, 4, 0, 4), step, states, fitness_history or {}, None, (4, 16))
     from eggnog.runtime.rundir import metrics_log
 
     (tmp_path / "checkpoints").mkdir(exist_ok=True)
@@ -79,7 +79,7 @@ def test_the_first_result_wins_and_late_or_stale_ones_are_counted(tmp_path):
     c.on_result(result(0, 0, [1], loglik=-20))
     c.on_result(result(0, 2, [0], loglik=-30))
     c.on_result(result(0, 3, [1], loglik=-40))
-    assert c.epoch == 1 and c.record["train_bpb"] == pytest.approx(100 / (16 * POP * 8), abs=1e-5)
+    assert c.step == 1 and c.record["train_bpb"] == pytest.approx(100 / (16 * POP * 8), abs=1e-5)
     assert np.array_equal(unpack_ternary(c.history[0], POP // 2), [1, -1, 0, 1])
     c.on_result(result(0, 2, [1]))  # after the step moved on
     assert c.counts["stale"] == 1
@@ -87,7 +87,7 @@ def test_the_first_result_wins_and_late_or_stale_ones_are_counted(tmp_path):
 
 def test_a_worker_behind_replays_the_history_or_loads_a_checkpoint(tmp_path):
     history = {3: pack_ternary([1, 0, -1, 1]), 4: pack_ternary([-1, -1, 0, 0])}
-    c = coordinator(tmp_path, epoch=5, fitness_history=history, steps=9, history=2)
+    c = coordinator(tmp_path, step=5, fitness_history=history, steps=9, history=2)
     c.on_request(1, 4)
     dest, (kind, step), packed = c.comm.last(2)
     assert (dest, kind, step) == (1, wire.CATCHUP, 4) and np.array_equal(packed, history[4])
@@ -100,12 +100,12 @@ def test_a_worker_behind_replays_the_history_or_loads_a_checkpoint(tmp_path):
 
 
 def test_a_checkpoint_step_waits_for_one_snapshot_and_stores_the_history(tmp_path):
-    c = coordinator(tmp_path, epoch=1, fitness_history={0: pack_ternary([1, 1, 0, -1])})
+    c = coordinator(tmp_path, step=1, fitness_history={0: pack_ternary([1, 1, 0, -1])})
     for worker in (1, 2, 3, 1):
         c.on_request(worker, 1)
     for chunk in range(4):
         c.on_result(result(1, chunk, [1]))
-    assert c.epoch == 2 and c.snapshot is not None
+    assert c.step == 2 and c.snapshot is not None
     c.on_request(3, 1)
     assert c.comm.last(2)[1] == [wire.CATCHUP, 1]
     c.on_request(2, 2)

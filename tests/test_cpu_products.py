@@ -47,7 +47,8 @@ def test_every_block_of_a_split_product_is_written(split_in_three):
     assert np.all(product(a, b) == 1024.0)
 
 
-@pytest.mark.parametrize("env, parts", [({}, None), ({"EGGNOG_BLAS_THREADS": "2"}, 1), ({"OPENBLAS_NUM_THREADS": "2"}, 1)])
+@pytest.mark.parametrize("env, parts", [({}, None), ({"EGGNOG_BLAS_THREADS": "2"}, 1),
+                                        ({"OPENBLAS_NUM_THREADS": "2"}, 1)])
 def test_products_are_split_only_while_blas_is_on_one_thread(env, parts):
     clean = {k: v for k, v in os.environ.items()
              if k not in ("EGGNOG_BLAS_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",

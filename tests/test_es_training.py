@@ -53,9 +53,9 @@ def test_resume_equals_uninterrupted_run(tmp_path, settings):
                       for name in ("ztest", "straight")]
             assert losses[0][0] == losses[1][0] and losses[0][1:] != losses[1][1:]
     a, b = read_jsonl(tmp_path / "straight" / "metrics.jsonl"), read_jsonl(tmp_path / "split" / "metrics.jsonl")
-    keep = ("epoch", "train_bpb", "alpha", "moved_fraction")
+    keep = ("step", "train_bpb", "alpha", "moved_fraction")
     assert [{k: r[k] for k in keep} for r in a] == [{k: r[k] for k in keep} for r in b]
-    # the interrupted run also validated at its end (epoch 2); every validation both made agrees
+    # the interrupted run also validated at its end (step 2); every validation both made agrees
     assert all(x["val_bpb"] == y["val_bpb"] for x, y in zip(a, b) if "val_bpb" in x and "val_bpb" in y)
 
 
@@ -120,18 +120,18 @@ def test_script_end_to_end_and_resume(tmp_path):
     run_dir = tmp_path / "run"
     first = run_script("train_es.py", "--data", corpus, "--run-dir", run_dir, "--backend", "cpu", *flags(steps=4))
     assert first.returncode == 0, first.stderr
-    assert "validation baselines: unigram" in first.stdout and "done: 4 epochs" in first.stdout
+    assert "validation baselines: unigram" in first.stdout and "done: 4 steps" in first.stdout
     config = json.loads((run_dir / "config.json").read_text())
     assert config["population"] == 8 and config["data"] == str(corpus)
     records = read_jsonl(run_dir / "metrics.jsonl")
-    assert [r["epoch"] for r in records] == [0, 1, 2, 3]
-    assert set(records[0]) == {"epoch", "train_bpb", "alpha", "moved_fraction", "tokens_per_s", "step_s", "eval_s",
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert set(records[0]) == {"step", "train_bpb", "alpha", "moved_fraction", "tokens_per_s", "step_s", "eval_s",
                                "exchange_s", "update_s", "elapsed_s"}
     assert "val_bpb" in records[1] and "val_bpb" in records[3]
     assert (run_dir / "checkpoints" / "latest").exists() and (run_dir / "checkpoints" / "best").exists()
     more = run_script("train_es.py", "--resume", run_dir, "--steps", "6", "--backend", "cpu")
     assert more.returncode == 0, more.stderr
-    assert [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2, 3, 4, 5]
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
     text = run_script("generate.py", run_dir, "--prompt", "import ", "--length", "20")
     assert text.returncode == 0 and text.stdout.startswith("import ") and len(text.stdout) >= 28
     changed = run_script("train_es.py", "--resume", run_dir, "--seed", "4", "--dim", "16", "--backend", "cpu")

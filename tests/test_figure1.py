@@ -11,8 +11,8 @@ from tests.helpers import ROOT, assert_user_error
 
 def figure1(tmp_path, *args):
     env = dict(os.environ, PYTHONPATH=ROOT, EGGNOG_BENCH_RESULTS=str(tmp_path), NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench", "figure1.py"), *args], capture_output=True,
-                          text=True, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-m", "bench.figure1", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
 
 
 def test_figure1_writes_its_series_and_figure(tmp_path):

@@ -40,11 +40,12 @@ def test_plan_skips_what_does_not_fit_and_goes_on():
 
 
 def test_a_step_whose_script_is_missing_is_skipped(tmp_path):
-    missing = Step("x", "x", (PY, "bench/not_here.py"), 1)
-    assert skip_reason(missing, 600, 600, repo=tmp_path) == "bench/not_here.py is not in this checkout"
+    missing = (Step("x", "x", (PY, "bench/not_here.py"), 1), Step("x", "x", (PY, "-m", "bench.not_here", "-v"), 1))
+    reasons = [skip_reason(s, 600, 600, repo=tmp_path) for s in missing]
+    assert reasons == ["bench/not_here.py is not in this checkout"] * 2
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "not_here.py").write_text("")
-    assert skip_reason(missing, 600, 600, repo=tmp_path) is None
+    assert [skip_reason(s, 600, 600, repo=tmp_path) for s in missing] == [None, None]
 
 
 @pytest.mark.parametrize("name, steps, budget", [
@@ -58,7 +59,7 @@ def test_each_plan_has_its_scripts_and_fits_its_budget_by_estimate(name, steps, 
     assert gpu_steps.PROBE_S + sum(s.estimate_s for s in chosen) <= budget
     for s in chosen:
         assert s.script is None or os.path.isfile(os.path.join(ROOT, s.script))
-        assert s.command().startswith("python3 ") and "sass_report" not in s.command()
+        assert s.command().startswith("python3 ") and "static_report" not in s.command()
 
 
 def collected(argv):
@@ -104,10 +105,10 @@ def test_steps_run_within_the_budget_and_their_results_are_collected(tmp_path):
 
 
 def test_a_step_finds_eggnog_from_the_checkout_without_an_install(tmp_path):
-    """Steps run scripts from bin/ and bench/ (their own folder first on sys.path): the checkout is put
-    first on PYTHONPATH, so a node where eggnog is not installed runs them too."""
-    first_is_checkout = ("import os, sys; "
-                         f"sys.exit(0 if os.environ['PYTHONPATH'].split(os.pathsep)[0] == {str(gpu_run.REPO)!r} else 3)")
+    """Steps run scripts from bin/ (their own folder first on sys.path) and bench modules: the checkout is
+    put first on PYTHONPATH, so a node where eggnog is not installed runs them too."""
+    first_is_checkout = ("import os, sys; first = os.environ['PYTHONPATH'].split(os.pathsep)[0]; "
+                         f"sys.exit(0 if first == {str(gpu_run.REPO)!r} else 3)")
     record = run_all([step("checks", 5, first_is_checkout)], 30, tmp_path, repo=ROOT)[0]
     assert record["status"] == "ok", record
     assert gpu_run.with_checkout("/site") == os.pathsep.join([str(gpu_run.REPO), "/site"])
@@ -193,16 +194,19 @@ def test_sigterm_stops_the_running_step_and_the_summary_is_written(tmp_path):
                 pass
 
 
-def gpu_command(*args, script="gpu_run.py", results=None):
+def gpu_command(*args, script="gpu_run", results=None):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NUMBA_ENABLE_CUDASIM="0",
                EGGNOG_BENCH_RESULTS=str(results) if results else os.environ.get("EGGNOG_BENCH_RESULTS", ""),
                PATH=os.path.dirname(PY) + os.pathsep + os.environ.get("PATH", ""))  # gpu.sh runs this python3
-    launcher = ["bash"] if script.endswith(".sh") else [PY]
-    return subprocess.run(launcher + [os.path.join(ROOT, "bench", script), *args], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=ROOT)
+    # gpu.sh is a file; the runner is a module of the bench package
+    if script.endswith(".sh"):
+        command = ["bash", os.path.join(ROOT, "bench", script)]
+    else:
+        command = [PY, "-m", f"bench.{script}"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
 
 
-@pytest.mark.parametrize("script", ["gpu_run.py", "gpu.sh"])
+@pytest.mark.parametrize("script", ["gpu_run", "gpu.sh"])
 def test_without_a_gpu_it_refuses_in_one_sentence(tmp_path, script):
     results = tmp_path / "results"
     results.mkdir()
@@ -215,7 +219,7 @@ def test_dry_run_prints_the_plan_without_a_gpu(tmp_path):
     result = gpu_command("--dry-run", "--budget", "100", "--only", "scan,table1", results=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "skip: estimated 140 s, only 60 s of the 100 s budget left" in result.stdout
-    assert "python3 bench/scan_throughput.py --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
+    assert "python3 -m bench.scan_throughput --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
     assert "total of the estimates: 40 s of the 100 s budget" in result.stdout
     assert not list(tmp_path.iterdir())
 
@@ -231,7 +235,8 @@ def test_quick_dry_run_with_only_python3_on_path_fits_240_s_and_writes_nothing(t
     assert result.returncode == 0, result.stderr
     total = next(line for line in result.stdout.splitlines() if line.startswith("total of the estimates:"))
     assert int(total.split()[4]) <= 240 and "of the 240 s budget" in total and "skip:" not in result.stdout
-    assert "python3 bin/selfcheck.py --gpu" in result.stdout and "eggroll_throughput.py" in result.stdout
+    assert "python3 bin/selfcheck.py --gpu" in result.stdout
+    assert "python3 -m bench.eggroll_throughput --depth 6" in result.stdout
     assert sorted(os.listdir(tmp_path)) == ["bin"]
 
 
@@ -269,6 +274,6 @@ def test_matmul_library_rows_say_not_installed():
     shapes = matmul_throughput.parse_shapes("64x32x16,128x64x32")
     rows = matmul_throughput.library_rows(shapes, 0, 1, importer=nothing_installed)
     assert len(rows) == 2 * len(matmul_throughput.LIBRARY_PRODUCTS)
-    assert {(r["library"], r["precision"]) for r in rows} == {("torch", p) for p in ("fp32", "tf32", "bf16", "int8")} | {
-        ("cupy", "fp32")}
+    expected = {("torch", p) for p in ("fp32", "tf32", "bf16", "int8")} | {("cupy", "fp32")}
+    assert {(r["library"], r["precision"]) for r in rows} == expected
     assert all(r["note"] == "not installed" and r["ms"] is None for r in rows)

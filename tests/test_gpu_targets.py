@@ -19,7 +19,7 @@ REPORT = {"commit": "abc", "limits": {"h100_sxm_peaks": {"tf32_tensor": 4.95e14}
 def test_estimates_follow_the_roofline_rows(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(json.dumps(REPORT))
-    result = bench("gpu_targets.py", tmp_path, "--report", path)
+    result = bench("gpu_targets", tmp_path, "--report", path)
     assert result.returncode == 0, result.stderr
     [written] = (tmp_path / "results").glob("gpu_targets-sm90-*.json")
     rows = json.loads(written.read_text())["rows"]
@@ -32,10 +32,11 @@ def test_estimates_follow_the_roofline_rows(tmp_path):
 
 @pytest.mark.parametrize("content, message", [(None, "is not a static report"), ("{}", "is not a static report"),
                                               ('{"roofline": [], "limits": {}}', "is not a static report"),
-                                              ('{"roofline": [], "limits": {"h100_sxm_peaks": {"tf32_tensor": 1}}}', "no single roofline row")])
+                                              ('{"roofline": [], "limits": {"h100_sxm_peaks": {"tf32_tensor": 1}}}',
+                                               "no single roofline row")])
 def test_a_missing_or_foreign_report_is_refused(tmp_path, content, message):
     path = tmp_path / "report.json"
     if content is not None:
         path.write_text(content)
-    assert_user_error(bench("gpu_targets.py", tmp_path, "--report", path), message)
+    assert_user_error(bench("gpu_targets", tmp_path, "--report", path), message)
     assert not (tmp_path / "results").exists()

@@ -132,7 +132,7 @@ def test_population_forward_equals_explicitly_perturbed_members(backend, freeze)
     for member in range(4):
         sign, pair = (1.0, -1.0)[member % 2], np.array([member // 2])
         own = model.views(flat.astype(np.float64).copy())
-        for name, (shape, kind) in strategy.kinds.items():
+        for name, (_shape, kind) in strategy.kinds.items():
             if kind == "matrix":
                 a, b = (to_host(f) for f in strategy.pair_noise(name, pair))  # drawn on the backend
                 own[name] += sign * cfg.sigma / math.sqrt(cfg.perturbation_rank) * (a[0].astype(np.float64) @ b[0].T)

@@ -35,7 +35,7 @@ def test_train_es_mingru_runs(tmp_path):
                         tmp_path / "run", "--steps", "3", "--population", "8", "--group-size", "4",
                         "--tokens-per-update", "8", *TINY_MODEL)
     assert result.returncode == 0, result.stderr
-    assert "float EGGROLL: population 8" in result.stdout and "done: 3 epochs" in result.stdout
+    assert "float EGGROLL: population 8" in result.stdout and "done: 3 steps" in result.stdout
     assert (tmp_path / "run" / "checkpoints" / "latest").is_file()
 
 

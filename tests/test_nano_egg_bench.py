@@ -14,8 +14,8 @@ from tests.helpers import ROOT, assert_user_error
 
 def side_by_side(tmp_path, *args):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", EGGNOG_BENCH_RESULTS=str(tmp_path / "results"))
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench", "nano_egg_side_by_side.py"), *args],
-                          capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-m", "bench.nano_egg_side_by_side", *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
 
 
 @pytest.mark.parametrize("nano", ["absent", "broken"])

@@ -125,7 +125,7 @@ def test_sf_adamw_lr_max_holds_when_lr_is_lowered():
     params = f32(P0)
     opt = make_optimizer("sf-adamw", params, lrs[0], weight_decay=0.1, warmup_steps=2)
     ref = ref_sf_adamw(as64(P0), [as64(g) for g in grads], lrs, 0.9, 0.999, 1e-8, 0.1, warmup=2)
-    for k, (g, (y, z, v, x)) in enumerate(zip(grads, ref)):
+    for k, (g, (y, z, _v, x)) in enumerate(zip(grads, ref)):
         opt.lr = lrs[k]
         opt.step(f32(g))
         close(params, y)

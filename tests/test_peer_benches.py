@@ -12,11 +12,12 @@ import pytest
 from tests.helpers import ROOT, assert_user_error
 
 
-def bench(script, tmp_path, *args):
+def bench(module, tmp_path, *args):
+    """Run `python -m bench.<module>` from the repository root."""
     env = dict(os.environ, EGGNOG_BENCH_RESULTS=str(tmp_path / "results"), NUMBA_ENABLE_CUDASIM="0",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-m", f"bench.{module}", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
 
 
 @pytest.mark.parametrize("peer", ["absent", "broken"])
@@ -27,7 +28,7 @@ def test_mingru_bench_reports_eggnog_alone_without_its_peer(tmp_path, peer):
         fake.write_text("#!/bin/sh\necho 'No module named minGRU_pytorch' >&2\nexit 1\n")
         fake.chmod(0o755)
         args += ["--torch-python", str(fake)]
-    result = bench("mingru_side_by_side.py", tmp_path, *args)
+    result = bench("mingru_side_by_side", tmp_path, *args)
     assert result.returncode == 0, result.stderr
     assert ("no --torch-python given" if peer == "absent" else "No module named minGRU_pytorch") in result.stdout
     [path] = (tmp_path / "results").glob("mingru_side_by_side-cpu-*.json")
@@ -37,15 +38,15 @@ def test_mingru_bench_reports_eggnog_alone_without_its_peer(tmp_path, peer):
 
 
 @pytest.mark.parametrize("script, args, message", [
-    ("mingru_side_by_side.py", ["--configs", "64x2"], "dim x depth : batch x seq"),
-    ("mingru_side_by_side.py", ["--configs", "64x0:8x8"], "dim x depth : batch x seq"),
-    ("mingru_side_by_side.py", ["--steps", "0"], "--steps must be positive"),
-    ("mingru_side_by_side.py", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
-    ("table1_side_by_side.py", ["--sizes", "5M"], "choose from 100k"),
-    ("table1_side_by_side.py", ["--probes", "7"], "96 or 512"),
-    ("table1_side_by_side.py", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
-    ("es_modes.py", ["--ranks", "1"], "--ranks must be at least 2"),
-    ("es_modes.py", ["--steps", "3", "--warmup", "3"], "more than --warmup"),
+    ("mingru_side_by_side", ["--configs", "64x2"], "dim x depth : batch x seq"),
+    ("mingru_side_by_side", ["--configs", "64x0:8x8"], "dim x depth : batch x seq"),
+    ("mingru_side_by_side", ["--steps", "0"], "--steps must be positive"),
+    ("mingru_side_by_side", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
+    ("table1_side_by_side", ["--sizes", "5M"], "choose from 100k"),
+    ("table1_side_by_side", ["--probes", "7"], "96 or 512"),
+    ("table1_side_by_side", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
+    ("es_modes", ["--ranks", "1"], "--ranks must be at least 2"),
+    ("es_modes", ["--steps", "3", "--warmup", "3"], "more than --warmup"),
 ])
 def test_bad_flags_exit_2_with_one_sentence(tmp_path, script, args, message):
     result = bench(script, tmp_path, *args)

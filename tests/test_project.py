@@ -30,8 +30,8 @@ def test_ci_runs_the_readme_test_command_then_python_312_and_the_offline_install
     rest = lines[first + 1:]
     assert rest[0] == 'ruff check . && echo "ruff check passed"'
     assert any(line.endswith("-m venv .venv312") for line in rest)
-    assert any(line.endswith("python -m eggnog.kernels.checks.ptx_compile > /dev/null && echo \"PTX compile check passed\"")
-               for line in rest)
+    ptx_check = 'python -m eggnog.kernels.checks.ptx_compile > /dev/null && echo "PTX compile check passed"'
+    assert any(line.endswith(ptx_check) for line in rest)
     assert rest[-1] == "bash tests/offline_install.sh"
 
 
@@ -39,7 +39,8 @@ def test_install_puts_only_the_eggnog_namespace_in_site_packages(tmp_path):
     """A real (non-editable) install, imported from outside the repository: the folders are
     eggnog.<name>, and no generic top-level package (kernels, models, ...) is installed."""
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), ROOT], check=True, capture_output=True, timeout=600)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), ROOT],
+                   check=True, capture_output=True, timeout=600)
     installed = sorted(p.name for p in target.iterdir() if not p.name.endswith((".dist-info", ".egg-info")))
     assert installed == ["eggnog"], installed
     probe = ("import importlib, json\n"

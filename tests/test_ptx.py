@@ -16,8 +16,8 @@ MISSING_COMPILER = ("DynamicLibNotFoundError", "libnvrtc", "libnvvm", "NvvmSuppo
 
 def _run_ptx_module(*args):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONPATH=ROOT)
-    result = subprocess.run([sys.executable, "-m", "eggnog.kernels.checks.ptx_compile", *args], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=900)
+    result = subprocess.run([sys.executable, "-m", "eggnog.kernels.checks.ptx_compile", *args], capture_output=True,
+                            text=True, env=env, cwd=ROOT, timeout=900)
     if result.returncode and any(m in result.stderr for m in MISSING_COMPILER):
         if os.environ.get("EGGNOG_REQUIRE_PTX") == "1":
             pytest.fail("numba-cuda compilers are missing: install the cu13 extra\n" + result.stderr[-2000:])

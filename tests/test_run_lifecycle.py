@@ -27,7 +27,7 @@ SCRIPTS = {"train_es.py": ES, "train_bptt.py": BPTT, "train_rge.py": RGE}
 
 
 def steps_logged(run_dir):
-    return [r.get("epoch", r.get("step")) for r in read_jsonl(run_dir / "metrics.jsonl")]
+    return [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
 
 
 @pytest.fixture
@@ -65,11 +65,11 @@ def test_a_resume_logs_each_step_once_and_its_clock_goes_on(tmp_path, corpus):
     os.replace(run / "checkpoints" / "keep.npz", run / "checkpoints" / "step-00000002.npz")
     os.symlink("step-00000002.npz", run / "checkpoints" / "latest")
     with open(run / "metrics.jsonl", "a") as f:
-        f.write('{"epoch": 4, "train_')
+        f.write('{"step": 5, "train_')
     again = run_script("train_es.py", "--resume", run)
     assert again.returncode == 0, again.stderr
     after = read_jsonl(run / "metrics.jsonl")
-    assert [r["epoch"] for r in after] == [0, 1, 2, 3]
+    assert [r["step"] for r in after] == [1, 2, 3, 4]
     assert after[:2] == before[:2] and after[2]["elapsed_s"] > before[1]["elapsed_s"]
 
 
@@ -90,11 +90,11 @@ def test_a_signal_stops_after_the_step_with_a_checkpoint(tmp_path, corpus, signu
     assert child.returncode == status, err
     step = checkpoint_step(run)
     assert f"stopped by {signal.Signals(signum).name} after step {step}" in out and "--resume" in out
-    assert steps_logged(run) == list(range(step))
+    assert steps_logged(run) == list(range(1, step + 1))
     assert not (run / "lock").exists()
     more = run_script("train_es.py", "--resume", run, "--steps", str(step + 2))
     assert more.returncode == 0, more.stderr
-    assert steps_logged(run) == list(range(step + 2))
+    assert steps_logged(run) == list(range(1, step + 3))
     straight = tmp_path / "straight"  # the same run without the interruption: the same weights
     assert run_script("train_es.py", "--run-dir", straight, "--steps", str(step + 2), "--checkpoint-every", "100000",
                       "--validate-every", "100000", "--data", corpus, *ES).returncode == 0
@@ -110,7 +110,7 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_from_step_zero(tm
     again = run_script("train_es.py", "--resume", run, "--steps", "3")
     assert again.returncode == 0, again.stderr
     assert "no checkpoint yet: starting it from step 0 with its stored configuration" in again.stdout
-    assert steps_logged(run) == [0, 1, 2] and checkpoint_step(run) == 3
+    assert steps_logged(run) == [1, 2, 3] and checkpoint_step(run) == 3
 
 
 def test_the_lock_refuses_a_second_process_and_a_dead_owners_lock_is_taken_over(tmp_path, corpus):

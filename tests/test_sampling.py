@@ -41,7 +41,10 @@ def test_top_k_and_top_p():
 
 def test_sampling_is_seeded():
     sampler = Sampler(1.0, 0.0, 0.0)
-    draw = lambda seed: [sampler.sample(LOGITS, NONE_SEEN, rng) for rng in [np.random.default_rng(seed)] * 20]
+
+    def draw(seed):
+        return [sampler.sample(LOGITS, NONE_SEEN, rng) for rng in [np.random.default_rng(seed)] * 20]
+
     assert draw(1) == draw(1)
 
 

@@ -1,4 +1,4 @@
-"""The static report (bench/sass_report.py): every registered kernel assembled for sm_90 has no spill,
+"""The static report (bench/static_report): every registered kernel assembled for sm_90 has no spill,
 no local memory and no f64 in a float32/integer kernel, and a kernel marked tensor_cores has IMMA/HMMA
 in an innermost loop. The SASS parser, occupancy and roofline pieces are tested on hand-written input.
 Needs ptxas/cuobjdump/nvdisasm (the dev extra) and numba-cuda's compilers; tests/run.sh requires them."""
@@ -11,10 +11,10 @@ import types
 
 import pytest
 
-from bench import sass_parse
-from bench.sass_checks import problems, shared_memory_argument
-from bench.sass_limits import occupancy
-from bench.sass_roofline import estimate, hot_loop, int_matmul_workload, module_workloads
+from bench.static_report import parse
+from bench.static_report.checks import problems, shared_memory_argument
+from bench.static_report.limits import occupancy
+from bench.static_report.roofline import estimate, hot_loop, int_matmul_workload, module_workloads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MISSING = ("not found (install the dev extra", "DynamicLibNotFoundError", "libnvrtc", "libnvvm", "NvvmSupportError")
@@ -25,7 +25,7 @@ def report(tmp_path_factory):
     """The report's JSON record, from one run of the script (every kernel compiled once per session)."""
     out = tmp_path_factory.mktemp("sass_report")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONPATH=ROOT, EGGNOG_BENCH_RESULTS=str(out))
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "sass_report.py")], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "bench.static_report"], capture_output=True,
                             text=True, env=env, cwd=ROOT, timeout=1800)
     if result.returncode and any(m in result.stderr for m in MISSING):
         if os.environ.get("EGGNOG_REQUIRE_PTX") == "1":
@@ -98,7 +98,7 @@ LISTING = """
 
 
 def test_parse_reads_predicates_opcodes_and_branch_targets():
-    (name, instructions), = sass_parse.parse_sass(LISTING).items()
+    (name, instructions), = parse.parse_sass(LISTING).items()
     assert name == "kernel_a" and len(instructions) == 19
     branch = instructions[8]
     assert (branch.address, branch.predicate, branch.opcode, branch.branch_target()) == (0x80, "@!P1", "BRA", 0x30)
@@ -106,15 +106,15 @@ def test_parse_reads_predicates_opcodes_and_branch_targets():
 
 
 def test_loops_are_backward_branches_nested_by_address_and_the_exit_trap_is_none():
-    instructions = sass_parse.parse_sass(LISTING)["kernel_a"]
-    loops = sass_parse.find_loops(instructions)
+    instructions = parse.parse_sass(LISTING)["kernel_a"]
+    loops = parse.find_loops(instructions)
     # 0x30 has two back edges (0x80 and 0xe0): one loop to the later one; 0x90-0xb0 is a second loop.
     assert [(lp.start, lp.end, lp.depth, lp.innermost) for lp in loops] == [(0x30, 0xE0, 1, False),
                                                                           (0x90, 0xB0, 2, True)]
 
 
 def test_innermost_loop_mix_counts_widths_mma_int64_and_calls():
-    analysis = sass_parse.analyze_sass(LISTING)
+    analysis = parse.analyze_sass(LISTING)
     (loop,) = analysis["innermost_loops"]
     assert (loop["instructions"], loop["ldg_128"], loop["sts_64"], loop["mma"]) == (3, 1, 1, 0)
     whole = analysis["whole"]
@@ -128,7 +128,7 @@ def test_innermost_loop_mix_counts_widths_mma_int64_and_calls():
 def _ins(text):
     words = text.split(None, 1)
     operands = [o.strip() for o in words[1].split(",")] if len(words) > 1 else []
-    return sass_parse.Instruction(0, words[0], operands)
+    return parse.Instruction(0, words[0], operands)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -140,7 +140,7 @@ def _ins(text):
     ("SHF.R.S32.HI R3, RZ, 0x4, R36", False), ("UIADD3.X UR4, UR7, UR8, URZ, UP0, !UPT", True),
     ("LEA.HI.X R5, R5, RZ, RZ, 0x1c, P1", True), ("LOP3.LUT R10, R3, UR7, RZ, 0x3c, !PT", False)])
 def test_int64_rules(text, expected):
-    assert sass_parse.is_int64(_ins(text)) is expected
+    assert parse.is_int64(_ins(text)) is expected
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -148,15 +148,15 @@ def test_int64_rules(text, expected):
     ("I2F.F64.S64 R2, R4", True), ("FFMA R2, R4, R6, R2", False), ("DEPBAR.LE SB0, 0x0", False),
     ("F2I.TRUNC.NTZ R2, R3", False)])
 def test_f64_rules(text, expected):
-    assert sass_parse.is_f64(_ins(text)) is expected
+    assert parse.is_f64(_ins(text)) is expected
 
 
 def test_multiply_accumulates_per_warp_instruction():
-    assert sass_parse.warp_macs(_ins("IMMA.16832.S8.S8 R8, R12, R16, R8")) == 4096
-    assert sass_parse.warp_macs(_ins("HMMA.16816.F32 R8, R12, R16, R8")) == 2048
-    assert sass_parse.warp_macs(_ins("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24")) == 64 * 128 * 16 // 4
-    assert sass_parse.warp_macs(_ins("IDP.4A.S8.S8 R45, R45, R38, RZ")) == 128
-    assert sass_parse.warp_macs(_ins("LDS.U8 R2, [R3]")) == 0
+    assert parse.warp_macs(_ins("IMMA.16832.S8.S8 R8, R12, R16, R8")) == 4096
+    assert parse.warp_macs(_ins("HMMA.16816.F32 R8, R12, R16, R8")) == 2048
+    assert parse.warp_macs(_ins("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24")) == 64 * 128 * 16 // 4
+    assert parse.warp_macs(_ins("IDP.4A.S8.S8 R45, R45, R38, RZ")) == 128
+    assert parse.warp_macs(_ins("LDS.U8 R2, [R3]")) == 0
 
 
 PTXAS_LOG = """ptxas info    : 80 bytes gmem
@@ -171,14 +171,14 @@ ptxas info    : Compile time = 63.383 ms
 
 
 def test_ptxas_log_gives_entry_resources_and_spills_of_every_function():
-    found = sass_parse.parse_ptxas(PTXAS_LOG)
+    found = parse.parse_ptxas(PTXAS_LOG)
     assert found == {"entry": "_Z6kernel", "registers": 54, "barriers": 1, "smem": 2048, "stack_frame": 24,
                      "spill_stores": 16, "spill_loads": 12}
 
 
 def _row(listing, **flags):
     row = {"kernel": "k", "spill_stores": 0, "spill_loads": 0, "stack_frame": 0, "float64_free": True,
-           "tensor_cores": False, "sass": sass_parse.analyze_sass(listing)}
+           "tensor_cores": False, "sass": parse.analyze_sass(listing)}
     row.update(flags)
     return row
 
@@ -233,8 +233,8 @@ def test_shared_memory_paragraph_may_come_from_the_module(monkeypatch):
 
 
 def test_dynamic_shared_memory_is_seen_in_the_ptx():
-    assert sass_parse.uses_dynamic_shared(".extern .shared .align 4 .b8 _cudapy_smem_2[];\n")
-    assert not sass_parse.uses_dynamic_shared(".visible .shared .align 1 .b8 _cudapy_smem_3[1024];\n")
+    assert parse.uses_dynamic_shared(".extern .shared .align 4 .b8 _cudapy_smem_2[];\n")
+    assert not parse.uses_dynamic_shared(".visible .shared .align 1 .b8 _cudapy_smem_3[1024];\n")
 
 
 WORKLOAD = {"name": "w", "kernel": "k", "unit": "item", "ops_per_unit": 2e6, "compute_limit": "int8_tensor",
@@ -276,10 +276,10 @@ def test_int_matmul_workload_counts_the_egg_matrices_and_the_tile_traffic():
 
 
 def test_missing_tools_are_one_sentence_of_bad_input(monkeypatch):
-    from bench import sass_tools
+    from bench.static_report import tools
     from eggnog.runtime.errors import BadInput
 
-    monkeypatch.setattr(sass_tools, "find_tool", lambda name: None if name == "nvdisasm" else "/bin/true")
+    monkeypatch.setattr(tools, "find_tool", lambda name: None if name == "nvdisasm" else "/bin/true")
     with pytest.raises(BadInput, match=r"^nvdisasm not found \(install the dev extra, which brings "
                                        r"nvidia-cuda-nvdisasm\)$"):
-        sass_tools.find_tools()
+        tools.find_tools()

@@ -12,8 +12,8 @@ from tests.helpers import ROOT, assert_user_error
 
 def table1(tmp_path, *args):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", EGGNOG_BENCH_RESULTS=str(tmp_path), EGGNOG_PROGRESS="0")
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench", "table1.py"), *args], capture_output=True,
-                          text=True, env=env, timeout=900)
+    return subprocess.run([sys.executable, "-m", "bench.table1", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=900)
 
 
 def test_the_100k_cell_gives_a_well_formed_result(tmp_path):

@@ -11,8 +11,8 @@ from tests.helpers import ROOT, assert_user_error
 
 def table2(tmp_path, *args):
     env = dict(os.environ, PYTHONPATH=ROOT, EGGNOG_BENCH_RESULTS=str(tmp_path), NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, os.path.join(ROOT, "bench", "table2.py"), *args], capture_output=True,
-                          text=True, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-m", "bench.table2", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
 
 
 def test_table2_trains_validates_and_writes(tmp_path):

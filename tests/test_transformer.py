@@ -101,7 +101,7 @@ def test_resume_equals_uninterrupted_run(tmp_path, optimizer):
     resumed, _ = train(tmp_path, "split", 4, resume=True, optimizer=optimizer)
     assert set(straight) == set(resumed) and all(np.array_equal(straight[k], resumed[k]) for k in straight)
     logged = read_jsonl(tmp_path / "split" / "metrics.jsonl")
-    assert [r["epoch"] for r in logged] == [0, 1, 2, 3] and all(np.isfinite(r["train_bpb"]) for r in logged)
+    assert [r["step"] for r in logged] == [1, 2, 3, 4] and all(np.isfinite(r["train_bpb"]) for r in logged)
     assert all(r["train_deggs_proxy"] > 0 for r in logged)
 
 

@@ -1,4 +1,5 @@
-"""The CPU twins' vectorisable exp, sigmoid, tanh and normal CDF against float64, with the bounds their module states."""
+"""The CPU twins' vectorisable exp, sigmoid, tanh and normal CDF against float64, with the bounds their
+module states."""
 
 import math
 

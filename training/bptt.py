@@ -23,7 +23,7 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
 from eggnog.runtime.step_clock import UNTIMED
 from eggnog.training import memory_plan
-from eggnog.training.memory_preflight import linear_in_depth
+from eggnog.training.memory_plan import linear_in_depth
 from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
 from eggnog.training.run_config import flag, redefault
 from eggnog.training.run_loop import run_steps

@@ -13,7 +13,7 @@ from eggnog.runtime.run_lock import release_lock
 from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
 from eggnog.runtime.threads import set_threads
 from eggnog.runtime.world import init_world
-from eggnog.training.memory_preflight import check_host_fits
+from eggnog.training.memory_plan import check_host_fits
 from eggnog.training.run_config import check_values, option_name
 
 

@@ -1,7 +1,10 @@
-"""What a MinGRU BPTT step holds in memory, estimated from the configuration before anything is
-allocated, and the refusal of a run that cannot fit.
+"""What a run holds in memory, estimated from its configuration before anything is allocated or
+written, and the refusal of a run that cannot fit: without it `--depth 1e9` builds a layout for minutes
+and `--population 1e9` grows until the kernel kills the process. Each run config gives
+`host_memory(ranks)`, {what: bytes} of one rank's largest host arrays, for `check_host_fits`; MinGRU
+BPTT plans its own step instead (`bptt_memory`, `check_fits`), the GPU's memory included.
 
-Counted in float32 words (4 bytes), P = parameters, n = rows x chunk tokens per forward on this rank,
+A MinGRU BPTT step, in float32 words (4 bytes), P = parameters, n = rows x chunk tokens per forward on this rank,
 d = dim, e = dim_inner, f = ff_inner, L = depth:
 - backend memory (the GPU's, or the host's on the CPU backend): the optimiser's vector (P) and state
   (sf-adamw z, v; adamw m, v: 2P; sgd momentum: P), the named gradients of a chunk (P), the chunk's
@@ -70,3 +73,24 @@ def check_fits(plan, host_free, device_free, recompute):
             raise BadInput(f"this run needs about {need / 2**30:.1f} GiB of {where} ({describe(plan, recompute)}) "
                            f"but {free / 2**30:.1f} GiB are {state}{hint}; a smaller --chunk-size, --batch-size or "
                            "model needs less")
+
+
+def linear_in_depth(count, depth):
+    """count(depth) of a model whose size grows by the same amount with every block, from depths 1 and 2
+    (so a huge --depth is never laid out)."""
+    one = count(1)
+    return one + (depth - 1) * (count(2) - one)
+
+
+def gib(n):
+    return f"{n / 2**30:,.2f} GiB"
+
+
+def check_host_fits(needs):
+    """Refuse `needs` ({what: bytes}) above HEADROOM of the available host memory."""
+    available = host_available()
+    total = sum(needs.values())
+    if available is not None and total > HEADROOM * available:
+        parts = ", ".join(f"{what} {gib(n)}" for what, n in needs.items() if n)
+        raise BadInput(f"this run needs about {gib(total)} of host memory per rank ({parts}) but {gib(available)} "
+                       "are available; a smaller model, population, batch or sequence needs less")

@@ -19,12 +19,13 @@ from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoin
 from eggnog.runtime.errors import BadInput
 from eggnog.training.optimizers import OPTIMIZERS, checkpoint_arrays, make_optimizer, state_from_checkpoint
 from eggnog.training.run_config import RunConfig, flag
+from eggnog.training.run_schedule import RunSchedule
 
 DEFAULT_DIM, DEFAULT_DEPTH = 64, 2  # laptop size when neither --params nor --dim/--depth is given
 
 
 @dataclass(frozen=True)
-class MinGruRunConfig(RunConfig):
+class MinGruRunConfig(RunSchedule, RunConfig):
     params: str | None = flag(None, "Parameter budget with k/m/g = 1024^n suffixes, solved into --dim and --depth "
                                     "as gruboros does.", default_text="none", metavar="<size>")
     dim: int | None = flag(None, "MinGRU width.", default_text=f"{DEFAULT_DIM} without --params")
@@ -38,12 +39,6 @@ class MinGruRunConfig(RunConfig):
     weight_decay: float = flag(0.0, "Weight decay.")
     warmup_steps: int = flag(0, "Linear warm-up steps (sf-adamw).")
     seed: int = flag(0, "Seed of initialisation, noise and data.")
-    validate_every: int = flag(25, "Steps between validations.", changeable=True)
-    checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)
-    plots: bool = flag(True, "Rank 0 redraws RUN/plots/*.png (bin/plot.py) at validations, at most once a minute, "
-                             "and at the end (gossip and coordinator runs: with bin/plot.py).", changeable=True)
-    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).",
-                                 changeable=True)
     val_rows: int = flag(32, "Validation rows, each from a zero state.", changeable=True)
     val_tokens: int = flag(512, "Bytes scored per validation row.", changeable=True)
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",

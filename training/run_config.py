@@ -26,9 +26,11 @@ def flag(default, help, *, aliases=(), per_rank=None, default_text=None, changea
     return field(default=default, metadata=meta)
 
 
-def redefault(base, name, default):
-    """Field `name` of dataclass `base` with another default and the same flag metadata."""
-    return field(default=default, metadata=base.__dataclass_fields__[name].metadata)
+def redefault(base, name, default, help=None):
+    """Field `name` of dataclass `base` with another default (and `help`, where given) and otherwise the
+    same flag metadata."""
+    meta = base.__dataclass_fields__[name].metadata
+    return field(default=default, metadata=meta if help is None else {**meta, "help": help})
 
 
 SEED_LIMIT = 1 << 63  # seeds are stored as int64 and hashed as uint64
@@ -79,7 +81,7 @@ class RunConfig:
         return open_corpus(path)
 
     def host_memory(self, ranks):
-        """{what: bytes} of one rank's largest host arrays (training/memory_preflight.py); {} where the
+        """{what: bytes} of one rank's largest host arrays (training/memory_plan.py); {} where the
         trainer checks its own."""
         return {}
 

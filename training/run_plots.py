@@ -7,18 +7,18 @@ import json
 import time
 from pathlib import Path
 
-from eggnog.runtime.rundir import read_jsonl
+from eggnog.runtime.rundir import read_jsonl, read_metrics
 
 
 def run_series(run_dir):
     """{x: step (1-based), elapsed, train, val (step, value) pairs, tokens_per_s, alpha, moved} of a
     run; a zero-order run's loss and val_loss (bits/token) are its train and val series, its clock the
     summed step times."""
-    records = read_jsonl(Path(run_dir) / "metrics.jsonl") if (Path(run_dir) / "metrics.jsonl").is_file() else []
+    records = read_metrics(Path(run_dir) / "metrics.jsonl") if (Path(run_dir) / "metrics.jsonl").is_file() else []
     out = {"step": [], "elapsed": [], "train": [], "val": [], "tokens_per_s": [], "alpha": [], "moved": []}
     clock = 0.0
     for r in records:
-        step = r["epoch"] + 1 if "epoch" in r else r.get("step")
+        step = r.get("step")
         if step is None:
             continue
         clock = r.get("elapsed_s", clock + r.get("s_per_step", 0.0))

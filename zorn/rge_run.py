@@ -1,7 +1,8 @@
 """The zero-order RNN training run behind bin/train_rge.py: a task, a model (LSTM, DNC or MinGRU),
 and a solver (CD-RGE, FDRAS, or the BPTT baseline), logging per step the loss, eps, lr, seconds
 per step and where they went (probes, exchange, update), probes and peak memory, with checkpoints,
-exact resume and a stop on non-finite loss.
+exact resume and a stop on non-finite loss. Its steps run in the shared loop (training/run_loop.py),
+which validates, saves and plots on the shared schedule (training/run_schedule.py).
 
 Every --validate-every steps the unperturbed model scores held-out samples (zorn/validation.py; `best`
 follows the validation loss); --curriculum-max raises the training lengths as the loss falls
@@ -17,21 +18,21 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+from tqdm import tqdm
 
 from eggnog.kernels.core.backend import to_host
-from eggnog.runtime.checkpoint import load_checkpoint, mark_best, prune_checkpoints, save_checkpoint
-from eggnog.runtime.divergence import DivergenceGuard
+from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
-from eggnog.runtime.progress import progress
-from eggnog.runtime.rundir import JsonLog, check_resume, resumed_metrics_log
-from eggnog.runtime.step_clock import UNTIMED, StepClock, rounded
-from eggnog.runtime.stop_signals import StopSignals, exit_if_signalled, stop_if_signalled
+from eggnog.runtime.rundir import JsonLog, check_resume
+from eggnog.runtime.step_clock import UNTIMED, rounded
+from eggnog.runtime.stop_signals import StopSignals, exit_if_signalled
 from eggnog.training.memory import MemoryMeter
-from eggnog.training.memory_preflight import linear_in_depth
+from eggnog.training.memory_plan import linear_in_depth
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
-from eggnog.training.run_config import RunConfig, flag
-from eggnog.training.run_plots import PlotRefresh
+from eggnog.training.run_config import RunConfig, flag, redefault
+from eggnog.training.run_loop import run_steps
+from eggnog.training.run_schedule import PLOTS_HELP, RunSchedule
 from eggnog.zorn.curriculum import Curriculum
 from eggnog.zorn.lr_search import parse_bracket, search_lr
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
@@ -43,7 +44,7 @@ SOLVERS = ("cdrge", "fdras", "bptt")
 
 
 @dataclass(frozen=True)
-class RgeRunConfig(RgeConfig, RunConfig):
+class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
     run_name = "rge"
     generates = False
     divergence_hint = "lower --lr or --sigma"
@@ -70,13 +71,10 @@ class RgeRunConfig(RgeConfig, RunConfig):
     target_loss: float = flag(0.1 / math.log(2), "Overfit stop, bits per token (the default is 0.1 nats).")
     steps: int = flag(1000, "Step budget.", changeable=True)
     seed: int = flag(0, "Seed of initialisation, probes and data.")
-    checkpoint_every: int = flag(50, "Steps between checkpoints.", changeable=True)
-    keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).",
-                                 changeable=True)
+    checkpoint_every: int = redefault(RunSchedule, "checkpoint_every", 50)
     data: str | None = flag(None, "Corpus for char_lm.", default_text="the embedded stdlib corpus", metavar="<path>")
-    validate_every: int = flag(50, "Steps between validations (0: never).", changeable=True)
-    plots: bool = flag(True, "Rank 0 redraws RUN/plots/*.png (bin/plot.py) at validations, at most once a minute, "
-                             "and at the end.", changeable=True)
+    validate_every: int = redefault(RunSchedule, "validate_every", 50, help="Steps between validations (0: never).")
+    plots: bool = redefault(RunSchedule, "plots", True, help=PLOTS_HELP)
     val_samples: int = flag(256, "Held-out samples scored at each validation.")
     val_min_len: int | None = flag(None, "Shortest validation sample.", default_text="the longest training sample + 1")
     val_max_len: int | None = flag(None, "Longest validation sample.", default_text="--val-min-len + 49")
@@ -339,68 +337,52 @@ class RgeRun:
             print(f"lr search: {len(trials)} trials of {steps} steps in [{cfg.lr_search}] chose lr {chosen:.4g} "
                   f"({path.name})")
 
-    def run(self, run_dir):
+    # ---- the run (training/run_loop.py's hooks) ----------------------------------------------------
+    best_key, loss_key = "val_loss", "loss"
+
+    def steps_done(self):
+        return self.step
+
+    def before_step(self):
+        """Untimed: the step's batch, and a fresh window of the memory peaks."""
+        self.batch = self.task.batch(self.step, self.cfg.batch_size)
+        self.meter.reset()
+
+    def loop_step(self, clock):
+        """One step and its record, timed here (s_per_step, no throughput): tokens None."""
         cfg, world = self.cfg, self.world
+        loss = self.train_step(self.batch, clock)
+        timing = rounded(clock.split())
+        self.step += 1
+        self.loss, self.reached = loss, cfg.overfit and loss < cfg.target_loss
+        record = dict(step=self.step, loss=round(loss, 6), eps=None if cfg.solver == "bptt" else self.train_cfg.eps,
+                      lr=self.lr, s_per_step=timing.pop("step_s"), **timing,
+                      probes=0 if cfg.solver == "bptt" else cfg.probes, solver=cfg.solver, mode=cfg.layout(world),
+                      ranks=world.size, **self.meter.peaks())
+        if self.curriculum is not None:
+            record["max_seq_len"] = self.curriculum.max_seq_len
+            raised = self.curriculum.observe(loss)
+            if raised is not None:
+                record["curriculum_raised_to"] = raised
+                self._follow_curriculum()
+                if world.is_root:
+                    tqdm.write(f"step {self.step}: curriculum raises --max-seq-len to {raised}")  # beside the bar
+        return record, None
+
+    def stop_reached(self):
+        return self.reached
+
+    def run(self, run_dir):
         if not self.lr_settled:
             self.search_lr(run_dir)
-        log, _ = resumed_metrics_log(world, run_dir, self.step)
-        meter, clock = MemoryMeter(self.backend), StepClock(self.backend.synchronize)
-        probes = 0 if cfg.solver == "bptt" else cfg.probes
-        mode = cfg.layout(world)
-        bar = progress(cfg.steps, world, "steps", initial=self.step)
-        loss, reached, scores = None, False, {}
-        guard = DivergenceGuard(run_dir, cfg.divergence_hint)
-        plots = PlotRefresh(run_dir, world.is_root and cfg.plots)
-        with StopSignals() as signals:
-            try:
-                while self.step < cfg.steps and not reached:
-                    batch = self.task.batch(self.step, cfg.batch_size)
-                    meter.reset()
-                    clock.start()
-                    loss = self.train_step(batch, clock)
-                    split = clock.split()
-                    self.step += 1
-                    reached = cfg.overfit and loss < cfg.target_loss
-                    timing = rounded(split)
-                    record = dict(step=self.step, loss=round(loss, 6), eps=None if cfg.solver == "bptt" else
-                                  self.train_cfg.eps, lr=self.lr, s_per_step=timing.pop("step_s"), **timing,
-                                  probes=probes, solver=cfg.solver, mode=mode, ranks=world.size, **meter.peaks())
-                    if self.curriculum is not None:
-                        record["max_seq_len"] = self.curriculum.max_seq_len
-                        raised = self.curriculum.observe(loss)
-                        if raised is not None:
-                            record["curriculum_raised_to"] = raised
-                            self._follow_curriculum()
-                            if world.is_root:
-                                bar.write(f"step {self.step}: curriculum raises --max-seq-len to {raised}")
-                    improved = False
-                    if self.validation is not None and (self.step % cfg.validate_every == 0 or reached
-                                                        or self.step == cfg.steps):
-                        scores = self.validate()
-                        record.update({k: round(v, 6) for k, v in scores.items()})
-                        improved = self.best_val is None or scores["val_loss"] < self.best_val
-                        if improved:
-                            self.best_val = scores["val_loss"]
-                    log.write(**record)
-                    if "val_loss" in record or self.step == cfg.steps or reached:
-                        plots.validated(last=self.step == cfg.steps or reached)
-                    bar.update(1)
-                    bar.set_postfix(loss=round(loss, 4), **({"val": round(scores["val_loss"], 4)} if scores else {}))
-                    guard.check(loss, self.step)
-                    saved = improved or self.step % cfg.checkpoint_every == 0 or reached or self.step == cfg.steps
-                    if saved:
-                        self.save(run_dir, best=improved)
-                        if world.is_root:
-                            prune_checkpoints(run_dir / "checkpoints", cfg.keep_checkpoints)
-                    stop_if_signalled(signals, world, self.step, run_dir,
-                                      None if saved else lambda: self.save(run_dir))
-            except NonFiniteLoss as e:
-                self.save(run_dir)
-                raise BadInput(f"the loss became NaN or infinite at step {e.step + 1}; lower --lr (a checkpoint of "
-                               f"the last good state, step {self.step}, was written)") from None
-            finally:
-                bar.close()
-                log.close()
-                meter.stop()
-        return {"steps": self.step, "loss": loss, "reached_target": reached, "lr": self.lr, **scores,
-                "best_val_loss": self.best_val}
+        self.meter, self.loss, self.reached = MemoryMeter(self.backend), None, False
+        try:
+            scores, _ = run_steps(self, run_dir, "steps")
+        except NonFiniteLoss as e:
+            self.save(run_dir)
+            raise BadInput(f"the loss became NaN or infinite at step {e.step + 1}; lower --lr (a checkpoint of "
+                           f"the last good state, step {self.step}, was written)") from None
+        finally:
+            self.meter.stop()
+        return {"steps": self.step, "loss": self.loss, "reached_target": self.reached, "lr": self.lr,
+                **(scores or {}), "best_val_loss": self.best_val}

@@ -59,7 +59,8 @@ def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS, la
     within 65536 / launch_bounds; the simulator takes no bounds).
 
     Compilation stays lazy (no signatures are passed to `cuda.jit`), so importing a kernel module
-    needs no GPU; `signatures` are the types the launchers pass.
+    needs no GPU; `signatures` are the types the launchers pass. What the static report reads from
+    these traits and from the kernel's module: kernels/STATIC_REPORT.md.
     """
 
     def wrap(fn):

@@ -231,7 +231,7 @@ def cuda_matmul_tf32(x, w):
     return y
 
 
-# ---- roofline of the static report (bench/sass_report.py) -----------------------------------------
+# ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
 
 ROOFLINE_WORKLOADS = ("matmul 32768x1536x1536, TF32",)
 

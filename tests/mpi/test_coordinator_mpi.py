@@ -90,7 +90,7 @@ def test_coordinator_matches_the_synchronous_trainer(world, shared_dir, parallel
     ok = True
     if world.is_root:
         lines = read_jsonl(run_dir / "metrics.jsonl")
-        ok = [r["epoch"] for r in lines] == list(range(STEPS)) and all(r["chunks"] == 4 for r in lines)
+        ok = [r["step"] for r in lines] == list(range(1, STEPS + 1)) and all(r["chunks"] == 4 for r in lines)
         ok &= sum("val_bpb" in r for r in lines) == 2
         losses = ["train_bpb"] + (["train_deggs_proxy"] if "transformer" in settings.values() else [])
         sync_lines = read_jsonl(sync_dir(shared_dir, settings) / "metrics.jsonl")

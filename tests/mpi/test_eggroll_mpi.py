@@ -37,7 +37,7 @@ def test_rank_count_invariance(world, shared_dir, parallel_assert, model, fast_f
     same = True
     if world.is_root:
         reference = results[1]
-        for size, arrays in results.items():
+        for arrays in results.values():
             same &= np.array_equal(arrays["params"], reference["params"])
             same &= np.array_equal(arrays["states"], reference["states"])
         same &= len(results) == min(3, 1 + (world.size >= 2) + (world.size >= 4))

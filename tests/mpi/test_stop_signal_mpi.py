@@ -52,7 +52,7 @@ def test_a_signal_on_one_rank_stops_all_after_the_same_step(world, shared_dir, p
     if world.is_root:
         stopped = SIGNALLED_AT + 1
         ok = checkpoint_step(run_dir) == stopped
-        ok &= [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(stopped))
+        ok &= [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(1, stopped + 1))
     parallel_assert(world.bcast_json(bool(ok)), "the checkpoint or the log is not of the step after the signal")
 
 
@@ -81,5 +81,5 @@ def test_a_signal_on_a_worker_stops_a_coordinated_run_after_a_saved_step(world, 
     if world.is_root:
         stopped = checkpoint_step(run_dir)  # the step under way when the request came in, or the next
         ok = stopped in (signalled_at + 1, signalled_at + 2)
-        ok &= [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(stopped))
+        ok &= [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(1, stopped + 1))
     parallel_assert(world.bcast_json(bool(ok)), "the coordinated run did not stop at a saved step")

@@ -1,6 +1,6 @@
 """Static performance report of every registered CUDA kernel for sm_90 (H100), without a GPU.
 
-    python bench/sass_report.py
+    python -m bench.static_report
 
 Each signature a launcher uses is compiled to PTX by numba (kernels/checks/ptx_compile.py), assembled with
 `ptxas -arch=sm_90 -O3 -v` and disassembled with `cuobjdump -sass` (the nvidia-cuda-nvcc,
@@ -8,36 +8,31 @@ Each signature a launcher uses is compiled to PTX by numba (kernels/checks/ptx_c
 local memory (stack frame), static shared memory, occupancy at the launcher's block size
 (KernelSpec.block) against the stated sm_90 limits, and the instruction mix of the innermost loops
 (tensor-core MMA, IDP4A, FFMA, f64, 64-bit integer halves, calls, global/shared accesses by width).
-Shared-memory kernels show the "Shared memory:" paragraph of their docstring, where the author argues
-the absence of bank conflicts (SASS cannot show them), or are flagged "not argued". A roofline section
-estimates headline workloads from the kernels' loop structure against the H100 SXM peaks
-(bench/sass_roofline.py; kernel modules add their own through ROOFLINE_WORKLOADS / roofline()).
+Shared-memory kernels show their "Shared memory:" paragraph (the case against bank conflicts, which
+SASS cannot show) or are flagged "not argued". A roofline section estimates headline workloads from the
+kernels' loop structure against the H100 SXM peaks (roofline.py). What a kernel module gives the
+report (traits, that paragraph, its own roofline workloads): kernels/STATIC_REPORT.md.
 
 Writes bench/results/sass_report-sm90-<date>.json and .md. Without the tools: one sentence, exit 2.
 
-    python bench/sass_report.py --only egg_epoch_cuda   # those kernels, their loops' SASS, no files
+    python -m bench.static_report --only egg_epoch_cuda   # those kernels, their loops' SASS, no files
 """
 
 import os
-import sys
 import time
 from collections import Counter
 
-# The report compiles for a real target; the simulator (which tests switch on) cannot.
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import typer
 
-import typer  # noqa: E402
-
-from bench import sass_parse  # noqa: E402
-from bench.report import print_table, write_result  # noqa: E402
-from bench.sass_checks import loop_total, observations, problems, shared_memory_argument  # noqa: E402
-from bench.sass_limits import occupancy, stated_limits  # noqa: E402
-from bench.sass_markdown import render, summary_table  # noqa: E402
-from bench.sass_roofline import BUILT_IN, estimate, hot_loop, module_workloads  # noqa: E402
-from bench.sass_tools import ARCH, assemble, find_tools, tool_version  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
-from eggnog.runtime.errors import BadInput  # noqa: E402
+from bench.report import print_table, write_result
+from bench.static_report import parse
+from bench.static_report.checks import loop_total, observations, problems, shared_memory_argument
+from bench.static_report.limits import occupancy, stated_limits
+from bench.static_report.markdown import render, summary_table
+from bench.static_report.roofline import BUILT_IN, estimate, hot_loop, module_workloads
+from bench.static_report.tools import ARCH, assemble, find_tools, tool_version
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 PREFIX = "eggnog.kernels."
@@ -55,14 +50,14 @@ def kernel_rows(tools, only=None):
         spec = next(s for s in KERNELS if s.name == compiled["name"])
         seen[spec.name] += 1
         log, sass = assemble(ptx, tools)
-        resources = sass_parse.parse_ptxas(log)
+        resources = parse.parse_ptxas(log)
         label = spec.name.removeprefix(PREFIX) + (f" [sig {seen[spec.name]}]" if len(spec.signatures) > 1 else "")
-        dynamic = sass_parse.uses_dynamic_shared(ptx)
+        dynamic = parse.uses_dynamic_shared(ptx)
         row = {"kernel": label, **compiled, "registers": resources["registers"], "barriers": resources["barriers"],
                "smem": resources["smem"], "dynamic_shared": dynamic, "stack_frame": resources["stack_frame"],
                "spill_stores": resources["spill_stores"], "spill_loads": resources["spill_loads"],
                "occupancy": occupancy(resources["registers"], resources["smem"], spec.block),
-               "sass": sass_parse.analyze_sass(sass),
+               "sass": parse.analyze_sass(sass),
                "shared_memory_argument": shared_memory_argument(spec.pyfunc) if resources["smem"] or dynamic else None}
         row["innermost_loop_mix"] = loop_total(row)
         row["problems"] = problems(row)
@@ -81,7 +76,7 @@ def roofline_rows(rows):
 
 def print_loops(row):
     """The SASS of a kernel's innermost loops, for reading what the counts came from."""
-    functions = list(sass_parse.parse_sass(row["listing"]).values())
+    functions = list(parse.parse_sass(row["listing"]).values())
     for loop in row["sass"]["innermost_loops"]:
         print(f"\n{row['kernel']}: loop {loop['start']:#06x}-{loop['end']:#06x}, depth {loop['depth']}, "
               f"{loop['instructions']} instructions")
@@ -94,6 +89,9 @@ def print_loops(row):
 @user_errors
 def main(only: str = typer.Option(None, help="Analyse only kernels whose name contains this text, print the SASS "
                                              "of their innermost loops, and write no result files.")):
+    # The report compiles for a real target; the simulator (which tests switch on) cannot. Nothing
+    # imported above loads numba, which reads this when the kernels are first imported.
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     tools = find_tools()
     start = time.perf_counter()
     rows = kernel_rows(tools, only)
@@ -112,9 +110,9 @@ def main(only: str = typer.Option(None, help="Analyse only kernels whose name co
               f"{w['fraction_of_reference']:.2%} of the {w['reference_limit']} limit")
     extra = {"target": f"static {ARCH} (ptxas -O3), no GPU", "tools": {n: tool_version(p) for n, p in tools.items()},
              "limits": stated_limits(), "kernels": len(rows), "compile_and_assemble_seconds": round(seconds, 1),
-             "definitions": {"loops": " ".join(sass_parse.__doc__.split("\n\n", 1)[1].split()),
-                             "int64": sass_parse.INT64_RULES, "f64": sass_parse.F64_RULES,
-                             "widths": sass_parse.WIDTH_RULES},
+             "definitions": {"loops": " ".join(parse.__doc__.split("\n\n", 1)[1].split()),
+                             "int64": parse.INT64_RULES, "f64": parse.F64_RULES,
+                             "widths": parse.WIDTH_RULES},
              "observations": observations(rows), "roofline": roofline,
              "problems": {r["kernel"]: r["problems"] for r in rows if r["problems"]}}
     path = write_result("sass_report", "sm90", rows, extra)

@@ -102,8 +102,7 @@ def _roofline(roofline):
                      f"instructions = {loop['macs_per_clock_per_sm']} MAC per clock per SM at full issue.")
         lines.append(f"- {w['name']}: {w['basis']}{issue}")
     lines += ["", "Kernel modules add workloads by defining `ROOFLINE_WORKLOADS` (workload names) and "
-              "`roofline(workload)` returning name, kernel, unit, ops_per_unit, compute_limit, reference_limit, "
-              "bytes_per_unit {hbm, l2} and basis (bench/sass_roofline.py).", ""]
+              "`roofline(workload)` (kernels/STATIC_REPORT.md).", ""]
     return lines
 
 

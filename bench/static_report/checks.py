@@ -1,5 +1,5 @@
 """What the static report holds against a compiled kernel (and the test fails on), and the summary
-observations it prints. A row is one kernel signature as sass_report builds it."""
+observations it prints. A row is one kernel signature as __main__ builds it."""
 
 import inspect
 import re

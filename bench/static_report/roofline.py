@@ -1,35 +1,17 @@
 """Roofline estimates for headline workloads: operations and bytes per unit of work, taken from a
-kernel's loop structure, against the H100 SXM limits of sass_limits.
-
-A workload is a dict:
-    name             what is estimated, e.g. "EGG 6x256, population 32768: int_matmul"
-    kernel           the registered kernel name whose SASS hot loop gives the issue bound (or None)
-    unit             the unit of work, e.g. "member-token"
-    ops_per_unit     arithmetic operations per unit (2 per multiply-accumulate)
-    compute_limit    the H100_SXM key of the peak its arithmetic runs at ("int8_tensor", "bf16_tensor",
-                     "tf32_tensor", "fp32_simt"), or None for SIMT integer work with no stated peak
-    reference_limit  the H100_SXM key the result is compared with (the target), e.g. "int8_tensor"; a
-                     bandwidth ("hbm") compares with that bandwidth filled by the workload's own bytes
-    loads_per_unit   (optional) for a streaming loop: 32-bit words a unit loads from global memory; the
-                     units a warp completes per hot-loop iteration are then read from the words the
-                     loop's loads bring (of any width, however far the compiler unrolled it), and the
-                     issue ceiling counts instructions per unit
-    bytes_per_unit   {"hbm": bytes, "l2": bytes} moved per unit at each level
-    basis            one or two sentences: where the figures come from
+kernel's loop structure, against the H100 SXM limits of limits.py. A workload is the dict of
+kernels/STATIC_REPORT.md (REQUIRED keys, optional loads_per_unit): the two built in here, and those
+kernel modules add through ROOFLINE_WORKLOADS and roofline(workload).
 
 Units per second under each ceiling are peak / (ops or bytes per unit); the kernel's hot loop adds an
 issue ceiling (4 schedulers x 1 warp instruction per clock per SM, at the static body's MACs, or units,
 per instruction). The estimate is the lowest ceiling.
-
-Kernel modules add their own workloads through a hook: a module of eggnog.kernels that registers
-kernels may define `ROOFLINE_WORKLOADS` (a sequence of workload names) and `roofline(workload)`, which
-returns the dict above for each of those names.
 """
 
 import importlib
 from math import ceil
 
-from bench.sass_limits import H100_SXM, ISSUE_CLOCK_HZ, SCHEDULERS_PER_SM, SM_COUNT
+from bench.static_report.limits import H100_SXM, ISSUE_CLOCK_HZ, SCHEDULERS_PER_SM, SM_COUNT
 
 REQUIRED = ("name", "kernel", "unit", "ops_per_unit", "compute_limit", "reference_limit", "bytes_per_unit", "basis")
 
