@@ -1,6 +1,7 @@
-"""Plot runs from their metrics.jsonl: loss against steps and wall time with the corpus's baselines,
-throughput, ES alpha and moved fraction, and a gossip run's islands. Writes RUN/plots/*.png for one
-run; several runs are overlaid into the first one's plots/compare/ (or --out).
+"""Plot runs from their metrics.jsonl: loss against steps and wall time with the corpus's baselines
+(a zero-order run: the probes' mean and the clean loss), throughput, ES alpha and moved fraction, and
+a gossip run's islands. Writes RUN/plots/*.png for one run; several runs are overlaid into the first
+one's plots/compare/ (or --out).
 
     python bin/plot.py runs/es-20261122-101500
     python bin/plot.py runs/es-a runs/es-b --out comparison

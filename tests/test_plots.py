@@ -71,6 +71,33 @@ def test_a_zero_order_run_s_validation_is_its_val_series(tmp_path):
     assert series["train"] == [6.5, 6.1] and series["val"] == [(2, 1.0, 6.3)]
 
 
+def test_a_cdrge_run_plots_the_probe_mean_and_the_clean_loss(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from eggnog.training import run_plots
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "metrics.jsonl").write_text("".join(
+        f'{{"step": {i}, "loss": {7 - i / 10}, "s_per_step": 0.5, "solver": "cdrge"'
+        + (f', "val_loss": {7.2 - i / 10}, "clean_loss": {6 - i / 10}' if i % 2 == 0 else "") + "}\n"
+        for i in range(1, 7)))
+    series = run_plots.run_series(tmp_path / "r")
+    assert series["probed"] and series["clean"] == [(2, 1.0, 5.8), (4, 2.0, 5.6), (6, 3.0, 5.4)]
+    figures = []
+    saved = run_plots._save
+    monkeypatch.setattr(run_plots, "baselines", lambda run_dir: None)
+    monkeypatch.setattr(run_plots, "_save", lambda fig, path: figures.append(fig) or saved(fig, path))
+    run_plots.plot_runs([tmp_path / "r"], tmp_path / "out")
+    by_step, by_time = figures[0].axes
+    assert [line.get_label() for line in by_step.get_lines()] == ["r probe mean (θ ± εz)", "r clean (θ)", "r val"]
+    assert list(by_step.get_lines()[1].get_ydata()) == [5.8, 5.6, 5.4]
+    assert len(by_time.get_lines()) == 3
+    plt.close("all")
+
+
 def test_a_zero_order_run_draws_its_plots(tmp_path):
     tiny = ["--hidden-size", "8", "--num-heads", "2", "--input-size", "4", "--probes", "4", "--steps", "4",
             "--validate-every", "2", "--val-samples", "8"]

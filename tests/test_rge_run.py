@@ -106,3 +106,32 @@ def test_a_checkpoint_from_before_validation_and_the_curriculum_resumes(tmp_path
     save_checkpoint(run_dir / "checkpoints", 3, arrays, meta)
     _, summary = run(tmp_path, "old", resume=True)
     assert summary["steps"] == 6
+
+
+@pytest.mark.parametrize("solver", ["cdrge", "bptt"])
+def test_validations_log_the_clean_loss_of_the_unperturbed_parameters(tmp_path, solver):
+    """`loss` of a CD-RGE step is the probes' mean at theta +- eps z; `clean_loss`, at each validation, is
+    the loss of the parameters validated (those checkpointed at that step) on the step's own batch."""
+    from eggnog.zorn.rge_run import build_model
+    from eggnog.zorn.tasks import make_task
+
+    cfg = RgeRunConfig(**{**TINY, "overfit": False, "validate_every": 2, "checkpoint_every": 2, "val_samples": 4,
+                          "sigma": 0.5, "solver": solver, "optimizer": "sgd"})
+    run_dir = tmp_path / "clean"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    summary = RgeRun(cfg, init_world(), CPU).run(run_dir)
+    log = read_jsonl(run_dir / "metrics.jsonl")
+    assert [r["step"] for r in log if "clean_loss" in r] == [2, 4, 6]
+    assert all("clean_loss" not in r for r in log if "val_loss" not in r)
+    model, task = build_model(cfg), make_task(cfg.task, cfg.min_seq_len, cfg.max_seq_len, cfg.seed)
+    for r in (r for r in log if "clean_loss" in r):
+        params, _ = load_checkpoint(run_dir / "checkpoints" / f"step-{r['step']:08d}.npz")
+        batch = task.batch(r["step"] - 1, cfg.batch_size)  # the batch the step trained on
+        logits = np.asarray(model.logits("cpu", params["params"], batch.inputs), np.float64)
+        log_z = np.log(np.exp(logits).sum(axis=2))
+        picked = np.take_along_axis(logits, batch.targets[..., None].astype(np.int64), axis=2)[..., 0]
+        bits = ((log_z - picked) * batch.mask).sum() / batch.mask.sum() / np.log(2.0)
+        assert r["clean_loss"] == pytest.approx(bits, rel=1e-4, abs=1e-5)
+    if solver == "cdrge":  # eps 0.5: the probes sit far above the unperturbed parameters
+        assert all(r["loss"] > r["clean_loss"] + 0.05 for r in log if "clean_loss" in r)
+    assert summary["clean_loss"] == pytest.approx(log[-1]["clean_loss"])

@@ -1,5 +1,6 @@
 """Plots of runs from their metrics.jsonl (matplotlib's Agg backend, imported only here): the loss
-against steps and against wall time with the corpus's unigram and bigram baselines, throughput, and
+against steps and against wall time with the corpus's unigram and bigram baselines (a zero-order run:
+the probes' mean and the clean loss of the unperturbed parameters), throughput, and
 for ES runs alpha and the moved fraction; a gossip run adds its population view (every island's
 fitness over time, its tournaments marked). Several runs overlay in one set of figures."""
 
@@ -11,11 +12,13 @@ from eggnog.runtime.rundir import read_jsonl, read_metrics
 
 
 def run_series(run_dir):
-    """{x: step (1-based), elapsed, train, val (step, value) pairs, tokens_per_s, alpha, moved} of a
-    run; a zero-order run's loss and val_loss (bits/token) are its train and val series, its clock the
-    summed step times."""
+    """{x: step (1-based), elapsed, train, val and clean (step, clock, value), tokens_per_s, alpha, moved,
+    probed} of a run; a zero-order run's loss and val_loss (bits/token) are its train and val series,
+    clean_loss (the unperturbed parameters on the training batch, at validations) its clean series, its
+    clock the summed step times; `probed`: its train series is the probes' mean at theta +- eps z."""
     records = read_metrics(Path(run_dir) / "metrics.jsonl") if (Path(run_dir) / "metrics.jsonl").is_file() else []
-    out = {"step": [], "elapsed": [], "train": [], "val": [], "tokens_per_s": [], "alpha": [], "moved": []}
+    out = {"step": [], "elapsed": [], "train": [], "val": [], "clean": [], "tokens_per_s": [], "alpha": [],
+           "moved": [], "probed": False}
     clock = 0.0
     for r in records:
         step = r.get("step")
@@ -28,6 +31,9 @@ def run_series(run_dir):
         val = r.get("val_bpb", r.get("val_loss"))  # a zero-order run validates in bits/token
         if val is not None:
             out["val"].append((step, clock, val))
+        if r.get("clean_loss") is not None:
+            out["clean"].append((step, clock, r["clean_loss"]))
+        out["probed"] = out["probed"] or r.get("solver") in ("cdrge", "fdras")
         for key, name in (("tokens_per_s", "tokens_per_s"), ("alpha", "alpha"), ("moved_fraction", "moved")):
             if key in r:
                 out[name].append((step, r[key]))
@@ -68,8 +74,13 @@ def plot_runs(run_dirs, out_dir):
 
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name, s in series.items():
-        line, = by_step.plot(s["step"], s["train"], lw=0.8, alpha=0.7, label=f"{name} train")
+        train = f"{name} probe mean (θ ± εz)" if s["probed"] else f"{name} train"
+        line, = by_step.plot(s["step"], s["train"], lw=0.8, alpha=0.7, label=train)
         by_time.plot(s["elapsed"], s["train"], lw=0.8, alpha=0.7, color=line.get_color())
+        if s["clean"]:  # the loss being minimised, which the probes' mean overstates at a large eps
+            steps, clocks, values = zip(*s["clean"])
+            by_step.plot(steps, values, "s--", ms=3, lw=1, color=line.get_color(), label=f"{name} clean (θ)")
+            by_time.plot(clocks, values, "s--", ms=3, lw=1, color=line.get_color())
         if s["val"]:
             steps, clocks, values = zip(*s["val"])
             by_step.plot(steps, values, "o-", ms=3, color=line.get_color(), label=f"{name} val")

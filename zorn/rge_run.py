@@ -5,8 +5,9 @@ exact resume and a stop on non-finite loss. Its steps run in the shared loop (tr
 which validates, saves and plots on the shared schedule (training/run_schedule.py).
 
 Every --validate-every steps the unperturbed model scores held-out samples (zorn/validation.py; `best`
-follows the validation loss); --curriculum-max raises the training lengths as the loss falls
-(zorn/curriculum.py); --lr-search settles the learning rate by short trials first (zorn/lr_search.py).
+follows the validation loss) and the step's training batch (`clean_loss`); --curriculum-max raises the
+training lengths as the loss falls (zorn/curriculum.py); --lr-search settles the learning rate by short
+trials first (zorn/lr_search.py).
 The chosen rate, the curriculum's state and the best validation loss travel in the checkpoints.
 
 Losses are mask-weighted cross-entropy in bits per predicted token. In overfit mode (the paper's
@@ -173,6 +174,8 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
     def summarize(self, summary):
         status = "reached the target loss" if summary["reached_target"] else "ran its step budget"
         line = f"done: {summary['steps']} steps, loss {summary['loss']:.4f} bits/token ({status})"
+        if summary.get("clean_loss") is not None:
+            line += f"; clean loss {summary['clean_loss']:.4f} at the last validation"
         if summary.get("val_loss") is not None:
             line += (f"; validation {summary['val_loss']:.4f} bits/token, accuracy {summary['val_accuracy']:.3f} "
                      f"(best {summary['best_val_loss']:.4f})")
@@ -296,8 +299,16 @@ class RgeRun:
         return loss
 
     def validate(self):
-        """{"val_loss", "val_accuracy"} of the current parameters on the held-out samples."""
-        return self.validation.score(self.model, self.backend, self.host_params(), self.world)
+        """{"val_loss", "val_accuracy"} of the current parameters on the held-out samples, and their
+        `clean_loss` on this step's training batch."""
+        scores = self.validation.score(self.model, self.backend, self.host_params(), self.world)
+        return {**scores, "clean_loss": self.clean_loss(self.batch)}
+
+    def clean_loss(self, batch):
+        """The loss (bits/token) of the unperturbed parameters on `batch`: the logged `loss` of a zero-order
+        step is the probes' mean at theta +- eps z, which at a large eps lies well above it."""
+        params = self.optimizer.train_params() if self.rge is None else self.rge.theta
+        return float(self.model.loss(self.backend.name, params, batch))
 
     def search_lr(self, run_dir):
         """Settle the rate by --lr-search: every trial from the initial weights over the first batches;
