@@ -107,3 +107,20 @@ def test_a_zero_order_run_draws_its_plots(tmp_path):
     assert f"plots: {tmp_path / 'a' / 'plots'}" in drawn.stdout
     assert run_script("train_rge.py", "--run-dir", tmp_path / "b", "--no-plots", *tiny).returncode == 0
     assert not (tmp_path / "b" / "plots").exists()
+
+
+def test_a_synthetic_task_run_has_no_corpus_baselines(tmp_path):
+    """A copy-task run's losses are bits per answer token: the corpus's baselines are not drawn beside
+    them; a char_lm run (and a run whose config names no task) keeps them."""
+    import json
+
+    from eggnog.training import run_plots
+
+    corpus = str(tiny_corpus(tmp_path))
+    for task, drawn in (("copy", False), ("char_lm", True), (None, True)):
+        run = tmp_path / str(task)
+        run.mkdir()
+        config = {"data": corpus} if task is None else {"data": corpus, "task": task}
+        (run / "config.json").write_text(json.dumps(config))
+        got = run_plots.baselines(run)
+        assert (got is not None and len(got) == 2) if drawn else got is None, (task, got)

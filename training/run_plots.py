@@ -42,13 +42,16 @@ def run_series(run_dir):
 
 def baselines(run_dir):
     """(unigram, bigram) bits/byte of the run's validation split, or None where its corpus cannot be
-    opened without building it."""
+    opened without building it, or where the run learns a synthetic task (no corpus: the baselines of
+    the default corpus would mean nothing beside it)."""
     from eggnog.corpus.default import default_corpus_path
     from eggnog.corpus.reader import open_corpus
     from eggnog.runtime.errors import BadInput
 
     try:
         config = json.loads((Path(run_dir) / "config.json").read_text())
+        if config.get("task", "char_lm") != "char_lm":
+            return None
         path = config.get("data") or default_corpus_path()[0]
         val = open_corpus(path).meta["splits"]["val"]
         return val["unigram_bpb"], val["bigram_bpb"]

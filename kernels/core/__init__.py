@@ -11,4 +11,5 @@
     cpu_vector_math   branch-free fp32 exp / sigmoid / tanh that LLVM vectorises in the CPU twins
     cpu_jit           parallel CPU loops that run serially when the work is small
     cpu_products      fp32 matrix products of the CPU twins, split over the cores by hand
+    flat_layout       tensors laid end to end in one flat buffer (the models' layouts)
 """

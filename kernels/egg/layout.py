@@ -3,7 +3,7 @@ its tensors in tensor-id order (the id is also the tensor's noise stream), their
 in the flat int8 buffer.
 """
 
-import numpy as np
+from eggnog.kernels.core.flat_layout import with_offsets
 
 VOCAB = 256
 # Per-layer tensors, in tensor-id order after the embedding; ln_out and head follow the last layer.
@@ -20,11 +20,7 @@ def egg_layout(n_layer, dim):
     for layer in range(n_layer):
         specs += [(f"layers.{layer}.{name}", tuple(m * dim for m in mult), kind) for name, kind, mult in LAYER_TENSORS]
     specs += [("ln_out", (dim,), "vector"), ("head", (VOCAB, dim), "matrix")]
-    out, offset = [], 0
-    for name, shape, kind in specs:
-        out.append((name, shape, kind, offset))
-        offset += int(np.prod(shape))
-    return out
+    return with_offsets(specs)
 
 
 def layer_tensor(layer, which):

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from eggnog.kernels.core.flat_layout import with_offsets
 from eggnog.kernels.noise.scalar_math import DEGGS_GAUSSIAN, DEGGS_UNIFORM
 
 SPEC_FIELDS = ("n_layer", "dim", "head_dim", "vocab", "shift_attn", "shift_qkv", "shift_out", "shift_logit",
@@ -41,11 +42,7 @@ def transformer_layout(cfg):
         specs += [(f"layers.{layer}.mlp.{name}", tuple(m * d for m in mult), kind)
                   for name, kind, mult in MLP_TENSORS]
     specs += [("ln_f.weight", (d,), "vector"), ("ln_f.bias", (d,), "vector")]
-    out, offset = [], 0
-    for name, shape, kind in specs:
-        out.append((name, shape, kind, offset))
-        offset += int(np.prod(shape))
-    return out
+    return with_offsets(specs)
 
 
 def layer_tensor(layer, which):
