@@ -140,6 +140,8 @@ def torch_default_init(model, seed):
 def eggnog_curve(dim, depth, plan, train, val, optimizer, lr, clip, init, seed, warmup_steps=0):
     from eggnog.kernels.core.registry import ops_for
     from eggnog.models.mingru import MinGruConfig, MinGruModel
+    from eggnog.models.mingru_eval import val_bpb
+    from eggnog.runtime.world import init_world
     from eggnog.training.optimizers import make_optimizer
 
     ops = ops_for("cpu")
@@ -149,11 +151,8 @@ def eggnog_curve(dim, depth, plan, train, val, optimizer, lr, clip, init, seed, 
     length = plan["window"]
     val_batch = np.stack([val[s:s + length] for s in plan["val_starts"]])
 
-    def validate(step):
-        p = model.views(opt.eval_params())
-        logits, _, _ = model.forward(ops, p, val_batch[:, :-1])
-        loss, _ = ops.cross_entropy(logits, np.ascontiguousarray(val_batch[:, 1:]).reshape(-1))
-        return [step, float(np.mean(ops.to_host(loss), dtype=np.float64))]
+    def validate(step):  # the trainers' validation, on the plan's windows
+        return [step, val_bpb(model, ops, opt.eval_params(), val_batch, init_world())]
 
     train_bpb, val_curve, seconds = [], [], 0.0
     steps = len(plan["train_starts"])
