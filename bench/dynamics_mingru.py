@@ -45,8 +45,10 @@ import numpy as np
 import typer
 
 from bench.report import peer_result, print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 HERE = Path(__file__).resolve().parent
 PEER_SCRIPT = HERE / "mingru_torch_train.py"
@@ -226,6 +228,7 @@ def final_val(curve):
     return None if curve is None else round(curve["val"][-1][1], 4)
 
 
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(configs: str = typer.Option(DEFAULT_CONFIGS, help="dim x depth, optionally :steps, comma-separated."),
          steps: int = typer.Option(500, help="Steps of a config that names none."),
@@ -306,4 +309,4 @@ def main(configs: str = typer.Option(DEFAULT_CONFIGS, help="dim x depth, optiona
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    app()

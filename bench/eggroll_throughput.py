@@ -25,9 +25,9 @@ import numpy as np
 import typer
 
 from bench.report import median_seconds, print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
 def macs_per_token(model, perturbed, tokens, transformer):
@@ -43,7 +43,7 @@ def macs_per_token(model, perturbed, tokens, transformer):
     return total
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(model_name: str = typer.Option("egg", "--model", help="egg or transformer (d-eggs' model)."),
          depth: int = typer.Option(1, "--depth", "--n-layer", help="Blocks."),

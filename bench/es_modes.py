@@ -22,8 +22,10 @@ import typer
 from bench.report import REPO, print_table, write_result
 from eggnog.kernels.core.backend import select_backend
 from eggnog.runtime.checkpoint import load_checkpoint
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
 def run_mode(mode, ranks, steps, population, chunk, backend, run_dir, timeout):
@@ -39,6 +41,7 @@ def run_mode(mode, ranks, steps, population, chunk, backend, run_dir, timeout):
     return lines, load_checkpoint(run_dir)[0]["params"]
 
 
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(ranks: int = typer.Option(4, help="MPI ranks of each run."),
          steps: int = typer.Option(30, help="Steps of each run."),
@@ -70,4 +73,4 @@ def main(ranks: int = typer.Option(4, help="MPI ranks of each run."),
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    app()

@@ -42,10 +42,10 @@ import typer
 
 from bench.gpu_steps import PLANS, PROBE_S, PY
 from bench.report import REPO, RESULTS, commit, cpu_name, print_table
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 GPU_PROBE = """
 import json
@@ -390,7 +390,7 @@ def print_plan(steps, budget, out, quick):
     print(f"would write into {out}: {name}.json, .md and .log, and each step's result files")
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(quick: bool = typer.Option(False, "--quick", help="The quick plan: selfcheck, the riskiest GPU tests, "
                                     "EGGROLL at the headline size (default budget 240 s)."),

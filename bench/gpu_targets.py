@@ -23,10 +23,10 @@ from pathlib import Path
 import typer
 
 from bench.report import print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 BATCH, STEPS = 1024, 11
 TABLE1_SIZES = ("100k", "1M", "10M")  # the sizes the report has LSTM roofline rows for
@@ -83,7 +83,7 @@ def table1_rows(rows):
     return out
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(report: str = typer.Option(None, help="A static report's JSON (default: the newest in bench/results).")):
     path = Path(report) if report else newest_report()

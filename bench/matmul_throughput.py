@@ -40,10 +40,10 @@ import numpy as np
 import typer
 
 from bench.report import median_seconds, print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 CPU_SHAPES = "4096x1536x1536,2048x1024x6144,2048x3072x1024"
 
@@ -221,7 +221,7 @@ def blas_threads():
     return {p["internal_api"]: p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOUT."),
          backend: str = typer.Option(None, help="auto, cpu or cuda."), repeat: int = 5):

@@ -21,8 +21,10 @@ import numpy as np
 import typer
 
 from bench.report import median_seconds, peer_result, print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 HERE = Path(__file__).resolve().parent
 
@@ -66,6 +68,7 @@ def torch_seconds(torch_python, dim, depth, batch, seq, steps, warmup, timeout):
     return got if isinstance(got, dict) else f"minGRU-pytorch {got}"
 
 
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(configs: str = typer.Option("64x2:8x512,256x4:8x512", help="dim x depth : batch x seq, comma-separated."),
          steps: int = typer.Option(5, help="Timed steps per side."),
@@ -106,4 +109,4 @@ def main(configs: str = typer.Option("64x2:8x512,256x4:8x512", help="dim x depth
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    app()

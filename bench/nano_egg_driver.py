@@ -54,10 +54,14 @@ def loadavg():
         return None
 
 
-def import_nano_egg(directory, opts):
-    """nano-egg's run.py as a module: it parses sys.argv with tyro when imported."""
+def import_nano_egg(directory, opts, extra=()):
+    """nano-egg's run.py as a module: it parses sys.argv (the configuration in opts, then `extra`) with
+    tyro when imported."""
     sys.argv = ["run.py", "--seed", str(opts.seed), "--n-layer", str(opts.depth), "--n-embd", str(opts.dim),
-                "--parallel-generations-per-gpu", str(opts.population), "--tokens-per-update", str(opts.tokens)]
+                "--parallel-generations-per-gpu", str(opts.population)]
+    if getattr(opts, "tokens", None):
+        sys.argv += ["--tokens-per-update", str(opts.tokens)]
+    sys.argv += list(extra)
     spec = importlib.util.spec_from_file_location("run", os.path.join(directory, "run.py"))
     run = importlib.util.module_from_spec(spec)
     sys.modules["run"] = run  # its dataclasses look their module up while it executes

@@ -27,7 +27,7 @@ import numpy as np
 import typer
 
 from bench.report import loadavg, peer_result, print_table, timed_runs, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
 DRIVER = Path(__file__).resolve().parent / "nano_egg_driver.py"
@@ -41,7 +41,7 @@ TIMED = {
                 "excludes compilation, fitness conversion, the update and its noise-table copy",
 }
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
 def parse_configs(text):
@@ -127,7 +127,7 @@ def row_of(depth, dim, population, tokens, ours, theirs):
     return row
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(configs: str = typer.Option("1x64:512,6x256:128", help="depth x dim : population, comma-separated."),
          tokens: int = typer.Option(100, help="Bytes each member reads per evaluation."),

@@ -9,12 +9,12 @@ CUDA timings exclude the host copy (kernel time, synchronised); CPU timings are 
 import typer
 
 from bench.report import median_seconds, print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(sizes: str = "1048576,16777216", backends: str = "", repeat: int = 5):
     import numba

@@ -12,9 +12,9 @@ import numpy as np
 import typer
 
 from bench.report import median_seconds, print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
 def copy_bandwidth(backend, nbytes=1 << 28):
@@ -27,7 +27,7 @@ def copy_bandwidth(backend, nbytes=1 << 28):
     return 2 * nbytes / seconds
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(None, help="auto, cpu or cuda."),
          repeat: int = 3):

@@ -28,9 +28,9 @@ import typer
 
 from bench.report import print_table, write_result
 from bench.table1_grid import METHODS, MODES, SIZES, a40_seconds, fits
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -110,7 +110,7 @@ def chart(rows, path):
     plt.close(fig)
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: str = "series,reduce,seeds",
          ranks: int = 4, steps: int = 5, warmup: int = 1, batch_size: int = 1024, task: str = "char_lm",

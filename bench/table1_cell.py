@@ -24,9 +24,9 @@ import numpy as np
 import typer
 
 from bench.table1_grid import METHODS, SIZES, cell_config
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 MEASURES = ("time", "memory")
 
 
@@ -82,7 +82,7 @@ def memory_steps(run, cfg, meter, world, steps, warmup):
             "memory_process": sources["process"], "memory_own": sources["own"]}
 
 
-@app.command()
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: str = typer.Option("series"),
          measure: str = typer.Option("time", help="time or memory (separate runs)."),

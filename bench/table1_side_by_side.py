@@ -19,8 +19,10 @@ import typer
 
 from bench.report import loadavg, peer_result, print_table, write_result
 from bench.table1_grid import LR, SIZES
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,6 +46,7 @@ def torch_side(torch_python, size, probes, batch, steps, warmup, timeout):
     return {"result": peer_result(command, timeout), "loadavg": {"before": before, "after": loadavg()}}
 
 
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(sizes: str = typer.Option("100k", help="Table 1 sizes, comma-separated."),
          probes: int = typer.Option(96, help="Probes per step: 96 or 512 (the Table 1 columns)."),
@@ -88,4 +91,4 @@ def main(sizes: str = typer.Option("100k", help="Table 1 sizes, comma-separated.
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    app()

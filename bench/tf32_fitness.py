@@ -16,8 +16,10 @@ import numpy as np
 import typer
 
 from bench.report import print_table, write_result
-from eggnog.runtime.cli import user_errors
+from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 DATA = ("default", "random")
 
@@ -80,6 +82,7 @@ def compare(model, ops, params, cfg_args, epoch, windows):
     }
 
 
+@app.command(help=cli_help(__doc__))
 @user_errors
 def main(dim: int = typer.Option(64, help="Model width."),
          depth: int = typer.Option(2, help="Layers."),
@@ -120,4 +123,4 @@ def main(dim: int = typer.Option(64, help="Model width."),
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    app()

@@ -21,7 +21,7 @@ def test_table2_trains_validates_and_writes(tmp_path):
     record = json.loads(next(tmp_path.glob("table2-*.json")).read_text())
     assert [(r["task"], r["method"]) for r in record["rows"]] == [("copy", "cdrge"), ("copy", "bptt"),
                                                                   ("sort", "cdrge"), ("sort", "bptt")]
-    assert record["settings"]["val_lengths"] == [5, 10] and record["settings"]["probes"] == 96
+    assert record["settings"]["val_lengths"] == [5, 54] and record["settings"]["probes"] == 96
     for cell in record["cells"]:
         assert len(cell["loss"]) == 12 and cell["val_loss"] > 0 and 0 <= cell["val_accuracy"] <= 1
         assert cell["fit_loss"] > 0 and 0 <= cell["fit_accuracy"] <= 1
