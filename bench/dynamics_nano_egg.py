@@ -2,7 +2,7 @@
 same bytes at the same settings, over several seeds, in bits per byte, on the CPU.
 
     python -m bench.dynamics_nano_egg --peer-python ENV/bin/python --nano-egg NANO_EGG  # 1x64 pop 512, 3 x 300 epochs
-    python -m bench.dynamics_nano_egg --peer-python ENV/bin/python --nano-egg NANO_EGG --quick  # 2 seeds x 40 epochs
+    python -m bench.dynamics_nano_egg --peer-python ENV/bin/python --nano-egg NANO_EGG --quick  # 2 seeds x 30 epochs
     python -m bench.dynamics_nano_egg ... --configs 1x64:512,2x128:512,1x64:4096,2x128:4096 --epochs 1000  # all
 
 nano-egg's environment (JAX on the CPU, nothing from eggnog; NANO_EGG is a checkout of ESHyperscale/nano-egg):
@@ -32,6 +32,7 @@ better". Writes bench/results/dynamics_nano_egg-<grid>-cpu-<date>.json (grid: 1x
 their min-max band.
 """
 
+import hashlib
 import json
 import math
 import os
@@ -54,7 +55,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEER_SCRIPT = HERE / "nano_egg_train.py"
 DEFAULT_CONFIGS, DEFAULT_EPOCHS, DEFAULT_SEEDS = "1x64:512", 300, 3
-QUICK_CONFIGS, QUICK_EPOCHS, QUICK_SEEDS = "1x64:512", 40, 2
+QUICK_CONFIGS, QUICK_EPOCHS, QUICK_SEEDS = "1x64:512", 30, 2
 SIDES = ("nano_egg", "eggnog")
 
 
@@ -158,7 +159,8 @@ def check_peer(peer_python, peer_script, nano_egg):
                       missing="has no jax, jaxlib, scipy, tyro and tqdm")
     if not isinstance(got, dict):
         raise BadInput(f"--peer-python {peer_python} {got}")
-    return got
+    with open(os.path.join(nano_egg, "run.py"), "rb") as f:
+        return {**got, "run_py_sha256": hashlib.sha256(f.read()).hexdigest()}
 
 
 # ---- report ---------------------------------------------------------------------------------------

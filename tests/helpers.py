@@ -1,4 +1,4 @@
-"""Helpers shared by tests: run a bin/ script as a user would; fp32 kernel inputs and outputs."""
+"""Helpers shared by tests: run a bin/ script or a benchmark as a user would; fp32 kernel inputs and outputs."""
 
 import os
 import subprocess
@@ -18,6 +18,14 @@ def run_script(script, *args, env=None, cwd=None, timeout=300):
     full_env.update(env or {})
     return subprocess.run([sys.executable, os.path.join(ROOT, "bin", script), *map(str, args)],
                           capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout)
+
+
+def run_bench(module, tmp_path, *args, env=None, timeout=600):
+    """Run `python -m bench.<module>` from the repository root, its results written to tmp_path/results."""
+    full_env = dict(os.environ, EGGNOG_BENCH_RESULTS=str(tmp_path / "results"), NUMBA_ENABLE_CUDASIM="0",
+                    PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
+    return subprocess.run([sys.executable, "-m", f"bench.{module}", *map(str, args)], capture_output=True,
+                          text=True, env=full_env, cwd=ROOT, timeout=timeout)
 
 
 def assert_user_error(result, *fragments):

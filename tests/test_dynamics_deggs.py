@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,7 +18,7 @@ import pytest
 
 from bench.deggs_build import VOCAB, build, build_plan, deggs_folder, sources_digest, write_deggs_data
 from bench.dynamics_deggs import deggs_curve, parse_coordinator_log, port_free, result_row, verdict
-from tests.helpers import ROOT, assert_user_error
+from tests.helpers import ROOT, assert_user_error, run_bench
 
 REAL_DEGGS = os.environ.get("EGGNOG_DEGGS")
 MAKEFILE = "CFLAGS = -O3 -Iinclude\nNVCCFLAGS = -O3 -Iinclude -arch=sm_86 -lcublas -rdc=true\n"
@@ -32,10 +31,7 @@ while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then printf '#!/bin/sh\\n' > "$2"; ch
 
 
 def bench(tmp_path, *args, env=None):
-    full = dict(os.environ, EGGNOG_BENCH_RESULTS=str(tmp_path / "results"), NUMBA_ENABLE_CUDASIM="0",
-                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "bench.dynamics_deggs", *map(str, args)], capture_output=True,
-                          text=True, env=full, cwd=ROOT, timeout=600)
+    return run_bench("dynamics_deggs", tmp_path, *args, env=env)
 
 
 def fake_checkout(tmp_path):

@@ -4,15 +4,13 @@ and the verdicts run for real in seconds; bad flags and a missing peer exit 2 wi
 
 import json
 import math
-import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 from bench.dynamics_mingru import parse_configs, torch_default_init, verdict
-from tests.helpers import ROOT, assert_user_error
+from tests.helpers import assert_user_error, run_bench
 
 FAKE_PEER = '''
 import json, sys
@@ -33,10 +31,7 @@ TINY = ["--configs", "8x1:3,16x1:2", "--batch", "2", "--seq", "16", "--val-every
 
 
 def bench(tmp_path, *args):
-    env = dict(os.environ, EGGNOG_BENCH_RESULTS=str(tmp_path / "results"), NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "bench.dynamics_mingru", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=600)
+    return run_bench("dynamics_mingru", tmp_path, *args)
 
 
 def fake_peer(tmp_path, final):

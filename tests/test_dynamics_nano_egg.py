@@ -4,15 +4,13 @@ eggnog's runs, the JSON, the plot and the verdicts run for real; bad flags and a
 no result."""
 
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 from bench.dynamics_nano_egg import parse_configs, summary, verdict
-from tests.helpers import ROOT, assert_user_error
+from tests.helpers import assert_user_error, run_bench
 
 FAKE_PEER = '''
 import json, os, sys
@@ -40,10 +38,7 @@ TINY = ["--configs", "1x8:4", "--epochs", "2", "--seeds", "2", "--validate-every
 
 
 def bench(tmp_path, *args):
-    env = dict(os.environ, EGGNOG_BENCH_RESULTS=str(tmp_path / "results"), NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "bench.dynamics_nano_egg", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=600)
+    return run_bench("dynamics_nano_egg", tmp_path, *args)
 
 
 def fake_peer(tmp_path, final):
@@ -62,7 +57,7 @@ def test_curves_json_png_and_verdict_with_a_fake_peer(tmp_path):
     assert path.with_suffix(".png").stat().st_size > 0
     record = json.loads(path.read_text())
     assert record["settings"]["group_size"] == 2 and record["settings"]["seeds"] == [0, 1]
-    assert record["peer"]["jax"] == "fake"
+    assert record["peer"]["jax"] == "fake" and len(record["peer"]["run_py_sha256"]) == 64
     [row] = record["rows"]
     assert (row["model"], row["population"], row["epochs"], row["seeds"]) == ("1x8", 4, 2, 2)
     assert row["nano_egg_val_bpb"] == {"mean": 100.005, "std": 0.0071, "se": 0.005, "n": 2}

@@ -4,15 +4,13 @@ eggnog's side, the JSON, the plot and the verdicts run for real; bad flags exit 
 authors' target positions and the mapping of their nn.LSTM onto eggnog's LSTM are checked directly."""
 
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 from bench.dynamics_zorn import SPACE, Cell, authors_mask, eggnog_params, own_mask, torch_default_init, verdict
-from tests.helpers import ROOT, assert_user_error
+from tests.helpers import assert_user_error, run_bench
 
 FAKE_PEER = '''
 import json, sys
@@ -40,10 +38,7 @@ TINY = ["--steps", "3", "--lrs", "0.1", "--eval-every", "2", "--samples", "8"]
 
 
 def bench(tmp_path, *args):
-    env = dict(os.environ, EGGNOG_BENCH_RESULTS=str(tmp_path / "results"), NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "bench.dynamics_zorn", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=600)
+    return run_bench("dynamics_zorn", tmp_path, *args)
 
 
 def fake_peer(tmp_path, final):

@@ -3,21 +3,14 @@ minGRU-pytorch, bench/table1_side_by_side.py against a plain PyTorch CD-RGE loop
 absent or broken, and their refusals of bad flags."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import ROOT, assert_user_error
+from tests.helpers import assert_user_error, run_bench
 
 
 def bench(module, tmp_path, *args):
-    """Run `python -m bench.<module>` from the repository root."""
-    env = dict(os.environ, EGGNOG_BENCH_RESULTS=str(tmp_path / "results"), NUMBA_ENABLE_CUDASIM="0",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", f"bench.{module}", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=600)
+    return run_bench(module, tmp_path, *args)
 
 
 @pytest.mark.parametrize("peer", ["absent", "broken"])
