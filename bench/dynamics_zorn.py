@@ -8,8 +8,8 @@ copy-task problem, from the same initial weights, on the CPU.
         --steps 1000 --overfit-steps 100 --lrs 0.1 --eval-every 50 --spread-seeds 1       # the committed run
     python -m bench.dynamics_zorn --no-peer                                                # eggnog's curves alone
 
-The default takes about 10 minutes on 2 idle cores, --quick about 2; the committed run (1000 steps, the
-peer's ~1.4 s a step on one core being the long pole) takes about 35 minutes, longer on a shared machine.
+The default took 8 min 42 s on 2 cores with another job running, --quick 2 min 22 s; the committed run
+(1000 steps, the peer's 1.4 to 2.2 s a step on one core being the long pole) took 43 minutes.
 
 The peer's environment: `python3 -m venv ENV && ENV/bin/pip install torch numpy` and a checkout of
 sisl/zero_order_rnn (the figures in the README: HEAD 49cddcf); bench/zorn_torch_train.py drives it.
