@@ -1,7 +1,7 @@
 """Learning like the original: EGGROLL training curves of eggnog's EGG beside nano-egg's own run.py, on the
 same bytes at the same settings, over several seeds, in bits per byte, on the CPU.
 
-    python -m bench.dynamics_nano_egg --peer-python ENV/bin/python --nano-egg NANO_EGG  # 1x64 pop 512, 3 x 300 epochs
+    python -m bench.dynamics_nano_egg --peer-python ENV/bin/python --nano-egg NANO_EGG  # 1x64 pop 512, 3 x 200 epochs
     python -m bench.dynamics_nano_egg --peer-python ENV/bin/python --nano-egg NANO_EGG --quick  # 2 seeds x 30 epochs
     python -m bench.dynamics_nano_egg ... --configs 1x64:512,2x128:512,1x64:4096,2x128:4096 --epochs 1000  # all
 
@@ -54,7 +54,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEER_SCRIPT = HERE / "nano_egg_train.py"
-DEFAULT_CONFIGS, DEFAULT_EPOCHS, DEFAULT_SEEDS = "1x64:512", 300, 3
+DEFAULT_CONFIGS, DEFAULT_EPOCHS, DEFAULT_SEEDS = "1x64:512", 200, 3
 QUICK_CONFIGS, QUICK_EPOCHS, QUICK_SEEDS = "1x64:512", 30, 2
 SIDES = ("nano_egg", "eggnog")
 
