@@ -240,7 +240,7 @@ def main(configs: str = typer.Option(DEFAULT_CONFIGS, help="depth x dim : popula
          val_tokens: int = typer.Option(256, help="Bytes scored per validation window."),
          tolerance: float = typer.Option(0.02, help="Bits/byte within which the means match whatever their spread."),
          quick: bool = typer.Option(False, help=f"{QUICK_SEEDS} seeds x {QUICK_EPOCHS} epochs of {QUICK_CONFIGS}: "
-                                                "about 3 minutes."),
+                                                "2 min 20 s on 2 cores."),
          peer_python: str = typer.Option(None, help="A Python with jax, jaxlib, tyro, scipy, tqdm, huggingface_hub "
                                                     "(required unless --no-peer)."),
          nano_egg: str = typer.Option(None, help="A checkout of ESHyperscale/nano-egg (the folder of run.py)."),
