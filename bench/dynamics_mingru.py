@@ -36,7 +36,6 @@ better". Writes bench/results/dynamics_mingru-cpu-<date>.json and a .png beside 
 
 import json
 import math
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -44,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from bench.report import peer_result, print_table, write_result
+from bench.report import check_python, peer_result, print_table, write_result
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
@@ -177,8 +176,7 @@ def eggnog_curve(dim, depth, plan, train, val, optimizer, lr, clip, init, seed, 
 
 # ---- the peer ------------------------------------------------------------------------------------
 def check_peer(peer_python, script):
-    if not os.access(peer_python, os.X_OK) or os.path.isdir(peer_python):
-        raise BadInput(f"--peer-python {peer_python} is not an executable Python")
+    check_python(peer_python, "--peer-python")
     got = peer_result([peer_python, str(script), "--check"], 300,
                       missing="has no torch and minGRU-pytorch or does not run the peer")
     if not isinstance(got, dict):

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from bench.report import peer_result, print_table, write_result
+from bench.report import check_python, peer_result, print_table, write_result
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
@@ -151,8 +151,7 @@ def nano_run(peer_python, peer_script, nano_egg, folder, depth, dim, population,
 
 
 def check_peer(peer_python, peer_script, nano_egg):
-    if not os.access(peer_python, os.X_OK) or os.path.isdir(peer_python):
-        raise BadInput(f"--peer-python {peer_python} is not an executable Python")
+    check_python(peer_python, "--peer-python")
     if not os.path.isfile(os.path.join(nano_egg, "run.py")):
         raise BadInput(f"--nano-egg {nano_egg} holds no run.py (give a checkout of ESHyperscale/nano-egg)")
     got = peer_result([peer_python, str(peer_script), "--check"], 300,

@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from bench.report import peer_result, print_table, write_result
+from bench.report import check_python, peer_result, print_table, write_result
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
@@ -211,8 +211,7 @@ def eggnog_curve(cell, problem, init, method, lr, objective, bptt_lr, eval_every
 
 # ---- the peer ------------------------------------------------------------------------------------
 def check_peer(peer_python, peer_repo, script):
-    if not os.access(peer_python, os.X_OK) or os.path.isdir(peer_python):
-        raise BadInput(f"--peer-python {peer_python} is not an executable Python")
+    check_python(peer_python, "--peer-python")
     if not (Path(peer_repo) / "rge_series_experiments.py").is_file():
         raise BadInput(f"--peer-repo {peer_repo} is not a checkout of zero_order_rnn (no rge_series_experiments.py)")
     got = peer_result([peer_python, str(script), "--repo", str(peer_repo), "--check"], 300,

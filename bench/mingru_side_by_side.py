@@ -14,13 +14,12 @@ With `--backend cuda` eggnog's step runs on the GPU, parameters, optimiser state
 there (the peer, a CPU loop, is not run beside it).
 """
 
-import os
 from pathlib import Path
 
 import numpy as np
 import typer
 
-from bench.report import median_seconds, peer_result, print_table, write_result
+from bench.report import check_python, median_seconds, peer_result, print_table, write_result
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
@@ -79,8 +78,8 @@ def main(configs: str = typer.Option("64x2:8x512,256x4:8x512", help="dim x depth
     chosen = parse_configs(configs)
     if steps < 1 or warmup < 0:
         raise BadInput("--steps must be positive and --warmup not negative")
-    if torch_python is not None and (not os.access(torch_python, os.X_OK) or os.path.isdir(torch_python)):
-        raise BadInput(f"--torch-python {torch_python} is not an executable Python")
+    if torch_python is not None:
+        check_python(torch_python, "--torch-python")
     from eggnog.kernels.core.backend import select_backend
 
     chosen_backend = select_backend(backend)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from bench.report import loadavg, peer_result, print_table, timed_runs, write_result
+from bench.report import check_python, loadavg, peer_result, print_table, timed_runs, write_result
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
@@ -101,8 +101,7 @@ def check_nano_options(nano_python, nano_egg):
     if nano_egg is not None:
         if not (Path(nano_egg) / "run.py").is_file():
             raise BadInput(f"--nano-egg {nano_egg} holds no run.py (nano-egg's source folder is expected)")
-        if not os.access(nano_python, os.X_OK) or os.path.isdir(nano_python):
-            raise BadInput(f"--nano-python {nano_python} is not an executable Python")
+        check_python(nano_python, "--nano-python")
 
 
 def row_of(depth, dim, population, tokens, ours, theirs):

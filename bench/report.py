@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from eggnog.runtime.errors import BadInput
+
 REPO = Path(__file__).resolve().parent.parent
 # EGGNOG_BENCH_RESULTS redirects results (tests use it to keep the repository clean)
 RESULTS = Path(os.environ.get("EGGNOG_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
@@ -60,6 +62,12 @@ def loadavg():
     except OSError:
         return None
 
+
+
+def check_python(path, flag):
+    """Refuse, in one sentence, a peer interpreter given by `flag` that cannot be run."""
+    if not os.access(path, os.X_OK) or os.path.isdir(path):
+        raise BadInput(f"{flag} {path} is not an executable Python")
 
 def peer_result(command, timeout, env=None, missing="is not installed or does not run there"):
     """The last JSON line a peer's command prints, or a sentence saying why there is none: the command's

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import typer
 
-from bench.report import loadavg, peer_result, print_table, write_result
+from bench.report import check_python, loadavg, peer_result, print_table, write_result
 from bench.table1_grid import LR, SIZES
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
@@ -62,8 +62,8 @@ def main(sizes: str = typer.Option("100k", help="Table 1 sizes, comma-separated.
         raise BadInput(f"--probes must be 96 or 512 (the Table 1 columns), got {probes}")
     if min(batch, steps) < 1 or warmup < 0:
         raise BadInput("--batch and --steps must be positive and --warmup not negative")
-    if torch_python is not None and (not os.access(torch_python, os.X_OK) or os.path.isdir(torch_python)):
-        raise BadInput(f"--torch-python {torch_python} is not an executable Python")
+    if torch_python is not None:
+        check_python(torch_python, "--torch-python")
     rows = []
     for size in chosen:
         ours = eggnog_side(size, probes, batch, steps, warmup, timeout)
