@@ -189,18 +189,20 @@ def _cases(rng):
         yield params.astype(np.int8), windows, prefixes, first, spec, perturbed
 
 
-def _forward(params, windows, prefixes, first_member, spec, perturbed):
+def _forward(params, windows, prefixes, first_member, spec, perturbed, keys=None, values=None, position=0):
     """(each member's summed (log-likelihood, proxy loss), each member's logits at the window's last
-    position)."""
+    position). Token t of a window is read at position + t with the KV cache keys, values (n_layer,
+    members, positions, dim), filled below `position` and written in place (empty where not given)."""
     windows = np.asarray(windows, np.int64)
     members, steps = windows.shape[0], windows.shape[1] - 1
     r = _Reference(np.asarray(params), np.asarray(prefixes), first_member, members, np.asarray(spec), perturbed)
-    rope = rope_table(steps, r.head_dim)
-    keys = np.zeros((r.n_layer, members, steps, r.dim), np.int64)
-    values = np.zeros_like(keys)
+    if keys is None:
+        keys = np.zeros((r.n_layer, members, steps, r.dim), np.int64)
+        values = np.zeros_like(keys)
+    rope = rope_table(keys.shape[2], r.head_dim)
     total = np.zeros((members, 2), np.int64)
-    for t in range(steps):
-        x = r.mlp(r.embed(windows[:, t]), INIT_MLP)
+    for t in range(position, position + steps):
+        x = r.mlp(r.embed(windows[:, t - position]), INIT_MLP)
         for layer in range(r.n_layer):
             h = r.ln(x, layer_tensor(layer, LN1_W))
             q, k, v = (r.mm(h, layer_tensor(layer, which)) >> r.s_qkv for which in (Q, K, V))
@@ -212,8 +214,8 @@ def _forward(params, windows, prefixes, first_member, spec, perturbed):
         h = r.ln(x, layer_tensor(r.n_layer, 0))  # ln_f follows the last layer
         raw = r.head(h)
         logits = _clip(raw)
-        total[:, 0] += loglik(logits, windows[:, t + 1])
-        total[:, 1] += proxy_loss(raw, windows[:, t + 1])
+        total[:, 0] += loglik(logits, windows[:, t + 1 - position])
+        total[:, 1] += proxy_loss(raw, windows[:, t + 1 - position])
     return total, logits
 
 

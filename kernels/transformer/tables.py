@@ -9,6 +9,7 @@ and handed to every backend as data, so no device libm enters a result.
 """
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -27,6 +28,14 @@ def rope_table(positions, head_dim):
     scale = float(1 << ROPE_SCALE_BIT)
     return np.ascontiguousarray(np.stack([np.rint(np.cos(angle) * scale), np.rint(np.sin(angle) * scale)], axis=-1)
                                 .astype(np.int64))
+
+
+@lru_cache(maxsize=8)
+def cached_rope_table(positions, head_dim):
+    """rope_table, made once per size and read-only (generation asks for the same one every token)."""
+    table = rope_table(positions, head_dim)
+    table.flags.writeable = False
+    return table
 
 
 EXP_LUT = np.rint((1 << SOFTMAX_SCALE_BIT) * np.exp(-np.arange(SOFTMAX_LUT_SIZE) / SOFTMAX_EXP_SCALE)).astype(np.int64)

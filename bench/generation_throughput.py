@@ -1,0 +1,68 @@
+"""Sampling speed of the transformer's generation (models/generate.py, as bin/generate.py runs it):
+tokens/s with the KV cache (each token read at the next position) against re-reading the whole
+context (at most 256 tokens) for every token, at the laptop size and any other.
+
+    python -m bench.generation_throughput [--depth 1 --dim 32 --head-dim 16] [--tokens 2000] [--backend cpu]
+
+The model is freshly initialised: speed does not depend on what the weights have learned.
+"""
+
+import time
+
+import numpy as np
+import typer
+
+from bench.report import print_table, write_result
+from eggnog.runtime.cli import cli_help, user_errors
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+@app.command(help=cli_help(__doc__))
+@user_errors
+def main(depth: int = 1, dim: int = 32, head_dim: int = 16, vocab: int = 256, tokens: int = 2000,
+         reread_tokens: int = 200, backend: str = "cpu", prompt_tokens: int = 16):
+    import numba
+
+    from eggnog.kernels.core.backend import Backend, select_backend
+    from eggnog.kernels.core.registry import ops_for
+    from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
+    from eggnog.models.generate import MAX_CONTEXT, generate_transformer
+    from eggnog.models.sampling import Sampler
+    from eggnog.runtime.errors import BadInput
+
+    if tokens < 1 or reread_tokens < 1 or prompt_tokens < 1:
+        raise BadInput("--tokens, --reread-tokens and --prompt-tokens must be positive")
+    device_backend = select_backend("cuda") if backend == "cuda" else Backend("cpu")
+    model = TransformerModel(TransformerConfig(depth, dim, head_dim, vocab))
+    params = model.init_params(0)
+    prompt = list(np.random.default_rng(0).integers(0, vocab, prompt_tokens))
+    sampler = Sampler()
+    list(generate_transformer(model, params, prompt, 4, sampler, 0, device_backend))  # compile
+    start = time.perf_counter()
+    produced = sum(1 for _ in generate_transformer(model, params, prompt, tokens, sampler, 0, device_backend))
+    cached = produced / (time.perf_counter() - start)
+
+    ops = ops_for(device_backend.name)
+    context = prompt + list(np.random.default_rng(1).integers(0, vocab, MAX_CONTEXT))
+    start = time.perf_counter()
+    for n in range(reread_tokens):  # the context as generation before the cache saw it: the last 256 tokens
+        window = np.array(context[n:n + MAX_CONTEXT], np.int32)
+        keys = device_backend.zeros((depth, MAX_CONTEXT, dim), np.int8)
+        values = device_backend.zeros((depth, MAX_CONTEXT, dim), np.int8)
+        ops.transformer_decode(device_backend.to_device(params), window, keys, values, 0, model.spec)
+    device_backend.synchronize()
+    reread = reread_tokens / (time.perf_counter() - start)
+
+    rows = [{"model": f"{depth}x{dim} heads of {head_dim}, vocab {vocab}", "backend": device_backend.name,
+             "kv_cache_tokens_per_s": round(cached, 1), "reread_256_tokens_per_s": round(reread, 1),
+             "speedup": round(cached / reread, 1)}]
+    print_table(rows, list(rows[0]))
+    device = device_backend.device_name if device_backend.name == "cuda" else "cpu"
+    path = write_result(f"generation_throughput-transformer{depth}x{dim}", device, rows,
+                        {"cpu_threads": numba.get_num_threads(), "tokens": tokens, "reread_tokens": reread_tokens})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    app()
