@@ -16,7 +16,9 @@ On the CPU the rows also give the int8 MAC rate of the twin: matmul MACs per mem
 (EGG: n_layer * 12 * D^2 + 256 * D; transformer: its matrices, the tied head V * D and the attention's
 2 * D per layer and earlier position, averaged over the window) plus, when perturbed, the rank-1 terms
 (x . B and the scaling by A: d_in + d_out per matmul, and the embedding row's), against the CPU's
-int8 dot-product peak (bench/cpu_int8_peak.py: stated from the clock, and measured).
+int8 dot-product peak (bench/cpu_int8_peak.py: stated from the clock, and measured), in all and per
+core (the rate divided by the threads the twin runs on): the unit in which the EGG's twin and the
+transformer's compare.
 """
 
 from dataclasses import replace
@@ -101,6 +103,7 @@ def main(model_name: str = typer.Option("egg", "--model", help="egg or transform
                 macs = macs_per_token(model, p, tokens, bool(extra_flags))
                 gmacs = population * tokens * macs / seconds[p] / 1e9
                 row[f"{name}_gmacs"] = round(gmacs, 1)
+                row[f"{name}_gmacs_per_core"] = round(gmacs / peak["threads"], 1)
                 row[f"{name}_pct_of_stated_peak"] = round(100 * gmacs / peak["stated_gmacs"], 1) \
                     if peak["stated_gmacs"] else None
                 row[f"{name}_pct_of_measured_peak"] = round(100 * gmacs / peak["measured_gmacs"], 1)
@@ -108,7 +111,8 @@ def main(model_name: str = typer.Option("egg", "--model", help="egg or transform
     meter.stop()
     columns = ["population", "tokens", "perturbed_tokens_per_s", "plain_tokens_per_s", "ratio"]
     if peak is not None:
-        columns += ["perturbed_gmacs", "perturbed_pct_of_stated_peak", "perturbed_pct_of_measured_peak"]
+        columns += ["perturbed_gmacs_per_core", "plain_gmacs_per_core", "perturbed_pct_of_stated_peak",
+                    "perturbed_pct_of_measured_peak"]
         print(f"int8 peak: stated {peak['stated_gmacs']:.1f} GMAC/s ({peak['formula']}, {peak['clock_ghz']} GHz, "
               f"{peak['threads']} threads); measured {peak['measured_gmacs']} GMAC/s")
     print_table(rows, columns)

@@ -26,6 +26,7 @@ from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag
 
 MAX_ALPHA = 64
+WARM_UP = 200  # adamw: d-eggs' 4x and 2x learning-rate steps end here
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class IntEggrollConfig:
     beta1: float = flag(0.9, "adamw: first moment decay.")
     beta2: float = flag(0.95, "adamw: second moment decay.")
     weight_decay: float = flag(0.01, "adamw: weight decay, on the raw int8 weight.")
+    lr_decay: str = flag("none", "adamw after the warm-up: none (d-eggs: the rate stays) or linear (falls to 0 at "
+                                 "the run's last step).")
     adaptive_noise: bool = flag(False, "d-eggs' adaptive noise scaling: each row, column and vector element has "
                                        "an overlay (start 64; +5 when one of its weights moved, -1 otherwise) that "
                                        "scales its noise by clip(overlay, 0, 64) / 64.")
@@ -63,13 +66,19 @@ class IntEggrollConfig:
                            f"{self.alpha}")
         if not 0 <= self.sigma_shift <= 20:
             raise BadInput(f"sigma shift must be in [0, 20], got {self.sigma_shift}")
+        if self.lr_decay not in ("none", "linear"):
+            raise BadInput(f"unknown --lr-decay {self.lr_decay!r}: choose none or linear")
         if self.optimizer not in ("ztest", "adamw"):
             raise BadInput(f"unknown --optimizer {self.optimizer!r} for the EGG: choose ztest or adamw")
         if self.lr <= 0 or self.weight_decay < 0 or not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise BadInput("--lr must be positive, --weight-decay >= 0 and --beta1, --beta2 in [0, 1)")
 
     def lr_at(self, epoch):
-        return self.lr * (4 if epoch < 100 else 2 if epoch < 200 else 1)
+        warm = self.lr * (4 if epoch < 100 else 2 if epoch < 200 else 1)
+        last = getattr(self, "steps", 0)
+        if self.lr_decay == "none" or epoch < WARM_UP or last <= WARM_UP:
+            return warm
+        return warm * max(0.0, (last - epoch) / (last - WARM_UP))
 
     def alpha_at(self, epoch):
         """alpha < 1: constant z-test level; alpha >= 1: 1 / ((2^alpha - 1) t / decay + 1)."""

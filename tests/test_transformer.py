@@ -197,3 +197,63 @@ def test_damaged_d_eggs_files_are_refused(tmp_path):
     (data / "input.bin").write_bytes((data / "input.bin").read_bytes()[:-1])
     with pytest.raises(BadInput, match="not a whole number of 4-byte tokens"):
         open_deggs(data, 0.1, 50)
+
+
+def test_decoding_one_token_at_a_time_equals_reading_the_whole_context():
+    """The KV cache generation keeps: prefill then single tokens give, at every step, the logits and
+    cache of the whole context read at once, and the epoch's own last logits."""
+    from eggnog.kernels.transformer.epoch_cpu import run_decode, run_epoch
+
+    model = TransformerModel(TransformerConfig(2, 16, 8, 256, 8, 4, 6, 6, 6, 7))
+    params = model.init_params(3)
+    context = np.random.default_rng(4).integers(0, 256, 12).astype(np.int32)
+    keys, values = np.zeros((2, 12, 16), np.int8), np.zeros((2, 12, 16), np.int8)
+    logits = run_decode(params, context[:5], keys, values, 0, model.spec)
+    for n in range(5, 12):
+        whole_keys, whole_values = np.zeros_like(keys), np.zeros_like(values)
+        whole = run_decode(params, context[:n], whole_keys, whole_values, 0, model.spec)
+        np.testing.assert_array_equal(logits, whole)
+        np.testing.assert_array_equal(keys[:, :n], whole_keys[:, :n])
+        np.testing.assert_array_equal(values[:, :n], whole_values[:, :n])
+        window = np.append(context[:n], 0)[None, :]
+        np.testing.assert_array_equal(logits, run_epoch(params, window, np.zeros(40, np.int64), 0, model.spec,
+                                                        False)[1][0])
+        logits = run_decode(params, context[n:n + 1], keys, values, n, model.spec)
+
+
+def test_generation_past_the_cache_rereads_the_last_half(monkeypatch):
+    """Past MAX_CONTEXT tokens the cache restarts from the last half of the context: the tokens are
+    those of a generator that re-reads that half itself."""
+    from eggnog.models import generate
+    from eggnog.models.sampling import Sampler
+
+    model = TransformerModel(TransformerConfig(1, 8, 4, 256, 8, 4, 6, 6, 6, 7))
+    params = model.init_params(1)
+    monkeypatch.setattr(generate, "MAX_CONTEXT", 8)
+    tokens = list(generate.generate_transformer(model, params, [5, 6, 7], 20, Sampler(), 2, Backend("cpu")))
+    assert len(tokens) == 20
+    reads = []
+    real = generate.ops_for
+
+    def recording(name):
+        ops = real(name)
+
+        class Recorder:
+            def __getattr__(self, attr):
+                return getattr(ops, attr)
+
+            def transformer_decode(self, p, toks, keys, values, position, spec):
+                reads.append((list(toks), position))
+                return ops.transformer_decode(p, toks, keys, values, position, spec)
+
+        return Recorder()
+
+    monkeypatch.setattr(generate, "ops_for", recording)
+    assert list(generate.generate_transformer(model, params, [5, 6, 7], 20, Sampler(), 2, Backend("cpu"))) == tokens
+    context = [5, 6, 7] + tokens
+    assert reads[0] == ([5, 6, 7], 0) and reads[1] == ([tokens[0]], 3)
+    assert max(position for _, position in reads) == 7
+    refills = [i for i, (_, position) in enumerate(reads) if position == 0 and i > 0]
+    assert refills
+    for i in refills:  # read i follows the i-th sampled token: the context then holds 3 + i tokens
+        assert reads[i][0] == context[3 + i - 4:3 + i]

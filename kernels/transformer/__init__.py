@@ -2,8 +2,10 @@
 
     layout            tensors in tensor-id order, the spec array, per-member buffer offsets
     tables            RoPE, exp and GELU look-up tables, built once on the host
-    epoch             ops: the epoch over a window, and the last logits of a context (reference, dispatch)
-    epoch_cpu         their CPU twin
-    epoch_cuda        their CUDA kernel (a block per member)
+    epoch             op: the epoch over a population's windows (reference, dispatch)
+    epoch_cpu         its CPU twin (tiles of members on int8 panels), and transformer_decode's
+    epoch_cuda        its CUDA kernel
+    decode            op: generation's step, new tokens after a KV cache (reference, dispatch)
+    decode_cuda       its CUDA kernel (one block, the cache kept on the device)
     sampler           op: d-eggs' integer sampler (temperature, min-p, presence penalty)
 """
