@@ -1,8 +1,9 @@
 """Sampling speed of the transformer's generation (models/generate.py, as bin/generate.py runs it):
-tokens/s with the KV cache (each token read at the next position) against re-reading the whole
-context (at most 256 tokens) for every token, at the laptop size and any other.
+tokens/s with the KV cache (each token read at the next position; the cache holds the window the
+model trains on, --context, and its last half is re-read when it is full) against re-reading the
+whole context for every token, at the laptop size and any other.
 
-    python -m bench.generation_throughput [--depth 1 --dim 32 --head-dim 16] [--tokens 2000] [--backend cpu]
+    python -m bench.generation_throughput [--depth 1 --dim 32 --head-dim 16 --context 32] [--tokens 2000]
 
 The model is freshly initialised: speed does not depend on what the weights have learned.
 """
@@ -20,7 +21,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
 
 @app.command(help=cli_help(__doc__))
 @user_errors
-def main(depth: int = 1, dim: int = 32, head_dim: int = 16, vocab: int = 256, tokens: int = 2000,
+def main(depth: int = 1, dim: int = 32, head_dim: int = 16, vocab: int = 256, context: int = 32, tokens: int = 2000,
          reread_tokens: int = 200, backend: str = "cpu", prompt_tokens: int = 16):
     import numba
 
@@ -31,10 +32,11 @@ def main(depth: int = 1, dim: int = 32, head_dim: int = 16, vocab: int = 256, to
     from eggnog.models.sampling import Sampler
     from eggnog.runtime.errors import BadInput
 
-    if tokens < 1 or reread_tokens < 1 or prompt_tokens < 1:
-        raise BadInput("--tokens, --reread-tokens and --prompt-tokens must be positive")
+    if min(tokens, reread_tokens, prompt_tokens, context) < 2:
+        raise BadInput("--tokens, --reread-tokens, --prompt-tokens and --context must be at least 2")
     device_backend = select_backend("cuda") if backend == "cuda" else Backend("cpu")
-    model = TransformerModel(TransformerConfig(depth, dim, head_dim, vocab))
+    model = TransformerModel(TransformerConfig(depth, dim, head_dim, vocab), context=context)
+    window = min(context, MAX_CONTEXT)
     params = model.init_params(0)
     prompt = list(np.random.default_rng(0).integers(0, vocab, prompt_tokens))
     sampler = Sampler()
@@ -44,18 +46,19 @@ def main(depth: int = 1, dim: int = 32, head_dim: int = 16, vocab: int = 256, to
     cached = produced / (time.perf_counter() - start)
 
     ops = ops_for(device_backend.name)
-    context = prompt + list(np.random.default_rng(1).integers(0, vocab, MAX_CONTEXT))
+    text = list(np.random.default_rng(1).integers(0, vocab, window + reread_tokens))
     start = time.perf_counter()
-    for n in range(reread_tokens):  # the context as generation before the cache saw it: the last 256 tokens
-        window = np.array(context[n:n + MAX_CONTEXT], np.int32)
-        keys = device_backend.zeros((depth, MAX_CONTEXT, dim), np.int8)
-        values = device_backend.zeros((depth, MAX_CONTEXT, dim), np.int8)
-        ops.transformer_decode(device_backend.to_device(params), window, keys, values, 0, model.spec)
+    for n in range(reread_tokens):  # generation without a cache: the whole context again for every token
+        keys = device_backend.zeros((depth, window, dim), np.int8)
+        values = device_backend.zeros((depth, window, dim), np.int8)
+        ops.transformer_decode(device_backend.to_device(params), np.array(text[n:n + window], np.int32), keys, values,
+                               0, model.spec)
     device_backend.synchronize()
     reread = reread_tokens / (time.perf_counter() - start)
 
-    rows = [{"model": f"{depth}x{dim} heads of {head_dim}, vocab {vocab}", "backend": device_backend.name,
-             "kv_cache_tokens_per_s": round(cached, 1), "reread_256_tokens_per_s": round(reread, 1),
+    rows = [{"model": f"{depth}x{dim} heads of {head_dim}, vocab {vocab}", "context": window,
+             "backend": device_backend.name, "kv_cache_tokens_per_s": round(cached, 1),
+             "reread_context_tokens_per_s": round(reread, 1),
              "speedup": round(cached / reread, 1)}]
     print_table(rows, list(rows[0]))
     device = device_backend.device_name if device_backend.name == "cuda" else "cpu"

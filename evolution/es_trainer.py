@@ -142,16 +142,34 @@ def val_sample(cfg, corpus):
     return rows, min(cfg.val_tokens, len(corpus.val) // rows - 1)
 
 
+def context_windows(rows, context):
+    """Validation rows (n, tokens + 1) cut into windows of `context` scored tokens (a window's last
+    token is the next one's first), as a model with that context reads them: full windows, then the
+    remainders (None where tokens is a multiple of context)."""
+    tokens = rows.shape[1] - 1
+    full = tokens // context
+    windows = np.stack([rows[:, i * context:(i + 1) * context + 1] for i in range(full)], axis=1)
+    rest = rows[:, full * context:] if tokens % context else None
+    return windows.reshape(-1, context + 1), rest
+
+
 def val_loglik(model, cfg, backend, params, step, corpus, rows, tokens):
-    """Log-likelihood sum (1/16 bit) of the unperturbed model over validation rows `rows` (indices)."""
+    """Log-likelihood sum (1/16 bit) of the unperturbed model over validation rows `rows` (indices). A
+    model with a fixed context (the transformer: the window it trains on) reads each row in windows of
+    that context, each from an empty cache; a recurrent one reads the whole row from a zero state."""
     if not len(rows):
         return 0
     length = tokens + 1
     windows = np.stack([np.asarray(corpus.val[r * length:(r + 1) * length]) for r in rows])
-    probe = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=step, members=len(rows))
-    layers, width = model.state_dims
-    states = backend.zeros((layers, len(rows), width), np.int8)
-    return int(probe.evaluate(windows, states, perturbed=False).sum())
+    context = getattr(model, "context", None)
+    parts = context_windows(windows, context) if context and tokens > context else (windows, None)
+    total = 0
+    for part in (p for p in parts if p is not None):
+        probe = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=step, members=len(part))
+        layers, width = model.state_dims
+        states = backend.zeros((layers, len(part), width), np.int8)
+        total += int(probe.evaluate(part, states, perturbed=False).sum())
+    return total
 
 
 def write_es_checkpoint(run_dir, cfg, step, params, states, best_val, best=False, extra=None, write=save_checkpoint):

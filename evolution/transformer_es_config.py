@@ -80,7 +80,8 @@ class TransformerEsRunConfig(EsRunConfig):
     def build_model(self):
         from eggnog.models.egg_transformer import TransformerModel
 
-        return TransformerModel(self.model(), self.sigma_shift, self.vector_sigma_shift, self.noise)
+        return TransformerModel(self.model(), self.sigma_shift, self.vector_sigma_shift, self.noise,
+                                self.tokens_per_update)
 
     def check(self, ranks=1):
         if self.noise not in NOISE_KINDS:

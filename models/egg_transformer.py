@@ -64,8 +64,11 @@ class TransformerModel(IntTensorModel):
     lr_scale = {"embedding_bias": 0.1}  # d-eggs
     has_proxy_loss = True  # d-eggs' own loss, reported beside bits
 
-    def __init__(self, cfg: TransformerConfig, sigma_shift=3, vector_shift=4, noise="uniform"):
+    def __init__(self, cfg: TransformerConfig, sigma_shift=3, vector_shift=4, noise="uniform", context=None):
+        """context: the window it trains on; validation and generation read at most that many tokens
+        into one KV cache (positions past it were never trained). None: no limit."""
         self.cfg = cfg
+        self.context = context
         self.layout = transformer_layout(cfg)
         super().__init__(self.layout)
         self.noise_kind = NOISE_KINDS[noise]

@@ -3,9 +3,9 @@ checkpoint), each yielding `length` sampled tokens after a prompt:
 - EGG, byte by byte: the prompt is read through the recurrence, then sampled;
 - MinGRU LM: the prompt in one parallel pass (every layer's scan over the whole prompt), then one byte
   at a time through the single-step scan with the carried states;
-- d-eggs' transformer: the prompt (its last MAX_CONTEXT tokens) fills a KV cache, then each sampled
-  token is read at the next position (op transformer_decode); when the cache is full, the last
-  MAX_CONTEXT / 2 tokens are re-read into an empty one. d-eggs' integer sampler
+- d-eggs' transformer: the prompt (its last tokens) fills a KV cache of the window the model trained
+  on (at most MAX_CONTEXT), then each sampled token is read at the next position (op
+  transformer_decode); when the cache is full, its last half is re-read into an empty one. d-eggs' integer sampler
   (kernels/transformer/sampler.py) picks each token with its presence penalty over the last
   PENALTY_HISTORY tokens."""
 
@@ -73,13 +73,14 @@ def generate_transformer(model, flat_params, prompt, length, sampler, seed, back
                                                           sampler.presence_penalty)
     key = stream_key(seed, SAMPLE_STREAM, 0, 0)
     context = [int(t) for t in prompt] or [0]
-    keys = backend.zeros((model.cfg.n_layer, MAX_CONTEXT, model.cfg.dim), np.int8)
-    values = backend.zeros((model.cfg.n_layer, MAX_CONTEXT, model.cfg.dim), np.int8)
+    cache = min(MAX_CONTEXT, model.context or MAX_CONTEXT)
+    keys = backend.zeros((model.cfg.n_layer, cache, model.cfg.dim), np.int8)
+    values = backend.zeros((model.cfg.n_layer, cache, model.cfg.dim), np.int8)
 
     def read(tokens, position):
         return ops.transformer_decode(params, np.array(tokens, np.int32), keys, values, position, model.spec)
 
-    window = context[-MAX_CONTEXT:]
+    window = context[-cache:]
     logits, position = read(window, 0), len(window)
     for step in range(length):
         counts = np.bincount(context[-PENALTY_HISTORY:], minlength=model.cfg.vocab).astype(np.int64)
@@ -90,8 +91,8 @@ def generate_transformer(model, flat_params, prompt, length, sampler, seed, back
         yield token
         if step + 1 == length:
             break
-        if position == MAX_CONTEXT:  # the cache is full: re-read the last half of the context into it
-            window = context[-(MAX_CONTEXT // 2):]
+        if position == cache:  # the cache is full: re-read the last half of the context into it
+            window = context[-max(1, cache // 2):]
             logits, position = read(window, 0), len(window)
         else:
             logits, position = read([token], position), position + 1

@@ -257,3 +257,25 @@ def test_generation_past_the_cache_rereads_the_last_half(monkeypatch):
     assert refills
     for i in refills:  # read i follows the i-th sampled token: the context then holds 3 + i tokens
         assert reads[i][0] == context[3 + i - 4:3 + i]
+
+
+def test_validation_reads_each_row_in_windows_of_the_training_context():
+    """A row longer than the window the model trains on is scored window by window, each from an empty
+    cache, every byte once (positions past the training window were never trained)."""
+    from types import SimpleNamespace
+
+    from eggnog.evolution.es_trainer import val_loglik
+    from eggnog.kernels.transformer.epoch_cpu import run_epoch
+
+    cfg = TransformerEsRunConfig(**{**TINY, "tokens_per_update": 4})
+    model = cfg.build_model()
+    params = model.init_params(2)
+    val = np.random.default_rng(5).integers(0, 256, 40).astype(np.uint8)
+    rows = val[:2 * 11].reshape(2, 11)  # 10 scored bytes a row: windows of 4, 4 and 2
+    spec_zero = np.zeros(len(model.layout), np.int64)
+    expected = sum(int(run_epoch(params, rows[:, a:b], spec_zero, 0, model.spec, False)[0][:, 0].sum())
+                   for a, b in ((0, 5), (4, 9), (8, 11)))
+    got = val_loglik(model, cfg, Backend("cpu"), params, 0, SimpleNamespace(val=val), np.arange(2), 10)
+    assert got == expected
+    whole = int(run_epoch(params, rows, spec_zero, 0, model.spec, False)[0][:, 0].sum())
+    assert whole != expected
