@@ -2,9 +2,9 @@
 
     layout            tensors in tensor-id order, the spec array, per-member buffer offsets
     tables            RoPE, exp and GELU look-up tables, built once on the host
-    epoch             op: the epoch over a population's windows (reference, dispatch)
-    epoch_cpu         its CPU twin (tiles of members on int8 panels), and transformer_decode's
-    epoch_cuda        its CUDA kernel
+    epoch             ops: the epoch over a population's windows, and the logits it ends with (reference, dispatch)
+    epoch_cpu         their CPU twin (tiles of members on int8 panels), and transformer_decode's
+    epoch_cuda        their CUDA kernel
     decode            op: generation's step, new tokens after a KV cache (reference, dispatch)
     decode_cuda       its CUDA kernel (one block, the cache kept on the device)
     sampler           op: d-eggs' integer sampler (temperature, min-p, presence penalty)

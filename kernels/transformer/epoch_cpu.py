@@ -54,6 +54,8 @@ from eggnog.kernels.transformer.tables import (
     cached_rope_table,
 )
 
+NARROW_D_IN = (2**31 - 1) // (127 * 45 * 45)  # widest product whose rank-1 term fits int32 (|noise| <= 45)
+
 
 def panel_table(table):
     """The columns pack_panels reads (1: offset, 2: d_in, 6: panel offset or -1, 7: d_out) of every
@@ -89,15 +91,24 @@ def _matmul(x, count, d_in, packed, panel_at, d_out, noise, pair_of, sign_of, n_
     for jb in range((d_out + COLS - 1) // COLS):
         for m in range(0, rows, ROWS):
             panel_product(xf, m * xp, xp, packed, panel_at + jb * pairs * 2 * COLS, pairs, of, m * op + jb * COLS, op)
-    if perturbed:
+    if perturbed:  # slices from 0, so that both loops vectorise
         for m in range(count):
-            nf = noise[pair_of[m]]
-            s = np.int64(0)
-            for k in range(d_in):
-                s += np.int64(x[m, k]) * np.int64(nf[n_at + k])
-            s *= sign_of[m]
-            for j in range(d_out):
-                out[m, j] += (s * np.int64(nf[n_at + d_in + j])) >> m_shift
+            b, a = noise[pair_of[m], n_at:n_at + d_in], noise[pair_of[m], n_at + d_in:n_at + d_in + d_out]
+            xm, om = x[m, :d_in], out[m, :d_out]
+            if d_in <= NARROW_D_IN:  # |x . B| A < 2^31: int32 casts vectorise better than int64
+                s32 = np.int32(0)
+                for k in range(d_in):
+                    s32 += np.int32(xm[k]) * np.int32(b[k])
+                s32 *= np.int32(sign_of[m])
+                for j in range(d_out):
+                    om[j] += (s32 * np.int32(a[j])) >> m_shift
+            else:
+                s = np.int64(0)
+                for k in range(d_in):
+                    s += np.int64(xm[k]) * np.int64(b[k])
+                s *= sign_of[m]
+                for j in range(d_out):
+                    om[j] += (s * np.int64(a[j])) >> m_shift
 
 
 @numba.njit(cache=True)
