@@ -298,19 +298,25 @@ def _l1_norm(x, count, vec, slot, dim, out):
 
 
 @numba.njit(cache=True)
-def _tile(params, packed, windows, states, prefixes, first_member, start, count, shift, perturbed, tensors, divide,
-          layer_ids, head_ids, gain_row, scaled, total):
-    """One tile: members [start, start + count) of the slice through the whole epoch."""
-    n_layer, _, dim = states.shape
-    n_tensors = tensors.shape[0]
-    g0 = first_member + start
+def tile_pairs(g0, count):
+    """Members g0 .. g0 + count - 1: the first pair, how many pairs they span, each member's pair
+    relative to the first and its sign (+1 for even members)."""
     pair0 = g0 >> 1
-    pairs = ((g0 + count - 1) >> 1) - pair0 + 1
     pair_of = np.empty(count, np.int64)
     sign_of = np.empty(count, np.int64)
     for m in range(count):
         pair_of[m] = ((g0 + m) >> 1) - pair0
         sign_of[m] = 1 - 2 * ((g0 + m) & 1)
+    return pair0, ((g0 + count - 1) >> 1) - pair0 + 1, pair_of, sign_of
+
+
+@numba.njit(cache=True)
+def _tile(params, packed, windows, states, prefixes, first_member, start, count, shift, perturbed, tensors, divide,
+          layer_ids, head_ids, gain_row, scaled, total):
+    """One tile: members [start, start + count) of the slice through the whole epoch."""
+    n_layer, _, dim = states.shape
+    n_tensors = tensors.shape[0]
+    pair0, pairs, pair_of, sign_of = tile_pairs(first_member + start, count)
 
     # prelude: every tensor's noise for the tile's pairs, then each member's perturbed vectors
     width = tensors[n_tensors - 1, 3] + tensors[n_tensors - 1, 4] if perturbed else 1

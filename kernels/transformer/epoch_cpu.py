@@ -21,7 +21,7 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from eggnog.kernels.egg.epoch_cpu import COLS, ROWS, pack_panels, panel_product, tile_size
+from eggnog.kernels.egg.epoch_cpu import COLS, ROWS, pack_panels, panel_product, tile_pairs, tile_size
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.egg.member_ops import cpu_floor_log2_x16
 from eggnog.kernels.noise.streams import cpu_member_key_a, cpu_member_key_b, cpu_member_noise
@@ -174,14 +174,7 @@ def _tile(params, packed, panels, windows, start, count, prefixes, first_member,
     s_attn, s_qkv, s_out, s_logit, s_up, s_down = spec[4], spec[5], spec[6], spec[7], spec[8], spec[9]
     m_shift, v_shift, kind = FIXED_POINT + spec[10], spec[11], spec[12]
     n_tensors = table.shape[0]
-    g0 = first_member + start
-    pair0 = g0 >> 1
-    pairs = ((g0 + count - 1) >> 1) - pair0 + 1
-    pair_of = np.empty(count, np.int64)
-    sign_of = np.empty(count, np.int64)
-    for m in range(count):
-        pair_of[m] = ((g0 + m) >> 1) - pair0
-        sign_of[m] = 1 - 2 * ((g0 + m) & 1)
+    pair0, pairs, pair_of, sign_of = tile_pairs(first_member + start, count)
 
     # the tile's noise rows, then each member's perturbed vectors
     noise = np.zeros((pairs, n_noise if perturbed else 1), np.int8)
