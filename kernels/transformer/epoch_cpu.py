@@ -112,13 +112,26 @@ def _matmul(x, count, d_in, packed, panel_at, d_out, noise, pair_of, sign_of, n_
 
 
 @numba.njit(cache=True)
+def _floor_div(a, d, inverse):
+    """floor(a / d) for d > 0 and |a| < 2^52 without an integer division: the float64 estimate is off by
+    at most one, and the remainder corrects it (a row shares d, so the loops over it vectorise)."""
+    q = np.int64(np.floor(a * inverse))
+    r = a - q * d
+    return q - 1 if r < 0 else (q + 1 if r >= d else q)
+
+
+@numba.njit(cache=True)
 def _rescale_into(y, n, out):
     """out[:n] = y * 127 // max|y| (0 for an all-zero y)."""
     top = np.int64(0)
     for j in range(n):
         top = max(top, abs(y[j]))
+    if top == 0:
+        out[:n] = 0
+        return
+    inverse = 1.0 / top
     for j in range(n):
-        out[j] = (y[j] * MAX_UNIT) // top if top > 0 else 0
+        out[j] = _floor_div(y[j] * MAX_UNIT, top, inverse)
 
 
 @numba.njit(cache=True)
@@ -128,8 +141,10 @@ def _ln(x, count, dim, vecs, w_at, out):
         for j in range(dim):
             total += abs(np.int64(x[m, j]))
         mean = max(total // dim, 1)
+        inverse = 1.0 / mean
         for j in range(dim):
-            out[m, j] = _clip((np.int64(x[m, j]) * vecs[m, w_at + j]) // mean + vecs[m, w_at + dim + j])
+            scaled = _floor_div(np.int64(x[m, j]) * vecs[m, w_at + j], mean, inverse)
+            out[m, j] = _clip(scaled + vecs[m, w_at + dim + j])
 
 
 @numba.njit(cache=True)
@@ -212,6 +227,7 @@ def _tile(params, packed, panels, windows, start, count, prefixes, first_member,
     y = np.zeros(max(dim, vocab), np.int64)
     qm = np.zeros(dim, np.int64)
     weights = np.zeros(keys.shape[2], np.int64)
+    sums = np.zeros(head_dim, np.int64)
     e_at, e_noise = table[EMBEDDING, 0], noise_at[EMBEDDING]
     b_at = vec_at[EMBEDDING_BIAS]
     steps = windows.shape[1] - 1
@@ -245,22 +261,27 @@ def _tile(params, packed, panels, windows, start, count, prefixes, first_member,
                 _roped(q32[m], s_qkv, rope, pos, dim, head_dim, y)
                 _rescale_into(y, dim, qm)
                 for hs in range(0, dim, head_dim):  # one head at a time: scores, weights, weighted mean
+                    qh = qm[hs:hs + head_dim]
                     top = np.int64(-(1 << 62))
                     for i in range(pos + 1):
+                        key = keys[layer, m, i, hs:hs + head_dim]
                         s = np.int64(0)
-                        for d in range(hs, hs + head_dim):
-                            s += qm[d] * np.int64(keys[layer, m, i, d])
+                        for d in range(head_dim):
+                            s += qh[d] * np.int64(key[d])
                         weights[i] = s >> s_attn
                         top = max(top, weights[i])
                     norm = np.int64(0)
                     for i in range(pos + 1):
                         weights[i] = EXP_LUT[min(top - weights[i], EXP_LUT.size - 1)]
                         norm += weights[i]
-                    for d in range(hs, hs + head_dim):
-                        acc = np.int64(0)
-                        for i in range(pos + 1):
-                            acc += weights[i] * np.int64(values[layer, m, i, d])
-                        att[m, d] = acc // norm
+                    sums[:head_dim] = 0
+                    for i in range(pos + 1):  # key by key, so that the values are read along their rows
+                        value, w = values[layer, m, i, hs:hs + head_dim], weights[i]
+                        for d in range(head_dim):
+                            sums[d] += w * np.int64(value[d])
+                    inverse = 1.0 / norm
+                    for d in range(head_dim):
+                        att[m, hs + d] = _floor_div(sums[d], norm, inverse)
             _matmul(att, count, dim, packed, panels[first + O, 6], dim, noise, pair_of, sign_of,
                     noise_at[first + O], m_shift, perturbed, q32)
             for m in range(count):
