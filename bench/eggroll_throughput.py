@@ -5,6 +5,9 @@ perturbation (plain batched inference of the same model), per population.
     python -m bench.eggroll_throughput --depth 6 --dim 256 --populations 1024,8192,32768
     python -m bench.eggroll_throughput --model transformer --depth 1 --dim 32 --head-dim 16
 
+d-eggs' own sizes are --depth 4 --dim 256 --head-dim 64 --vocab-size 8192 --tokens 64, its population
+chunk 40960 (bench/gpu_steps.py runs them on a GPU).
+
 Only `evaluate` is timed: the byte windows (on the host, uploaded by `evaluate` as in training) and
 the hidden states (on the device) are made before the timed region, and the device is synchronised
 before each clock reading. ratio = perturbed member-tokens/s ÷ plain member-tokens/s, the measure
@@ -51,6 +54,7 @@ def main(model_name: str = typer.Option("egg", "--model", help="egg or transform
          depth: int = typer.Option(1, "--depth", "--n-layer", help="Blocks."),
          dim: int = typer.Option(64, "--dim", "--n-embd", help="Width."),
          head_dim: int = typer.Option(16, help="Transformer head width."),
+         vocab_size: int = typer.Option(256, help="Transformer vocabulary (d-eggs: 8192)."),
          populations: str = typer.Option("64,256,1024", help="Comma-separated population sizes."),
          tokens: int = typer.Option(16, help="Bytes each member reads per evaluation."), repeat: int = 3,
          backend: str = typer.Option(None, help="auto, cpu or cuda.")):
@@ -70,7 +74,7 @@ def main(model_name: str = typer.Option("egg", "--model", help="egg or transform
     if model_name not in ("egg", "transformer"):
         raise BadInput(f"unknown --model {model_name!r}: choose egg or transformer")
     chosen = select_backend(backend)
-    extra_flags = {"head_dim": head_dim} if model_name == "transformer" else {}
+    extra_flags = {"head_dim": head_dim, "vocab_size": vocab_size} if model_name == "transformer" else {}
     config_cls = TransformerEsRunConfig if model_name == "transformer" else EsRunConfig
     base = config_cls(depth=depth, dim=dim, tokens_per_update=tokens, group_size=2, **extra_flags)
     model = base.build_model()
@@ -116,7 +120,7 @@ def main(model_name: str = typer.Option("egg", "--model", help="egg or transform
         print(f"int8 peak: stated {peak['stated_gmacs']:.1f} GMAC/s ({peak['formula']}, {peak['clock_ghz']} GHz, "
               f"{peak['threads']} threads); measured {peak['measured_gmacs']} GMAC/s")
     print_table(rows, columns)
-    label = f"{model_name} {depth}x{dim}" + (f" heads of {head_dim}" if extra_flags else "")
+    label = f"{model_name} {depth}x{dim}" + (f" heads of {head_dim}, vocabulary {vocab_size}" if extra_flags else "")
     extra = {"model": label, "params": model.n_params, "backend": chosen.name, "repeat": repeat,
              "memory": meter.sources(),
              "macs_per_token": {name: macs_per_token(model, p, tokens, bool(extra_flags))

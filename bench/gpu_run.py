@@ -2,7 +2,7 @@
 the GPU (no simulator) within one time budget, sized for GPU slots of a few minutes a command.
 
     python3 -m bench.gpu_run --quick [--out DIR]   # selfcheck, the riskiest GPU tests, EGGROLL: 240 s
-    python3 -m bench.gpu_run [--out DIR]           # the other GPU tests and the benchmarks: 480 s
+    python3 -m bench.gpu_run [--out DIR]           # the other GPU tests and the benchmarks: 540 s
     python3 -m bench.gpu_run [--quick] [--budget SECONDS] [--only STEP,...] [--dry-run]
 
 Each step has an estimated cost. A step runs only when its estimate fits in what is left of the
@@ -394,7 +394,7 @@ def print_plan(steps, budget, out, quick):
 @user_errors
 def main(quick: bool = typer.Option(False, "--quick", help="The quick plan: selfcheck, the riskiest GPU tests, "
                                     "EGGROLL at the headline size (default budget 240 s)."),
-         budget: int = typer.Option(None, help="Seconds for the whole run (default 240 with --quick, else 480)."),
+         budget: int = typer.Option(None, help="Seconds for the whole run (default 240 with --quick, else 540)."),
          only: str = typer.Option(None, help="Comma-separated steps of the plan to run (default: all)."),
          out: Path = typer.Option(None, help="Folder for every file the run writes (default bench/results/)."),
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its estimates; run nothing.")):

@@ -1,9 +1,10 @@
 """What a GPU run runs (bench/gpu_run.py): two plans, each sized to one command of a short GPU slot.
 
 - QUICK (`bash bench/gpu.sh --quick`, 240 s): the node's CUDA stack (bin/selfcheck.py --gpu), the GPU
-  tests of the riskiest mechanisms (QUICK_TESTS) and one EGGROLL point at the headline size.
-- FULL (`bash bench/gpu.sh`, 480 s): the GPU tests QUICK left out, then the float benchmarks and the
-  Table 1 suite.
+  tests of the riskiest mechanisms (QUICK_TESTS), one EGGROLL point at the headline size and d-eggs'
+  transformer at a small population.
+- FULL (`bash bench/gpu.sh`, 540 s): the GPU tests QUICK left out, d-eggs' transformer at its population
+  chunk, then the float benchmarks and the Table 1 suite.
 
 Every estimate is seconds on one H100 for a first run on a fresh node, start-up included: numba
 compiles each kernel signature when it is first launched (roughly 1-5 s each; the static report
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 PY = sys.executable  # the python3 that runs the runner runs every step, in the same environment
 
 QUICK_BUDGET_S = 240
-FULL_BUDGET_S = 480
+FULL_BUDGET_S = 540
 # The probe before the first step (bench/gpu_run.py): a process that imports numba and opens a
 # CUDA context; counted against the budget like a step.
 PROBE_S = 10
@@ -57,6 +58,8 @@ QUICK_TESTS = (
 )
 
 PYTEST = (PY, "-m", "pytest", "-q", "-rs")
+DEGGS_THROUGHPUT = (PY, "-m", "bench.eggroll_throughput", "--model", "transformer", "--depth", "4", "--dim", "256",
+                    "--head-dim", "64", "--vocab-size", "8192", "--tokens", "64", "--backend", "cuda")
 # a GPU that numba cannot use fails the step instead of skipping every test
 ON_THE_GPU = {"EGGNOG_REQUIRE_GPU": "1"}
 PYTEST_OUTCOME = r"\d+ (passed|failed|error|skipped)"
@@ -75,16 +78,25 @@ QUICK = (
     Step("eggroll", "EGGROLL, EGG 6x256, population 32768, 100 bytes, perturbed and plain",
          (PY, "-m", "bench.eggroll_throughput", "--depth", "6", "--dim", "256", "--populations", "32768",
           "--tokens", "100", "--backend", "cuda"), 45),
+    # the tensor-core transformer epoch's compile (~25 s: one signature, perturbed and plain alike, and the
+    # weight padding kernel) and start-up; 7 evaluations of 4096 x 64 tokens are a fraction of a second
+    Step("eggroll-transformer", "EGGROLL, d-eggs' transformer 4x256 (heads of 64, vocabulary 8192), population "
+         "4096, 64 tokens", DEGGS_THROUGHPUT + ("--populations", "4096"), 40),
 )
 
 # Ordered by what a GPU run is for: correctness, then the float kernels, then the suite with the most
 # cells last, since a stopped Table 1 keeps the rows it printed (one per cell).
 FULL = (
     # the other ~60 signatures (the transformer epoch, DNC, MinGRU, integer ops, RNG, perturbations) at
-    # about 1.5 s, their CPU twins' compiles (~50 s) and runs at full size, and start-up
+    # about 1.5 s, their CPU twins' compiles (~50 s) and runs at full size (the transformer twin's 4096
+    # members x 64 tokens at d-eggs' width, twice, ~30 s), and start-up
     Step("gpu-tests", "the GPU tests the quick run leaves out",
-         PYTEST + ("tests/gpu",) + tuple(f"--deselect={t}" for t in QUICK_TESTS), 160, ON_THE_GPU,
+         PYTEST + ("tests/gpu",) + tuple(f"--deselect={t}" for t in QUICK_TESTS), 190, ON_THE_GPU,
          outcome=PYTEST_OUTCOME),
+    # the transformer kernel is in numba's cache from the GPU tests; start-up, the model, 7 evaluations of
+    # 40960 x 64 tokens (~0.1 s each at a third of the static 8.8e7 member-tokens/s) and the memory probe
+    Step("eggroll-transformer", "EGGROLL, d-eggs' transformer 4x256 (heads of 64, vocabulary 8192), population "
+         "40960 (its chunk), 64 tokens", DEGGS_THROUGHPUT + ("--populations", "40960"), 25),
     # 11 scan signatures, a copy-bandwidth probe and timed runs over 200 MB arrays (milliseconds each)
     Step("scan", "MinGRU scan 8x4096x1536", (PY, "-m", "bench.scan_throughput", "--shapes", "8x4096x1536",
                                              "--backend", "cuda"), 30),

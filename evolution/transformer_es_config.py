@@ -101,11 +101,15 @@ class TransformerEsRunConfig(EsRunConfig):
     def memory_line(self, model, members, free_bytes):
         """The GPU memory of `members` evaluated at once; BadInput where it cannot fit `free_bytes`
         (None: no GPU, nothing to check), naming the largest number that would."""
+        from eggnog.kernels.transformer.epoch_cuda import MAX_DIM, MAX_VOCAB, ROWS
+
         steps = self.tokens_per_update
         per_member = model.evaluation_bytes(steps)
-        kv = 2 * self.depth * steps * self.dim
-        line = (f"evaluation on a GPU: {per_member / 1024:.1f} KiB a member (KV cache {kv / 1024:.1f} KiB), "
-                f"{members * per_member / 2**20:,.1f} MiB for the {members} members evaluated at once")
+        line = (f"evaluation on a GPU: {per_member / 1024:.1f} KiB a member (noise rows and vectors; K and V stay in "
+                f"shared memory), {members * per_member / 2**20:,.1f} MiB for the {members} members evaluated at once")
+        if free_bytes is not None and (self.dim > MAX_DIM or steps > ROWS or self.vocab_size > MAX_VOCAB):
+            raise BadInput(f"the GPU kernel takes --dim up to {MAX_DIM}, --tokens-per-update up to {ROWS} and "
+                           f"--vocab-size up to {MAX_VOCAB}; got {self.dim}, {steps} and {self.vocab_size}")
         if free_bytes is not None and members * per_member > HEADROOM * free_bytes:
             fits = int(HEADROOM * free_bytes // per_member)
             raise BadInput(f"{members} members at once need {members * per_member / 2**30:.1f} GiB of GPU memory but "

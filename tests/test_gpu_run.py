@@ -49,8 +49,9 @@ def test_a_step_whose_script_is_missing_is_skipped(tmp_path):
 
 
 @pytest.mark.parametrize("name, steps, budget", [
-    ("quick", ["selfcheck", "gpu-tests-quick", "eggroll"], 240),
-    ("full", ["gpu-tests", "scan", "matmul", "mingru-bptt", "table1-probe-batch", "table1"], 480)])
+    ("quick", ["selfcheck", "gpu-tests-quick", "eggroll", "eggroll-transformer"], 240),
+    ("full", ["gpu-tests", "eggroll-transformer", "scan", "matmul", "mingru-bptt", "table1-probe-batch", "table1"],
+     540)])
 def test_each_plan_has_its_scripts_and_fits_its_budget_by_estimate(name, steps, budget):
     chosen, default_budget = gpu_steps.PLANS[name]
     assert [s.name for s in chosen] == steps and default_budget == budget

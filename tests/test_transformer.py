@@ -64,13 +64,17 @@ def test_evaluation_memory_is_stated_and_refused_with_what_would_fit():
     cfg = TransformerEsRunConfig(depth=4, dim=256, head_dim=64, vocab_size=8192, tokens_per_update=64)
     model = cfg.build_model()
     per_member = model.evaluation_bytes(64)
-    assert 2 * 4 * 64 * 256 < per_member < 300_000  # the int8 KV cache and the rest
+    assert 20_000 < per_member < 2 * 4 * 64 * 256  # noise rows and vectors: K and V stay in the kernel's shared memory
     line = cfg.memory_line(model, 40_960, None)
     assert "40960 members" in line and f"{40_960 * per_member / 2**20:,.1f} MiB" in line
     fits = int(0.9 * 2**30 // per_member)
     with pytest.raises(BadInput, match=f"at most {fits} fit"):
         cfg.memory_line(model, 40_960, 2**30)
     assert cfg.memory_line(model, fits, 2**30)
+    wide = TransformerEsRunConfig(depth=1, dim=512, head_dim=64, tokens_per_update=64)
+    with pytest.raises(BadInput, match="the GPU kernel takes --dim up to 256"):
+        wide.memory_line(wide.build_model(), 8, 2**34)
+    assert "members evaluated at once" in wide.memory_line(wide.build_model(), 8, None)  # no GPU: the CPU twin
 
 
 def test_preset_flags_come_first_so_the_users_win():

@@ -264,7 +264,6 @@ def cuda_transformer_epoch(params, windows, prefixes, first_member, spec, pertur
 @op
 def cuda_transformer_last_logits(params, context, spec):
     window = on_device(_context_window(context))
-    _, act = epoch_cuda.run_epoch(on_device(params), window, on_device(np.zeros(len(tensor_table(spec)), np.int64)),
-                                  0, spec, False)
-    at = epoch_cuda.logit_offset(int(spec[1]))
-    return act.copy_to_host()[0, at:at + int(spec[3])]
+    _, logits = epoch_cuda.run_epoch(on_device(params), window, on_device(np.zeros(len(tensor_table(spec)), np.int64)),
+                                     0, spec, False, keep_logits=True)
+    return logits.copy_to_host()[0].astype(np.int64)

@@ -1,16 +1,90 @@
-"""transformer_epoch on the GPU: one block of THREADS threads per member (d-eggs' layout), tokens in
-order, each product's outputs shared out over the threads, its reductions (x . B, sum |x|, max |y|,
-the attention maximum and normaliser, the softmax sum) as block reductions. A member's noise rows
-and perturbed vectors are made once for the window into global scratch; activations live in a
-per-member global row and the KV cache is int8, [layer][position][dim] for K and for V per member.
-Memory per member: `scratch_bytes` (bin/train_es.py prints it for the population it runs at once).
+"""transformer_epoch on the GPU: a block carries ROWS = 128 (member, position) rows, the whole windows
+of ROWS // T members, through every layer with no grid-wide synchronisation, and runs every population
+matmul (Q, K, V, O, each MLP's up and down, the tied head) on int8 tensor cores (mma m16n8k32, `mma`):
+the rows are the mma M dimension. Teacher forcing makes a window's positions independent but for the
+causal attention, which stays inside the block: a member's K and V of the current layer sit in shared
+memory beside its queries, so no KV cache reaches global memory (reading one per token from HBM would
+move 66 KB a member-token at d-eggs' sizes: a tiling by member and token would be HBM-bound).
+
+Per block (THREADS = 512 threads, 16 warps; windows of T <= 128 tokens, dim <= 256, vocabulary <= 2^16):
+- prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A = noise[d_in:];
+  member g's pair g // 2, sign + for even g) into global scratch, each member's perturbed vectors, the
+  tables and each row's facts, once per window;
+- shared memory, laid out for dim 256 whatever the width (constant addresses; only K extents vary):
+  int32 scratch, the residual X (int8), the normed input H (int8 fragment buffer: the A operand of Q, K,
+  V, the MLP up and the head; then the attention output, the A operand of O) and U (int8 fragment
+  buffer: the MLP hidden, the A operand of the MLP down; during attention Q, K, V and the softmax
+  indices), 210 KB in all;
+- a sweep: warp w owns output columns 16w..16w+15 of every 256-column sweep over all 128 rows (8 m-tiles
+  x 2 n-tiles, 64 int32 accumulators a thread). The weights are repacked once per call into a zero-padded
+  int8 layout in fragment order (`pad_weights_cuda`: rows to 16, K to 64 bytes), so no load is guarded
+  and a warp's 64-byte step of K is two contiguous 512-byte loads (LDG.128), each serving the 8 m-tiles;
+- the epilogue works on the accumulators: the rank-1 term ((x . B) A_j sign) >> (4 + sigma_shift) in
+  int32, with x . B summed by the pass that wrote x (the norm, the up epilogue for the down, the
+  attention for O), then shift, bias, GELU table, RoPE, residual. Q, K, V, O and the MLP down are
+  rescaled to max 127 by row: their 64 values a thread stay in registers across the barrier that
+  completes the row maxima (shared-memory atomics), then are stored as int8; hence dim <= one sweep;
+- attention per head on the CUDA cores, four threads a row: scores and their row maximum, the indices
+  min(max - s, 255) as bytes in U, then the weighted means of the values into H;
+- the tied head (the embedding (vocab, dim) as its matrix) in vocabulary sweeps, twice: the proxy loss
+  needs max over the unclipped logits before its sum of EXP_LUT[min(max - l, 255)], and EXP_LUT
+  (round(2^18 exp(-i / 6))) admits no exact online rescaling, so pass 1 keeps the row maximum, the
+  exact log-likelihood's sum of EXP2[clip(l) + 128] (no maximum needed) and the last position's logits,
+  pass 2 recomputes the product for the EXP_LUT sum. That costs the head's MACs twice (2.1M of 7.9M a
+  member-token at d-eggs' sizes) and no memory; keeping a chunk's int32 logits in global scratch instead
+  would move 64 KB a member-token. The target's logit is its own dot product in the norm pass.
+
+Exact integer arithmetic, 32-bit unless stated: every matmul input is int8-ranged (LN output clipped,
+the GELU table, the attention output a weighted mean of int8 values, the rescaled residual) and every
+weight int8, so |x W| <= d_in 127 128 < 2^24 and the int32 accumulators never wrap (d_in <= 1024: the
+MLP down at dim 256); the rank-1 term's |x . B| A <= d_in 127 45 45 < 2^29 (noise at most 45: three
+uniform draws on [-15, 15]). 64-bit integers remain where values exceed 32 bits, outside the matmul
+loops: the RoPE products (|u| < 2^26 times the 2^20 table), the attention's weighted sums (EXP_LUT up
+to 2^18 times 127 over up to 128 keys: 2^32) and their division's remainder, the rescale's remainder
+(127 |y| with |y| < 2^28), the head's per-row sums (EXP2 up to 2^20 over the vocabulary, kept in
+shared memory as two 16-bit halves added by 32-bit atomics and joined in 64 bits) and their log2, the
+members' totals, and the array addresses (the weight index's step in the matmul loop). The divisions
+(the norm by its mean, the rescale, the attention mean) take an fp32 quotient estimate (an approximate
+reciprocal: within one of the floor) and correct it with the integer remainder.
+
+Shared memory: H and U are read by the fragment loads. Rows r and r + 8 of each m-tile share a pair
+row whose 32-bit words alternate between them, so one LDS.128 is one A fragment (a0..a3: rows g, g + 8
+at k = 4q and 16 + 4q, g = lane // 4, q = lane % 4), and the 16-byte chunk c of pair row g is stored
+at chunk c ^ g. An LDS.128 is served in four phases of 8 lanes, pair rows g and g + 1 (chunks 2q + e,
+q = 0..3): the XOR sends one row's chunks to the even positions of its 128 bytes and the other's to
+the odd ones, 32 banks, no conflict. The epilogue's stores (pair rows g = 0..7, one chunk) land in 8
+distinct chunks, and so do the element-wise passes (4 threads a row write one word, 8 rows a warp). X
+is no fragment operand: its pitch is 8 bytes past a multiple of 64 (2 banks a row), so the epilogue's
+rows g = 0..7 (2 words each) and the element-wise passes (1 word a row) touch distinct banks.
+Attention reads bytes of Q, K and V in U: the four threads of a row read four different keys (distinct
+chunks), a key shared by the rows of a warp is a broadcast. The int32 scratch is read per row.
+
+Memory per member: `scratch_bytes` (its share of the noise rows, its perturbed vectors and scores;
+the padded weights are one copy a launch, about the model's size).
 """
+
+import math
 
 import numba
 import numpy as np
 
-from eggnog.kernels.core.cuda_api import BOOL, I8_1D, I8_2D, I64, I64_1D, I64_2D, cuda, device_function, kernel
-from eggnog.kernels.core.reductions import block_max, block_total
+from eggnog.kernels.core.cuda_api import (
+    BOOL,
+    I8_1D,
+    I8_2D,
+    I32_1D,
+    I64,
+    I64_1D,
+    I64_2D,
+    allow_dynamic_shared,
+    cuda,
+    device_function,
+    kernel,
+    require,
+)
+from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
+from eggnog.kernels.core.loads import load_global_v4, load_shared_v4
+from eggnog.kernels.core.mma import mma_s8_16832
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.egg.member_ops import gpu_floor_log2_x16
 from eggnog.kernels.noise.streams import gpu_member_key_a, gpu_member_key_b, gpu_member_noise
@@ -37,12 +111,79 @@ from eggnog.kernels.transformer.layout import (
 )
 from eggnog.kernels.transformer.tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, SOFTMAX_SCALE_BIT, rope_table
 
-THREADS = 64  # a power of two: the block reductions are trees
+ROWS = 128  # (member, position) rows of a block: 8 mma m-tiles
+THREADS = 512
+WARPS = THREADS // 32
+SWEEP = 16 * WARPS  # output columns of one sweep: two 8-wide n-tiles a warp
+K_STEP = 64  # bytes of K a sweep step takes: the weights' K padding
+MAX_DIM = SWEEP  # a row's outputs of one product stay in registers until its maximum is known
+MAX_VOCAB = 1 << 16  # the head's split sums (below) stay below 2^31
 I32_2D = numba.int32[:, ::1]
-I64_3D = numba.int64[:, :, ::1]
-# per-member activation row: x, h, q, kv, att, z (dim each), u (4 dim), logits (vocab), weights (steps)
-X, H, QA, KV, ATT, Z, U = range(7)
+PARAM_AT, D_IN, D_OUT, NOISE_AT, VEC_AT, W_AT = range(6)  # columns of Plan.tensors, one row a tensor id
+INT_MIN = -(1 << 31)
+LOW31 = (1 << 31) - 1
+EXP_LAST = EXP_LUT.size - 1
+LUTS = np.concatenate([EXP_LUT, EXP2, GELU_LUT]).astype(np.int32)  # EXP2[255] < 2^21
 
+# int32 scratch at the start of shared memory (constant addresses): per-thread partial sums (4 a row),
+# the rows' x . B of the next products (DOTA..DOTC), row maxima, attention maxima, row facts (token,
+# target, pair, sign, member, position), tables, the head's per-row sums split at bit 16 (low, high:
+# exact with 32-bit atomics), per-row results, RoPE pairs, the block's row count
+PART = 0
+DOTA, DOTB, DOTC = THREADS, THREADS + ROWS, THREADS + 2 * ROWS
+RM = THREADS + 3 * ROWS  # 4 x ROWS
+AM = RM + 4 * ROWS  # 2 x ROWS
+TOK, TGT, PAIR, SIGN, MEMB, POS = (AM + 2 * ROWS + ROWS * i for i in range(6))
+LUT = POS + ROWS
+EXP2T = LUT + 256
+GELU = EXP2T + 256
+SUM2, SUMLUT = GELU + 256, GELU + 256 + 2 * ROWS  # 2 x ROWS each
+ROW_LL, ROW_PROXY = SUMLUT + 2 * ROWS, SUMLUT + 3 * ROWS
+ROPE_PAIR = ROW_PROXY + ROWS  # MAX_DIM: each column's RoPE pair in its head, (col % head_dim) // 2
+N_VALID = ROPE_PAIR + MAX_DIM  # the block's rows that hold a member's position (read where needed)
+SCRATCH_BYTES = -(-4 * (N_VALID + 1) // 128) * 128  # X, H and U start on a 128-byte boundary
+# the byte buffers, laid out for dim MAX_DIM whatever the width (constant addresses; K extents vary); 210 KB
+# in all of the 227 KB a block may take on sm_90
+X_OFF, X_PITCH = SCRATCH_BYTES, MAX_DIM + 8  # 8 bytes past a multiple of 64: 2 banks a row
+H_OFF, H_PAIR = X_OFF + ROWS * X_PITCH, 2 * MAX_DIM
+U_OFF, U_PAIR = H_OFF + ROWS * MAX_DIM, 8 * MAX_DIM
+Q_COL, K_COL, V_COL, IDX_COL = 0, MAX_DIM, 2 * MAX_DIM, 3 * MAX_DIM  # U during attention
+SHARED_BYTES = U_OFF + ROWS * 4 * MAX_DIM
+
+
+def _round_up(n, unit):
+    return -(-n // unit) * unit
+
+
+class Plan:
+    """Host-side sizes of one (spec, T): each tensor's offsets (`tensors`: in the parameters, a pair's
+    noise row, a member's vectors, the padded weights), the padding segments and the kernel's scalars."""
+
+    def __init__(self, spec, steps):
+        spec = np.ascontiguousarray(spec, np.int64)
+        n_layer, dim, head_dim, vocab = (int(v) for v in spec[:4])
+        table = tensor_table(spec)
+        _, vec_at, _, self.n_vecs = offsets(table)
+        noise_at, w_at = np.zeros(len(table), np.int64), np.zeros(len(table), np.int64)
+        segments, noise, words = [], 0, 0
+        for tid, (at, d_in, d_out) in enumerate(table):
+            if d_out == 0:
+                continue
+            noise_at[tid], noise = noise, noise + d_in + d_out
+            rows, kp = _round_up(d_out, 16), _round_up(d_in, K_STEP)
+            w_at[tid] = words
+            segments.append((at, d_in, d_out, words, kp // 4, rows))
+            words += rows * kp // 4
+        self.noise_len, self.w_words = noise, words
+        self.segments = np.array(segments, np.int64)  # (src offset, d_in, d_out, word offset, words a row, rows)
+        self.tensors = np.ascontiguousarray(np.column_stack([table, noise_at, vec_at, w_at]))
+        self.per_block = ROWS // max(steps, 1)
+        self.scalars = [n_layer, dim, head_dim, vocab, *spec[4:10].tolist(), FIXED_POINT + int(spec[10]),
+                        int(spec[11]), int(spec[12]), self.per_block, steps, noise, self.n_vecs, _round_up(vocab, 16),
+                        dim // head_dim, _round_up(dim, K_STEP) // 4, _round_up(4 * dim, K_STEP) // 4]
+
+
+# ---- small device functions ---------------------------------------------------------------------
 
 @device_function
 def _clip(v):
@@ -50,262 +191,788 @@ def _clip(v):
 
 
 @device_function
-def _max_all(v, partial, t):
-    partial[t] = v
-    top = block_max(partial, t)
-    cuda.syncthreads()  # every thread has read it before the slots are reused
-    return top
+def _frag_at(row, col, pair):
+    """Byte offset of (row, col) in a fragment buffer of `pair` bytes a pair row (module docstring):
+    rows r and r + 8 of an m-tile share a pair row, 32-bit words alternating, 16-byte chunk c at c ^ (r & 7)."""
+    g = row & 7
+    return ((((row >> 4) << 3) + g) * pair + ((((col >> 3) ^ g) << 4) | ((col & 4) << 1) | (((row >> 3) & 1) << 2)
+                                              | (col & 3)))
 
 
 @device_function
-def _mm(act, x_at, d_in, params, w_at, d_out, noise, n_at, sign, m_shift, perturbed, out_at, partial, t):
-    s = np.int64(0)
+def _quad(sh32, slot, r):
+    """The sum of row r's four partials at slot + 4r (one LDS.128)."""
+    a, b, c, d = load_shared_v4(sh32, slot + 4 * r)
+    return np.int32(a + b + c + d)
+
+
+@device_function
+def _fact(sh32, slot, r):
+    """A row fact that is an index (token, pair, member, position): non-negative, which the mask tells
+    the compiler (no negative-index wraparound where it is used)."""
+    return sh32[slot + r] & LOW31
+
+
+@device_function
+def _offset(tensors, t, which):
+    """An entry of Plan.tensors, non-negative (as _fact)."""
+    return tensors[t, which] & LOW31
+
+
+@device_function
+def _noise(tensors, t):
+    return tensors[t, NOISE_AT] & LOW31
+
+
+@device_function
+def _vec(tensors, t):
+    return tensors[t, VEC_AT] & LOW31
+
+
+@device_function
+def _w(tensors, t):
+    return tensors[t, W_AT] & LOW31
+
+
+@device_function
+def _floor_div(n, m, rcp):
+    """floor(n / m) for 1 <= m and |n| < 2^24, rcp ~ 1 / m in fp32: the estimate is within one."""
+    a = abs(np.int32(n))
+    q = np.int32(np.float32(a) * rcp)
+    rest = a - q * m
+    if rest < 0:
+        q -= 1
+        rest += m
+    elif rest >= m:
+        q += 1
+        rest -= m
+    if n >= 0:
+        return q
+    return -q - (1 if rest > 0 else 0)
+
+
+@device_function
+def _rescaled(y, top, scale):
+    """floor(y * 127 / top) for |y| <= top < 2^28 (0 where top == 0), scale ~ 127 / top in fp32; the
+    remainder 127 |y| - q top needs 64 bits, the quotient (at most 127) is exact after one correction."""
+    if top == 0:
+        return np.int32(0)
+    a = abs(np.int32(y))
+    q = np.int32(np.float32(a) * scale)
+    rest = np.int64(a) * MAX_UNIT - np.int64(q) * top
+    if rest < 0:
+        q -= 1
+        rest += top
+    elif rest >= top:
+        q += 1
+        rest -= top
+    if y >= 0:
+        return q
+    return -q - (1 if rest > 0 else 0)
+
+
+@device_function
+def _weighted_mean(acc, norm, rcp):
+    """floor(acc / norm) for |acc| <= 127 norm (a weighted mean of int8 values), rcp ~ 1 / norm in fp32."""
+    a = abs(acc)
+    q = np.int32(np.float32(a) * rcp)
+    rest = a - np.int64(q) * norm
+    if rest < 0:
+        q -= 1
+        rest += norm
+    elif rest >= norm:
+        q += 1
+        rest -= norm
+    if acc >= 0:
+        return q
+    return -q - (1 if rest > 0 else 0)
+
+
+@device_function
+def _rank1(sh32, pert, dot_slot, seg, r, col):
+    """The rank-1 terms of columns col, col + 1 of row r: ((x . B) A_j sign) >> (4 + sigma_shift), with
+    x . B at dot_slot and A from word seg of the row's pair noise."""
+    noise8, _, noise_len, _, m_shift, _ = pert
+    dot = sh32[dot_slot + r] * sh32[SIGN + r]
+    at = _fact(sh32, PAIR, r) * noise_len + seg + col
+    return (dot * np.int32(noise8[at])) >> m_shift, (dot * np.int32(noise8[at + 1])) >> m_shift
+
+
+# ---- the int8 tensor-core sweep: 128 rows x 16 columns a warp -----------------------------------------
+
+@device_function
+def _mt_step(sh32, p, off0, off1, wa, wb, c):
+    """One 64-byte step of K for one m-tile (its pair rows from word p) and the warp's two n-tiles:
+    c = (n-tile a: c0..c3, n-tile b: c0..c3). Each LDS.128 is one A fragment (a0..a3)."""
+    a0, a1, a2, a3 = load_shared_v4(sh32, p + off0)
+    x0, x1, x2, x3 = mma_s8_16832(a0, a1, a2, a3, wa[0], wa[1], c[0], c[1], c[2], c[3])
+    y0, y1, y2, y3 = mma_s8_16832(a0, a1, a2, a3, wb[0], wb[1], c[4], c[5], c[6], c[7])
+    a0, a1, a2, a3 = load_shared_v4(sh32, p + off1)
+    x0, x1, x2, x3 = mma_s8_16832(a0, a1, a2, a3, wa[2], wa[3], x0, x1, x2, x3)
+    y0, y1, y2, y3 = mma_s8_16832(a0, a1, a2, a3, wb[2], wb[3], y0, y1, y2, y3)
+    return x0, x1, x2, x3, y0, y1, y2, y3
+
+
+@device_function
+def _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane):
+    """The 128 x 16 int32 product of a fragment buffer (from word a_word, pair_words a pair row) with
+    weight rows n0..n0+15 of a matrix of kw words a row stored from word w_word in fragment order
+    (`pad_weights_cuda`): per m-tile, 8 values (_mt_step). In each 64-byte step of K lane q takes
+    bytes 16q..16q+15 of its weight rows g and g + 8 (b0, b1 of two k32 steps each: two LDG.128 from
+    one pointer) and the pair-row chunks 2q, 2q + 1 (rows g and g + 8, bytes 16q..16q+7 and
+    16q+8..16q+15): the same permutation of K for both operands."""
+    g = lane >> 2
+    q = lane & 3
+    off0 = 4 * ((2 * q) ^ g)
+    off1 = 4 * ((2 * q + 1) ^ g)
+    arow = a_word + g * pair_words
+    tile = 8 * pair_words
+    steps = kw >> 4
+    weights = w32[w_word + (n0 >> 4) * steps * 256 + 4 * lane:]  # this lane's first 16 bytes
+    z = np.int32(0)
+    c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = (z, z, z, z, z, z, z, z)
+    for step in range(np.int32(steps)):
+        wa = load_global_v4(weights, 256 * step)
+        wb = load_global_v4(weights, 256 * step + 128)
+        p = arow + 32 * step
+        c0 = _mt_step(sh32, p, off0, off1, wa, wb, c0)
+        c1 = _mt_step(sh32, p + tile, off0, off1, wa, wb, c1)
+        c2 = _mt_step(sh32, p + 2 * tile, off0, off1, wa, wb, c2)
+        c3 = _mt_step(sh32, p + 3 * tile, off0, off1, wa, wb, c3)
+        c4 = _mt_step(sh32, p + 4 * tile, off0, off1, wa, wb, c4)
+        c5 = _mt_step(sh32, p + 5 * tile, off0, off1, wa, wb, c5)
+        c6 = _mt_step(sh32, p + 6 * tile, off0, off1, wa, wb, c6)
+        c7 = _mt_step(sh32, p + 7 * tile, off0, off1, wa, wb, c7)
+    return c0, c1, c2, c3, c4, c5, c6, c7
+
+
+# ---- epilogues: what a sweep does with its accumulators ------------------------------------------------
+
+@device_function
+def _pair_values(acc0, acc1, r, col, sh8, sh32, pert, stage):
+    """Columns col, col + 1 of row r before the rescale: (acc + rank-1) >> shift, then RoPE (the
+    columns' pair in their head), the bias and the residual, as the stage asks; 0 past dim."""
+    dot_slot, seg, shift, rope, half, rotate, bias_at, residual, dim = stage
+    if col >= dim:
+        return np.int32(0), np.int32(0)
+    a = np.int32(acc0)
+    b = np.int32(acc1)
+    if pert[5]:
+        pa, pb = _rank1(sh32, pert, dot_slot, seg, r, col)
+        a += pa
+        b += pb
+    a >>= shift
+    b >>= shift
+    if rotate:
+        at = 2 * (_fact(sh32, POS, r) * half + _fact(sh32, ROPE_PAIR, col))
+        c = np.int64(rope[at])
+        s = np.int64(rope[at + 1])
+        a, b = np.int32((a * c - b * s) >> ROPE_SCALE_BIT), np.int32((a * s + b * c) >> ROPE_SCALE_BIT)
+    if bias_at >= 0:
+        vb = _fact(sh32, MEMB, r) * pert[3] + bias_at + col
+        a += pert[1][vb]
+        b += pert[1][vb + 1]
+    if residual:
+        x = X_OFF + r * X_PITCH + col
+        a += sh8[x]
+        b += sh8[x + 1]
+    return np.int32(a), np.int32(b)
+
+
+@device_function
+def _values_tile(t, ra, col, sh8, sh32, pert, stage, rm_slot):
+    """An m-tile's 8 values (rows ra, ra + 8), with each row's max |y| into rm_slot."""
+    rb = ra + 8
+    y0, y1 = _pair_values(t[0], t[1], ra, col, sh8, sh32, pert, stage)
+    y2, y3 = _pair_values(t[2], t[3], rb, col, sh8, sh32, pert, stage)
+    y4, y5 = _pair_values(t[4], t[5], ra, col + 8, sh8, sh32, pert, stage)
+    y6, y7 = _pair_values(t[6], t[7], rb, col + 8, sh8, sh32, pert, stage)
+    cuda.atomic.max(sh32, rm_slot + ra, max(max(abs(y0), abs(y1)), max(abs(y4), abs(y5))))
+    cuda.atomic.max(sh32, rm_slot + rb, max(max(abs(y2), abs(y3)), max(abs(y6), abs(y7))))
+    return y0, y1, y2, y3, y4, y5, y6, y7
+
+
+@device_function
+def _store_pair(y0, y1, r, col, top, scale, sh8, dst_col, dim, n_valid):
+    """Rescaled into U from column dst_col (Q, K, V), or into X where dst_col < 0."""
+    if col < dim and r < n_valid:
+        at = U_OFF + _frag_at(r, dst_col + col, U_PAIR) if dst_col >= 0 else X_OFF + r * X_PITCH + col
+        sh8[at] = _rescaled(y0, top, scale)
+        sh8[at + 1] = _rescaled(y1, top, scale)
+
+
+@device_function
+def _store_tile(y, ra, col, sh8, sh32, rm_slot, dst_col, dim):
+    """An m-tile's values rescaled to max 127 by their rows' maxima, as int8."""
+    rb = ra + 8
+    n_valid = sh32[N_VALID]
+    top_a, top_b = sh32[rm_slot + ra], sh32[rm_slot + rb]
+    scale_a = np.float32(MAX_UNIT) * reciprocal_approx(np.float32(max(top_a, 1)))
+    scale_b = np.float32(MAX_UNIT) * reciprocal_approx(np.float32(max(top_b, 1)))
+    _store_pair(y[0], y[1], ra, col, top_a, scale_a, sh8, dst_col, dim, n_valid)
+    _store_pair(y[2], y[3], rb, col, top_b, scale_b, sh8, dst_col, dim, n_valid)
+    _store_pair(y[4], y[5], ra, col + 8, top_a, scale_a, sh8, dst_col, dim, n_valid)
+    _store_pair(y[6], y[7], rb, col + 8, top_b, scale_b, sh8, dst_col, dim, n_valid)
+
+
+@device_function
+def _rescaled_stage(sh8, sh32, w32, pert, a_word, pair_words, w_word, kw, lane, warp, stage, rm_slot, dst_col):
+    """A product with dim outputs whose rows are rescaled to max 127 (Q, K, V, O, MLP down): the sweep,
+    the values kept in registers, the row maxima (a barrier), then the int8 stores. stage = (the x . B
+    slot, the word of A in a pair's noise row, the shift, the RoPE table, head_dim // 2, whether to
+    rotate, the bias vector's offset or -1, whether to add the residual, dim)."""
+    dim = stage[8]
+    n0 = 16 * warp
+    g = lane >> 2
+    col = n0 + 2 * (lane & 3)
+    z = np.int32(0)
+    zeros = (z, z, z, z, z, z, z, z)
+    y = (zeros, zeros, zeros, zeros, zeros, zeros, zeros, zeros)
+    if n0 < dim:
+        c = _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane)
+        y = (_values_tile(c[0], g, col, sh8, sh32, pert, stage, rm_slot),
+             _values_tile(c[1], g + 16, col, sh8, sh32, pert, stage, rm_slot),
+             _values_tile(c[2], g + 32, col, sh8, sh32, pert, stage, rm_slot),
+             _values_tile(c[3], g + 48, col, sh8, sh32, pert, stage, rm_slot),
+             _values_tile(c[4], g + 64, col, sh8, sh32, pert, stage, rm_slot),
+             _values_tile(c[5], g + 80, col, sh8, sh32, pert, stage, rm_slot),
+             _values_tile(c[6], g + 96, col, sh8, sh32, pert, stage, rm_slot),
+             _values_tile(c[7], g + 112, col, sh8, sh32, pert, stage, rm_slot))
+    cuda.syncthreads()
+    if n0 < dim:
+        _store_tile(y[0], g, col, sh8, sh32, rm_slot, dst_col, dim)
+        _store_tile(y[1], g + 16, col, sh8, sh32, rm_slot, dst_col, dim)
+        _store_tile(y[2], g + 32, col, sh8, sh32, rm_slot, dst_col, dim)
+        _store_tile(y[3], g + 48, col, sh8, sh32, rm_slot, dst_col, dim)
+        _store_tile(y[4], g + 64, col, sh8, sh32, rm_slot, dst_col, dim)
+        _store_tile(y[5], g + 80, col, sh8, sh32, rm_slot, dst_col, dim)
+        _store_tile(y[6], g + 96, col, sh8, sh32, rm_slot, dst_col, dim)
+        _store_tile(y[7], g + 112, col, sh8, sh32, rm_slot, dst_col, dim)
+
+
+@device_function
+def _gelu_pair(acc0, acc1, r, col, sh8, sh32, pert, up):
+    """MLP up: GELU_LUT[clip((acc + rank-1 + bias) >> shift)] of columns col, col + 1 into U; returns
+    their share of the MLP down's x . B."""
+    seg, seg_down, s_up, bias_at, hidden = up
+    if col >= hidden:
+        return np.int32(0)
+    noise8, vecs, noise_len, n_vecs, _, perturbed = pert
+    a = np.int32(acc0)
+    b = np.int32(acc1)
     if perturbed:
-        acc = np.int64(0)
-        for k in range(t, d_in, THREADS):
-            acc += act[x_at + k] * noise[n_at + k]
-        s = block_total(acc, partial, t)
-    for j in range(t, d_out, THREADS):
-        acc = np.int64(0)
-        row = w_at + j * d_in
-        for k in range(d_in):
-            acc += act[x_at + k] * np.int64(params[row + k])
+        pa, pb = _rank1(sh32, pert, DOTA, seg, r, col)
+        a += pa
+        b += pb
+    vb = _fact(sh32, MEMB, r) * n_vecs + bias_at + col
+    ua = sh32[GELU + _clip((a + vecs[vb]) >> s_up) + 128]
+    ub = sh32[GELU + _clip((b + vecs[vb + 1]) >> s_up) + 128]
+    at = U_OFF + _frag_at(r, col, U_PAIR)
+    sh8[at] = ua
+    sh8[at + 1] = ub
+    if not perturbed:
+        return np.int32(0)
+    nb = _fact(sh32, PAIR, r) * noise_len + seg_down + col
+    return np.int32(ua * np.int32(noise8[nb]) + ub * np.int32(noise8[nb + 1]))
+
+
+@device_function
+def _gelu_tile(t, ra, col, sh8, sh32, pert, up):
+    rb = ra + 8
+    da = _gelu_pair(t[0], t[1], ra, col, sh8, sh32, pert, up) + _gelu_pair(t[4], t[5], ra, col + 8, sh8, sh32, pert,
+                                                                           up)
+    db = _gelu_pair(t[2], t[3], rb, col, sh8, sh32, pert, up) + _gelu_pair(t[6], t[7], rb, col + 8, sh8, sh32, pert,
+                                                                           up)
+    if pert[5] and col < up[4]:
+        cuda.atomic.add(sh32, DOTB + ra, da)
+        cuda.atomic.add(sh32, DOTB + rb, db)
+
+
+@device_function
+def _up_sweep(sh8, sh32, w32, pert, w_word, kw, n0, lane, up):
+    """One sweep of the MLP up from H into U, with its share of the down's x . B into DOTB."""
+    c = _sweep(sh32, H_OFF >> 2, H_PAIR >> 2, w32, w_word, kw, n0, lane)
+    g = lane >> 2
+    col = n0 + 2 * (lane & 3)
+    _gelu_tile(c[0], g, col, sh8, sh32, pert, up)
+    _gelu_tile(c[1], g + 16, col, sh8, sh32, pert, up)
+    _gelu_tile(c[2], g + 32, col, sh8, sh32, pert, up)
+    _gelu_tile(c[3], g + 48, col, sh8, sh32, pert, up)
+    _gelu_tile(c[4], g + 64, col, sh8, sh32, pert, up)
+    _gelu_tile(c[5], g + 80, col, sh8, sh32, pert, up)
+    _gelu_tile(c[6], g + 96, col, sh8, sh32, pert, up)
+    _gelu_tile(c[7], g + 112, col, sh8, sh32, pert, up)
+
+
+@device_function
+def _logit(acc, pert, s_logit):
+    return (np.int32(acc) + pert) >> s_logit
+
+
+@device_function
+def _split_add(sh32, slot, r, total):
+    """total (below 2^23) into the row's sum kept as 16-bit halves at slot + r and slot + ROWS + r."""
+    cuda.atomic.add(sh32, slot + r, total & 0xFFFF)
+    cuda.atomic.add(sh32, slot + ROWS + r, total >> 16)
+
+
+@device_function
+def _head_row(second, a0, a1, a2, a3, r, col, sh32, pert, head, logits):
+    """Columns col, col + 1, col + 8, col + 9 of row r's logits: pass 1 adds them to the row's maximum
+    and EXP2 sum (and keeps the last position's), pass 2 to its EXP_LUT sum."""
+    seg, s_logit, vocab, keep, last = head
+    if col >= vocab:
+        return
+    p0 = p1 = p2 = p3 = np.int32(0)
+    if pert[5]:
+        p0, p1 = _rank1(sh32, pert, DOTA, seg, r, col)
+        p2, p3 = _rank1(sh32, pert, DOTA, seg, r, col + 8)
+    l0 = _logit(a0, p0, s_logit)
+    l1 = _logit(a1, p1, s_logit) if col + 1 < vocab else l0  # a repeated column changes no maximum
+    l2 = _logit(a2, p2, s_logit) if col + 8 < vocab else l0
+    l3 = _logit(a3, p3, s_logit) if col + 9 < vocab else l0
+    if second:
+        top = sh32[RM + r]
+        total = sh32[LUT + min(top - l0, EXP_LAST)]
+        if col + 1 < vocab:
+            total += sh32[LUT + min(top - l1, EXP_LAST)]
+        if col + 8 < vocab:
+            total += sh32[LUT + min(top - l2, EXP_LAST)]
+        if col + 9 < vocab:
+            total += sh32[LUT + min(top - l3, EXP_LAST)]
+        _split_add(sh32, SUMLUT, r, total)
+        return
+    total = sh32[EXP2T + _clip(l0) + 128]
+    if col + 1 < vocab:
+        total += sh32[EXP2T + _clip(l1) + 128]
+    if col + 8 < vocab:
+        total += sh32[EXP2T + _clip(l2) + 128]
+    if col + 9 < vocab:
+        total += sh32[EXP2T + _clip(l3) + 128]
+    cuda.atomic.max(sh32, RM + r, np.int32(max(max(l0, l1), max(l2, l3))))
+    _split_add(sh32, SUM2, r, total)
+    if keep and r < sh32[N_VALID] and sh32[POS + r] == last:
+        m = _fact(sh32, MEMB, r)
+        logits[m, col] = _clip(l0)
+        if col + 1 < vocab:
+            logits[m, col + 1] = _clip(l1)
+        if col + 8 < vocab:
+            logits[m, col + 8] = _clip(l2)
+        if col + 9 < vocab:
+            logits[m, col + 9] = _clip(l3)
+
+
+@device_function
+def _head_tile(second, t, ra, col, sh32, pert, head, logits):
+    _head_row(second, t[0], t[1], t[4], t[5], ra, col, sh32, pert, head, logits)
+    _head_row(second, t[2], t[3], t[6], t[7], ra + 8, col, sh32, pert, head, logits)
+
+
+@device_function
+def _head_sweep(second, sh32, w32, pert, w_word, kw, n0, lane, head, logits):
+    """One vocabulary sweep of the head from H: pass 1 (second False) or pass 2 of `_head_row`."""
+    c = _sweep(sh32, H_OFF >> 2, H_PAIR >> 2, w32, w_word, kw, n0, lane)
+    g = lane >> 2
+    col = n0 + 2 * (lane & 3)
+    _head_tile(second, c[0], g, col, sh32, pert, head, logits)
+    _head_tile(second, c[1], g + 16, col, sh32, pert, head, logits)
+    _head_tile(second, c[2], g + 32, col, sh32, pert, head, logits)
+    _head_tile(second, c[3], g + 48, col, sh32, pert, head, logits)
+    _head_tile(second, c[4], g + 64, col, sh32, pert, head, logits)
+    _head_tile(second, c[5], g + 80, col, sh32, pert, head, logits)
+    _head_tile(second, c[6], g + 96, col, sh32, pert, head, logits)
+    _head_tile(second, c[7], g + 112, col, sh32, pert, head, logits)
+
+
+# ---- element-wise passes: four threads a row (lanes 4r..4r+3 of one warp) -----------------------------
+
+@device_function
+def _embed(params, sh8, sh32, pert, bias_at, emb_at, emb_seg, dim, tid):
+    """X = clip(E[token] + bias + ((A[token] B) sign) >> shift); no barrier."""
+    noise8, vecs, noise_len, n_vecs, m_shift, perturbed = pert
+    r = tid >> 2
+    if r >= sh32[N_VALID]:
+        return
+    tok = _fact(sh32, TOK, r)
+    vb = _fact(sh32, MEMB, r) * n_vecs + bias_at
+    nb = _fact(sh32, PAIR, r) * noise_len + emb_seg
+    a = np.int32(noise8[nb + dim + tok]) * np.int32(sh32[SIGN + r]) if perturbed else np.int32(0)
+    for j in range(tid & 3, dim, 4):
+        v = np.int32(params[emb_at + tok * dim + j]) + vecs[vb + j]
         if perturbed:
-            acc += (s * noise[n_at + d_in + j] * sign) >> m_shift
-        act[out_at + j] = acc
-    cuda.syncthreads()
+            v += (a * np.int32(noise8[nb + j])) >> m_shift
+        sh8[X_OFF + r * X_PITCH + j] = _clip(v)
 
 
 @device_function
-def _ln(act, x_at, h_at, dim, vecs, w_at, b_at, partial, t):
-    acc = np.int64(0)
-    for j in range(t, dim, THREADS):
-        acc += abs(act[x_at + j])
-    mean = max(block_total(acc, partial, t) // dim, 1)
-    for j in range(t, dim, THREADS):
-        act[h_at + j] = _clip((act[x_at + j] * vecs[w_at + j]) // mean + vecs[b_at + j])
+def _ln(params, sh8, sh32, pert, w_at, seg1, seg2, seg3, target_at, dim, tid):
+    """H = clip(x w // max(sum |x| // dim, 1) + b), with each row's dot products of H with the B noise
+    rows seg1..seg3 (and with the target's embedding row when target_at >= 0) in DOTA..DOTC, its four
+    threads' shares added by atomics; two barriers."""
+    noise8, vecs, noise_len, n_vecs, _, perturbed = pert
+    r = tid >> 2
+    valid = r < sh32[N_VALID]
+    acc = np.int32(0)
+    if valid:
+        for j in range(tid & 3, dim, 4):
+            acc += abs(np.int32(sh8[X_OFF + r * X_PITCH + j]))
+    sh32[PART + tid] = acc
+    if tid < 3 * ROWS:
+        sh32[DOTA + tid] = 0  # DOTA, DOTB and DOTC
     cuda.syncthreads()
-
-
-@device_function
-def _rescale(act, at, n, partial, t):
-    mine = np.int64(0)
-    for j in range(t, n, THREADS):
-        mine = max(mine, abs(act[at + j]))
-    top = _max_all(mine, partial, t)
-    for j in range(t, n, THREADS):
-        act[at + j] = (act[at + j] * MAX_UNIT) // top if top > 0 else 0
-    cuda.syncthreads()
-
-
-@device_function
-def _rope(act, at, rope, pos, dim, head_dim, t):
-    half = head_dim // 2
-    for idx in range(t, dim // 2, THREADS):
-        i = idx % half
-        p = at + (idx // half) * head_dim + 2 * i
-        a, b = act[p], act[p + 1]
-        c, s = rope[pos, i, 0], rope[pos, i, 1]
-        act[p] = (a * c - b * s) >> ROPE_SCALE_BIT
-        act[p + 1] = (a * s + b * c) >> ROPE_SCALE_BIT
-    cuda.syncthreads()
-
-
-@device_function
-def _to_cache(cache, at, act, dim, t):
-    """The rescaled K or V in the row's KV slot into the member's int8 cache."""
-    for j in range(t, dim, THREADS):
-        cache[at + j] = act[KV * dim + j]
-    cuda.syncthreads()
-
-
-@device_function
-def _mlp(act, dim, first, params, table, noise, noise_at, vecs, vec_at, sign, m_shift, s_up, s_down, perturbed,
-         gelu, partial, t):
-    x_at, h_at, z_at, u_at = X * dim, H * dim, Z * dim, U * dim
-    _ln(act, x_at, h_at, dim, vecs, vec_at[first + LN_W], vec_at[first + LN_W + 1], partial, t)
-    _mm(act, h_at, dim, params, table[first + UP, 0], 4 * dim, noise, noise_at[first + UP], sign, m_shift, perturbed,
-        u_at, partial, t)
-    b_at = vec_at[first + UP_BIAS]
-    for j in range(t, 4 * dim, THREADS):
-        act[u_at + j] = gelu[_clip((act[u_at + j] + vecs[b_at + j]) >> s_up) + 128]
-    cuda.syncthreads()
-    _mm(act, u_at, 4 * dim, params, table[first + DOWN, 0], dim, noise, noise_at[first + DOWN], sign, m_shift,
-        perturbed, z_at, partial, t)
-    b_at = vec_at[first + DOWN_BIAS]
-    for j in range(t, dim, THREADS):
-        act[x_at + j] += (act[z_at + j] >> s_down) + vecs[b_at + j]
-    cuda.syncthreads()
-    _rescale(act, x_at, dim, partial, t)
-
-
-@device_function
-def _projection(act, dim, tid, params, table, noise, noise_at, sign, m_shift, s_qkv, perturbed, partial, t):
-    """(W h) >> shift_qkv into the KV slot of the row."""
-    _mm(act, H * dim, dim, params, table[tid, 0], dim, noise, noise_at[tid], sign, m_shift, perturbed, KV * dim,
-        partial, t)
-    for j in range(t, dim, THREADS):
-        act[KV * dim + j] >>= s_qkv
-    cuda.syncthreads()
-
-
-@kernel((I8_1D, I32_2D, I64_1D, I64, I64_1D, BOOL, I64_2D, I64_1D, I64_1D, I64_3D, I64_1D, I64_1D, I64_1D, I8_2D,
-         I8_2D, I64_2D, I8_2D, I8_2D, I64_2D), block=THREADS)
-def transformer_epoch_cuda(params, windows, prefixes, first_member, spec, perturbed, table, noise_at, vec_at, rope,
-                           exp_lut, gelu, exp2, noise_all, vecs_all, act_all, keys_all, values_all, out):
-    m = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    partial = cuda.shared.array(THREADS, numba.int64)
-    noise, vecs, act = noise_all[m], vecs_all[m], act_all[m]
-    keys, values = keys_all[m], values_all[m]
-    n_layer, dim, head_dim, vocab = spec[0], spec[1], spec[2], spec[3]
-    s_attn, s_qkv, s_out, s_logit, s_up, s_down = spec[4], spec[5], spec[6], spec[7], spec[8], spec[9]
-    m_shift, v_shift, kind = FIXED_POINT + spec[10], spec[11], spec[12]
-    g = first_member + m
-    sign = 1 - 2 * (g & 1)
-    steps = windows.shape[1] - 1
-    n_tensors = table.shape[0]
-    logit_at, w_at = (U + 4) * dim, (U + 4) * dim + vocab
-
-    # the window's noise rows, then the perturbed vectors
-    if perturbed:
-        for tid in range(n_tensors):
-            ka = gpu_member_key_a(prefixes[tid], g >> 1)
-            kb = gpu_member_key_b(ka)
-            width = 2 * table[tid, 1] if table[tid, 2] == 0 else table[tid, 1] + table[tid, 2]
-            for i in range(t, width, THREADS):
-                noise[noise_at[tid] + i] = gpu_member_noise(ka, kb, i, kind)
-        cuda.syncthreads()
-    for tid in range(n_tensors):
-        if table[tid, 2] == 0:
-            n = table[tid, 1]
-            for j in range(t, n, THREADS):
-                v = np.int64(params[table[tid, 0] + j])
-                if perturbed:
-                    v += (np.int64(noise[noise_at[tid] + j]) * noise[noise_at[tid] + n + j] * sign) >> v_shift
-                vecs[vec_at[tid] + j] = _clip(v)
-    cuda.syncthreads()
-
-    e_at, e_noise = table[EMBEDDING, 0], noise_at[EMBEDDING]
-    total = np.int64(0)
-    proxy = np.int64(0)
-    for pos in range(steps):
-        token = np.int64(windows[m, pos])
-        a = np.int64(noise[e_noise + dim + token]) if perturbed else np.int64(0)
-        for j in range(t, dim, THREADS):
-            v = np.int64(params[e_at + token * dim + j]) + vecs[vec_at[EMBEDDING_BIAS] + j]
+    d1 = d2 = d3 = np.int32(0)
+    if valid:
+        mean = max(_quad(sh32, PART, r) // dim, 1)
+        rcp = reciprocal_approx(np.float32(mean))
+        vb = _fact(sh32, MEMB, r) * n_vecs + w_at
+        nb = _fact(sh32, PAIR, r) * noise_len
+        tb = target_at + _fact(sh32, TGT, r) * dim
+        for j in range(tid & 3, dim, 4):
+            x = np.int32(sh8[X_OFF + r * X_PITCH + j])
+            h = _clip(_floor_div(x * np.int32(vecs[vb + j]), mean, rcp) + vecs[vb + dim + j])
+            sh8[H_OFF + _frag_at(r, j, H_PAIR)] = h
             if perturbed:
-                v += (a * noise[e_noise + j] * sign) >> m_shift
-            act[X * dim + j] = _clip(v)
-        cuda.syncthreads()
-        _mlp(act, dim, INIT_MLP, params, table, noise, noise_at, vecs, vec_at, sign, m_shift, s_up, s_down, perturbed,
-             gelu, partial, t)
-        for layer in range(n_layer):
-            first = FIRST_LAYER + TENSORS_PER_LAYER * layer
-            cache = (layer * steps + pos) * dim
-            _ln(act, X * dim, H * dim, dim, vecs, vec_at[first + LN1_W], vec_at[first + LN1_W + 1], partial, t)
-            _projection(act, dim, first + K, params, table, noise, noise_at, sign, m_shift, s_qkv, perturbed,
-                        partial, t)
-            _rope(act, KV * dim, rope, pos, dim, head_dim, t)
-            _rescale(act, KV * dim, dim, partial, t)
-            _to_cache(keys, cache, act, dim, t)
-            _projection(act, dim, first + V, params, table, noise, noise_at, sign, m_shift, s_qkv, perturbed,
-                        partial, t)
-            _rescale(act, KV * dim, dim, partial, t)
-            _to_cache(values, cache, act, dim, t)
-            _projection(act, dim, first + Q, params, table, noise, noise_at, sign, m_shift, s_qkv, perturbed,
-                        partial, t)
-            _rope(act, KV * dim, rope, pos, dim, head_dim, t)
-            _rescale(act, KV * dim, dim, partial, t)
-            for start in range(0, dim, head_dim):  # one head at a time: scores, weights, weighted mean
-                mine = np.int64(-(1 << 62))
-                for i in range(t, pos + 1, THREADS):
-                    row = (layer * steps + i) * dim
-                    s = np.int64(0)
-                    for d in range(start, start + head_dim):
-                        s += act[KV * dim + d] * np.int64(keys[row + d])
-                    act[w_at + i] = s >> s_attn
-                    mine = max(mine, act[w_at + i])
-                top = _max_all(mine, partial, t)
-                acc = np.int64(0)
-                for i in range(t, pos + 1, THREADS):
-                    act[w_at + i] = exp_lut[min(top - act[w_at + i], exp_lut.size - 1)]
-                    acc += act[w_at + i]
-                norm = block_total(acc, partial, t)
-                for d in range(start + t, start + head_dim, THREADS):
-                    acc = np.int64(0)
-                    for i in range(pos + 1):
-                        acc += act[w_at + i] * np.int64(values[(layer * steps + i) * dim + d])
-                    act[ATT * dim + d] = acc // norm
-                cuda.syncthreads()
-            _mm(act, ATT * dim, dim, params, table[first + O, 0], dim, noise, noise_at[first + O], sign, m_shift,
-                perturbed, Z * dim, partial, t)
-            for j in range(t, dim, THREADS):
-                act[X * dim + j] += act[Z * dim + j] >> s_out
+                d1 += h * np.int32(noise8[nb + seg1 + j])
+                if seg2 >= 0:
+                    d2 += h * np.int32(noise8[nb + seg2 + j])
+                if seg3 >= 0:
+                    d3 += h * np.int32(noise8[nb + seg3 + j])
+            if target_at >= 0:
+                d2 += h * np.int32(params[tb + j])
+    if valid:
+        cuda.atomic.add(sh32, DOTA + r, d1)
+        cuda.atomic.add(sh32, DOTB + r, d2)
+        cuda.atomic.add(sh32, DOTC + r, d3)
+    cuda.syncthreads()
+
+
+@device_function
+def _score(sh8, r, key, h0, hd):
+    """q_r . k_key over one head (both in U)."""
+    s = np.int32(0)
+    for i in range(h0, h0 + hd):
+        s += (np.int32(sh8[U_OFF + _frag_at(r, Q_COL + i, U_PAIR)])
+              * np.int32(sh8[U_OFF + _frag_at(key, K_COL + i, U_PAIR)]))
+    return s
+
+
+@device_function
+def _attend(sh8, sh32, pert, seg_o, h0, hd, s_attn, am, am_next, tid):
+    """One head of every row: the scores' row maximum (barrier), the softmax indices min(max - s, 255)
+    into U (barrier), then the weighted mean of the values into H; returns this thread's share of
+    x . B of the output projection. Thread 4r + sub takes the keys j = sub (mod 4), then the groups
+    of 4 output features 4i..4i+3 with i = sub (mod 4)."""
+    r = tid >> 2
+    sub = tid & 3
+    valid = r < sh32[N_VALID]
+    pos = _fact(sh32, POS, r)
+    first = r - pos  # the member's position 0
+    if valid and sub <= pos:
+        top = np.int32(INT_MIN)
+        for j in range(sub, pos + 1, 4):
+            top = max(top, _score(sh8, r, first + j, h0, hd) >> s_attn)
+        cuda.atomic.max(sh32, am + r, top)
+    cuda.syncthreads()
+    if tid < ROWS:
+        sh32[am_next + tid] = INT_MIN
+    if valid:
+        top = sh32[am + r]
+        for j in range(sub, pos + 1, 4):
+            index = min(top - (_score(sh8, r, first + j, h0, hd) >> s_attn), EXP_LAST)
+            sh8[U_OFF + _frag_at(r, IDX_COL + j, U_PAIR)] = index - 128
+    cuda.syncthreads()
+    dot = np.int32(0)
+    if not valid:
+        return dot
+    norm = np.int32(0)
+    for j in range(pos + 1):
+        norm += sh32[LUT + np.int32(sh8[U_OFF + _frag_at(r, IDX_COL + j, U_PAIR)]) + 128]
+    rcp = reciprocal_approx(np.float32(norm))
+    nb = _fact(sh32, PAIR, r) * pert[2] + seg_o
+    for i in range(4 * sub, hd, 16):
+        w0 = w1 = w2 = w3 = np.int64(0)
+        col = V_COL + h0 + i
+        for j in range(pos + 1):
+            w = np.int64(sh32[LUT + np.int32(sh8[U_OFF + _frag_at(r, IDX_COL + j, U_PAIR)]) + 128])
+            key = first + j
+            w0 += w * sh8[U_OFF + _frag_at(key, col, U_PAIR)]
+            w1 += w * sh8[U_OFF + _frag_at(key, col + 1, U_PAIR)]
+            w2 += w * sh8[U_OFF + _frag_at(key, col + 2, U_PAIR)]
+            w3 += w * sh8[U_OFF + _frag_at(key, col + 3, U_PAIR)]
+        dot += _mean_out(w0, norm, rcp, sh8, r, h0 + i, i < hd, pert, nb)
+        dot += _mean_out(w1, norm, rcp, sh8, r, h0 + i + 1, i + 1 < hd, pert, nb)
+        dot += _mean_out(w2, norm, rcp, sh8, r, h0 + i + 2, i + 2 < hd, pert, nb)
+        dot += _mean_out(w3, norm, rcp, sh8, r, h0 + i + 3, i + 3 < hd, pert, nb)
+    return dot
+
+
+@device_function
+def _mean_out(acc, norm, rcp, sh8, r, col, inside, pert, nb):
+    """One attention output (when inside the head) into H; its term of x . B of the output projection."""
+    if not inside:
+        return np.int32(0)
+    out = _weighted_mean(acc, norm, rcp)
+    sh8[H_OFF + _frag_at(r, col, H_PAIR)] = out
+    return out * np.int32(pert[0][nb + col]) if pert[5] else np.int32(0)
+
+
+@device_function
+def _prelude(params, windows, prefixes, tensors, luts, sh32, pert, v_shift, kind, hd, steps, m0, m_valid,
+             first_member, tid):
+    """Tables, each row's facts, the block's noise rows and its members' perturbed vectors, hashed once
+    for the window (rows past the block's members repeat its last one and are never stored); no barrier."""
+    noise8, vecs, noise_len, n_vecs, _, perturbed = pert
+    for i in range(tid, LUTS.size, THREADS):
+        sh32[LUT + i] = luts[i]
+    for i in range(tid, MAX_DIM, THREADS):
+        sh32[ROPE_PAIR + i] = (i % hd) >> 1
+    base_pair = first_member >> 1
+    if tid == 0:
+        sh32[N_VALID] = m_valid * steps
+    if tid < ROWS:
+        gm = m0 + min(tid // steps, m_valid - 1)
+        pos = tid % steps
+        member = first_member + gm
+        sh32[TOK + tid] = windows[gm, pos]
+        sh32[TGT + tid] = windows[gm, pos + 1]
+        sh32[PAIR + tid] = (member >> 1) - base_pair
+        sh32[SIGN + tid] = 1 - 2 * (member & 1)
+        sh32[MEMB + tid] = gm
+        sh32[POS + tid] = pos
+    for i in range(tid, 4 * ROWS, THREADS):
+        sh32[SUM2 + i] = 0  # SUM2 and SUMLUT
+    if perturbed:
+        last_pair = ((first_member + m0 + m_valid - 1) >> 1) - base_pair
+        for pl in range(((first_member + m0) >> 1) - base_pair, last_pair + 1):
+            for t in range(tensors.shape[0]):
+                if tensors[t, D_OUT] > 0:
+                    ka = gpu_member_key_a(prefixes[t], base_pair + pl)
+                    kb = gpu_member_key_b(ka)
+                    at = pl * noise_len + _noise(tensors, t)
+                    for i in range(tid, tensors[t, D_IN] + tensors[t, D_OUT], THREADS):
+                        noise8[at + i] = gpu_member_noise(ka, kb, i, kind)
+    for t in range(tensors.shape[0]):
+        if tensors[t, D_OUT] == 0:
+            n = _offset(tensors, t, D_IN)
+            for gm in range(m0, m0 + m_valid):
+                member = first_member + gm
+                ka = gpu_member_key_a(prefixes[t], member >> 1)
+                kb = gpu_member_key_b(ka)
+                for j in range(tid, n, THREADS):
+                    v = np.int64(params[_offset(tensors, t, PARAM_AT) + j])
+                    if perturbed:
+                        noise = gpu_member_noise(ka, kb, j, kind) * gpu_member_noise(ka, kb, n + j, kind)
+                        v = _clip(v + ((noise * (1 - 2 * (member & 1))) >> v_shift))
+                    vecs[gm * n_vecs + _vec(tensors, t) + j] = v
+
+
+# ---- the kernel ---------------------------------------------------------------------------------
+
+@kernel((I8_1D, I32_1D, I32_2D, I64_1D, I64_2D, I32_1D, I32_1D, I8_1D, I8_1D, I64_2D, I8_2D)
+        + (I64,) * 23 + (BOOL, BOOL), tensor_cores=True, block=THREADS, launch_bounds=THREADS)
+def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, noise8, vecs, out, logits, n_layer,
+                           dim, hd, vocab, s_attn, s_qkv, s_out, s_logit, s_up, s_down, m_shift, v_shift, kind,
+                           per_block, steps, noise_len, n_vecs, vp, n_heads, kw_dim, kw_hidden, first_member, members,
+                           perturbed, keep):
+    """One block: the windows of per_block members through every layer (module docstring). The sizes
+    are scalar arguments (the constant bank, not registers), masked non-negative: the compiler then
+    drops the negative-index wraparound of the accesses derived from them."""
+    sh8 = cuda.shared.array(0, numba.int8)
+    sh32 = cuda.shared.array(0, numba.int32)
+    n_layer, dim, hd, vocab, steps = n_layer & LOW31, dim & LOW31, hd & LOW31, vocab & LOW31, steps & LOW31
+    per_block, noise_len, n_vecs, vp = per_block & LOW31, noise_len & LOW31, n_vecs & LOW31, vp & LOW31
+    n_heads, kw_dim, kw_hidden = n_heads & LOW31, kw_dim & LOW31, kw_hidden & LOW31
+    first_member, members = first_member & LOW31, members & LOW31
+    tid = cuda.threadIdx.x
+    lane = tid & 31
+    warp = tid >> 5
+    hidden = 4 * dim
+    m0 = cuda.blockIdx.x * per_block
+    pert = (noise8, vecs, noise_len, n_vecs, m_shift, perturbed)
+    half = hd >> 1
+
+    _prelude(params, windows, prefixes, tensors, luts, sh32, pert, v_shift, kind, hd, steps, m0,
+             min(per_block, members - m0), first_member, tid)
+    cuda.syncthreads()
+    _embed(params, sh8, sh32, pert, _vec(tensors, EMBEDDING_BIAS), _offset(tensors, EMBEDDING, PARAM_AT),
+           _noise(tensors, EMBEDDING), dim, tid)
+    cuda.syncthreads()
+    for layer in range(-1, n_layer):  # -1: the init MLP alone
+        first = INIT_MLP
+        if layer >= 0:
+            lt = FIRST_LAYER + TENSORS_PER_LAYER * layer
+            first = lt + LAYER_MLP
+            for i in range(tid, 4 * ROWS, THREADS):
+                sh32[RM + i] = 0
+            if tid < ROWS:
+                sh32[AM + tid] = INT_MIN
+            _ln(params, sh8, sh32, pert, _vec(tensors, lt + LN1_W), _noise(tensors, lt + Q), _noise(tensors, lt + K),
+                _noise(tensors, lt + V), -1, dim, tid)
+            for which in range(3):  # K, V, then Q into U; their x . B in DOTB, DOTC, DOTA
+                t = lt + (K + which if which < 2 else Q)
+                stage = (DOTB if which == 0 else (DOTC if which == 1 else DOTA), _noise(tensors, t) + dim, s_qkv,
+                         rope, half, which != 1, -1, False, dim)
+                _rescaled_stage(sh8, sh32, w32, pert, H_OFF >> 2, H_PAIR >> 2, _w(tensors, t), kw_dim, lane, warp,
+                                stage, RM + ROWS * which, K_COL if which == 0 else (V_COL if which == 1 else Q_COL))
             cuda.syncthreads()
-            _rescale(act, X * dim, dim, partial, t)
-            _mlp(act, dim, first + LAYER_MLP, params, table, noise, noise_at, vecs, vec_at, sign, m_shift, s_up,
-                 s_down, perturbed, gelu, partial, t)
-        ln_f = FIRST_LAYER + TENSORS_PER_LAYER * n_layer
-        _ln(act, X * dim, H * dim, dim, vecs, vec_at[ln_f], vec_at[ln_f + 1], partial, t)
-        _mm(act, H * dim, dim, params, e_at, vocab, noise, e_noise, sign, m_shift, perturbed, logit_at, partial,
-            t)  # the tied head: the embedding (vocab, dim) with its noise
-        mine = np.int64(-(1 << 62))
-        for v in range(t, vocab, THREADS):
-            act[logit_at + v] >>= s_logit
-            mine = max(mine, act[logit_at + v])
-        top = _max_all(mine, partial, t)
-        sum_lut = np.int64(0)
-        for v in range(t, vocab, THREADS):
-            sum_lut += exp_lut[min(top - act[logit_at + v], exp_lut.size - 1)]
-        sum_lut = block_total(sum_lut, partial, t)
-        target = np.int64(windows[m, pos + 1])
-        if t == 0:
-            proxy += 8 * ((gpu_floor_log2_x16(sum_lut) >> 4) - SOFTMAX_SCALE_BIT) + top - act[logit_at + target]
-        cuda.syncthreads()  # thread 0 has read the unclipped target logit
-        sum_exp = np.int64(0)
-        for v in range(t, vocab, THREADS):
-            logit = _clip(act[logit_at + v])
-            act[logit_at + v] = logit
-            sum_exp += exp2[logit + 128]
-        sum_exp = block_total(sum_exp, partial, t)
-        if t == 0:
-            total += act[logit_at + target] + 128 - (gpu_floor_log2_x16(sum_exp) - 64)
+            if tid < ROWS:
+                sh32[DOTA + tid] = 0  # for the output projection's x . B, added after the heads' barriers
+            dot = np.int32(0)
+            for h in range(n_heads):
+                dot += _attend(sh8, sh32, pert, _noise(tensors, lt + O), h * hd, hd, s_attn, AM + ROWS * (h & 1),
+                               AM + ROWS * (1 - (h & 1)), tid)
+            if tid >> 2 < sh32[N_VALID]:
+                cuda.atomic.add(sh32, DOTA + (tid >> 2), dot)
+            cuda.syncthreads()
+            stage = (DOTA, _noise(tensors, lt + O) + dim, s_out, rope, half, False, -1, True, dim)
+            _rescaled_stage(sh8, sh32, w32, pert, H_OFF >> 2, H_PAIR >> 2, _w(tensors, lt + O), kw_dim, lane, warp,
+                            stage, RM + 3 * ROWS, -1)
+            cuda.syncthreads()
+        # the MLP: LN (x . B of up in DOTA; DOTB zeroed for the down's, which up's epilogue adds up)
+        if tid < ROWS:
+            sh32[RM + tid] = 0
+        _ln(params, sh8, sh32, pert, _vec(tensors, first + LN_W), _noise(tensors, first + UP), -1, -1, -1, dim, tid)
+        up = (_noise(tensors, first + UP) + dim, _noise(tensors, first + DOWN), s_up, _vec(tensors, first + UP_BIAS),
+              hidden)
+        for sweep in range(0, hidden, SWEEP):
+            n0 = sweep + 16 * warp
+            if n0 < hidden:
+                _up_sweep(sh8, sh32, w32, pert, _w(tensors, first + UP), kw_dim, n0, lane, up)
         cuda.syncthreads()
-    if t == 0:
-        out[m, 0] = total
+        stage = (DOTB, _noise(tensors, first + DOWN) + hidden, s_down, rope, half, False,
+                 _vec(tensors, first + DOWN_BIAS), True, dim)
+        _rescaled_stage(sh8, sh32, w32, pert, U_OFF >> 2, U_PAIR >> 2, _w(tensors, first + DOWN), kw_hidden, lane,
+                        warp, stage, RM, -1)
+        cuda.syncthreads()
+
+    # the tied head: LN (x . B of the head in DOTA, the target's E row . h in DOTB), then two vocabulary passes
+    if tid < ROWS:
+        sh32[RM + tid] = INT_MIN
+    _ln(params, sh8, sh32, pert, _vec(tensors, FIRST_LAYER + TENSORS_PER_LAYER * n_layer), _noise(tensors, EMBEDDING),
+        -1, -1, _offset(tensors, EMBEDDING, PARAM_AT), dim, tid)
+    head = (_noise(tensors, EMBEDDING) + dim, s_logit, vocab, keep, steps - 1)
+    for second in range(2):
+        for sweep in range(0, vp, SWEEP):
+            n0 = sweep + 16 * warp
+            if n0 < vp:
+                _head_sweep(second == 1, sh32, w32, pert, _w(tensors, EMBEDDING), kw_dim, n0, lane, head, logits)
+        cuda.syncthreads()
+
+    # each row's log-likelihood and proxy loss, then each member's sums over its rows
+    if tid < sh32[N_VALID]:
+        target = sh32[DOTB + tid]
+        if perturbed:
+            at = _fact(sh32, PAIR, tid) * noise_len + _noise(tensors, EMBEDDING) + dim + _fact(sh32, TGT, tid)
+            target += (sh32[DOTA + tid] * np.int32(noise8[at]) * sh32[SIGN + tid]) >> m_shift
+        target >>= s_logit
+        exp2_sum = (np.int64(sh32[SUM2 + ROWS + tid]) << 16) + sh32[SUM2 + tid]
+        lut_sum = (np.int64(sh32[SUMLUT + ROWS + tid]) << 16) + sh32[SUMLUT + tid]
+        sh32[ROW_LL + tid] = _clip(target) + 128 - (gpu_floor_log2_x16(exp2_sum) - 64)
+        sh32[ROW_PROXY + tid] = (8 * ((gpu_floor_log2_x16(lut_sum) >> 4) - SOFTMAX_SCALE_BIT) + sh32[RM + tid]
+                                 - target)
+    cuda.syncthreads()
+    if tid * steps < sh32[N_VALID]:
+        loglik = proxy = np.int64(0)
+        for r in range(tid * steps, (tid + 1) * steps):
+            loglik += sh32[ROW_LL + r]
+            proxy += sh32[ROW_PROXY + r]
+        m = _fact(sh32, MEMB, tid * steps)
+        out[m, 0] = loglik
         out[m, 1] = proxy
 
 
+PAD_THREADS = 128
+
+
+@kernel((I8_1D, I64_2D, I32_1D), block=PAD_THREADS)
+def pad_weights_cuda(params, segments, w32):
+    """One thread a row of the padded weights (Plan.segments): the row's bytes as int32 words, zero past
+    d_in and on the rows past d_out, in fragment order: for each 16 rows and 64 bytes of K, the 32
+    lanes' 16 bytes of rows g (then of rows g + 8), lane 4g + q holding bytes 16q..16q+15."""
+    row = cuda.grid(1)
+    for s in range(segments.shape[0]):
+        rows = segments[s, 5]
+        if row < rows:
+            src, d_in, d_out, word, kw = segments[s, 0], segments[s, 1], segments[s, 2], segments[s, 3], segments[s, 4]
+            block = word + (row >> 4) * (kw >> 4) * 256 + ((row >> 3) & 1) * 128 + (row & 7) * 16
+            for w in range(kw):
+                v = np.int32(0)
+                for b in range(4):
+                    k = 4 * w + b
+                    if row < d_out and k < d_in:
+                        byte = np.int32(params[src + row * d_in + k])
+                        v |= (byte if b == 3 else byte & 0xFF) << (8 * b)  # the top byte keeps its sign
+                w32[block + (w >> 4) * 256 + (w & 15)] = v
+            return
+        row -= rows
+
+
 def scratch_bytes(spec, steps):
-    """Device bytes one member needs during a window: noise rows, vectors, activations, KV cache."""
-    table = tensor_table(np.asarray(spec, np.int64))
-    _, _, n_noise, n_vecs = offsets(table)
-    n_layer, dim, _, vocab = (int(v) for v in spec[:4])
-    return n_noise + n_vecs + 8 * ((U + 4) * dim + vocab + steps + 1) + 2 * n_layer * steps * dim
+    """Device bytes one member needs during a window: half its pair's noise rows, its perturbed vectors
+    and its scores. (Its K and V live in shared memory; a launch adds one copy of the padded weights,
+    about the model's size.)"""
+    plan = Plan(spec, steps)
+    return (plan.noise_len + 1) // 2 + plan.n_vecs + 16
 
 
-def run_epoch(params, windows, prefixes, first_member, spec, perturbed):
+def run_epoch(params, windows, prefixes, first_member, spec, perturbed, keep_logits=False):
     """Launch on device arrays (params, int32 windows, prefixes); on the device: the (members, 2) int64
-    sums (log-likelihood, proxy loss) and each member's activation row, whose [logit_offset(dim), + vocab)
-    are the logits of the last position."""
-    spec = np.ascontiguousarray(spec, np.int64)
-    table = tensor_table(spec)
-    noise_at, vec_at, n_noise, n_vecs = offsets(table)
+    sums (log-likelihood, proxy loss), and with keep_logits the (members, vocab) int8 clipped logits of
+    each window's last position (else a (1, 1) placeholder)."""
     members, steps = windows.shape[0], windows.shape[1] - 1
-    n_layer, dim, head_dim, vocab = (int(v) for v in spec[:4])
-    cache = n_layer * steps * dim
-    args = (params, windows, prefixes, np.int64(first_member), cuda.to_device(spec), bool(perturbed),
-            cuda.to_device(table), cuda.to_device(noise_at), cuda.to_device(vec_at),
-            cuda.to_device(rope_table(steps, head_dim)), cuda.to_device(EXP_LUT), cuda.to_device(GELU_LUT),
-            cuda.to_device(EXP2), cuda.device_array((members, max(n_noise, 1)), np.int8),
-            cuda.device_array((members, n_vecs), np.int8),
-            cuda.device_array((members, (U + 4) * dim + vocab + steps), np.int64),
-            cuda.device_array((members, cache), np.int8), cuda.device_array((members, cache), np.int8),
-            cuda.device_array((members, 2), np.int64))
-    transformer_epoch_cuda[members, THREADS](*args)
-    return args[-1], args[-4]
+    plan = Plan(spec, steps)
+    dim, vocab = plan.scalars[1], plan.scalars[3]
+    require(dim <= MAX_DIM, f"the CUDA transformer epoch takes --dim up to {MAX_DIM}, got {dim}")
+    require(vocab <= MAX_VOCAB, f"the CUDA transformer epoch takes vocabularies up to {MAX_VOCAB}, got {vocab}")
+    require(1 <= steps <= ROWS, f"the CUDA transformer epoch takes windows of 1 to {ROWS} tokens, got {steps}")
+    w32 = cuda.device_array(plan.w_words, np.int32)
+    rows = int(plan.segments[:, 5].sum())
+    pad_weights_cuda[(rows + PAD_THREADS - 1) // PAD_THREADS, PAD_THREADS](params, cuda.to_device(plan.segments), w32)
+    pairs = ((first_member + members - 1) >> 1) - (first_member >> 1) + 1
+    head_dim = plan.scalars[2]
+    out = cuda.device_array((members, 2), np.int64)
+    logits = cuda.device_array((members, vocab) if keep_logits else (1, 1), np.int8)
+    args = (params, w32, windows, prefixes, cuda.to_device(plan.tensors),
+            cuda.to_device(rope_table(steps, head_dim).astype(np.int32).ravel()), cuda.to_device(LUTS),
+            cuda.device_array(pairs * plan.noise_len if perturbed else 1, np.int8),
+            cuda.device_array(max(members * plan.n_vecs, 1), np.int8), out, logits,
+            *(np.int64(v) for v in plan.scalars), np.int64(first_member), np.int64(members), bool(perturbed),
+            bool(keep_logits))
+    allow_dynamic_shared(transformer_epoch_cuda, args, SHARED_BYTES)
+    transformer_epoch_cuda[math.ceil(members / plan.per_block), THREADS, 0, SHARED_BYTES](*args)
+    return out, logits
 
 
-def logit_offset(dim):
-    return (U + 4) * dim
+# ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
+
+ROOFLINE_WORKLOADS = ("d-eggs 4x256, heads of 64, vocabulary 8192, 64 tokens, population 40960",)
+
+
+def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
+    """Operations and bytes per member-token from this kernel's loop structure. A block carries 128 rows
+    (ROWS // steps members) through the window: it reads every weight once per pass from L2 (the padded
+    model, ~5.6 MB, stays there), the head twice. Each block hashes its pairs' noise rows and its members'
+    vectors into global scratch and reads them back from L1/L2 (per-element A loads hit the pair's row,
+    a few KB); that scratch reaches HBM once. Attention, norms and epilogues run on the CUDA cores beside
+    the tensor cores and are not in this estimate."""
+    per_block = ROWS // steps
+    model_macs = (8 + 12 * n_layer) * dim * dim + vocab * dim  # init MLP, layers, head once
+    executed = model_macs + vocab * dim  # the head's second pass
+    matrices = [(4 * dim, dim), (dim, 4 * dim)] * (n_layer + 1) + [(dim, dim)] * 4 * n_layer + [(vocab, dim)]
+    pair_noise = sum(d_out + d_in for d_out, d_in in matrices)
+    vectors = dim * (1 + 7 * (n_layer + 1) + 2 * n_layer + 2)
+    scratch = pair_noise / 2 + vectors  # one member's share, written once and read back
+    l2 = (executed + 2 * scratch * per_block) / ROWS  # weights per pass, scratch out and in, per block
+    return {
+        "name": f"{workload}: tensor-core epoch (transformer_epoch_cuda)",
+        "kernel": f"{__name__}.transformer_epoch_cuda",
+        "unit": "member-token",
+        "ops_per_unit": 2 * executed,
+        "compute_limit": "int8_tensor",
+        "reference_limit": "int8_tensor",
+        "bytes_per_unit": {"hbm": scratch / steps, "l2": l2},
+        "basis": (f"{executed} int8 MACs per member-token on IMMA ({model_macs} the model's, plus the head's second "
+                  f"pass); weights read once per pass per block of {ROWS} rows ({per_block} members x {steps} "
+                  f"tokens) from L2; {scratch:.0f} B of noise rows and vectors per member written once (HBM) and "
+                  "read back per block; attention and element-wise work on the CUDA cores not counted."),
+    }

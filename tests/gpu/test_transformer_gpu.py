@@ -1,6 +1,7 @@
 """On a real GPU, d-eggs' transformer at its own width (4 x 256, heads of 64; vocabulary 8192 and
-bytes): the population forward, the last logits, the sampler and a whole EGGROLL step give the CPU
-twin's bits."""
+bytes): the tensor-core population forward over d-eggs' 64-token windows (two members a 128-row block,
+an odd first member) at 4096 members with d-eggs' vocabulary (2048 blocks, many waves of the GPU), the
+last logits, the sampler and a whole EGGROLL step give the CPU twin's bits."""
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from eggnog.kernels.core.registry import ops_for
 from eggnog.kernels.transformer.sampler import sampler_settings
 
 RNG = np.random.default_rng(14)
-MEMBERS, TOKENS = 96, 24
+TOKENS = 64  # d-eggs' window
+MEMBERS, STEP_TOKENS = 96, 24  # the EGGROLL step
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +24,17 @@ def gpu():
     return backend
 
 
-def model_of(vocab, **overrides):
-    return TransformerEsRunConfig(depth=4, dim=256, head_dim=64, vocab_size=vocab, population=MEMBERS,
-                                  group_size=2, tokens_per_update=TOKENS, **overrides)
+def model_of(vocab, members, tokens, **overrides):
+    return TransformerEsRunConfig(depth=4, dim=256, head_dim=64, vocab_size=vocab, population=members,
+                                  group_size=2, tokens_per_update=tokens, **overrides)
 
 
-@pytest.mark.parametrize("vocab,noise", [(8192, "uniform"), (256, "gaussian")])
-def test_population_forward_and_logits_match_the_cpu(gpu, vocab, noise):
-    cfg = model_of(vocab, noise=noise)
+@pytest.mark.parametrize("vocab,noise,population", [(8192, "uniform", 4096), (256, "gaussian", 512)])
+def test_population_forward_and_logits_match_the_cpu(gpu, vocab, noise, population):
+    cfg = model_of(vocab, population, TOKENS, noise=noise)
     model = cfg.build_model()
     params = model.init_params(3)
-    windows = RNG.integers(0, vocab, (MEMBERS, TOKENS + 1)).astype(np.int32)
+    windows = RNG.integers(0, vocab, (population, TOKENS + 1)).astype(np.int32)
     prefixes = RNG.integers(0, 1 << 32, len(model.tensors)).astype(np.int64)
     for perturbed in (True, False):
         cpu = ops_for("cpu").transformer_epoch(params, windows, prefixes, 5, model.spec, perturbed)
@@ -50,9 +52,9 @@ def test_population_forward_and_logits_match_the_cpu(gpu, vocab, noise):
 def test_an_eggroll_step_matches_the_cpu(gpu):
     from eggnog.kernels.core.backend import Backend
 
-    cfg = model_of(256)
+    cfg = model_of(256, MEMBERS, STEP_TOKENS)
     model = cfg.build_model()
-    windows = RNG.integers(0, 256, (MEMBERS, TOKENS + 1))
+    windows = RNG.integers(0, 256, (MEMBERS, STEP_TOKENS + 1))
     results = []
     for backend in (Backend("cpu"), gpu):
         strategy = IntEggroll(model, cfg, 7, backend, model.init_params(7))
