@@ -47,12 +47,12 @@ def main(depth: int = 1, dim: int = 32, head_dim: int = 16, vocab: int = 256, co
 
     ops = ops_for(device_backend.name)
     text = list(np.random.default_rng(1).integers(0, vocab, window + reread_tokens))
+    device_params = device_backend.to_device(params)
     start = time.perf_counter()
     for n in range(reread_tokens):  # generation without a cache: the whole context again for every token
         keys = device_backend.zeros((depth, window, dim), np.int8)
         values = device_backend.zeros((depth, window, dim), np.int8)
-        ops.transformer_decode(device_backend.to_device(params), np.array(text[n:n + window], np.int32), keys, values,
-                               0, model.spec)
+        ops.transformer_decode(device_params, np.array(text[n:n + window], np.int32), keys, values, 0, model.spec)
     device_backend.synchronize()
     reread = reread_tokens / (time.perf_counter() - start)
 

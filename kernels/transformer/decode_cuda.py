@@ -6,6 +6,8 @@ are block reductions; activations live in one global int64 row. Latency-bound by
 reads one token at a time, so there is no population to tile.
 """
 
+from functools import lru_cache
+
 import numba
 import numpy as np
 
@@ -195,16 +197,21 @@ def transformer_decode_cuda(params, tokens, position, spec, table, rope, exp_lut
         logits[v] = _clip(act[(U + 4) * dim + v] >> s_logit)
 
 
+@lru_cache(maxsize=8)
+def _device_tables(spec_key, positions):
+    """The spec, tensor table and look-up tables on the device, made once per model and cache size
+    (generation launches once a token)."""
+    spec = np.array(spec_key, np.int64)
+    rope = rope_table(positions, spec_key[2])
+    return tuple(cuda.to_device(a) for a in (spec, tensor_table(spec), rope, EXP_LUT, GELU_LUT))
+
+
 def run_decode(params, tokens, keys, values, position, spec):
     """Launch on device arrays (params, int32 tokens, int8 caches (n_layer, positions, dim)); the
     (vocab,) int64 clipped logits after the last token, on the device."""
-    spec = np.ascontiguousarray(spec, np.int64)
-    n_layer, dim, head_dim, vocab = (int(v) for v in spec[:4])
-    positions = keys.shape[1]
+    dim, vocab, positions = int(spec[1]), int(spec[3]), keys.shape[1]
     logits = cuda.device_array(vocab, np.int64)
-    transformer_decode_cuda[1, THREADS](params, tokens, np.int64(position), cuda.to_device(spec),
-                                        cuda.to_device(tensor_table(spec)), cuda.to_device(rope_table(positions,
-                                                                                                      head_dim)),
-                                        cuda.to_device(EXP_LUT), cuda.to_device(GELU_LUT), keys, values,
-                                        cuda.device_array((U + 4) * dim + vocab + positions, np.int64), logits)
+    spec_d, table, rope, exp_lut, gelu = _device_tables(tuple(int(v) for v in spec), positions)
+    transformer_decode_cuda[1, THREADS](params, tokens, np.int64(position), spec_d, table, rope, exp_lut, gelu, keys,
+                                        values, cuda.device_array((U + 4) * dim + vocab + positions, np.int64), logits)
     return logits

@@ -54,8 +54,6 @@ from eggnog.kernels.transformer.tables import (
     cached_rope_table,
 )
 
-NARROW_D_IN = (2**31 - 1) // (127 * 45 * 45)  # widest product whose rank-1 term fits int32 (|noise| <= 45)
-
 
 def panel_table(table):
     """The columns pack_panels reads (1: offset, 2: d_in, 6: panel offset or -1, 7: d_out) of every
@@ -95,20 +93,12 @@ def _matmul(x, count, d_in, packed, panel_at, d_out, noise, pair_of, sign_of, n_
         for m in range(count):
             b, a = noise[pair_of[m], n_at:n_at + d_in], noise[pair_of[m], n_at + d_in:n_at + d_in + d_out]
             xm, om = x[m, :d_in], out[m, :d_out]
-            if d_in <= NARROW_D_IN:  # |x . B| A < 2^31: int32 casts vectorise better than int64
-                s32 = np.int32(0)
-                for k in range(d_in):
-                    s32 += np.int32(xm[k]) * np.int32(b[k])
-                s32 *= np.int32(sign_of[m])
-                for j in range(d_out):
-                    om[j] += (s32 * np.int32(a[j])) >> m_shift
-            else:
-                s = np.int64(0)
-                for k in range(d_in):
-                    s += np.int64(xm[k]) * np.int64(b[k])
-                s *= sign_of[m]
-                for j in range(d_out):
-                    om[j] += (s * np.int64(a[j])) >> m_shift
+            s = np.int64(0)
+            for k in range(d_in):
+                s += np.int64(xm[k]) * np.int64(b[k])
+            s *= sign_of[m]
+            for j in range(d_out):
+                om[j] += (s * np.int64(a[j])) >> m_shift
 
 
 @numba.njit(cache=True)
