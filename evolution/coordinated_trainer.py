@@ -1,14 +1,20 @@
-"""`bin/train_es.py --mode coordinator`: rank 0 runs the coordinator, the other ranks workers, over
-the same run directory, checkpoints and resume as the synchronous trainer (whose checkpoints it
-reads, and which reads its own)."""
+"""`bin/train_es.py --mode coordinator`: the coordinator (rank 0 over MPI, or this one process over
+TCP) and, over MPI, the workers on the other ranks, over the same run directory, checkpoints and
+resume as the synchronous trainer (whose checkpoints it reads, and which reads its own)."""
+
+from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 
 from eggnog.evolution.coordinator import Coordinator, history_from
+from eggnog.evolution.coordinator_auth import config_hash, token_key
+from eggnog.evolution.coordinator_mpi import MpiCoordinatorLink, MpiWorkerLink
 from eggnog.evolution.coordinator_worker import Worker
+from eggnog.evolution.eggroll import snapshot_bytes
 from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es_checkpoint, val_sample
 from eggnog.kernels.core.backend import device_free_bytes
-from eggnog.runtime.checkpoint import resolve_checkpoint
+from eggnog.runtime.rundir import JsonLog
 
 
 class CoordinatedEsTrainer:
@@ -23,6 +29,12 @@ class CoordinatedEsTrainer:
         # Rank 0 holds every member's states and no model; workers hold the parameters.
         self.params = None if world.is_root else self.model.init_params(cfg.seed)
         self.states = np.zeros((cfg.population, *self.model.state_dims), np.int8) if world.is_root else None
+        self.socket = None
+        if cfg.transport == "tcp":  # the token and the port first: a refusal writes nothing
+            from eggnog.evolution.coordinator_tcp import bind
+
+            self.key = token_key(cfg.token_file)
+            self.socket = bind(cfg.listen)
 
     def restore(self, path):
         arrays, record = read_es_checkpoint(path, self.cfg, self.model)
@@ -30,9 +42,19 @@ class CoordinatedEsTrainer:
         if self.world.is_root:
             self.states = np.ascontiguousarray(arrays["states"])
             self.history = history_from(arrays)
-            self.latest = (self.step, resolve_checkpoint(path).resolve())
+            self.latest = (self.step, snapshot_bytes(self.cfg, self.model, arrays["params"],
+                                                     optimizer_state_of(arrays)))
         else:
             self.params, self.optimizer_state = arrays["params"], optimizer_state_of(arrays)
+
+    def coordinator_link(self, run_dir):
+        if self.socket is None:
+            return MpiCoordinatorLink(self.world)
+        from eggnog.evolution.coordinator_tcp import TcpCoordinatorLink
+
+        welcome = {"model": self.cfg.model_name, "config": asdict(self.cfg)}
+        return TcpCoordinatorLink(self.socket, self.key, welcome, config_hash(self.cfg, self.corpus),
+                                  self.cfg.heartbeat_timeout, JsonLog(Path(run_dir) / "events.jsonl"))
 
     def run(self, run_dir):
         """Every rank leaves through the closing barrier, also when the coordinator fails (it stops
@@ -40,15 +62,19 @@ class CoordinatedEsTrainer:
         seconds, val, totals, status = None, None, None, 0
         try:
             if self.world.is_root:
-                coordinator = Coordinator(self.cfg, self.world, self.step, self.states, self.history,
+                link = self.coordinator_link(run_dir)
+                coordinator = Coordinator(self.cfg, self.world, link, self.step, self.states, self.history,
                                           self.best_val, self.val_sample, self.latest)
-                seconds = coordinator.run(run_dir)
+                try:
+                    seconds = coordinator.run(run_dir)
+                finally:
+                    link.close()
                 self.best_val, self.step = coordinator.best_val, coordinator.step
                 val = getattr(coordinator, "record", {}).get("val_bpb")
                 totals, status = coordinator.totals, coordinator.status
             else:
-                status = Worker(self.cfg, self.world, self.backend, self.corpus, self.model, self.params, self.step,
-                                self.val_sample, self.optimizer_state).run()
+                status = Worker(self.cfg, MpiWorkerLink(self.world), self.backend, self.corpus, self.model,
+                                self.params, self.step, self.val_sample, self.optimizer_state).run()
         finally:
             self.world.barrier(quiet=True)
         if status:  # a stop signal: every rank leaves with its status, the step's checkpoint written

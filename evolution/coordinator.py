@@ -1,21 +1,28 @@
-"""Coordinator mode of integer EGGROLL (d-eggs' coordinator, over MPI): rank 0 hands out chunks of
-the population and holds no model; ranks 1... are workers (`coordinator_worker.py`).
+"""Coordinator mode of integer EGGROLL (d-eggs' coordinator): one process hands out chunks of the
+population and holds no model; workers (`coordinator_worker.py`) evaluate them. Over MPI rank 0
+coordinates ranks 1... (`coordinator_mpi.py`); over TCP workers join, leave and return while the run
+goes on (`coordinator_tcp.py`). The protocol below is the same for both.
 
 Per step, the chunks wait in a queue. A worker that asks gets the first chunk that is neither done
 nor in progress; a chunk in progress for longer than `--straggler-timeout` seconds is handed out
-again (a re-queue), and the first result for a chunk wins: later duplicates and results of an older
-step are dropped and counted. Rank 0 keeps every member's hidden states, sends a chunk's states with
-its job and takes the updated states from the first result, so a redone chunk starts from exactly
-the same states; with shaping off the parameters are bit-identical to the synchronous mode's.
+again (a re-queue), as is, when no other chunk is free, the oldest one in progress for longer than
+`--straggler-factor` times the median time of recent chunks (a backup copy, so one slow worker does
+not hold up the step), and one whose worker was lost (TCP). The first result for a chunk wins: later
+duplicates and results of an older step are dropped and counted. The coordinator keeps every member's
+hidden states, sends a chunk's states with its job and takes the updated states from the first
+result, so a redone chunk starts from exactly the same states; with shaping off the parameters are
+bit-identical to the synchronous mode's.
 
 When every chunk is in, the step's packed fitness joins the history and the step advances; workers
-learn it when they next ask (they catch up one step at a time, replaying the history, or load a
-checkpoint when they are further behind). At validation and checkpoint steps one worker at the new
-step validates and sends its parameters before anyone starts the next step; rank 0 writes the
-checkpoint (parameters, all member states, the fitness history) and prints its path, so after a
-lost worker (MPI ends the whole job) `--resume` continues from the last one. Which steps validate and
-save is the schedule of every run (training/run_schedule.py); rank 0 draws no plots here, as every
-worker would wait on it while it drew (bin/plot.py draws them).
+learn it when they next ask (they catch up one step at a time, replaying the history, or load the
+latest snapshot of the parameters when they are past the history, when replaying would move more
+bytes than the snapshot, or when they are ahead of a coordinator resumed from a checkpoint). At
+validation and checkpoint steps one worker at the new step validates and sends its parameters before
+anyone starts the next step; the coordinator writes the checkpoint (parameters, all member states,
+the fitness history) and prints its path, so after a lost rank (MPI ends the whole job) or a lost
+coordinator `--resume` continues from the last one. Which steps validate and save is the schedule of
+every run (training/run_schedule.py); the coordinator draws no plots here, as every worker would wait
+on it while it drew (bin/plot.py draws them).
 """
 
 import os
@@ -23,11 +30,12 @@ import signal
 import sys
 import time
 from collections import deque
+from statistics import median
 
 import numpy as np
 
 from eggnog.evolution import coordinator_wire as wire
-from eggnog.evolution.eggroll import state_layout
+from eggnog.evolution.eggroll import snapshot_arrays
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
 from eggnog.runtime.checkpoint import encode_checkpoint, prune_checkpoints, save_checkpoint
 from eggnog.runtime.files import temp_name
@@ -69,17 +77,23 @@ def history_from(arrays):
     return {int(s): row.copy() for s, row in zip(arrays["history_steps"], arrays["history"])}
 
 
+POLL_S = 0.05  # longest wait for a message before looking for lost workers again
+RECENT_CHUNKS = 64  # chunk times the backup rule's median is taken over
+
+
 class Coordinator:
-    def __init__(self, cfg, world, step, states, history, best_val, val_sample, latest=None):
-        """step: the steps done; latest: (step, path) of the checkpoint the run resumed from, for workers
-        that fall behind."""
-        self.cfg, self.world, self.comm = cfg, world, world.comm
+    def __init__(self, cfg, world, link, step, states, history, best_val, val_sample, latest=None):
+        """link: coordinator_mpi.MpiCoordinatorLink or coordinator_tcp.TcpCoordinatorLink; step: the
+        steps done; latest: (step, snapshot bytes) of the parameters at the step the run resumed from,
+        for workers that fall behind."""
+        self.cfg, self.world, self.link = cfg, world, link
         self.model = cfg.build_model()  # its tensor table only, to read a worker's snapshot
         self.step, self.states, self.history, self.best_val = step, states, history, best_val
         self.val_rows, self.val_tokens = val_sample
         self.chunk = cfg.population_chunk
         self.n_chunks = cfg.population // self.chunk
-        self.latest = latest  # (step, path) of the newest checkpoint
+        self.latest = latest  # (step, snapshot bytes) of the newest snapshot
+        self.chunk_seconds = deque(maxlen=RECENT_CHUNKS)
         self.snapshot = None  # {"step", "validate", "assigned_at"} while one is due
         crash = os.environ.get(CRASH_VAR)
         self.crash_step = int(crash) if crash else None
@@ -93,6 +107,7 @@ class Coordinator:
         self.queue = deque(range(self.n_chunks))
         self.done = np.zeros(self.n_chunks, dtype=bool)
         self.assigned_at = np.full(self.n_chunks, -np.inf)
+        self.holder = {}  # chunk -> the worker it was last handed to
         self.fitness = np.zeros(self.cfg.population // 2, dtype=np.int8)
         self.loglik = self.proxy = 0
         for key, value in self.counts.items():
@@ -102,7 +117,7 @@ class Coordinator:
 
     def next_chunk(self):
         """A chunk to hand out, or None: d-eggs' queue walk (done chunks leave the queue; one in
-        progress and younger than the timeout goes to the back)."""
+        progress and younger than the timeout goes to the back), then the backup rule."""
         now = time.perf_counter()
         for _ in range(len(self.queue)):
             chunk = self.queue.popleft()
@@ -116,26 +131,43 @@ class Coordinator:
                 self.counts["requeued"] += 1
             self.assigned_at[chunk] = now
             return chunk
-        return None
+        return self.backup_chunk(now)
+
+    def backup_chunk(self, now):
+        """The oldest chunk in progress, once older than --straggler-factor x the median chunk time."""
+        if self.cfg.straggler_factor <= 0 or len(self.chunk_seconds) < 2:
+            return None
+        waiting = [c for c in self.queue if not self.done[c]]
+        if not waiting:
+            return None
+        chunk = min(waiting, key=lambda c: self.assigned_at[c])
+        if now - self.assigned_at[chunk] < self.cfg.straggler_factor * median(self.chunk_seconds):
+            return None
+        self.counts["requeued"] += 1
+        self.assigned_at[chunk] = now
+        return chunk
+
+    def forget(self, worker):
+        """A lost worker's chunks (and snapshot) go to the next worker that asks."""
+        for chunk, holder in self.holder.items():
+            if holder == worker and not self.done[chunk] and np.isfinite(self.assigned_at[chunk]):
+                self.assigned_at[chunk] = -np.inf
+                self.counts["requeued"] += 1
+        if self.snapshot is not None and self.snapshot.get("holder") == worker:
+            self.snapshot["assigned_at"] = -np.inf
 
     # ---- messages ------------------------------------------------------------------------------
     def reply(self, dest, *parts):
-        wire.send(self.comm, wire.encode(*parts), dest, wire.DOWN)
+        self.link.send(dest, wire.encode(*parts))
 
     def on_request(self, source, worker_step):
-        if worker_step < self.step:
-            if worker_step in self.history:
-                self.reply(source, [wire.CATCHUP, worker_step], self.history[worker_step])
-            elif self.latest is not None and (self.latest[0] in self.history or self.latest[0] == self.step):
-                self.reply(source, [wire.LOAD, self.latest[0]], np.frombuffer(str(self.latest[1]).encode(), np.uint8))
-            else:
-                raise RuntimeError(f"a worker at step {worker_step} is behind both the fitness history and the "
-                                   f"latest checkpoint; raise --history")
+        if worker_step != self.step:
+            self.catch_up(source, worker_step)
             return
         if self.snapshot is not None:
             now = time.perf_counter()
             if now - self.snapshot["assigned_at"] >= self.cfg.straggler_timeout:
-                self.snapshot["assigned_at"] = now
+                self.snapshot.update(assigned_at=now, holder=source)
                 self.reply(source, [wire.SNAPSHOT, self.step, self.snapshot["validate"]])
             else:
                 self.reply(source, [wire.WAIT])
@@ -144,18 +176,37 @@ class Coordinator:
         if chunk is None:
             self.reply(source, [wire.WAIT])
             return
+        self.holder[chunk] = source
         self.reply(source, [wire.JOB, self.step, chunk], self.states[chunk * self.chunk:(chunk + 1) * self.chunk])
+
+    def catch_up(self, source, worker_step):
+        """The next step's fitness for a worker behind, or the latest snapshot where that is past the
+        history, moves more bytes than the snapshot, or the worker is ahead (a resumed coordinator)."""
+        replay = worker_step < self.step and worker_step in self.history
+        snapshot = self.latest
+        if replay and (snapshot is None or snapshot[0] <= worker_step
+                       or sum(self.history[s].size for s in range(worker_step, snapshot[0])) <= len(snapshot[1])):
+            self.reply(source, [wire.CATCHUP, worker_step], self.history[worker_step])
+        elif snapshot is not None and (snapshot[0] in self.history or snapshot[0] == self.step):
+            self.reply(source, [wire.LOAD, snapshot[0]], np.frombuffer(snapshot[1], np.uint8))
+        else:
+            raise RuntimeError(f"a worker at step {worker_step} is behind both the fitness history and the "
+                               f"latest snapshot; raise --history")
 
     def on_result(self, message):
         _, step, chunk, loglik, proxy, n_packed = wire.header(message, 6)
         if step != self.step:
             self.counts["stale"] += 1
             return
+        pairs = self.chunk // 2
+        body = wire.payload(message, 6)
+        state_bytes = self.chunk * int(np.prod(self.model.state_dims))
+        if not 0 <= chunk < self.n_chunks or n_packed != -(-pairs // 5) or body.size != n_packed + state_bytes:
+            raise wire.Malformed(f"a result for chunk {chunk} with {body.size} payload bytes")
         if self.done[chunk]:
             self.counts["duplicates"] += 1
             return
-        body = wire.payload(message, 6)
-        pairs = self.chunk // 2
+        self.chunk_seconds.append(time.perf_counter() - self.assigned_at[chunk])
         self.fitness[chunk * pairs:(chunk + 1) * pairs] = unpack_ternary(body[:n_packed], pairs)
         self.states[chunk * self.chunk:(chunk + 1) * self.chunk] = \
             body[n_packed:].view(np.int8).reshape(self.chunk, *self.model.state_dims)
@@ -192,12 +243,11 @@ class Coordinator:
             self.counts["duplicates"] += 1
             return
         body = wire.payload(message, 4)
-        params = body[:self.model.n_params].view(np.int8).copy()
-        state, at = {}, self.model.n_params
-        for name, dtype, n in state_layout(self.cfg, self.model):
-            size = n * np.dtype(dtype).itemsize
-            state[name] = body[at:at + size].view(dtype).copy()
-            at += size
+        try:
+            params, state = snapshot_arrays(self.cfg, self.model, body)
+        except ValueError as e:
+            raise wire.Malformed(str(e)) from None
+        self.latest = (self.step, body.tobytes())
         improved = False
         if validated:
             val = bits_per_byte(val_loglik, self.val_rows * self.val_tokens)
@@ -217,7 +267,6 @@ class Coordinator:
         write = interrupted_save if self.crash_step == self.step else save_checkpoint
         path = write_es_checkpoint(run_dir, self.cfg, self.step, params, self.states, self.best_val, best,
                                    extra={**optimizer_state, **history_arrays(self.history)}, write=write)
-        self.latest = (self.step, path)
         prune_checkpoints(run_dir / "checkpoints", self.cfg.keep_checkpoints)
         print(f"checkpoint: {path}", flush=True)
 
@@ -231,11 +280,24 @@ class Coordinator:
 
     # ---- the loop ------------------------------------------------------------------------------
     def serve(self, run_dir):
-        message, source = wire.receive(self.comm, None, wire.UP)
+        for worker in self.link.lost():
+            self.forget(worker)
+        got = self.link.receive(POLL_S)
+        if got is None:
+            return
+        message, source = got
+        try:
+            self.dispatch(message, source, run_dir)
+        except wire.Malformed as e:
+            self.unanswered = None
+            self.link.refuse(source, str(e))
+            self.forget(source)
+
+    def dispatch(self, message, source, run_dir):
         what = wire.kind(message)
         if what == wire.REQUEST:
-            self.unanswered = source  # answered with STOP if handling the request fails
             _, worker_step, signum = wire.header(message, 3)
+            self.unanswered = source  # answered with STOP if handling the request fails
             self.stop_signal = self.stop_signal or signum
             self.on_request(source, worker_step)
             self.unanswered = None
@@ -244,7 +306,7 @@ class Coordinator:
         elif what == wire.SNAPSHOT_RESULT:
             self.on_snapshot(message, run_dir)
         else:
-            raise RuntimeError(f"unknown worker message kind {what}")
+            raise wire.Malformed(f"unknown worker message kind {what}")
 
     def run(self, run_dir):
         """Serve the workers until the last step's snapshot is in; then (or on an error, before it
@@ -273,14 +335,17 @@ class Coordinator:
         return time.perf_counter() - self.started
 
     def stop_workers(self, status=0):
-        stopped = 0
         if self.unanswered is not None:
             self.reply(self.unanswered, [wire.STOP, status])
-            stopped += 1
-        while stopped < self.world.size - 1:
-            message, source = wire.receive(self.comm, None, wire.UP)
+            self.link.stopped_worker(self.unanswered)
+        while self.link.waiting():
+            self.link.lost()
+            got = self.link.receive(POLL_S)
+            if got is None:
+                continue
+            message, source = got
             if wire.kind(message) == wire.REQUEST:
                 self.reply(source, [wire.STOP, status])
-                stopped += 1
+                self.link.stopped_worker(source)
             else:
                 self.totals["stale"] += 1  # a straggler's result after the last step

@@ -1,8 +1,8 @@
-"""The coordinator's messages over MPI: one byte buffer each, an int64 header (its first field the
-kind) followed by a payload of raw bytes, sent with buffer-based point-to-point calls (nothing
-pickled). Workers send on tag UP to rank 0; rank 0 answers on tag DOWN. Waiting polls with short
-sleeps, because MPI implementations busy-wait in a blocking probe and would starve the ranks that
-compute on an oversubscribed node."""
+"""The coordinator's messages, whatever carries them (MPI or TCP): one byte buffer each, an int64
+header (its first field the kind) followed by a payload of raw bytes; nothing pickled. Over MPI,
+workers send on tag UP to rank 0 and rank 0 answers on tag DOWN; waiting polls with short sleeps,
+because MPI implementations busy-wait in a blocking probe and would starve the ranks that compute on
+an oversubscribed node."""
 
 import time
 
@@ -13,7 +13,11 @@ UP, DOWN = 11, 12
 # worker -> coordinator
 REQUEST = 1  # [REQUEST, worker_step, signal]: signal, a stop signal the worker got (0: none)
 RESULT = 2  # [RESULT, step, chunk, loglik_sum, proxy_sum, n_packed] + packed fitness + the chunk's states
-SNAPSHOT_RESULT = 3  # [SNAPSHOT_RESULT, step, validated, val_loglik_sum] + parameters
+SNAPSHOT_RESULT = 3  # [SNAPSHOT_RESULT, step, validated, val_loglik_sum] + parameters + optimizer state
+HELLO = 4  # [HELLO] + JSON {"worker", "version"}: TCP only, the first message of a connection
+READY = 5  # [READY] + JSON {"config_hash"}: TCP only, after the worker built the welcomed config
+HEARTBEAT = 6  # [HEARTBEAT] + the worker's id: TCP only, from the worker's heartbeat thread
+LEAVE = 7  # [LEAVE]: TCP only, a worker stopping by itself (a stop signal) between jobs
 
 # coordinator -> worker
 JOB = 10  # [JOB, step, chunk] + the chunk's states (members, layers, dim)
@@ -21,9 +25,16 @@ CATCHUP = 11  # [CATCHUP, step] + the packed fitness of that step
 WAIT = 12  # [WAIT]
 STOP = 13  # [STOP, status]: the exit status of every rank (0, or 128 + the stop signal)
 SNAPSHOT = 14  # [SNAPSHOT, step, validate]: send the parameters (and the validation sum)
-LOAD = 15  # [LOAD, step] + a checkpoint's path, UTF-8
+LOAD = 15  # [LOAD, step] + parameters + optimizer state of that step (a snapshot's body)
+WELCOME = 16  # [WELCOME] + JSON {"model", "config", "corpus"}: TCP only, the run's configuration
+REFUSE = 17  # [REFUSE] + UTF-8 reason: TCP only, the connection is not admitted
+HELLO_AGAIN = 18  # [HELLO_AGAIN]: TCP only, to a worker this coordinator does not know (it restarted)
 
 POLL_S = 0.0005
+
+
+class Malformed(ValueError):
+    """A message whose header or payload does not have the size its kind and fields say."""
 
 
 def encode(header, *payloads):
@@ -34,6 +45,8 @@ def encode(header, *payloads):
 
 
 def header(message, fields):
+    if message.size < 8 * fields:
+        raise Malformed(f"a message of {message.size} bytes is shorter than its {fields}-field header")
     return [int(v) for v in np.frombuffer(message[:8 * fields].tobytes(), np.int64)]
 
 
@@ -45,13 +58,17 @@ def send(comm, message, dest, tag):
     comm.Send(message, dest=dest, tag=tag)
 
 
-def receive(comm, source, tag):
-    """(message bytes, source rank) from `source` (None: any); waits with short sleeps."""
+def receive(comm, source, tag, timeout=None):
+    """(message bytes, source rank) from `source` (None: any); waits with short sleeps, at most
+    `timeout` seconds when given (then None)."""
     from mpi4py import MPI
 
     status = MPI.Status()
     source = MPI.ANY_SOURCE if source is None else source
+    deadline = None if timeout is None else time.perf_counter() + timeout
     while not comm.Iprobe(source=source, tag=tag, status=status):
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
         time.sleep(POLL_S)
     buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
     comm.Recv(buf, source=status.Get_source(), tag=tag)

@@ -1,11 +1,12 @@
-"""A worker of coordinator mode (ranks 1...): asks rank 0 for work and does what it answers.
+"""A worker of coordinator mode (ranks 1... over MPI, or a bin/es_worker.py process over TCP): asks
+the coordinator for work and does what it answers.
 
 It keeps a full replica of the EGG, at its own step. A job names the step and chunk and carries the
 chunk's member states; the worker evaluates those members, shapes their fitness (d-eggs options) and
 returns the ternary-packed pair fitness, the log-likelihood sum and the updated states. A worker
 behind the coordinator's step is sent the packed fitness of each step it missed and applies the
-update of each in turn (the same update every replica applies), or, past the kept history, the path
-of a checkpoint to load.
+update of each in turn (the same update every replica applies), or, past the kept history (or when a
+restarted coordinator is behind it), a snapshot of the parameters to load.
 """
 
 import os
@@ -16,14 +17,17 @@ import numpy as np
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.chunk_shaping import ternary_fitness
-from eggnog.evolution.eggroll import IntEggroll, full_state
+from eggnog.evolution.eggroll import IntEggroll, snapshot_arrays, snapshot_bytes
 from eggnog.evolution.fitness import pack_ternary, unpack_ternary
 from eggnog.kernels.core.backend import to_host
-from eggnog.runtime.checkpoint import load_checkpoint
-from eggnog.runtime.stop_signals import StopSignals
+from eggnog.runtime.stop_signals import StopSignals, exit_status
 
-# Test hook: "RANK:STEP:SECONDS" delays this rank's first result of a job at STEP or later, as a straggler.
+# Test hooks. "RANK:STEP:SECONDS" delays this rank's first result of a job at STEP or later, as a
+# straggler; JOB_SECONDS pads every job of this process to at least that long (a model of a fixed
+# size); a factor F then makes each job take F times as long (a slower GPU).
 SLOW_WORKER_VAR = "EGGNOG_TEST_SLOW_WORKER"
+JOB_SECONDS_VAR = "EGGNOG_TEST_JOB_SECONDS"
+SLOWDOWN_VAR = "EGGNOG_TEST_SLOWDOWN"
 WAIT_S = 0.01
 
 
@@ -37,28 +41,33 @@ def slow_hook(rank):
 
 
 class Worker:
-    def __init__(self, cfg, world, backend, corpus, model, params, step, val_sample, optimizer_state=None):
-        self.cfg, self.world, self.backend, self.corpus, self.model = cfg, world, backend, corpus, model
+    def __init__(self, cfg, link, backend, corpus, model, params, step, val_sample, optimizer_state=None):
+        """link: coordinator_mpi.MpiWorkerLink or coordinator_tcp_worker.TcpWorkerLink."""
+        self.cfg, self.link, self.backend, self.corpus, self.model = cfg, link, backend, corpus, model
         self.chunk = cfg.population_chunk
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
         self.strategy = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=step, members=self.chunk,
                                    optimizer_state=optimizer_state)
         self.val_rows, self.val_tokens = val_sample
-        self.slow = slow_hook(world.rank)
+        self.slow = slow_hook(link.name)
+        self.job_seconds = float(os.environ.get(JOB_SECONDS_VAR) or 0)
+        self.slowdown = float(os.environ.get(SLOWDOWN_VAR) or 1)
 
     def run(self):
-        """Serve until the coordinator says STOP; returns the exit status it sends. A stop signal
-        (SIGINT, SIGTERM) goes to the coordinator with the next request; the worker goes on until then."""
-        comm = self.world.comm
+        """Serve until the coordinator says STOP; returns the exit status it sends. Over MPI a stop
+        signal (SIGINT, SIGTERM) goes to the coordinator with the next request, which stops the run; over
+        TCP it stops this worker alone, between jobs (exit status 128 + the signal)."""
         with StopSignals() as signals:
             while True:
-                status = self.serve_one(comm, signals.signum)
+                if signals.signum and self.link.elastic:
+                    self.link.send(wire.encode([wire.LEAVE]))
+                    return exit_status(signals.signum)
+                status = self.serve_one(0 if self.link.elastic else signals.signum)
                 if status is not None:
                     return status
 
-    def serve_one(self, comm, signum):
-        wire.send(comm, wire.encode([wire.REQUEST, self.strategy.epoch, signum]), 0, wire.UP)
-        reply, _ = wire.receive(comm, 0, wire.DOWN)
+    def serve_one(self, signum):
+        reply = self.link.request(wire.encode([wire.REQUEST, self.strategy.epoch, signum]))
         what = wire.kind(reply)
         if what == wire.STOP:
             return wire.header(reply, 2)[1]
@@ -70,18 +79,18 @@ class Worker:
             self.strategy.tell(unpack_ternary(wire.payload(reply, 2), self.cfg.population // 2))
         elif what == wire.JOB:
             _, step, chunk = wire.header(reply, 3)
-            self.job(comm, step, chunk, wire.payload(reply, 3))
+            self.job(step, chunk, wire.payload(reply, 3))
         elif what == wire.SNAPSHOT:
             _, step, validate = wire.header(reply, 3)
-            self.snapshot(comm, step, validate)
+            self.snapshot(step, validate)
         elif what == wire.LOAD:
-            self.load(bytes(wire.payload(reply, 2)).decode())
+            self.load(wire.header(reply, 2)[1], wire.payload(reply, 2))
         else:
             raise RuntimeError(f"unknown coordinator message kind {what}")
         return None
 
-    def job(self, comm, step, chunk, states_bytes):
-        cfg = self.cfg
+    def job(self, step, chunk, states_bytes):
+        cfg, started = self.cfg, time.perf_counter()
         first = chunk * self.chunk
         states = states_bytes.view(np.int8).reshape(self.chunk, *self.model.state_dims)
         device_states = self.backend.to_device(np.ascontiguousarray(states.transpose(1, 0, 2)))
@@ -93,25 +102,23 @@ class Worker:
         if self.slow is not None and step >= self.slow[0]:
             time.sleep(self.slow[1])
             self.slow = None
+        if self.job_seconds or self.slowdown > 1:
+            took = time.perf_counter() - started
+            time.sleep(max(took, self.job_seconds) * self.slowdown - took)
         proxy = self.strategy.proxy_sum or 0  # 0 for a model without a proxy loss
-        message = wire.encode([wire.RESULT, step, chunk, int(scores.sum()), proxy, packed.size], packed, updated)
-        wire.send(comm, message, 0, wire.UP)
+        self.link.send(wire.encode([wire.RESULT, step, chunk, int(scores.sum()), proxy, packed.size], packed, updated))
 
-    def snapshot(self, comm, step, validate):
+    def snapshot(self, step, validate):
         from eggnog.evolution.es_trainer import val_loglik
 
         total = 0
         if validate:
             total = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, step, self.corpus,
                                np.arange(self.val_rows), self.val_tokens)
-        state = full_state(self.cfg, self.model, self.strategy.host_optimizer_state())
-        message = wire.encode([wire.SNAPSHOT_RESULT, step, validate, total], self.strategy.host_params(),
-                              *state.values())
-        wire.send(comm, message, 0, wire.UP)
+        body = snapshot_bytes(self.cfg, self.model, self.strategy.host_params(), self.strategy.host_optimizer_state())
+        self.link.send(wire.encode([wire.SNAPSHOT_RESULT, step, validate, total], np.frombuffer(body, np.uint8)))
 
-    def load(self, path):
-        from eggnog.evolution.es_trainer import optimizer_state_of
-
-        arrays, record = load_checkpoint(path)
-        self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
-                                   epoch=record["step"], members=self.chunk, optimizer_state=optimizer_state_of(arrays))
+    def load(self, step, body):
+        params, state = snapshot_arrays(self.cfg, self.model, body)
+        self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, params, epoch=step,
+                                   members=self.chunk, optimizer_state=state)

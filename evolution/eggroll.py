@@ -114,6 +114,28 @@ def full_state(cfg, model, state):
             for name, dtype, n in state_layout(cfg, model)}
 
 
+def snapshot_bytes(cfg, model, params, state):
+    """A strategy's parameters and state (full_state's arrays) as one byte string: what a
+    coordinator's worker sends at a snapshot and a worker joining late loads."""
+    parts = [np.asarray(params, np.int8)] + list(full_state(cfg, model, state).values())
+    return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
+
+
+def snapshot_arrays(cfg, model, body):
+    """(params, state) from `snapshot_bytes`' layout; ValueError when `body` has another size."""
+    body = np.frombuffer(bytes(body), np.uint8)
+    layout = [("params", np.int8, model.n_params)] + list(state_layout(cfg, model))
+    expected = sum(n * np.dtype(dtype).itemsize for _, dtype, n in layout)
+    if body.size != expected:
+        raise ValueError(f"a snapshot of {body.size} bytes where this model's takes {expected}")
+    arrays, at = {}, 0
+    for name, dtype, n in layout:
+        size = n * np.dtype(dtype).itemsize
+        arrays[name] = body[at:at + size].view(dtype).copy()
+        at += size
+    return arrays.pop("params"), arrays
+
+
 class IntEggroll:
     def __init__(self, model, cfg: IntEggrollConfig, seed, backend, params, epoch=0, first_member=0, members=None,
                  optimizer_state=None):

@@ -47,6 +47,18 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
                                           "worker.", changeable=True)
     history: int = flag(1000, "Coordinator: steps of packed fitness kept for workers that fall behind.",
                         changeable=True)
+    straggler_factor: float = flag(2.0, "Coordinator: when no chunk is free, hand out again the oldest one in "
+                                        "progress once it took this many times the median chunk time (0: only "
+                                        "--straggler-timeout, as d-eggs).", changeable=True)
+    transport: str = flag("mpi", "Coordinator: mpi (rank 0 coordinates the other ranks) or tcp (this process "
+                                 "coordinates; workers join with bin/es_worker.py --connect HOST:PORT).",
+                          changeable=True)
+    listen: str = flag("0.0.0.0:12345", "Coordinator over TCP: HOST:PORT to listen on.", changeable=True,
+                       metavar="<host:port>")
+    token_file: str | None = flag(None, "Coordinator over TCP: file holding the shared token.", changeable=True,
+                                  metavar="<path>", default_text="$EGGNOG_TOKEN")
+    heartbeat_timeout: float = flag(60.0, "Coordinator over TCP: seconds without a message after which a worker "
+                                          "is lost and its chunks go to others.", changeable=True)
     chunk_mean_filter: bool = flag(False, "Coordinator: add sign(m)|m|^1.2 of the chunk's mean pair "
                                           "difference m to each difference (d-eggs).")
     adaptive_threshold: bool = flag(False, "Coordinator: zero fitness where |difference| < 0.1 x the chunk's "
@@ -85,26 +97,47 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
         if self.mode not in ("sync", "coordinator"):
             raise BadInput(f"unknown --mode {self.mode!r}: choose sync or coordinator")
         if self.mode == "sync":
+            if self.transport != "mpi":
+                raise BadInput(f"--transport {self.transport} is the coordinator's: add --mode coordinator")
             if self.chunk_mean_filter or self.adaptive_threshold:
                 raise BadInput("--chunk-mean-filter and --adaptive-threshold shape a chunk's fitness: they need "
                                "--mode coordinator")
             super().check(ranks)
             return
         super().check(1)
-        if ranks < 2:
-            raise BadInput("--mode coordinator needs at least 2 ranks (rank 0 coordinates, the others work)")
+        self.check_transport(ranks)
         if not self.fast_fitness:
             raise BadInput("--mode coordinator exchanges ternary fitness: it needs --fast-fitness")
         chunk = self.population_chunk
         if chunk < 2 or chunk % 2 or self.population % chunk:
             raise BadInput(f"--population-chunk {chunk} must be even and divide the population {self.population}")
-        if self.straggler_timeout <= 0:
-            raise BadInput(f"--straggler-timeout must be positive, got {self.straggler_timeout}")
+        for name in ("straggler_timeout", "heartbeat_timeout"):
+            if getattr(self, name) <= 0:
+                raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.straggler_factor < 0:
+            raise BadInput(f"--straggler-factor must be 0 (off) or positive, got {self.straggler_factor}")
         if self.history < self.checkpoint_every:
             raise BadInput(f"--history {self.history} must be at least --checkpoint-every {self.checkpoint_every}, "
                            "so a worker past the history finds a checkpoint inside it")
 
+    def check_transport(self, ranks):
+        if self.transport == "mpi":
+            if ranks < 2:
+                raise BadInput("--mode coordinator needs at least 2 ranks (rank 0 coordinates, the others work), or "
+                               "--transport tcp")
+            return
+        if self.transport != "tcp":
+            raise BadInput(f"unknown --transport {self.transport!r}: choose mpi or tcp")
+        if ranks != 1:
+            raise BadInput(f"--transport tcp runs the coordinator as one process, not {ranks} ranks: start it "
+                           "without mpiexec or srun, and its workers with bin/es_worker.py --connect HOST:PORT")
+        host, _, port = self.listen.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise BadInput(f"--listen {self.listen!r} is not HOST:PORT")
+
     def layout(self, world):
+        if self.mode == "coordinator" and self.transport == "tcp":
+            return f"coordinator listening on {self.listen} for workers, chunks of {self.population_chunk}"
         if self.mode == "coordinator":
             return f"coordinator (rank 0) and {world.size - 1} workers, chunks of {self.population_chunk}"
         return None

@@ -34,6 +34,17 @@ def check_launch(size, environ=os.environ):
                        "mpich wheel, srun --mpi=pmix for Open MPI; `srun --mpi=list` shows the choices)")
 
 
+LOCAL_RANK_VARS = ("SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK")
+LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE")
+
+
+def launcher_local(environ=os.environ):
+    """(node-local rank, tasks on the node) a launcher gives a task that does not use MPI (0, 1 when none)."""
+    rank = next((int(environ[v]) for v in LOCAL_RANK_VARS if environ.get(v, "").isdigit()), 0)
+    size = next((int(environ[v]) for v in LOCAL_SIZE_VARS if environ.get(v, "").isdigit()), rank + 1)
+    return rank, max(size, rank + 1)
+
+
 @dataclass
 class World:
     comm: object
@@ -144,6 +155,13 @@ class SingleProcessComm:
 
 
 _world = None
+
+
+def world_without_mpi():
+    """A world of this process alone that still knows its place on the node (which GPU, how many
+    cores): for a process a launcher started that talks over TCP, not MPI."""
+    local_rank, local_size = launcher_local()
+    return World(SingleProcessComm(), 0, 1, local_rank, local_size)
 
 
 def init_world():

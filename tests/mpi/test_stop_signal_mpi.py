@@ -65,11 +65,11 @@ def test_a_signal_on_a_worker_stops_a_coordinated_run_after_a_saved_step(world, 
     run_dir = fresh_run_dir(world, shared_dir, "coordinated")
     job, sent = Worker.job, []
 
-    def signalled_job(self, comm, step, chunk, states):
+    def signalled_job(self, step, chunk, states):
         if world.rank == SIGNALLED_RANK and step >= SIGNALLED_AT and not sent:
             sent.append(step)
             os.kill(os.getpid(), signal.SIGINT)
-        return job(self, comm, step, chunk, states)
+        return job(self, step, chunk, states)
 
     monkeypatch.setattr(Worker, "job", signalled_job)
     cfg = tiny_config(steps=50, mode="coordinator", population_chunk=2, checkpoint_every=100, validate_every=100)

@@ -1,0 +1,171 @@
+"""The fault cases of the TCP coordinator, each a function that runs it on this machine and returns
+what was lost: steps missing from the log, work redone, time against an undisturbed run where that
+is the question, and whether the final parameters equal the synchronous trainer's bit for bit.
+tests/faults asserts on them; bench/faults.py tabulates them."""
+
+import json
+import time
+from statistics import median
+
+import numpy as np
+import zmq
+
+from bench.fault_cluster import TOKEN, Cluster, reference_params
+from eggnog import CODE_VERSION
+from eggnog.evolution import coordinator_wire as wire
+from eggnog.evolution.coordinator_auth import tag, token_key
+
+STEPS = 24
+SLOW_CASE_JOB_SECONDS = 0.02  # jobs well above the coordinator's per-message cost, so speed is what differs
+
+
+def outcome(name, cluster, reference, **extra):
+    """The common columns: steps logged once each, chunks handed out again, final parameters."""
+    steps = [r["step"] for r in cluster.metrics()]
+    redone = sum(r.get("requeued", 0) for r in cluster.metrics())
+    return {"case": name, "steps_lost": STEPS - len(set(steps)), "steps_logged_twice": len(steps) - len(set(steps)),
+            "chunks_redone": redone, "params_equal": bool(np.array_equal(cluster.final_params(), reference)),
+            **extra}
+
+
+def run_case(directory, data, body, **cluster_options):
+    cluster = Cluster(directory, data, STEPS, **cluster_options)
+    try:
+        return body(cluster)
+    finally:
+        cluster.stop_all()
+
+
+def one_of_three_killed(directory, data, reference):
+    """kill -9 of one of 3 workers mid-step. Lost: that worker's chunk in progress, redone by another
+    after the heartbeat timeout."""
+    def body(cluster):
+        cluster.start_coordinator()
+        victims = [cluster.start_worker() for _ in range(3)]
+        cluster.wait_for_step(6)
+        cluster.kill(victims[0])
+        status, workers = cluster.finish()
+        return outcome("one of 3 workers killed", cluster, reference, status=status, workers=workers)
+    return run_case(directory, data, body)
+
+
+def two_killed_two_joined(directory, data, reference):
+    """kill -9 of 2 of 4 workers, 2 new ones started later. Lost: their chunks in progress; the new
+    workers catch up from the packed fitness history."""
+    def body(cluster):
+        cluster.start_coordinator()
+        first = [cluster.start_worker() for _ in range(4)]
+        cluster.wait_for_step(5)
+        cluster.kill(first[0])
+        cluster.kill(first[1])
+        cluster.wait_for_step(10)
+        for _ in range(2):
+            cluster.start_worker()
+        status, workers = cluster.finish()
+        return outcome("2 of 4 workers killed, 2 joined later", cluster, reference, status=status, workers=workers)
+    return run_case(directory, data, body)
+
+
+def step_seconds(cluster, after=4):
+    """Median seconds per step, past the first steps (workers joining, compiling)."""
+    return median(r["step_s"] for r in cluster.metrics() if r["step"] > after)
+
+
+def slow_worker(directory, data, reference):
+    """One of 4 workers 10x slower than the others, against the same 4 at equal speed. Lost: the
+    slow worker's copies of the chunks that others redid."""
+    times = {}
+
+    def timed(slowdowns):
+        def body(cluster):
+            cluster.start_coordinator()
+            for slowdown in slowdowns:
+                cluster.start_worker(slowdown)
+            status, workers = cluster.finish()
+            times[len(times)] = step_seconds(cluster)
+            return outcome("a worker 10x slower", cluster, reference, status=status, workers=workers)
+        return body
+
+    run_case(directory / "undisturbed", data, timed([1, 1, 1, 1]), job_seconds=SLOW_CASE_JOB_SECONDS)
+    result = run_case(directory / "slow", data, timed([10, 1, 1, 1]), job_seconds=SLOW_CASE_JOB_SECONDS)
+    return {**result, "step_s": round(times[1], 4), "undisturbed_step_s": round(times[0], 4),
+            "time_ratio": round(times[1] / times[0], 3)}
+
+
+def coordinator_killed(directory, data, reference):
+    """kill -9 of the coordinator, then --resume of its run directory; the workers reconnect by
+    themselves. Lost: the steps since the last checkpoint, done again."""
+    def body(cluster):
+        cluster.start_coordinator()
+        for _ in range(3):
+            cluster.start_worker()
+        cluster.wait_for_step(11)  # a checkpoint at step 8
+        done = cluster.steps_done()
+        cluster.kill(cluster.coordinator)
+        time.sleep(0.5)
+        cluster.start_coordinator(resume=True)
+        status, workers = cluster.finish()
+        return outcome("coordinator killed, resumed", cluster, reference, status=status, workers=workers,
+                       steps_redone=done - 8)
+    return run_case(directory, data, body)
+
+
+def signed(key, message):
+    body = np.ascontiguousarray(message).tobytes()
+    return [tag(key, body), body]
+
+
+def intruders(address, key):
+    """Messages a stray or broken process could send, each on a connection of its own: a wrong token,
+    a corrupted message, a truncated one, a HELLO of another code version, a result before admission."""
+    wrong = token_key(environ={"EGGNOG_TOKEN": "not-the-token"})
+    hello = json.dumps({"worker": "intruder", "version": CODE_VERSION}).encode()
+    old = json.dumps({"worker": "old", "version": "0.0.1+0000"}).encode()
+    result = wire.encode([wire.RESULT, 0, 0, 0, 0, 1], np.zeros(40, np.uint8))
+    corrupted = signed(key, wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8)))
+    corrupted[1] = corrupted[1][:-1] + b"?"
+    sends = {"wrong token": [signed(wrong, wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8)))],
+             "corrupted": [corrupted],
+             "truncated": [signed(key, wire.encode([wire.HELLO]))[:1]],
+             "short header": [signed(key, np.zeros(3, np.uint8))],
+             "other version": [signed(key, wire.encode([wire.HELLO], np.frombuffer(old, np.uint8)))],
+             "result before admission": [signed(key, wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8))),
+                                         signed(key, result)]}
+    context = zmq.Context.instance()
+    answers = {}
+    for name, messages in sends.items():
+        s = context.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(f"tcp://{address}")
+        got = []
+        for frames in messages:
+            s.send_multipart(frames)
+            if s.poll(3000):
+                got.append(wire.kind(np.frombuffer(s.recv_multipart()[-1], np.uint8)))
+        answers[name] = got
+        s.close()
+    return answers
+
+
+def bad_messages(directory, data, reference, other_corpus):
+    """Wrong token, corrupted and truncated messages, another code version, a result before
+    admission, a worker with another corpus: each refused and logged. Lost: nothing."""
+    def body(cluster):
+        cluster.start_coordinator()
+        for _ in range(2):
+            cluster.start_worker()
+        cluster.wait_for_step(3)
+        answers = intruders(cluster.address, token_key(environ={"EGGNOG_TOKEN": TOKEN}))
+        other = cluster.start_worker(data=other_corpus)
+        other_status = other.wait(60)
+        cluster.workers.remove(other)
+        status, workers = cluster.finish()
+        refusals = cluster.log("coordinator").count(" refused: ")
+        return outcome("bad messages and workers", cluster, reference, status=status, workers=workers,
+                       answers=answers, refusals=refusals, other_corpus_status=other_status,
+                       other_corpus_log=cluster.log("worker2"))
+    return run_case(directory, data, body)
+
+
+def reference_for(directory, data):
+    return reference_params(directory, data, STEPS)

@@ -1,0 +1,146 @@
+"""The TCP transport's pieces in one process: the token, the configuration hash, admission and
+heartbeats between a coordinator link and a worker link, and the refusals of both scripts. The
+runs with processes killed and restarted are in tests/faults."""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from eggnog.evolution import coordinator_wire as wire
+from eggnog.evolution.coordinator_auth import config_hash, token_key
+from eggnog.evolution.coordinator_tcp import TcpCoordinatorLink, bind
+from eggnog.evolution.coordinator_tcp_worker import LinkLost, Refused, TcpWorkerLink
+from eggnog.runtime.errors import BadInput
+from tests.es_helpers import tiny_config, tiny_corpus
+from tests.helpers import assert_user_error, run_script
+
+
+def test_the_token_comes_from_the_file_or_the_environment(tmp_path):
+    (tmp_path / "token").write_text("s3cret\n")
+    assert token_key(tmp_path / "token", environ={}) == token_key(None, environ={"EGGNOG_TOKEN": "s3cret"})
+    assert token_key(None, environ={"EGGNOG_TOKEN": "other"}) != token_key(None, environ={"EGGNOG_TOKEN": "s3cret"})
+    with pytest.raises(BadInput, match="cannot read the token file"):
+        token_key(tmp_path / "missing", environ={})
+    (tmp_path / "empty").write_text(" \n")
+    with pytest.raises(BadInput, match="is empty"):
+        token_key(tmp_path / "empty", environ={})
+    with pytest.raises(BadInput, match="needs a shared token"):
+        token_key(None, environ={})
+
+
+class FakeCorpus:
+    def __init__(self, train, val, sha="abc"):
+        self.train, self.val = np.zeros(train, np.uint8), np.zeros(val, np.uint8)
+        self.meta = {"splits": {"train": {"sha256": sha}, "val": {"sha256": sha}}}
+
+
+def test_the_configuration_hash_covers_the_model_and_corpus_not_where_things_are():
+    cfg, corpus = tiny_config(mode="coordinator"), FakeCorpus(100, 10)
+    same = config_hash(cfg, corpus)
+    assert config_hash(tiny_config(mode="coordinator", listen="10.0.0.1:1", data="/elsewhere/c.bin", steps=99,
+                                   token_file="t"), corpus) == same
+    assert config_hash(tiny_config(mode="coordinator", seed=4), corpus) != same
+    assert config_hash(tiny_config(mode="coordinator", dim=16), corpus) != same
+    assert config_hash(cfg, FakeCorpus(100, 10, sha="abd")) != same
+    assert config_hash(cfg, FakeCorpus(101, 10)) != same
+    assert config_hash(tiny_config("transformer", mode="coordinator"), corpus) != same
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def links():
+    """A coordinator link served by a thread that answers every REQUEST with WAIT, and its address."""
+    address = f"127.0.0.1:{free_port()}"
+    key = token_key(None, environ={"EGGNOG_TOKEN": "t"})
+    link = TcpCoordinatorLink(bind(address), key, {"model": "egg", "config": {"seed": 3}}, "hash-1",
+                              heartbeat_timeout=0.6)
+    got, lost, stop = [], [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            lost.extend(link.lost())
+            message = link.receive(0.02)
+            if message is not None:
+                got.append(message)
+                link.send(message[1], wire.encode([wire.WAIT]))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield address, key, link, got, lost
+    stop.set()
+    thread.join()
+    link.close()
+
+
+def test_a_worker_is_admitted_in_two_steps_and_beats_while_it_is_silent(links):
+    address, key, link, got, lost = links
+    worker = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
+    assert worker.join(5.0) == {"model": "egg", "config": {"seed": 3}}
+    worker.ready("hash-1")
+    reply = worker.request(wire.encode([wire.REQUEST, 0, 0]))
+    assert wire.kind(reply) == wire.WAIT and wire.header(got[-1][0], 3) == [wire.REQUEST, 0, 0]
+    time.sleep(1.5)  # silent but for the heartbeat thread: still admitted
+    assert lost == [] and wire.kind(worker.request(wire.encode([wire.REQUEST, 0, 0]))) == wire.WAIT
+    worker.beat.stop()  # now truly silent
+    time.sleep(1.0)
+    assert lost == [worker.name]
+    with pytest.raises(LinkLost, match="restarted"):  # forgotten: told to introduce itself again
+        worker.request(wire.encode([wire.REQUEST, 0, 0]))
+    worker.close()
+
+
+def test_another_configuration_or_token_is_refused(links):
+    address, key, link, got, lost = links
+    worker = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
+    worker.join(5.0)
+    with pytest.raises(Refused, match="configuration or corpus differs"):
+        worker.ready("hash-2")
+    worker.close()
+    stranger = TcpWorkerLink(address, token_key(None, environ={"EGGNOG_TOKEN": "guess"}), heartbeat_timeout=0.6)
+    with pytest.raises(Refused, match="wrong token"):
+        stranger.join(5.0)
+    stranger.close()
+    assert got == [] and link.refusals == 2
+
+
+def test_a_worker_with_no_coordinator_gives_up_after_its_reconnect_timeout():
+    worker = TcpWorkerLink(f"127.0.0.1:{free_port()}", token_key(None, environ={"EGGNOG_TOKEN": "t"}), 0.3)
+    started = time.monotonic()
+    with pytest.raises(BadInput, match="no coordinator answered"):
+        worker.join(1.0)
+    assert time.monotonic() - started < 3
+
+
+TCP = ("--mode", "coordinator", "--transport", "tcp", "--backend", "cpu", "--population-chunk", "64")
+
+
+def test_a_tcp_coordinator_without_a_token_or_port_exits_2_and_writes_nothing(tmp_path):
+    data = ("--data", tiny_corpus(tmp_path))
+    result = run_script("train_es.py", *TCP, *data, "--listen", f"127.0.0.1:{free_port()}", "--run-dir",
+                        tmp_path / "run",
+                        env={"EGGNOG_TOKEN": ""})
+    assert_user_error(result, "needs a shared token")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_script("train_es.py", *TCP, *data, "--listen", f"127.0.0.1:{port}", "--run-dir", tmp_path / "run",
+                            env={"EGGNOG_TOKEN": "t"})
+    assert_user_error(result, f"cannot listen on 127.0.0.1:{port}")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_worker_without_a_token_or_a_coordinator_exits_2(tmp_path):
+    address = f"127.0.0.1:{free_port()}"
+    assert_user_error(run_script("es_worker.py", "--connect", address, env={"EGGNOG_TOKEN": ""}),
+                      "needs a shared token")
+    assert_user_error(run_script("es_worker.py", "--connect", address, "--reconnect-timeout", "1",
+                                 env={"EGGNOG_TOKEN": "t"}), "no coordinator answered at " + address)
