@@ -7,13 +7,14 @@ import numpy as np
 
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
+from eggnog.evolution.es_memory import int_eggroll_memory
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, pair_signs, pair_zscores, unpack_ternary
 from eggnog.kernels.core.backend import device_free_bytes, to_host
 from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime import rundir
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
-from eggnog.training.memory_plan import linear_in_depth
+from eggnog.training.memory_plan import HEADROOM, check_device_fits, device_line, linear_in_depth, most_that_fit
 from eggnog.training.run_config import RunConfig, flag, redefault
 from eggnog.training.run_loop import run_steps
 from eggnog.training.run_schedule import RunSchedule
@@ -83,10 +84,20 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
                 "AdamW state": 12 * n if self.optimizer == "adamw" else 0,
                 "members' states and windows": members * self.member_bytes()}
 
+    def device_memory(self, model, members):
+        """{what: bytes} one rank places on the GPU evaluating `members` at once (evolution/es_memory.py)."""
+        return int_eggroll_memory(self, model, members)
+
     def memory_line(self, model, members, free_bytes):
-        """A header line on the evaluation's memory (None: nothing to say), or BadInput where it
-        cannot fit."""
-        return None
+        """The header line on a rank's GPU memory (None on the CPU), or BadInput where it cannot fit
+        `free_bytes`, naming how many members would."""
+        needs = self.device_memory(model, members)
+        if free_bytes is not None and sum(needs.values()) > HEADROOM * free_bytes:
+            fits = most_that_fit(lambda count: sum(self.device_memory(model, count).values()), free_bytes, members)
+            check_device_fits(needs, free_bytes, f"at most {fits} members fit at once (fewer members per rank: a "
+                              "smaller --population, more ranks or a smaller --population-chunk; or fewer "
+                              "--tokens-per-update, or a smaller model)")
+        return device_line(needs, free_bytes)
 
     def check(self, ranks=1):
         for name in ("depth", "dim", "steps", "validate_every", "checkpoint_every", "keep_checkpoints", "val_rows",
@@ -146,7 +157,8 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
         share = (f"{self.population // self.population_chunk} chunks" if self.mode == "coordinator"
                  else f"{trainer.members} per rank")
         return [f"EGG {self.depth}x{self.dim}: {trainer.model.n_params:,} int8 parameters; population "
-                f"{self.population} ({share}), {self.tokens_per_update} bytes per member per step"]
+                f"{self.population} ({share}), {self.tokens_per_update} bytes per member per step"] + \
+            ([trainer.memory_line] if trainer.memory_line else [])
 
     def summarize(self, summary):
         return (f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; val {summary['val_bpb']:.3f} "

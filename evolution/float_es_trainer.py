@@ -8,12 +8,14 @@ import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
+from eggnog.evolution.float_es_memory import float_eggroll_memory
+from eggnog.kernels.core.backend import device_free_bytes
 from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
-from eggnog.training.memory_plan import linear_in_depth
+from eggnog.training.memory_plan import check_device_fits, device_line, linear_in_depth
 from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
 from eggnog.training.run_config import flag, redefault
 from eggnog.training.run_loop import run_steps
@@ -49,7 +51,8 @@ class FloatEsRunConfig(FloatEggrollConfig, MinGruRunConfig):
     def describe(self, trainer):
         return super().describe(trainer) + [
             f"float EGGROLL: population {self.population} ({trainer.members} per rank), perturbation rank "
-            f"{self.perturbation_rank}, sigma {self.sigma}, {self.tokens_per_update} bytes per member per step"]
+            f"{self.perturbation_rank}, sigma {self.sigma}, {self.tokens_per_update} bytes per member per step"] + \
+            ([trainer.memory_line] if trainer.memory_line else [])
 
     def summarize(self, summary):
         return f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; " + self.val_summary(summary)
@@ -69,6 +72,11 @@ class FloatEsTrainer:
         self.sampler = RandomWindows(corpus.train, cfg.tokens_per_update + 1, cfg.seed)
         self.val = val_windows(corpus.val, cfg.val_rows, cfg.val_tokens)
         self.best_val = None
+        free = device_free_bytes(backend)
+        memory = float_eggroll_memory(cfg, self.model, self.members)
+        check_device_fits(memory, free, "a smaller --population (or more ranks), --tokens-per-update, "
+                                        "--perturbation-rank or model needs less")
+        self.memory_line = device_line(memory, free)
         self.strategy = self._strategy(cfg.make_optimizer(self.ops.to_device(self.model.init_params(cfg.seed))), 0)
 
     def _strategy(self, optimizer, step):

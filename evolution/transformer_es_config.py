@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.kernels.transformer.layout import NOISE_KINDS
 from eggnog.runtime.errors import BadInput
-from eggnog.training.memory_plan import HEADROOM
 from eggnog.training.run_config import flag, redefault
 
 # d-eggs' config.h, as flags (applied before the user's own, which win)
@@ -99,8 +98,9 @@ class TransformerEsRunConfig(EsRunConfig):
         return 4 * (self.tokens_per_update + 1) + 16
 
     def memory_line(self, model, members, free_bytes):
-        """The GPU memory of `members` evaluated at once; BadInput where it cannot fit `free_bytes`
-        (None: no GPU, nothing to check), naming the largest number that would."""
+        """The evaluation's GPU memory per member and in all; BadInput where the kernel does not take the
+        sizes or the rank cannot fit `free_bytes` (None: no GPU, nothing to check), naming how many
+        members would (EsRunConfig.memory_line)."""
         from eggnog.kernels.transformer.epoch_cuda import MAX_DIM, MAX_VOCAB, ROWS
 
         steps = self.tokens_per_update
@@ -110,12 +110,8 @@ class TransformerEsRunConfig(EsRunConfig):
         if free_bytes is not None and (self.dim > MAX_DIM or steps > ROWS or self.vocab_size > MAX_VOCAB):
             raise BadInput(f"the GPU kernel takes --dim up to {MAX_DIM}, --tokens-per-update up to {ROWS} and "
                            f"--vocab-size up to {MAX_VOCAB}; got {self.dim}, {steps} and {self.vocab_size}")
-        if free_bytes is not None and members * per_member > HEADROOM * free_bytes:
-            fits = int(HEADROOM * free_bytes // per_member)
-            raise BadInput(f"{members} members at once need {members * per_member / 2**30:.1f} GiB of GPU memory but "
-                           f"{free_bytes / 2**30:.1f} GiB are free; at most {fits} fit (fewer members per rank, or "
-                           "a smaller --population-chunk)")
-        return line
+        whole = super().memory_line(model, members, free_bytes)
+        return line if whole is None else f"{line}; {whole}"
 
     def open_data(self, path):
         """d-eggs' input.bin and decoding.bin (checked against --vocab-size), or a byte corpus."""

@@ -85,6 +85,17 @@ class EggModel(IntTensorModel):
     def state_dims(self):
         return self.cfg.n_layer, self.cfg.n_embd
 
+    def evaluation_bytes(self, steps):
+        """Device bytes one member takes while its window of `steps` bytes runs on a GPU, besides the
+        window and its states (noise rows, perturbed vectors, its score)."""
+        from eggnog.kernels.egg.epoch import device_bytes_per_member
+
+        return device_bytes_per_member(self.cfg.n_layer, self.cfg.n_embd, steps)
+
+    def launch_bytes(self, steps):
+        """Device bytes an evaluation takes once, whatever its members: the kernel's small tables."""
+        return 0
+
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
         """Each member's summed log-likelihood over its window (kernels/egg/epoch.py); `cfg`: the
         strategy's (IntEggrollConfig)."""

@@ -91,6 +91,12 @@ class TransformerModel(IntTensorModel):
 
         return scratch_bytes(self.spec, steps)
 
+    def launch_bytes(self, steps):
+        """Device bytes an evaluation takes once: the padded int32 copy of the weights its launch makes."""
+        from eggnog.kernels.transformer.epoch_cuda import Plan
+
+        return 4 * Plan(self.spec, steps).w_words
+
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
         """Each member's summed (log-likelihood, d-eggs proxy loss) over its window
         (kernels/transformer/epoch.py)."""

@@ -4,6 +4,9 @@ and `--population 1e9` grows until the kernel kills the process. Each run config
 `host_memory(ranks)`, {what: bytes} of one rank's largest host arrays, for `check_host_fits`; MinGRU
 BPTT plans its own step instead (`bptt_memory`, `check_fits`), the GPU's memory included.
 
+Every other trainer gives `device_memory`-style {what: bytes} of what one rank places on the GPU,
+counted from the arrays its code allocates, for `check_device_fits` (the header prints `device_line`).
+
 A MinGRU BPTT step, in float32 words (4 bytes), P = parameters, n = rows x chunk tokens per forward on this rank,
 d = dim, e = dim_inner, f = ff_inner, L = depth:
 - backend memory (the GPU's, or the host's on the CPU backend): the optimiser's vector (P) and state
@@ -86,11 +89,58 @@ def gib(n):
     return f"{n / 2**30:,.2f} GiB"
 
 
+def parts_text(needs):
+    return ", ".join(f"{what} {gib(n)}" for what, n in needs.items() if n)
+
+
 def check_host_fits(needs):
     """Refuse `needs` ({what: bytes}) above HEADROOM of the available host memory."""
     available = host_available()
     total = sum(needs.values())
     if available is not None and total > HEADROOM * available:
-        parts = ", ".join(f"{what} {gib(n)}" for what, n in needs.items() if n)
-        raise BadInput(f"this run needs about {gib(total)} of host memory per rank ({parts}) but {gib(available)} "
-                       "are available; a smaller model, population, batch or sequence needs less")
+        raise BadInput(f"this run needs about {gib(total)} of host memory per rank ({parts_text(needs)}) but "
+                       f"{gib(available)} are available; a smaller model, population, batch or sequence needs less")
+
+
+def check_device_fits(needs, free, advice):
+    """Refuse `needs` ({what: bytes} one rank places on the GPU) above HEADROOM of `free`, the GPU's free
+    bytes (None: the CPU backend, whose arrays the host check covers); `advice` ends the sentence with
+    the flags that need less."""
+    total = sum(needs.values())
+    if free is not None and total > HEADROOM * free:
+        raise BadInput(f"this run needs about {gib(total)} of GPU memory per rank ({parts_text(needs)}) but "
+                       f"{gib(free)} are free; {advice}")
+
+
+def device_line(needs, free):
+    """The header line of a GPU run's memory; None on the CPU backend."""
+    if free is None:
+        return None
+    return f"GPU memory per rank: about {gib(sum(needs.values()))} ({parts_text(needs)}) of {gib(free)} free"
+
+
+def most_that_fit(total_of, free, upper):
+    """The largest count c <= upper whose total_of(c) (bytes, growing with c) fits HEADROOM of `free`; 0 if none."""
+    low, high = 0, upper
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if total_of(mid) <= HEADROOM * free else (low, mid - 1)
+    return low
+
+
+def peak(persistent, phases):
+    """{what: bytes} at the peak: the arrays held throughout plus the largest of the phases (each a
+    {what: bytes} of arrays that live only during it)."""
+    largest = max(phases, key=lambda phase: sum(phase.values()), default={})
+    return {**persistent, **largest}
+
+
+def mingru_forward_words(model_cfg, perturbed=True):
+    """float32 words per token that a MinGRU forward without a cache holds at its peak: the last
+    layer's activations (its dict lives until the forward returns: x, n1, k, u, h, x1, n2, the FF's a
+    and GELU(a), its output, two norms) beside a layer's product in flight or the head's norm and logits
+    (twice when perturbed: the plain product stays until the perturbed one is made); then the loss's
+    logits and their gradient."""
+    d, e, f = model_cfg.dim, model_cfg.dim_inner, model_cfg.ff_inner
+    head = (2 if perturbed else 1) * 256 + 2 * d + 1
+    return max(6 * d + 3 * e + 2 * f + 2 + max(f + d, head), 2 * 256 + 1)

@@ -20,6 +20,7 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.zorn.rge import RgeTrainer
+from eggnog.zorn.rge_memory import check_rge_fits
 from eggnog.zorn.rge_run import RESUME_FIXED, build_model, build_task
 from eggnog.zorn.validation import Validation
 
@@ -32,6 +33,7 @@ class RgeIsland:
             raise ValueError("an island trains alone: give it a world of one process (World.alone())")
         self.cfg, self.world, self.backend, self.data_seed = cfg, world, backend, data_seed
         self.model = build_model(cfg)
+        self.memory_line = check_rge_fits(cfg, self.model, backend)
         self.task = build_task(replace(cfg, seed=data_seed), corpus)
         self.validation = Validation(cfg, corpus)
         self.step, self.best_val = 0, None

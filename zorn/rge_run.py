@@ -37,6 +37,7 @@ from eggnog.training.run_schedule import PLOTS_HELP, RunSchedule
 from eggnog.zorn.curriculum import Curriculum
 from eggnog.zorn.lr_search import parse_bracket, search_lr
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
+from eggnog.zorn.rge_memory import check_rge_fits
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
 from eggnog.zorn.validation import MIN_PASS_TOKENS, Validation, validation_bounds
 
@@ -154,7 +155,8 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
         probes = "" if self.solver == "bptt" else f" with {self.probes} {self.distribution} probes, eps {self.eps}"
         return [f"{self.model}: {trainer.model.n_params:,} parameters; {self.solver}{probes}, lr {self.lr}, "
                 f"{self.optimizer}; task {self.task}, batch {self.batch_size}"
-                + (" (overfit one batch)" if self.overfit else "")] + self._schedule_lines()
+                + (" (overfit one batch)" if self.overfit else "")] + self._schedule_lines() + \
+            ([trainer.memory_line] if getattr(trainer, "memory_line", None) else [])
 
     def _schedule_lines(self):
         lines = []
@@ -221,6 +223,7 @@ class RgeRun:
         cfg.check(world.size)
         self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
         self.model = build_model(cfg)
+        self.memory_line = check_rge_fits(cfg, self.model, backend)
         self.lr = cfg.lr  # the rate trained with: --lr, or the one --lr-search chose
         self.lr_settled = cfg.lr_search is None
         self.curriculum = (Curriculum(cfg.max_seq_len, cfg.curriculum_max, cfg.curriculum_step,

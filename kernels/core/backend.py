@@ -27,6 +27,8 @@ CHOICES = ("auto", "cpu", "cuda")
 BLAS_THREADS_VAR = "EGGNOG_BLAS_THREADS"
 # read by the BLAS libraries themselves when they load: one the user set is their explicit choice
 BLAS_OWN_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "OMP_NUM_THREADS")
+# the free bytes the simulator reports, so the memory refusals can be tested without a GPU
+SIMULATED_FREE_VAR = "EGGNOG_SIMULATED_GPU_FREE_BYTES"
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,16 @@ class Backend:
             cuda.synchronize()
 
 
-def device_free_bytes(backend):
-    """Free memory of a real GPU backend in bytes; None on the CPU and the simulator, whose arrays live
-    in host memory."""
-    if backend.name != "cuda" or backend.simulated:
+def device_free_bytes(backend, environ=os.environ):
+    """Free memory of a GPU backend in bytes; None on the CPU, whose arrays live in host memory. The
+    simulator reports EGGNOG_SIMULATED_GPU_FREE_BYTES (None when unset: its arrays are host memory too)."""
+    if backend.name != "cuda":
         return None
+    if backend.simulated:
+        text = environ.get(SIMULATED_FREE_VAR, "").strip()
+        if text and not text.isdigit():
+            raise BadInput(f"{SIMULATED_FREE_VAR}={text!r} is not a whole number of bytes")
+        return int(text) if text else None
     free, _ = cuda.current_context().get_memory_info()
     return int(free)
 

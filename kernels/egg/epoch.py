@@ -24,6 +24,7 @@ from eggnog.kernels.core.registry import op
 from eggnog.kernels.egg import epoch_cpu, epoch_cuda
 from eggnog.kernels.egg.int_matmul import reference_int_matmul
 from eggnog.kernels.egg.layout import BF, BH, DOWN, LN1, LN2, UF, UH, UP, WF, WH, egg_layout, head_tensors, layer_tensor
+from eggnog.kernels.egg.layout import VOCAB as VOCAB_SIZE
 from eggnog.kernels.egg.member_ops import (
     reference_egg_clip_add,
     reference_egg_embedding,
@@ -138,6 +139,17 @@ def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift,
     gains = None if gains is None else on_device(gains)
     return per_op_epoch(ops_for("cuda"), params, columns, states, to_host(prefixes), first_member, sigma_shift,
                         perturbed, to_host, gains)
+
+
+def device_bytes_per_member(n_layer, dim, steps):
+    """Device bytes `cuda_egg_epoch` takes per member besides its window and states: the fused kernel's
+    half of a pair's noise rows, perturbed vectors and score; the per-op path's vectors, window columns and
+    one byte's activations (the residual, GRU and MLP outputs, the products' int64 sums, two bytes' logits)."""
+    plan = epoch_cuda.Plan(n_layer, dim)
+    vectors = plan.vec_tensor.size * dim
+    if epoch_cuda.fused_width(dim):
+        return (plan.noise_len + 1) // 2 + vectors + 8
+    return vectors + steps + 1 + 12 * dim + 2 * VOCAB_SIZE + 32
 
 
 @op
