@@ -71,11 +71,14 @@ def json_number(value):
     return value if math.isfinite(value) else None
 
 
-def wait_quietly(requests, pause=0.002):
-    """Complete non-blocking requests, sleeping between polls rather than spinning."""
+def wait_quietly(requests, pause=0.002, poll=None):
+    """Complete non-blocking requests, sleeping between polls rather than spinning; `poll()` is called
+    at each (a stop signal is heard while waiting: evolution/gossip_stop.py)."""
     from mpi4py import MPI
 
     while not MPI.Request.Testall(requests):
+        if poll is not None:
+            poll()
         time.sleep(pause)
 
 
@@ -84,8 +87,9 @@ class Gossip:
     load(params, arrays, scalars) (training/island.py); `fitness` is its FitnessEma; `events` takes
     one record per call of write(**record)."""
 
-    def __init__(self, comm, rank, size, cfg, events):
+    def __init__(self, comm, rank, size, cfg, events, poll=None):
         self.comm, self.rank, self.size, self.cfg, self.events = comm, rank, size, cfg, events
+        self.poll = poll  # called while waiting for a partner
 
     def pairing(self, round_number):
         cfg = self.cfg
@@ -135,7 +139,7 @@ class Gossip:
         send = np.array([round_number, own], dtype=np.float64)
         got = np.empty(2, dtype=np.float64)
         wait_quietly([self.comm.Isend(send, dest=peer, tag=TAG_FITNESS),
-                      self.comm.Irecv(got, source=peer, tag=TAG_FITNESS)])
+                      self.comm.Irecv(got, source=peer, tag=TAG_FITNESS)], poll=self.poll)
         if int(got[0]) != round_number:  # a protocol bug, never a user's mistake
             raise RuntimeError(f"rank {self.rank} in round {round_number} heard rank {peer} in round {int(got[0])}")
         return float(got[1])

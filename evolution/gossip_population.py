@@ -62,8 +62,9 @@ def summary_record(table, round_number, elapsed):
 class Population:
     """Posted records and completed tables; a tag (e.g. the round) travels with each gather."""
 
-    def __init__(self, comm, size):
+    def __init__(self, comm, size, poll=None):
         self.comm, self.size = comm, size  # comm None: a world of one
+        self.poll = poll  # called while waiting for the other ranks
         self.pending = None  # (tag, request, send buffer, receive buffer) of a posted gather
         self.table = None  # the last completed table
 
@@ -84,7 +85,7 @@ class Population:
             return None
         tag, request, _, recv = self.pending
         if request is not None:
-            wait_quietly([request])
+            wait_quietly([request], poll=self.poll)
         self.pending, self.table = None, recv
         return tag, recv
 

@@ -11,12 +11,15 @@ rejuvenations; one writer per file, one line per write) and checkpoints/ with it
 Resume continues each island from its own latest checkpoint (weights, optimiser, data position,
 fitness average and counters); the islands may stand at different steps, and a run of N islands
 resumes on N ranks. Tournaments after a resume follow a fresh matching sequence, so a resumed run
-is a valid continuation but not the bit-for-bit run an uninterrupted one would have been.
+is a valid continuation but not the bit-for-bit run an uninterrupted one would have been. SIGINT or
+SIGTERM on any rank stops every island after the same round, saved (evolution/gossip_stop.py).
 """
 
 import json
 import math
 import os
+import signal
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -28,10 +31,12 @@ from eggnog.evolution.gossip_checkpoints import checkpoint_name, elite_entries, 
 from eggnog.evolution.gossip_fitness import FitnessEma, fitness_of_loss
 from eggnog.evolution.gossip_merge import blend
 from eggnog.evolution.gossip_population import COUNTERS, FIELDS, Population, save_probability, summary_record
+from eggnog.evolution.gossip_stop import StopAgreement
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import JsonLog, check_resume, metrics_log
+from eggnog.runtime.stop_signals import StopSignals, exit_status
 from eggnog.training.island import island_data_seed
 
 # Test hook, read only by tests: each rank sleeps up to this many seconds (random) at every round.
@@ -105,19 +110,54 @@ class GossipRun:
         steps_log = JsonLog(self.home / "metrics.jsonl")
         self.summaries = metrics_log(world, run_dir)
         comm = world.comm.Dup() if world.size > 1 else None
-        gossip = Gossip(comm, world.rank, world.size, cfg, self.events)
-        self.population = Population(comm, world.size)
-        self.started, self.first_summary, self.final = time.perf_counter(), None, None
+        stop_comm = world.comm.Dup() if world.size > 1 else None  # the stop agreement's own
         # every rank walks the same rounds: from the furthest island's step, until the last island is done
         steps = world.allgather_array(np.array([island.step], dtype=np.int64))
-        first_round, rounds = int(steps.max()), cfg.steps - int(steps.min())
-        self.events.write(event="start", step=island.step, round=first_round, rounds=rounds,
+        first_round, end = int(steps.max()), int(steps.max()) + cfg.steps - int(steps.min())
+        with StopSignals() as signals:
+            stop = StopAgreement(stop_comm, world.rank, world.size, signals, first_round)
+            gossip = Gossip(comm, world.rank, world.size, cfg, self.events, poll=stop.poll)
+            self.population = Population(comm, world.size, poll=stop.poll)
+            last = self.rounds(first_round, end, gossip, stop, steps_log)
+            if self.unsaved:  # e.g. an island that finished first and then lost a tournament
+                self.save(last, "final" if last == end else "stopped")
+            self.summarize(self.population.complete())
+            self.summarize(self.population.gather(self.record(), (last, self.elapsed())))
+            signum = stop.settle()
+        if signum:
+            self.events.write(event="stop", round=last, step=island.step, signal=signal.Signals(signum).name)
+        steps_log.close()
+        self.events.close()
+        self.summaries.close()
+        world.barrier(quiet=True)
+        for c in (comm, stop_comm):
+            if c is not None:
+                c.Free()
+        if signum:
+            if world.is_root:
+                print(f"\nstopped by {signal.Signals(signum).name} at round {last}: every island saved "
+                      f"(rank-NN/checkpoints/latest); continue with: python {sys.argv[0]} --resume {run_dir}",
+                      flush=True)
+            raise SystemExit(exit_status(signum))
+        return {"steps": cfg.steps, "elapsed_s": self.elapsed(), "first": self.first_summary, "final": self.final}
+
+    def rounds(self, first_round, end, gossip, stop, steps_log):
+        """Walk rounds first_round.. until `end`, or the round a stop signal is agreed on; returns where
+        it stopped."""
+        cfg, island = self.cfg, self.island
+        self.started, self.first_summary, self.final = time.perf_counter(), None, None
+        self.events.write(event="start", step=island.step, round=first_round, rounds=end - first_round,
                           fitness=json_number(self.fitness.fitness))
         self.summarize(self.population.gather(self.record(), (first_round, 0.0)))
-        bar = progress(cfg.steps, world, "steps", initial=island.step)
+        bar = progress(cfg.steps, self.world, "steps", initial=island.step)
         delay = float(os.environ.get(DELAY_VAR, "0") or 0)
         self.unsaved = False  # the model differs from its last checkpoint
-        for r in range(first_round, first_round + rounds):
+        r = first_round
+        while r < end:
+            stop_at = stop.stop_round()
+            if stop_at is not None and r >= stop_at:
+                break
+            stop.started = r + 1
             trained = island.step < cfg.steps
             if trained:
                 self.last_loss = island.train_step()
@@ -132,20 +172,11 @@ class GossipRun:
                 self.maybe_rejuvenate(r)
                 self.step_done(r, outcome, steps_log)
                 bar.set_postfix(fitness=round(self.fitness.fitness, 3))
-            if (r - first_round + 1) % cfg.population_every == 0 and r + 1 < first_round + rounds:
+            if (r - first_round + 1) % cfg.population_every == 0 and r + 1 < end:
                 self.summarize(self.population.post(self.record(), (r + 1, self.elapsed())))
+            r += 1
         bar.close()
-        if self.unsaved:  # e.g. an island that finished first and then lost a tournament
-            self.save(first_round + rounds, "final")
-        self.summarize(self.population.complete())
-        self.summarize(self.population.gather(self.record(), (first_round + rounds, self.elapsed())))
-        steps_log.close()
-        self.events.close()
-        self.summaries.close()
-        world.barrier(quiet=True)
-        if comm is not None:
-            comm.Free()
-        return {"steps": cfg.steps, "elapsed_s": self.elapsed(), "first": self.first_summary, "final": self.final}
+        return r
 
     def elapsed(self):
         return time.perf_counter() - self.started

@@ -117,6 +117,8 @@ def launch(config_cls, trainer_cls, flags, script):
             if val:
                 print(f"validation baselines: unigram {val['unigram_bpb']:.3f}, bigram {val['bigram_bpb']:.3f} "
                       "bits/byte")
+            # now, not at the end: a rank killed from outside ends the whole MPI job before anyone can print
+            print(f"if it stops, continue with: python bin/{script} --resume {path}", flush=True)
         summary = trainer.run(path)
         if world.is_root:
             print(cfg.summarize(summary))
