@@ -22,7 +22,7 @@ RUN = dict(depth=1, dim=16, population=256, group_size=2, tokens_per_update=8, v
            checkpoint_every=8, val_rows=4, val_tokens=16, seed=3)
 CHUNK = 4
 JOB_SECONDS = 0.005  # 64 chunks a step: about 0.1 s a step on 3 workers
-HEARTBEAT_S = 1.5
+HEARTBEAT_S = 5.0  # a loaded machine (a test run beside other tests) delays a beat by seconds
 
 
 def free_port():
@@ -58,6 +58,7 @@ class Cluster:
         self.token_file.write_text(TOKEN)
         self.heartbeat, self.straggler_factor = heartbeat, straggler_factor
         self.coordinator, self.workers, self.logs = None, [], []
+        self.started = self.wall_s = None
 
     # ---- processes -----------------------------------------------------------------------------
     def start(self, args, name, **env):
@@ -76,6 +77,7 @@ class Cluster:
                     f"--population-chunk={CHUNK}", f"--heartbeat-timeout={self.heartbeat}",
                     f"--straggler-factor={self.straggler_factor}"]
         self.coordinator = self.start(args, "coordinator")
+        self.started = self.started or time.monotonic()
         return self.coordinator
 
     def start_worker(self, slowdown=1.0, data=None, token_file=None):
@@ -114,9 +116,10 @@ class Cluster:
                 raise RuntimeError(f"the run did not reach step {step}:\n{self.log('coordinator')}")
             time.sleep(0.02)
 
-    def finish(self, timeout=180):
+    def finish(self, timeout=90):
         """The coordinator's exit status and the workers' (None for those killed)."""
         status = self.coordinator.wait(timeout)
+        self.wall_s = time.monotonic() - self.started
         workers = [w.wait(timeout) if w.returncode is None else None for w in self.workers]
         return status, workers
 

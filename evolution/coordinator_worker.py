@@ -89,6 +89,16 @@ class Worker:
             raise RuntimeError(f"unknown coordinator message kind {what}")
         return None
 
+    def warm_up(self):
+        """Evaluate one chunk from zero states and drop the scores: the kernels compile here, before
+        the worker asks for work, not during its first job (a compiler holding the interpreter would
+        silence a TCP worker's heartbeats)."""
+        layers, width = self.model.state_dims
+        states = self.backend.to_device(np.zeros((layers, self.chunk, width), np.int8))
+        self.strategy.first_member = 0
+        self.strategy.evaluate(self.streams.member_batch(self.strategy.epoch, 0, self.chunk, self.cfg.group_size),
+                               states)
+
     def job(self, step, chunk, states_bytes):
         cfg, started = self.cfg, time.perf_counter()
         first = chunk * self.chunk

@@ -11,7 +11,7 @@ from eggnog.evolution.coordinator_tcp_worker import LinkLost, TcpWorkerLink
 from eggnog.evolution.coordinator_worker import Worker
 from eggnog.evolution.es_trainer import EsRunConfig, val_sample
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
-from eggnog.kernels.core.backend import select_backend
+from eggnog.kernels.core.backend import device_free_bytes, select_backend
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import config_from
 from eggnog.runtime.threads import set_threads
@@ -44,14 +44,16 @@ def serve(address, token_file=None, backend=None, threads=None, data=None, recon
                 count = set_threads(threads, world)
                 corpus = open_run_corpus(cfg, world)
                 model = cfg.build_model()
+                memory = cfg.memory_line(model, cfg.population_chunk, device_free_bytes(chosen))  # or BadInput
                 worker = Worker(cfg, link, chosen, corpus, model, model.init_params(cfg.seed), 0,
                                 val_sample(cfg, corpus))
+                worker.warm_up()
                 print(f"worker {link.name.decode()[:12]}: coordinator {address}  backend: {chosen.name} "
-                      f"({chosen.device_name})  threads: {count}", flush=True)
+                      f"({chosen.device_name})  threads: {count}" + (f"  {memory}" if memory else ""), flush=True)
             else:  # a resumed coordinator may change what a run may change on resume
                 worker.cfg, (worker.val_rows, worker.val_tokens) = cfg, val_sample(cfg, corpus)
-            link.ready(config_hash(cfg, corpus))
             try:
+                link.ready(config_hash(cfg, corpus))
                 return worker.run()
             except LinkLost as e:
                 print(f"worker: {e}; asking to be admitted again", flush=True)

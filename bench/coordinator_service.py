@@ -1,0 +1,114 @@
+"""The TCP coordinator's own cost per message, measured on one core: a real coordinator (its queue,
+bookkeeping and ZeroMQ link with tag checks) serves in-process fake workers, DEALER sockets that
+send requests and return pre-computed fitness with the states they were sent. Only the
+coordinator's `serve()` calls are timed; the fake workers' sends and receives fall outside them."""
+
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from statistics import median
+
+import numpy as np
+import zmq
+
+from bench.fault_cluster import free_port
+from eggnog import CODE_VERSION
+from eggnog.evolution import coordinator_wire as wire
+from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
+from eggnog.evolution.coordinator import Coordinator
+from eggnog.evolution.coordinator_auth import tag, token_key
+from eggnog.evolution.fitness import pack_ternary
+from eggnog.runtime.rundir import JsonLog
+from eggnog.runtime.world import World
+
+
+class FakeWorker:
+    def __init__(self, address, key, index):
+        self.key = key
+        self.socket = zmq.Context.instance().socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.ROUTING_ID, f"fake-worker-{index}".encode())
+        self.socket.connect(f"tcp://{address}")
+
+    def send(self, message):
+        body = np.ascontiguousarray(message).tobytes()
+        self.socket.send_multipart([tag(self.key, body), body])
+
+    def receive(self):
+        return np.frombuffer(self.socket.recv_multipart()[-1], np.uint8)
+
+
+def coordinator_for(cfg, corpus, address, key, directory):
+    """A TCP coordinator of `cfg` over its real link, ready to serve (no run loop, no checkpoints)."""
+    cfg = replace(cfg, transport="tcp", listen=address)
+    trainer = CoordinatedEsTrainer.__new__(CoordinatedEsTrainer)
+    trainer.cfg, trainer.world, trainer.corpus = cfg, World(None, 0, 1, 0, 1), corpus
+    trainer.model = cfg.build_model()
+    from eggnog.evolution.coordinator_tcp import bind
+
+    trainer.socket, trainer.key = bind(address), key
+    link = trainer.coordinator_link(directory)
+    states = np.zeros((cfg.population, *trainer.model.state_dims), np.int8)
+    c = Coordinator(cfg, trainer.world, link, 0, states, {}, None, (1, 1))
+    c.log, c.started = JsonLog(Path(directory) / "metrics.jsonl"), time.perf_counter()
+    c.begin_step()
+    return c, link
+
+
+def admit(c, workers, cfg_hash):
+    for w in workers:
+        w.send(wire.encode([wire.HELLO], np.frombuffer(
+            f'{{"worker": "{w.socket.getsockopt(zmq.ROUTING_ID).decode()}", "version": "{CODE_VERSION}"}}'.encode(),
+            np.uint8)))
+        c.serve(None)
+        w.receive()
+        w.send(wire.encode([wire.READY], np.frombuffer(cfg_hash.encode(), np.uint8)))
+        c.serve(None)
+        w.receive()
+
+
+def timed_serve(c):
+    started = time.perf_counter()
+    c.serve(None)
+    return time.perf_counter() - started
+
+
+def measure(cfg, corpus, workers=8, steps=3):
+    """Median seconds the coordinator spends on one request (answered with a job) and on one result,
+    and per step on its closing work, for `cfg`'s chunk size."""
+    from eggnog.evolution.coordinator_auth import config_hash
+
+    key = token_key(environ={"EGGNOG_TOKEN": "scale-model"})
+    address = f"127.0.0.1:{free_port()}"
+    with tempfile.TemporaryDirectory() as directory:
+        c, link = coordinator_for(cfg, corpus, address, key, directory)
+        fakes = [FakeWorker(address, key, i) for i in range(workers)]
+        try:
+            admit(c, fakes, config_hash(c.cfg, corpus))
+            signs = pack_ternary(np.resize(np.array([1, -1, 0], np.int8), cfg.population_chunk // 2))
+            requests, results, closing = [], [], []
+            for step in range(steps):
+                pending = list(range(c.n_chunks))
+                while pending:
+                    busy = []
+                    for w in fakes[:len(pending)]:
+                        w.send(wire.encode([wire.REQUEST, step, 0]))
+                        requests.append(timed_serve(c))
+                        busy.append((w, w.receive()))
+                    for w, job in busy:
+                        _, _, chunk = wire.header(job, 3)
+                        pending.remove(chunk)
+                        w.send(wire.encode([wire.RESULT, step, chunk, -1000, 0, signs.size], signs,
+                                           wire.payload(job, 3)))
+                        seconds = timed_serve(c)
+                        (closing if c.step > step else results).append(seconds)
+            assert c.step == steps, "the fake workers did not complete every step"
+        finally:
+            for w in fakes:
+                w.socket.close()
+            link.close()
+            c.log.close()
+    state_bytes = cfg.population_chunk * int(np.prod(c.model.state_dims))
+    return {"request_s": median(requests), "result_s": median(results), "last_result_s": median(closing),
+            "job_bytes": state_bytes, "result_bytes": state_bytes + signs.size}
