@@ -10,8 +10,9 @@ looks busier than it will be) until a GPU measures one.
 Model, per chunk of c members: T = c x tokens / rate on one GPU; the coordinator spends s = request +
 result on it, so N GPUs keep it busy a fraction rho = N s / T. Below 1, a GPU waits s plus the M/D/1
 queue rho s / (2 (1 - rho)) per chunk; at 1 and above the coordinator is the bottleneck and each GPU
-gets T / (N s) of its time. The network is a second ceiling: the coordinator's link carries
-N x 2 x states / T bytes per second.
+gets T / (N s) of its time. The population is taken as 4 chunks per GPU a step (fewer chunks than
+GPUs leave GPUs idle whatever the coordinator does). The network is a second ceiling: the
+coordinator's link carries N x 2 x states / T bytes per second.
 
     python -m bench.coordinator_scale
 """
@@ -33,7 +34,8 @@ from eggnog.runtime.cli import cli_help, user_errors
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 GPUS = (8, 64, 512, 4096)
 MEASURED_CHUNKS = {"transformer": (64, 512, 4096, 40960), "egg": (64, 512, 4096)}
-CHUNKS = (64, 512, 4096, 40960, 327680)
+CHUNKS = (64, 512, 4096, 40960)
+ROUNDS = 4  # chunks per GPU a step in the model's population, so every GPU has work
 NIC_BYTES_S = 12.5e9  # one 100 Gb/s link at the coordinator
 
 
@@ -57,6 +59,7 @@ def fit(rows, key):
 
 
 def utilisation(gpus, chunk_s, service_s, net_s):
+    """(how busy the coordinator is, the fraction of GPU time spent computing), every GPU with work."""
     rho = gpus * service_s / chunk_s
     if rho >= 1:
         return rho, chunk_s / (gpus * service_s)
@@ -77,35 +80,32 @@ def measured(name, cfg, chunks, workers):
     return rows
 
 
+def per_member(cfg, rate):
+    """(GPU seconds, bytes through the coordinator) per member of a chunk."""
+    return cfg.tokens_per_update / rate, 2 * int(np.prod(cfg.build_model().state_dims)) + 0.1
+
+
 def modelled(name, cfg, rate, service, chunks):
-    """Utilisation rows for each GPU count and chunk size that divides the population."""
-    a, b = service
-    state_bytes = int(np.prod(cfg.build_model().state_dims))
+    """Per GPU count and chunk size, with a population of ROUNDS chunks per GPU a step."""
+    (a, b), (member_s, member_bytes) = service, per_member(cfg, rate)
     rows = []
     for chunk in chunks:
-        if cfg.population % chunk:
-            continue
-        moved = chunk * state_bytes * 2 + chunk // 10
-        chunk_s = chunk * cfg.tokens_per_update / rate
+        chunk_s, moved = chunk * member_s, chunk * member_bytes
         service_s = a + b * moved
         for gpus in GPUS:
             rho, used = utilisation(gpus, chunk_s, service_s, moved / NIC_BYTES_S)
-            rows.append({"model": name, "gpus": gpus, "chunk": chunk, "chunk_ms": round(chunk_s * 1e3, 3),
-                         "service_us": round(service_s * 1e6, 1), "coordinator_busy": round(rho, 3),
-                         "gpu_utilisation": round(used, 3)})
+            rows.append({"model": name, "gpus": gpus, "chunk": chunk, "population": ROUNDS * gpus * chunk,
+                         "chunk_ms": round(chunk_s * 1e3, 3), "service_us": round(service_s * 1e6, 1),
+                         "coordinator_busy": round(rho, 3), "gpu_utilisation": round(used, 3)})
     return rows
 
 
-def smallest_chunks(rows):
-    """Per model and GPU count, the smallest chunk that keeps the coordinator under half busy."""
-    out = {}
-    for r in rows:
-        key = f"{r['model']} on {r['gpus']} GPUs"
-        if r["coordinator_busy"] < 0.5:
-            out[key] = min(out.get(key, r["chunk"]), r["chunk"])
-        else:
-            out.setdefault(key, None)
-    return out
+def smallest_chunk(name, cfg, rate, service, gpus, busy=0.5):
+    """The smallest chunk keeping N GPUs' coordinator under `busy`: N (a + b m c) / (c t) < busy gives
+    c > N a / (busy t - N b m); None where the bytes alone keep it busier (busy t <= N b m)."""
+    (a, b), (member_s, member_bytes) = service, per_member(cfg, rate)
+    room = busy * member_s - gpus * b * member_bytes
+    return None if room <= 0 else int(np.ceil(gpus * a / room))
 
 
 def plot(rows, path):
@@ -132,24 +132,22 @@ def plot(rows, path):
 def main(workers: int = typer.Option(8, help="Fake workers the coordinator serves while measured."),
          report: str = typer.Option(None, help="A static report's JSON for the GPU rates (default: the newest).")):
     _, _, roofline = read_report(report or newest_report())
-    service_rows, model_rows, fits = [], [], {}
+    service_rows, model_rows, fits, smallest = [], [], {}, {}
     for name, cfg, row_prefix in models():
         measured_rows = measured(name, cfg, MEASURED_CHUNKS[name], workers)
         service_rows += measured_rows
-        for r in measured_rows:
-            r["seconds"] = (r["request_us"] + r["result_us"]) / 1e6
-        fits[name] = fit(measured_rows, "seconds")
-        for r in measured_rows:
-            del r["seconds"]
+        fits[name] = fit([{"bytes": r["bytes"], "s": (r["request_us"] + r["result_us"]) / 1e6} for r in measured_rows],
+                         "s")
         rate = row_named(roofline, row_prefix)["units_per_s"]
         model_rows += modelled(name, cfg, rate, fits[name], CHUNKS)
+        for gpus in GPUS:
+            smallest[f"{name} on {gpus} GPUs"] = smallest_chunk(name, cfg, rate, fits[name], gpus)
     print_table(service_rows, list(service_rows[0]))
     print()
     print_table(model_rows, list(model_rows[0]))
-    smallest = smallest_chunks(model_rows)
     for key, chunk in smallest.items():
-        print(f"{key}: " + (f"chunks of {chunk} keep the coordinator under half busy" if chunk else
-                            "no chunk size keeps the coordinator under half busy"))
+        print(f"{key}: " + (f"chunks of at least {chunk:,} members keep the coordinator under half busy" if chunk
+                            else "no chunk size keeps the coordinator under half busy (its bytes alone)"))
     extra = {"fits_seconds_per_chunk": {k: {"a": a, "b_per_byte": b} for k, (a, b) in fits.items()},
              "nic_bytes_per_s": NIC_BYTES_S, "smallest_chunk_under_half_busy": smallest, "modelled": model_rows,
              "gpu_rates": "static report roofline (upper bounds), one H100 each"}

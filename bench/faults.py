@@ -1,18 +1,21 @@
-"""The fault suite as a table: what each failure costs a coordinator run over TCP on this machine
-(processes on localhost, a tiny model, jobs padded to a fixed time). Per case: steps missing from the
+"""The fault suite as tables: what each failure costs. First a coordinator run over TCP on this machine
+(processes on localhost, a tiny model, jobs padded to a fixed time); per case: steps missing from the
 log, work done again, wall time against the undisturbed run (process start-up included), and whether
-the final parameters equal the synchronous trainer's bit for bit.
+the final parameters equal the synchronous trainer's bit for bit. Then runs under MPI (MPICH ends the
+whole job when a rank dies): how fast the job ends, what --resume redoes, and gossip's stop signals.
 
     python -m bench.faults
-    python -m bench.faults --case slow
+    python -m bench.faults --case slow --case gossip-sigint
 """
 
+import signal
 import sysconfig
 import tempfile
 from pathlib import Path
 
 import typer
 
+from bench import fault_cases_mpi as mpi
 from bench import fault_cases_tcp as tcp
 from bench.report import print_table, write_result
 from eggnog.corpus.prepare import prepare
@@ -26,6 +29,11 @@ CASES = {"undisturbed": tcp.undisturbed, "one-killed": tcp.one_of_three_killed,
 LOST = {"undisturbed": "nothing", "one-killed": "its chunk in progress",
         "two-killed-two-joined": "their chunks in progress", "slow": "its chunks, redone by others",
         "coordinator-killed": "steps since the checkpoint", "bad-messages": "nothing"}
+MPI_CASES = {"mpi-sync-rank-killed": lambda d, data: mpi.es_rank_killed(d, data, mode="sync"),
+             "mpi-coordinator-rank-killed": lambda d, data: mpi.es_rank_killed(d, data, mode="coordinator"),
+             "gossip-sigint": lambda d, data: mpi.gossip_stopped(d, data, signal.SIGINT),
+             "gossip-sigterm-one-rank": lambda d, data: mpi.gossip_stopped(d, data, signal.SIGTERM, to_rank=1),
+             "gossip-island-killed": mpi.gossip_island_killed}
 
 
 def corpus(directory, name, package):
@@ -44,27 +52,42 @@ def row(name, result, base_s):
             "params_equal": result["params_equal"], "exit": result["status"]}
 
 
+def mpi_row(name, result):
+    return {"case": result["case"], "exit": result["exit_status"], "seconds_to_exit": result["seconds_to_exit"],
+            "work_redone": result["work_redone"], "resume_printed": result["resume_printed"],
+            "resumed_once_each_step": result.get("steps_logged_once")}
+
+
 @app.command(help=cli_help(__doc__))
 @user_errors
-def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all): {', '.join(CASES)}.")):
-    chosen = case or list(CASES)
-    unknown = [c for c in chosen if c not in CASES]
+def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all): {', '.join([*CASES, *MPI_CASES])}.")):
+    chosen = case or [*CASES, *MPI_CASES]
+    unknown = [c for c in chosen if c not in CASES and c not in MPI_CASES]
     if unknown:
-        raise BadInput(f"unknown case {unknown[0]!r}: choose from {', '.join(CASES)}")
-    results = {}
+        raise BadInput(f"unknown case {unknown[0]!r}: choose from {', '.join([*CASES, *MPI_CASES])}")
+    results, mpi_results = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data, other = corpus(tmp, "json", "json"), corpus(tmp, "html", "html")
-        reference = tcp.reference_for(tmp, data)
-        for name in ["undisturbed"] + [c for c in chosen if c != "undisturbed"]:
-            extra = (other,) if name == "bad-messages" else ()
-            results[name] = CASES[name](tmp / name, data, reference, *extra)
-            print(f"{name}: {results[name]}", flush=True)
-    base_s = results["undisturbed"]["wall_s"]
-    rows = [row(name, results[name], base_s) for name in results]
-    print_table(rows, list(rows[0]))
-    extra = {"steps": tcp.STEPS, "details": results, "note": "the slow case's time is the median step time against "
-             "the same 4 workers at equal speed; the others compare wall time with the undisturbed run's"}
+        if any(c in CASES for c in chosen):
+            reference = tcp.reference_for(tmp, data)
+            for name in ["undisturbed"] + [c for c in chosen if c in CASES and c != "undisturbed"]:
+                extra = (other,) if name == "bad-messages" else ()
+                results[name] = CASES[name](tmp / name, data, reference, *extra)
+                print(f"{name}: {results[name]}", flush=True)
+        for name in [c for c in chosen if c in MPI_CASES]:
+            mpi_results[name] = {k: v for k, v in MPI_CASES[name](tmp / name, data).items() if "output" not in k}
+            print(f"{name}: {mpi_results[name]}", flush=True)
+    rows = [row(name, results[name], results["undisturbed"]["wall_s"]) for name in results]
+    mpi_rows = [mpi_row(name, mpi_results[name]) for name in mpi_results]
+    for table in (rows, mpi_rows):
+        if table:
+            print_table(table, list(table[0]))
+            print()
+    extra = {"steps": tcp.STEPS, "details": results, "mpi": mpi_rows, "mpi_details": mpi_results,
+             "note": "TCP: the slow case's time is the median step time against the same 4 workers at equal speed; "
+                     "the others compare wall time with the undisturbed run's. MPI: MPICH ends the whole job when "
+                     "a rank dies; --resume redoes the steps since the last checkpoint"}
     print(f"wrote {write_result('faults', 'cpu', rows, extra)}")
 
 

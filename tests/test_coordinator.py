@@ -35,7 +35,7 @@ class RecordingLink:
 def coordinator(tmp_path, step=0, fitness_history=None, **overrides):
     cfg = tiny_config(**{**dict(mode="coordinator", population_chunk=CHUNK, steps=4, checkpoint_every=2,
                                validate_every=2), **overrides})
-    states = np.arange(POP * DEPTH * DIM, dtype=np.int64).astype(np.int8).reshape(POP, DEPTH, DIM)
+    states = np.arange(cfg.population * DEPTH * DIM, dtype=np.int64).astype(np.int8).reshape(-1, DEPTH, DIM)
     c = Coordinator(cfg, World(None, 0, 4, 0, 4), RecordingLink(), step, states, fitness_history or {}, None, (4, 16))
     from eggnog.runtime.rundir import metrics_log
 
@@ -84,6 +84,17 @@ def test_the_first_result_wins_and_late_or_stale_ones_are_counted(tmp_path):
     assert np.array_equal(unpack_ternary(c.history[0], POP // 2), [1, -1, 0, 1])
     c.on_result(result(0, 2, [1]))  # after the step moved on
     assert c.counts["stale"] == 1
+
+
+def test_chunks_of_whole_packed_bytes_are_joined_without_unpacking(tmp_path):
+    c = coordinator(tmp_path, population=40, population_chunk=20)  # 10 pairs: 2 bytes a chunk
+    signs = np.random.default_rng(0).integers(-1, 2, 20).astype(np.int8)
+    for chunk in (1, 0):
+        c.on_request(1, 0)
+        packed = pack_ternary(signs[chunk * 10:(chunk + 1) * 10])
+        states = np.zeros((20, DEPTH, DIM), np.int8)
+        c.on_result(wire.encode([wire.RESULT, 0, chunk, -1, 0, packed.size], packed, states))
+    assert c.step == 1 and np.array_equal(c.history[0], pack_ternary(signs))
 
 
 def test_a_worker_behind_replays_the_history_or_loads_a_snapshot(tmp_path):
