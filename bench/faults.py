@@ -76,6 +76,7 @@ def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all)
                 results[name] = CASES[name](tmp / name, data, reference, *extra)
                 print(f"{name}: {results[name]}", flush=True)
         for name in [c for c in chosen if c in MPI_CASES]:
+            (tmp / name).mkdir()
             mpi_results[name] = {k: v for k, v in MPI_CASES[name](tmp / name, data).items() if "output" not in k}
             print(f"{name}: {mpi_results[name]}", flush=True)
     rows = [row(name, results[name], results["undisturbed"]["wall_s"]) for name in results]
