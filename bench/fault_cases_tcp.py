@@ -16,6 +16,7 @@ from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.coordinator_auth import tag, token_key
 
 STEPS = 24
+VICTIM_JOB_SECONDS = 1.0  # a worker to be killed computes nearly all the time, so it dies holding a chunk
 SLOW_CASE_JOB_SECONDS = 0.02  # jobs well above the coordinator's per-message cost, so speed is what differs
 
 
@@ -52,9 +53,11 @@ def one_of_three_killed(directory, data, reference):
     after the heartbeat timeout (backup copies are off here, so only the heartbeat can recover it)."""
     def body(cluster):
         cluster.start_coordinator()
-        victims = [cluster.start_worker() for _ in range(3)]
-        cluster.wait_for_step(6)
-        cluster.kill(victims[0])
+        victim = cluster.start_worker(job_seconds=VICTIM_JOB_SECONDS)
+        for _ in range(2):
+            cluster.start_worker()
+        cluster.wait_for_step(3)
+        cluster.kill(victim)
         status, workers = cluster.finish()
         return outcome("one of 3 workers killed", cluster, reference, status=status, workers=workers)
     return run_case(directory, data, body, straggler_factor=0)
@@ -65,11 +68,13 @@ def two_killed_two_joined(directory, data, reference):
     the heartbeat timeout (no backup copies); the new workers catch up from the fitness history."""
     def body(cluster):
         cluster.start_coordinator()
-        first = [cluster.start_worker() for _ in range(4)]
-        cluster.wait_for_step(5)
-        cluster.kill(first[0])
-        cluster.kill(first[1])
-        cluster.wait_for_step(10)
+        victims = [cluster.start_worker(job_seconds=VICTIM_JOB_SECONDS) for _ in range(2)]
+        for _ in range(2):
+            cluster.start_worker()
+        cluster.wait_for_step(3)
+        for victim in victims:
+            cluster.kill(victim)
+        cluster.wait_for_step(8)
         for _ in range(2):
             cluster.start_worker()
         status, workers = cluster.finish()

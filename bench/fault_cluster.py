@@ -80,13 +80,13 @@ class Cluster:
         self.started = self.started or time.monotonic()
         return self.coordinator
 
-    def start_worker(self, slowdown=1.0, data=None, token_file=None):
+    def start_worker(self, slowdown=1.0, data=None, token_file=None, job_seconds=None):
         args = [str(ROOT / "bin" / "es_worker.py"), "--connect", self.address, "--token-file",
                 str(token_file or self.token_file), "--backend", "cpu", "--reconnect-timeout", "60"]
         if data is not None:
             args += ["--data", str(data)]
-        worker = self.start(args, f"worker{len(self.workers)}", EGGNOG_TEST_JOB_SECONDS=str(self.job_seconds),
-                            EGGNOG_TEST_SLOWDOWN=str(slowdown))
+        worker = self.start(args, f"worker{len(self.workers)}", EGGNOG_TEST_SLOWDOWN=str(slowdown),
+                            EGGNOG_TEST_JOB_SECONDS=str(job_seconds or self.job_seconds))
         self.workers.append(worker)
         return worker
 
