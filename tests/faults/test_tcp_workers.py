@@ -20,7 +20,7 @@ def test_one_of_three_workers_killed(tmp_path, fault_corpus, reference):
 def test_two_of_four_killed_and_two_new_ones_join(tmp_path, fault_corpus, reference):
     result = cases.two_killed_two_joined(tmp_path, fault_corpus, reference)
     assert_undamaged(result)
-    assert result["workers"] == [None, None, 0, 0, 0, 0] and result["chunks_redone"] >= 2
+    assert result["workers"] == [None, None, 0, 0, 0, 0] and result["chunks_redone"] >= 1
 
 
 def test_a_ten_times_slower_worker_costs_at_most_half_a_step(tmp_path, fault_corpus, reference):
