@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from bench.fault_cluster import free_port
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.coordinator_auth import config_hash, token_key
 from eggnog.evolution.coordinator_tcp import TcpCoordinatorLink, bind
@@ -47,12 +48,6 @@ def test_the_configuration_hash_covers_the_model_and_corpus_not_where_things_are
     assert config_hash(cfg, FakeCorpus(100, 10, sha="abd")) != same
     assert config_hash(cfg, FakeCorpus(101, 10)) != same
     assert config_hash(tiny_config("transformer", mode="coordinator"), corpus) != same
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
