@@ -57,6 +57,7 @@ def one_of_three_killed(directory, data, reference):
         for _ in range(2):
             cluster.start_worker()
         cluster.wait_for_step(3)
+        time.sleep(VICTIM_JOB_SECONDS / 3)  # a step ends with the victim's result: let it take its next chunk
         cluster.kill(victim)
         status, workers = cluster.finish()
         return outcome("one of 3 workers killed", cluster, reference, status=status, workers=workers)
@@ -72,6 +73,7 @@ def two_killed_two_joined(directory, data, reference):
         for _ in range(2):
             cluster.start_worker()
         cluster.wait_for_step(3)
+        time.sleep(VICTIM_JOB_SECONDS / 3)
         for victim in victims:
             cluster.kill(victim)
         cluster.wait_for_step(8)
