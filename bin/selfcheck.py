@@ -1,11 +1,15 @@
 """Check this installation end to end: MPI world, backend and GPU binding, the byte corpus, and the
 noise kernels on the chosen backend against the NumPy reference (bit for bit on integer outputs).
+Under a launcher (`srun --mpi=pmi2 python -m mpi4py bin/selfcheck.py`) rank 0 prints the rank-to-GPU
+map: one line per rank with its host, node-local rank and the GPU it binds, or cpu.
 
 With --gpu, check instead what this node's CUDA stack can do, in under a minute: versions, linker,
 PTX ISA against the driver, cudadevrt, the shared-memory opt-in, grid sync, one IMMA and one HMMA
 kernel against their CPU twins. It stops at the first item that cannot work, names it and exits 1;
 under NUMBA_ENABLE_CUDASIM=1 it skips the items that need the real CUDA target and says so."""
 
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -20,6 +24,34 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
 
 def _escape(window):
     return "".join(chr(b) if 32 <= b < 127 else "\\n" if b == 10 else f"\\x{b:02x}" for b in window)
+
+
+MAP_LINE_BYTES = 240  # one rank's line of the rank-to-GPU map, as it crosses MPI
+
+
+def bound_device(chosen):
+    """What this process computes on: "cpu", or its GPU's index, name, UUID and the GPUs the launcher
+    let it see (SLURM's --gpus-per-task=1 shows each rank one, which it sees as GPU 0)."""
+    if chosen.name != "cuda":
+        return "cpu"
+    details = [chosen.device_name]
+    if not chosen.simulated:
+        from eggnog.kernels.core.cuda_api import cuda
+
+        uuid = getattr(cuda.get_current_device(), "uuid", None)
+        details += [str(uuid)] if uuid else []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    details += [f"CUDA_VISIBLE_DEVICES={visible}"] if visible is not None else []
+    return f"gpu {chosen.device_index} ({', '.join(details)})"
+
+
+def rank_map(world, chosen):
+    """One line per rank (rank, host, node-local rank, the GPU it binds or "cpu"), gathered to every rank."""
+    line = (f"rank {world.rank}  host {socket.gethostname()}  local rank {world.local_rank}  "
+            f"{bound_device(chosen)}").encode()[:MAP_LINE_BYTES]
+    mine = np.zeros((1, MAP_LINE_BYTES), dtype=np.uint8)
+    mine[0, :len(line)] = np.frombuffer(line, dtype=np.uint8)
+    return [row.tobytes().rstrip(b"\0").decode(errors="replace") for row in world.allgather_array(mine)]
 
 
 def check_gpu():
@@ -60,13 +92,13 @@ def main(
 
     world = init_world()
     chosen = select_backend(backend, world.local_rank)
-    place = np.array([world.local_rank, chosen.device_index if chosen.device_index is not None else -1])
-    places = world.allgather_array(place[None, :])
+    places = rank_map(world, chosen)
     corpus = open_corpus(data) if data else world.root_first(default_corpus)
     if world.is_root:
         print(f"world: {world.size} rank(s); MPI: {mpi_library()}")
-        print(f"backend: {chosen.name} ({chosen.device_name}); rank -> (local rank, device): "
-              + ", ".join(f"{r}->({p[0]}, {p[1]})" for r, p in enumerate(places)))
+        print(f"backend: {chosen.name} ({chosen.device_name}); rank-to-GPU map:")
+        for line in places:
+            print(f"  {line}")
         print(f"corpus: {corpus.path} ({'memory-mapped' if corpus.memory_mapped else 'block reads'})")
         for name, split in corpus.meta.get("splits", {}).items():
             print(f"  {name:<5} {split['bytes']:>12,} bytes  unigram {split['unigram_bpb']:.3f}  "
