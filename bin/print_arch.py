@@ -89,8 +89,14 @@ def main(
 MAX_LISTED_DEPTH = 100_000
 PRESETS = {"d-eggs": ["--depth", "4", "--dim", "256", "--head-dim", "64", "--vocab-size", "8192"]}
 
-if __name__ == "__main__":
+
+def cli():
+    """The program (`python bin/print_arch.py`, the `eggnog-print-arch` command): `--preset NAME` becomes its flags."""
     from eggnog.evolution.transformer_es_config import with_preset
 
     sys.argv[1:] = with_preset(sys.argv[1:], PRESETS)
     app()
+
+
+if __name__ == "__main__":
+    cli()

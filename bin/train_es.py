@@ -42,6 +42,11 @@ def main(config_cls, flags):
     launch(config_cls, TRAINERS[config_cls], flags, SCRIPT)
 
 
-if __name__ == "__main__":
+def cli():
+    """The program (`python bin/train_es.py`, the `eggnog-train-es` command): `--preset NAME` becomes its flags."""
     sys.argv[1:] = with_preset(sys.argv[1:])
     app()
+
+
+if __name__ == "__main__":
+    cli()
