@@ -5,7 +5,8 @@ step boundaries (evolution/gossip.py), the population summarised every --populat
 
 The run directory: config.json; metrics.jsonl (rank 0: one line per population summary);
 checkpoints/ (the population's links: latest, best, elite_NN, archive_NNN); rank-NN/ per island:
-metrics.jsonl (one line per step), events.jsonl (tournaments, transfers, merges, saves,
+metrics.jsonl (one line per step; with --log, also in RUN/tb/rank-NN and a W&B run of the island's own,
+runtime/loggers.py), events.jsonl (tournaments, transfers, merges, saves,
 rejuvenations; one writer per file, one line per write) and checkpoints/ with its own `latest`.
 
 Resume continues each island from its own latest checkpoint (weights, optimiser, data position,
@@ -34,6 +35,7 @@ from eggnog.evolution.gossip_population import COUNTERS, FIELDS, Population, sav
 from eggnog.evolution.gossip_stop import StopAgreement
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
+from eggnog.runtime.loggers import open_island
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import JsonLog, check_resume, metrics_log
 from eggnog.runtime.stop_signals import StopSignals, exit_status
@@ -107,7 +109,8 @@ class GossipRun:
         if self.resumed:  # steps after the island's checkpoint are run again: log each step once
             drop_steps_after(self.home / "metrics.jsonl", island.step)
         self.events = JsonLog(self.home / "events.jsonl")
-        steps_log = JsonLog(self.home / "metrics.jsonl")
+        island_mirror = open_island(run_dir, self.home, asdict(cfg))  # --log: this island's own lines
+        steps_log = JsonLog(self.home / "metrics.jsonl", mirror=island_mirror)
         self.summaries = metrics_log(world, run_dir)
         comm = world.comm.Dup() if world.size > 1 else None
         stop_comm = world.comm.Dup() if world.size > 1 else None  # the stop agreement's own
@@ -127,6 +130,7 @@ class GossipRun:
         if signum:
             self.events.write(event="stop", round=last, step=island.step, signal=signal.Signals(signum).name)
         steps_log.close()
+        island_mirror.close()
         self.events.close()
         self.summaries.close()
         world.barrier(quiet=True)

@@ -2,6 +2,7 @@
 
     world           the MPI world (rank, size, node-local rank); a world of one without a launcher
     rundir          a run directory: config.json, metrics.jsonl, checkpoints/, the lock
+    loggers         --log: a run's metrics, config and plots also in W&B or TensorBoard (optional)
     run_lock        one process tree per run directory (a stale lock of a dead process is taken over)
     checkpoint      checkpoints as NPZ with the SHA-256 of every array, `latest` and `best` links
     files           atomic file writes

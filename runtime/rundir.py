@@ -1,5 +1,6 @@
 """A run directory: config.json (the config's fields, and the script that started it), metrics.jsonl
-(rank 0, one line per step), checkpoints/, and the lock of the process running it."""
+(rank 0, one line per step, each also sent to the run's --log loggers: runtime/loggers.py),
+checkpoints/, and the lock of the process running it."""
 
 import json
 import time
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
+from eggnog.runtime.loggers import mirror_of
 from eggnog.runtime.run_lock import acquire_lock
 from eggnog.runtime.step_names import metrics_record
 
@@ -95,15 +97,18 @@ def check_resume(stored, requested, fixed):
 
 
 class JsonLog:
-    """Append-only JSON-lines log written by rank 0 only; each line is flushed as written."""
+    """Append-only JSON-lines log written by rank 0 only; each line is flushed as written, then sent to
+    `mirror` (runtime/loggers.py: W&B, TensorBoard), where one is given."""
 
-    def __init__(self, path, enabled=True):
-        self.enabled = enabled
+    def __init__(self, path, enabled=True, mirror=None):
+        self.enabled, self.mirror = enabled, mirror if enabled else None
         self.file = open(path, "a", buffering=1) if enabled else None
 
     def write(self, **record):
         if self.enabled:
             self.file.write(json.dumps(record, sort_keys=False) + "\n")
+            if self.mirror is not None:
+                self.mirror.line(record)
 
     def close(self):
         if self.file:
@@ -112,7 +117,8 @@ class JsonLog:
 
 
 def metrics_log(world, run_dir):
-    return JsonLog(Path(run_dir) / "metrics.jsonl", enabled=world.is_root)
+    """The run's metrics.jsonl (rank 0), its lines also sent to the loggers the run opened."""
+    return JsonLog(Path(run_dir) / "metrics.jsonl", enabled=world.is_root, mirror=mirror_of(run_dir))
 
 
 def read_jsonl(path):

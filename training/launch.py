@@ -1,6 +1,7 @@
 """The start of every training run, whatever its script: turn per-rank flags into totals, merge the
 flags with a resumed run's config, check everything before anything is written, pick the backend and
-corpus, create (or reopen) the run directory, print the header, run, print the closing line."""
+corpus, create (or reopen) the run directory and open its --log loggers, print the header, run, print the
+closing line."""
 
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -9,6 +10,7 @@ from eggnog.corpus.default import default_corpus
 from eggnog.kernels.core.backend import select_backend
 from eggnog.runtime.checkpoint import checkpoint_step
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.loggers import chosen_loggers, close_run, open_run
 from eggnog.runtime.run_lock import release_lock
 from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
 from eggnog.runtime.threads import set_threads
@@ -40,6 +42,7 @@ def resolve(config_cls, flags, ranks, resume=None):
     stored = read_config(resume) if resume is not None else {}
     cfg = config_from(config_cls, stored, given_fields(config_cls, flags, ranks))
     check_values(cfg)
+    chosen_loggers(getattr(cfg, "log", None))  # an unknown --log is refused before anything is written
     cfg = cfg.resolved()
     cfg.check(ranks)
     check_host_fits(cfg.host_memory(ranks))
@@ -86,6 +89,11 @@ def closing_lines(cfg, path, script, corpus):
         data = f" --data {cfg.data}" if getattr(cfg, "data", None) else ""
         lines.append(f"evaluate: python bin/evaluate.py {path}{data}")
     lines.append(f"continue: python bin/{script} --resume {path} --steps N")
+    loggers = chosen_loggers(getattr(cfg, "log", None))
+    if "tensorboard" in loggers and (path / "tb").is_dir():
+        lines.append(f"tensorboard: tensorboard --logdir {path / 'tb'}")
+    if "wandb" in loggers and any(path.glob("wandb/offline-run-*")):
+        lines.append(f"wandb (offline): wandb sync {path / 'wandb'}/offline-run-*")
     return lines
 
 
@@ -106,6 +114,7 @@ def launch(config_cls, trainer_cls, flags, script):
     path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=cfg.run_name,
                           script=script)
     try:
+        open_run(world, path, {**asdict(cfg), "script": script})  # --log: W&B, TensorBoard (rank 0)
         if world.is_root:
             mode = cfg.layout(world)
             print(f"run: {path}  backend: {chosen.name} ({chosen.device_name})  ranks: {world.size}  "
@@ -126,5 +135,6 @@ def launch(config_cls, trainer_cls, flags, script):
                 print(line)
         return summary
     finally:
+        close_run(path)  # the plots at the end, then the loggers closed
         if world.is_root:
             release_lock(path)

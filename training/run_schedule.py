@@ -1,6 +1,7 @@
 """One schedule for every trainer's run (training/run_loop.py, the coordinator of
 evolution/coordinator.py): the flags saying when a run validates, checkpoints and redraws its plots
-(`RunSchedule`, mixed into the run configs), and the rules that read them after each step.
+(`RunSchedule`, mixed into the run configs), and the rules that read them after each step. (Its
+--log says where else the metrics go: runtime/loggers.py.)
 
 After `done` steps a run validates every --validate-every steps and at its last step; it saves
 every --checkpoint-every steps, at its last step and whenever validation improves (so `best` always
@@ -24,6 +25,9 @@ class RunSchedule:
     plots: bool = flag(True, PLOTS_HELP[:-1] + " (gossip and coordinator runs: with bin/plot.py).", changeable=True)
     keep_checkpoints: int = flag(5, "Step checkpoints kept besides those `latest` and `best` point at (the newest K).",
                                  changeable=True)
+    log: str = flag("none", "Also send every metrics line, the config and the plots at the end to wandb, tensorboard "
+                    "or both (wandb,tensorboard): RUN/wandb/, RUN/tb/; metrics.jsonl stays the record.",
+                    changeable=True, metavar="<wandb,tensorboard>")
 
     def last_step(self, done, stopped=False):
         """Whether the run ends after `done` steps: its budget is spent or its stop condition met."""
