@@ -339,6 +339,7 @@ class Coordinator:
         return time.perf_counter() - self.started
 
     def stop_workers(self, status=0):
+        self.link.closing(status)
         if self.unanswered is not None:
             self.reply(self.unanswered, [wire.STOP, status])
             self.link.stopped_worker(self.unanswered)

@@ -23,6 +23,9 @@ class MpiCoordinatorLink:
     def refuse(self, rank, reason):
         raise RuntimeError(f"rank {rank} sent a malformed message: {reason}")
 
+    def closing(self, status):
+        pass
+
     def stopped_worker(self, rank):
         self.stopped.add(rank)
 

@@ -48,6 +48,7 @@ class TcpCoordinatorLink:
         self.config_hash = config_hash
         self.workers = {}  # routing id -> {"name", "last_seen", "ready"}
         self.refusals, self.stop_deadline, self.address = 0, None, None
+        self.stop_status = None  # set when the run has ended: newcomers are told to stop
 
     # ---- what the coordinator calls ------------------------------------------------------------
     def receive(self, timeout):
@@ -83,12 +84,16 @@ class TcpCoordinatorLink:
     def stopped_worker(self, peer):
         self.workers.pop(peer, None)
 
+    def closing(self, status):
+        """The run has ended with `status`: from now on a HELLO or READY is answered with STOP."""
+        self.stop_status = status
+
     def waiting(self):
-        """True while an admitted worker has not been told to stop, for at most one heartbeat timeout
-        after the first call (a worker that never asks again is gone)."""
+        """True while a worker admitted or being admitted has not been told to stop, for at most one
+        heartbeat timeout after the first call (a worker that never asks again is gone)."""
         if self.stop_deadline is None:
             self.stop_deadline = time.perf_counter() + self.heartbeat_timeout
-        return any(w["ready"] for w in self.workers.values()) and time.perf_counter() < self.stop_deadline
+        return bool(self.workers) and time.perf_counter() < self.stop_deadline
 
     def close(self):
         self.socket.close()
@@ -112,6 +117,10 @@ class TcpCoordinatorLink:
             beating = self.workers.get(body[8:])
             if beating is not None:
                 beating["last_seen"] = time.perf_counter()
+            return None
+        if self.stop_status is not None and what in (wire.HELLO, wire.READY):  # joining a run that has ended
+            self.send(peer, wire.encode([wire.STOP, self.stop_status]))
+            self.workers.pop(peer, None)
             return None
         if what == wire.HELLO:
             return self.hello(peer, message)

@@ -28,6 +28,14 @@ class Refused(BadInput):
     pass
 
 
+class RunOver(Exception):
+    """The coordinator answered admission with STOP: the run has ended (`status` is its exit status)."""
+
+    def __init__(self, status):
+        super().__init__(f"the run has ended (status {status})")
+        self.status = status
+
+
 class TcpWorkerLink:
     elastic = True
 
@@ -52,6 +60,8 @@ class TcpWorkerLink:
                     raise BadInput(f"no coordinator answered at {self.address} for {reconnect_timeout:g} s "
                                    "(--reconnect-timeout)") from None
                 continue
+            if wire.kind(reply) == wire.STOP:
+                raise RunOver(wire.header(reply, 2)[1])
             if wire.kind(reply) != wire.WELCOME:
                 raise RuntimeError(f"the coordinator answered HELLO with message kind {wire.kind(reply)}")
             return json.loads(bytes(wire.payload(reply, 1)).decode())
@@ -59,6 +69,8 @@ class TcpWorkerLink:
     def ready(self, config_hash):
         """Admission's second half: the hash of the configuration built; Refused when it differs."""
         reply = self.request(wire.encode([wire.READY], np.frombuffer(config_hash.encode(), np.uint8)))
+        if wire.kind(reply) == wire.STOP:
+            raise RunOver(wire.header(reply, 2)[1])
         if wire.kind(reply) != wire.WAIT:
             raise RuntimeError(f"the coordinator answered READY with message kind {wire.kind(reply)}")
 

@@ -13,7 +13,7 @@ from bench.fault_cluster import free_port
 from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.coordinator_auth import config_hash, token_key
 from eggnog.evolution.coordinator_tcp import TcpCoordinatorLink, bind
-from eggnog.evolution.coordinator_tcp_worker import LinkLost, Refused, TcpWorkerLink
+from eggnog.evolution.coordinator_tcp_worker import LinkLost, Refused, RunOver, TcpWorkerLink
 from eggnog.runtime.errors import BadInput
 from tests.es_helpers import tiny_config, tiny_corpus
 from tests.helpers import assert_user_error, run_script
@@ -104,6 +104,21 @@ def test_another_configuration_or_token_is_refused(links):
         stranger.join(5.0)
     stranger.close()
     assert got == [] and link.refusals == 2
+
+
+def test_a_worker_joining_as_the_run_ends_is_told_to_stop(links):
+    address, key, link, got, lost = links
+    late = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
+    late.join(5.0)  # welcomed, still compiling when the last step ends
+    link.closing(143)
+    with pytest.raises(RunOver) as over:
+        late.ready("hash-1")
+    assert over.value.status == 143 and not link.workers
+    newcomer = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
+    with pytest.raises(RunOver):
+        newcomer.join(5.0)
+    late.close()
+    newcomer.close()
 
 
 def test_a_worker_with_no_coordinator_gives_up_after_its_reconnect_timeout():
