@@ -3,6 +3,7 @@ bookkeeping and ZeroMQ link with tag checks) serves in-process fake workers, DEA
 send requests and return pre-computed fitness with the states they were sent. Only the
 coordinator's `serve()` calls are timed; the fake workers' sends and receives fall outside them."""
 
+import json
 import tempfile
 import time
 from dataclasses import replace
@@ -58,7 +59,7 @@ def coordinator_for(cfg, corpus, address, key, directory):
 
 def admit(c, workers, cfg_hash):
     for w in workers:
-        hello = f'{{"worker": "{w.socket.getsockopt(zmq.ROUTING_ID).decode()}", "version": "{CODE_VERSION}"}}'
+        hello = json.dumps({"worker": w.socket.getsockopt(zmq.ROUTING_ID).decode(), "version": CODE_VERSION})
         w.send(wire.encode([wire.HELLO], np.frombuffer(hello.encode(), np.uint8)))
         timed_serve(c)
         w.receive()
