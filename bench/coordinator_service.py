@@ -16,9 +16,10 @@ import zmq
 from bench.fault_cluster import free_port
 from eggnog import CODE_VERSION
 from eggnog.evolution import coordinator_wire as wire
-from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
+from eggnog.evolution.coordinated_trainer import tcp_link
 from eggnog.evolution.coordinator import Coordinator
 from eggnog.evolution.coordinator_auth import tag, token_key
+from eggnog.evolution.coordinator_tcp import bind
 from eggnog.evolution.fitness import pack_ternary
 from eggnog.runtime.rundir import JsonLog
 from eggnog.runtime.world import World
@@ -43,15 +44,9 @@ class FakeWorker:
 def coordinator_for(cfg, corpus, address, key, directory):
     """A TCP coordinator of `cfg` over its real link, ready to serve (no run loop, no checkpoints)."""
     cfg = replace(cfg, transport="tcp", listen=address)
-    trainer = CoordinatedEsTrainer.__new__(CoordinatedEsTrainer)
-    trainer.cfg, trainer.world, trainer.corpus = cfg, World(None, 0, 1, 0, 1), corpus
-    trainer.model = cfg.build_model()
-    from eggnog.evolution.coordinator_tcp import bind
-
-    trainer.socket, trainer.key = bind(address), key
-    link = trainer.coordinator_link(directory)
-    states = np.zeros((cfg.population, *trainer.model.state_dims), np.int8)
-    c = Coordinator(cfg, trainer.world, link, 0, states, {}, None, (1, 1))
+    link = tcp_link(cfg, corpus, bind(address), key, directory)
+    states = np.zeros((cfg.population, *cfg.build_model().state_dims), np.int8)
+    c = Coordinator(cfg, World(None, 0, 1, 0, 1), link, 0, states, {}, None, (1, 1))
     c.log, c.started = JsonLog(Path(directory) / "metrics.jsonl"), time.perf_counter()
     c.begin_step()
     return c, link

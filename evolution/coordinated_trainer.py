@@ -17,6 +17,16 @@ from eggnog.kernels.core.backend import device_free_bytes
 from eggnog.runtime.rundir import JsonLog
 
 
+def tcp_link(cfg, corpus, socket, key, run_dir):
+    """The coordinator's TCP link on a bound `socket`: it welcomes workers with `cfg` and admits those whose
+    configuration and corpus hash like this one's; joins, losses and refusals go to run_dir/events.jsonl."""
+    from eggnog.evolution.coordinator_tcp import TcpCoordinatorLink
+
+    welcome = {"model": cfg.model_name, "config": asdict(cfg)}
+    return TcpCoordinatorLink(socket, key, welcome, config_hash(cfg, corpus), cfg.heartbeat_timeout,
+                              JsonLog(Path(run_dir) / "events.jsonl"))
+
+
 class CoordinatedEsTrainer:
     def __init__(self, cfg: EsRunConfig, world, backend, corpus):
         cfg.check(world.size)
@@ -50,11 +60,7 @@ class CoordinatedEsTrainer:
     def coordinator_link(self, run_dir):
         if self.socket is None:
             return MpiCoordinatorLink(self.world)
-        from eggnog.evolution.coordinator_tcp import TcpCoordinatorLink
-
-        welcome = {"model": self.cfg.model_name, "config": asdict(self.cfg)}
-        return TcpCoordinatorLink(self.socket, self.key, welcome, config_hash(self.cfg, self.corpus),
-                                  self.cfg.heartbeat_timeout, JsonLog(Path(run_dir) / "events.jsonl"))
+        return tcp_link(self.cfg, self.corpus, self.socket, self.key, run_dir)
 
     def run(self, run_dir):
         """Every rank leaves through the closing barrier, also when the coordinator fails (it stops
