@@ -25,15 +25,24 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
-def commit():
+def _git(*args, cwd):
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, timeout=10)
+
+
+def commit(repo=REPO):
+    """The project's commit (with -dirty when tracked files changed), from its own git metadata only: a
+    copy of the checkout without .git inside another repository must not take that one's commit. A copy
+    without metadata takes EGGNOG_COMMIT, set by whoever made it, or "unknown"."""
+    given = os.environ.get("EGGNOG_COMMIT") or "unknown"
     try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                             cwd=REPO, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=REPO, timeout=10).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+        top = _git("rev-parse", "--show-toplevel", cwd=repo)
+        if top.returncode or Path(top.stdout.strip()).resolve() != Path(repo).resolve():
+            return given
+        head = _git("rev-parse", "--short=12", "HEAD", cwd=repo)
+        dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo).stdout.strip()
+        return head.stdout.strip() + ("-dirty" if dirty else "") if head.returncode == 0 else given
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return given
 
 
 def timed_runs(fn, repeat=5, warmup=1, sync=lambda: None):

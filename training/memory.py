@@ -25,28 +25,35 @@ from eggnog.runtime.optional import optional_import
 _counting_manager = None
 
 
+def counting_manager(base):
+    """A subclass of numba's memory manager `base` that also keeps the live and peak bytes it handed out."""
+
+    class CountingMemoryManager(base):
+        live = peak = 0
+
+        def memalloc(self, size):
+            memory = super().memalloc(size)
+            self.live += size
+            self.peak = max(self.peak, self.live)
+            # memalloc returns an owner over a weak proxy (which cannot be weakly referenced); the pointer
+            # numba frees is the one it has just filed in `allocations`, dropped from there when freed
+            freed = next(reversed(self.allocations.values()))
+            weakref.finalize(freed, self._freed, size)
+            return memory
+
+        def _freed(self, size):
+            self.live -= size
+
+    return CountingMemoryManager
+
+
 def _counting_manager_class():
-    """numba's own device allocator, also keeping the live and peak bytes it has handed out."""
+    """numba's own device allocator, counting (one class per process)."""
     global _counting_manager
     if _counting_manager is None:
         from eggnog.kernels.core.cuda_api import cuda
 
-        base = cuda.cudadrv.driver.NumbaCUDAMemoryManager
-
-        class CountingMemoryManager(base):
-            live = peak = 0
-
-            def memalloc(self, size):
-                memory = super().memalloc(size)
-                self.live += size
-                self.peak = max(self.peak, self.live)
-                weakref.finalize(memory._mem, self._freed, size)  # the pointer numba frees
-                return memory
-
-            def _freed(self, size):
-                self.live -= size
-
-        _counting_manager = CountingMemoryManager
+        _counting_manager = counting_manager(cuda.cudadrv.driver.NumbaCUDAMemoryManager)
     return _counting_manager
 
 

@@ -163,7 +163,8 @@ class Plan:
         spec = np.ascontiguousarray(spec, np.int64)
         n_layer, dim, head_dim, vocab = (int(v) for v in spec[:4])
         table = tensor_table(spec)
-        _, vec_at, _, self.n_vecs = offsets(table)
+        _, vec_at, _, n_vecs = offsets(table)
+        self.n_vecs = int(n_vecs)  # sizes are Python ints: the real target refuses a NumPy integer as a shape
         noise_at, w_at = np.zeros(len(table), np.int64), np.zeros(len(table), np.int64)
         segments, noise, words = [], 0, 0
         for tid, (at, d_in, d_out) in enumerate(table):
@@ -174,7 +175,7 @@ class Plan:
             w_at[tid] = words
             segments.append((at, d_in, d_out, words, kp // 4, rows))
             words += rows * kp // 4
-        self.noise_len, self.w_words = noise, words
+        self.noise_len, self.w_words = int(noise), int(words)
         self.segments = np.array(segments, np.int64)  # (src offset, d_in, d_out, word offset, words a row, rows)
         self.tensors = np.ascontiguousarray(np.column_stack([table, noise_at, vec_at, w_at]))
         self.per_block = ROWS // max(steps, 1)
@@ -919,7 +920,7 @@ def run_epoch(params, windows, prefixes, first_member, spec, perturbed, keep_log
     """Launch on device arrays (params, int32 windows, prefixes); on the device: the (members, 2) int64
     sums (log-likelihood, proxy loss), and with keep_logits the (members, vocab) int8 clipped logits of
     each window's last position (else a (1, 1) placeholder)."""
-    members, steps = windows.shape[0], windows.shape[1] - 1
+    members, steps, first_member = int(windows.shape[0]), int(windows.shape[1]) - 1, int(first_member)
     plan = Plan(spec, steps)
     dim, vocab = plan.scalars[1], plan.scalars[3]
     require(dim <= MAX_DIM, f"the CUDA transformer epoch takes --dim up to {MAX_DIM}, got {dim}")
