@@ -1,9 +1,15 @@
 """The runner behind `bash bench/gpu.sh`: a plan of steps (bench/gpu_steps.py) run one after another on
 the GPU (no simulator) within one time budget, sized for GPU slots of a few minutes a command.
 
-    python3 -m bench.gpu_run --quick [--out DIR]   # selfcheck, the riskiest GPU tests, EGGROLL: 240 s
-    python3 -m bench.gpu_run [--out DIR]           # the other GPU tests and the benchmarks: 540 s
-    python3 -m bench.gpu_run [--quick] [--budget SECONDS] [--only STEP,...] [--dry-run]
+    python3 -m bench.gpu_run --quick [--out DIR]   # selfcheck, the riskiest GPU tests, EGGROLL: 150 s
+    python3 -m bench.gpu_run [--out DIR] [--nano-egg DIR]   # the other GPU tests, the benchmarks and peers: 450 s
+    python3 -m bench.gpu_run --profile [--out DIR]  # where the time goes: 300 s
+    python3 -m bench.gpu_run [--quick|--profile] [--budget SECONDS] [--only STEP,...] [--dry-run]
+
+Peers run in the same run, on the same GPU: a step marked with the torch peer gets `--torch-python`
+(this python3) where torch with CUDA imports, and the nano-egg step gets `--nano-python` and
+`--nano-egg DIR` when --nano-egg names a checkout of nano-egg (never copied into this project). Where a
+peer is missing, one line says so and its rows are skipped (a step that only compares is skipped).
 
 Each step has an estimated cost. A step runs only when its estimate fits in what is left of the
 budget, and is stopped when the budget runs out whatever its estimate said; a step that does not
@@ -11,8 +17,9 @@ fit is skipped with the reason recorded, and the steps after it still get their 
 
 Everything goes into --out (default bench/results/, or EGGNOG_BENCH_RESULTS; created if missing) and
 nowhere else: the JSON (and charts) each benchmark writes into a folder of its own
-(EGGNOG_BENCH_RESULTS), copied; one log of everything the steps printed, gpu-<GPU>-<date>[-quick].log;
-and the summary, gpu-<GPU>-<date>[-quick].json and .md, rewritten after every step, so a run killed
+(EGGNOG_BENCH_RESULTS), copied; one log of everything the steps printed, gpu-<GPU>-<date>[-PLAN].log;
+and the summary, gpu-<GPU>-<date>[-PLAN].json and .md (PLAN: quick or profile; none for full),
+rewritten after every step, so a run killed
 from outside keeps what it had (steps not finished are "pending"). SIGTERM or SIGINT to the runner
 stops the running step (recorded as stopped, "interrupted"), skips the rest, writes the summary and
 exits 1. A step stopped by the budget or a signal keeps the JSON lines it had printed (Table 1 prints
@@ -40,7 +47,7 @@ from pathlib import Path
 
 import typer
 
-from bench.gpu_steps import PLANS, PROBE_S, PY
+from bench.gpu_steps import PLANS, PROBE_S, PY, Step
 from bench.report import REPO, RESULTS, commit, cpu_name, print_table
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
@@ -69,10 +76,46 @@ def probe_gpu(env=None):
     return json.loads(lines[-1]) if out.returncode == 0 and lines else None
 
 
+TORCH_CUDA_PROBE = "import torch; raise SystemExit(0 if torch.cuda.is_available() else 1)"
+
+
+def torch_with_cuda():
+    """Whether this python3 imports torch and torch sees a GPU."""
+    try:
+        return subprocess.run([PY, "-c", TORCH_CUDA_PROBE], capture_output=True, timeout=180).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def peer_arguments(nano_egg, torch_cuda):
+    """Arguments each peer adds to a step's command, or the sentence why it is missing."""
+    return {"torch": ("--torch-python", PY) if torch_cuda else
+            "torch with CUDA is not importable by this python3: the PyTorch peer rows are skipped",
+            "nano-egg": ("--nano-python", PY, "--nano-egg", str(nano_egg)) if nano_egg else
+            "no --nano-egg given: nano-egg's rows are skipped"}
+
+
+def with_peers(steps, peers):
+    """The steps with their peers' arguments and estimates where a peer is at hand; a step that needs a
+    missing peer is kept as it is (skip_reason refuses it). Also the lines saying which peers are missing."""
+    out, missing = [], []
+    for step in steps:
+        got = peers.get(step.peer) if step.peer else None
+        if isinstance(got, tuple):
+            step = Step(step.name, step.what, step.argv + got, step.estimate_s + step.peer_s, step.env,
+                        step.outcome, step.peer, 0, False)
+        elif got and got not in missing:
+            missing.append(got)
+        out.append(step)
+    return tuple(out), missing
+
+
 def skip_reason(step, left, budget, repo=REPO):
     """Why `step` cannot start with `left` seconds of the budget remaining; None when it can."""
     if step.script and not (Path(repo) / step.script).is_file():
         return f"{step.script} is not in this checkout"
+    if step.needs_peer:
+        return f"its peer ({step.peer}) is not at hand"
     if step.estimate_s > left:
         return f"estimated {step.estimate_s} s, only {max(0, round(left))} s of the {budget} s budget left"
     return None
@@ -300,22 +343,23 @@ def summary_markdown(record):
     return "\n".join(lines) + "\n"
 
 
-def run_name(gpu_name, date, quick):
-    """gpu-<GPU model>-<date>[-quick]: what the summary and the log are called (a quick and a full run
-    on the same day keep their own)."""
+def run_name(gpu_name, date, plan_name="full"):
+    """gpu-<GPU model>-<date>[-quick|-profile]: what the summary and the log are called (each plan run on
+    the same day keeps its own)."""
     model = re.sub(r"^NVIDIA\s+", "", gpu_name)
     slug = "".join(ch if ch.isalnum() else "-" for ch in model).strip("-").lower()
-    return f"gpu-{slug}-{date}" + ("-quick" if quick else "")
+    return f"gpu-{slug}-{date}" + ("" if plan_name == "full" else f"-{plan_name}")
 
 
-def write_summary(out, gpu, records, budget, elapsed, quick=False, date=None, machine=None):
+def write_summary(out, gpu, records, budget, elapsed, plan_name="full", date=None, machine=None):
     """<out>/<run_name>.json and .md (replaced whole, so a reader never sees half a file); returns
     the JSON path. `machine` (cpu, commit) is asked once per run by run_plan."""
     date = date or datetime.date.today().isoformat()
-    name = run_name(gpu["name"], date, quick)
+    name = run_name(gpu["name"], date, plan_name)
     machine = machine or {"cpu": cpu_name(), "commit": commit()}
-    record = {"benchmark": "gpu-quick" if quick else "gpu", "device": re.sub(r"^NVIDIA\s+", "", gpu["name"]),
-              **machine, "date": date, "plan": "quick" if quick else "full", "gpu": gpu, "budget_s": budget,
+    record = {"benchmark": "gpu" if plan_name == "full" else f"gpu-{plan_name}",
+              "device": re.sub(r"^NVIDIA\s+", "", gpu["name"]), **machine, "date": date, "plan": plan_name, "gpu": gpu,
+              "budget_s": budget,
               "elapsed_s": round(elapsed, 1), "log": name + ".log", "rows": records}
     path = Path(out) / (name + ".json")
     texts = {path: json.dumps(record, indent=1) + "\n", path.with_suffix(".md"): summary_markdown(record)}
@@ -326,7 +370,7 @@ def write_summary(out, gpu, records, budget, elapsed, quick=False, date=None, ma
     return path
 
 
-def run_plan(gpu, steps, budget, out, quick=False, started=None, repo=REPO):
+def run_plan(gpu, steps, budget, out, plan_name="full", started=None, repo=REPO, notes=()):
     """Run `steps` on `gpu` into `out` with the log, the summaries and the signal handling; the exit
     status (1 when a step failed or was stopped)."""
     started = time.monotonic() if started is None else started
@@ -335,15 +379,17 @@ def run_plan(gpu, steps, budget, out, quick=False, started=None, repo=REPO):
     date = datetime.date.today().isoformat()
     machine = {"cpu": cpu_name(), "commit": commit()}
     echo, interruption = Echo(), Interruption()
-    echo.open(out / (run_name(gpu["name"], date, quick) + ".log"))
+    echo.open(out / (run_name(gpu["name"], date, plan_name) + ".log"))
     interruption.install()
     try:
         echo.line(f"GPU: {gpu['name']} (compute capability {gpu['compute_capability']}, {gpu['memory_GiB']} GiB); "
-                  f"{'quick' if quick else 'full'} plan, budget {budget} s, results in {out}")
+                  f"{plan_name} plan, budget {budget} s, results in {out}")
+        for line in notes:  # the peers that are not at hand
+            echo.line(line)
 
         def summarise(records):
             write_summary(out, gpu, records + pending(steps[len(records):]), budget, time.monotonic() - started,
-                          quick, date, machine)
+                          plan_name, date, machine)
 
         summarise([])
         records = run_all(steps, budget, out, started, repo, echo, interruption, after_each=summarise)
@@ -354,7 +400,7 @@ def run_plan(gpu, steps, budget, out, quick=False, started=None, repo=REPO):
             print_table([{**{k: _cell(r.get(k)) for k in columns}, "note": _cell(note(r))} for r in records],
                         columns + ["note"])
         echo.write(table.getvalue())
-        name = run_name(gpu["name"], date, quick)
+        name = run_name(gpu["name"], date, plan_name)
         echo.line(f"wrote {out / name}.json, .md and .log")
     finally:
         interruption.restore()
@@ -373,7 +419,7 @@ def chosen_steps(only, steps):
     return tuple(s for s in steps if s.name in names)
 
 
-def print_plan(steps, budget, out, quick):
+def print_plan(steps, budget, out, plan_name, notes=()):
     """The dry run: the plan, the total of its estimates and what it would write."""
     rows = [("gpu-probe", 0, PROBE_S, "run", "python3 -c <which GPU numba sees>")]
     decided = plan(steps, budget, start=PROBE_S)
@@ -386,35 +432,48 @@ def print_plan(steps, budget, out, quick):
     total = PROBE_S + sum(s.estimate_s for s, _, reason in decided if not reason)
     skipped = "; skipped steps not counted" if any(reason for _, _, reason in decided) else ""
     print(f"total of the estimates: {total} s of the {budget} s budget (the GPU probe's {PROBE_S} s included{skipped})")
-    name = f"gpu-<GPU model>-{datetime.date.today().isoformat()}" + ("-quick" if quick else "")
+    for line in notes:
+        print(line)
+    name = f"gpu-<GPU model>-{datetime.date.today().isoformat()}" + ("" if plan_name == "full" else f"-{plan_name}")
     print(f"would write into {out}: {name}.json, .md and .log, and each step's result files")
 
 
 @app.command(help=cli_help(__doc__))
 @user_errors
 def main(quick: bool = typer.Option(False, "--quick", help="The quick plan: selfcheck, the riskiest GPU tests, "
-                                    "EGGROLL at the headline size (default budget 240 s)."),
-         budget: int = typer.Option(None, help="Seconds for the whole run (default 240 with --quick, else 540)."),
+                                    "EGGROLL at the headline size (default budget 150 s)."),
+         profile: bool = typer.Option(False, "--profile", help="The profile plan: where the time goes, per kernel "
+                                      "and on the host, with Nsight Compute where ncu is on PATH (300 s)."),
+         budget: int = typer.Option(None, help="Seconds for the whole run (default: the plan's)."),
          only: str = typer.Option(None, help="Comma-separated steps of the plan to run (default: all)."),
          out: Path = typer.Option(None, help="Folder for every file the run writes (default bench/results/)."),
+         nano_egg: Path = typer.Option(None, "--nano-egg", help="A checkout of nano-egg (holding run.py): its JAX "
+                                       "runs beside eggnog's EGGROLL step on this GPU."),
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its estimates; run nothing.")):
     started = time.monotonic()
-    steps, default_budget = PLANS["quick" if quick else "full"]
+    if quick and profile:
+        raise BadInput("--quick and --profile are two plans: choose one")
+    plan_name = "quick" if quick else "profile" if profile else "full"
+    steps, default_budget = PLANS[plan_name]
     budget = default_budget if budget is None else budget
     if budget < 1:
         raise BadInput(f"--budget must be at least 1 second, not {budget}")
+    if nano_egg is not None and not (nano_egg / "run.py").is_file():
+        raise BadInput(f"--nano-egg {nano_egg} holds no run.py (a checkout of nano-egg is expected)")
     steps = chosen_steps(only, steps)
     out = RESULTS if out is None else out
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {str(out)!r} is a file, not a folder")
-    if dry_run:
-        print_plan(steps, budget, out, quick)
+    if dry_run:  # as if torch with CUDA were there: the plan a GPU node with the image's torch runs
+        steps, notes = with_peers(steps, peer_arguments(nano_egg and nano_egg.resolve(), True))
+        print_plan(steps, budget, out, plan_name, notes)
         return
     gpu = probe_gpu()
     if gpu is None:
         raise BadInput("no GPU is visible (numba finds no usable CUDA device), so there is nothing to run this on; "
                        "--dry-run shows the plan without one")
-    raise SystemExit(run_plan(gpu, steps, budget, out, quick, started))
+    steps, notes = with_peers(steps, peer_arguments(nano_egg and nano_egg.resolve(), torch_with_cuda()))
+    raise SystemExit(run_plan(gpu, steps, budget, out, plan_name, started, notes=notes))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ The peer: bench/mingru_torch_step.py with `--torch-python` (minLM(return_loss=Tr
 Each figure is the median of --steps steps after --warmup; the sides run one after the other, each in a
 process of its own for the peer. speedup = peer seconds / eggnog seconds (above 1: eggnog is faster).
 With `--backend cuda` eggnog's step runs on the GPU, parameters, optimiser state and gradients resident
-there (the peer, a CPU loop, is not run beside it).
+there, and the peer runs on the GPU too (`--device cuda`).
 """
 
 from pathlib import Path
@@ -60,9 +60,10 @@ def eggnog_seconds(backend, dim, depth, batch, seq, steps, warmup):
     return median_seconds(step, steps, warmup, backend.synchronize)
 
 
-def torch_seconds(torch_python, dim, depth, batch, seq, steps, warmup, timeout):
+def torch_seconds(torch_python, dim, depth, batch, seq, steps, warmup, timeout, device="cpu"):
     command = [torch_python, str(HERE / "mingru_torch_step.py"), "--dim", str(dim), "--depth", str(depth),
-               "--batch", str(batch), "--seq", str(seq), "--steps", str(steps), "--warmup", str(warmup)]
+               "--batch", str(batch), "--seq", str(seq), "--steps", str(steps), "--warmup", str(warmup),
+               "--device", device]
     got = peer_result(command, timeout)
     return got if isinstance(got, dict) else f"minGRU-pytorch {got}"
 
@@ -73,7 +74,7 @@ def main(configs: str = typer.Option("64x2:8x512,256x4:8x512", help="dim x depth
          steps: int = typer.Option(5, help="Timed steps per side."),
          warmup: int = typer.Option(1, help="Untimed steps first (compilation)."),
          torch_python: str = typer.Option(None, help="A Python with torch and minGRU-pytorch."),
-         backend: str = typer.Option("cpu", help="cpu, or cuda for eggnog's step on the GPU (no peer)."),
+         backend: str = typer.Option("cpu", help="cpu, or cuda for both steps on the GPU."),
          timeout: int = typer.Option(1800, help="Seconds the peer may take per config.")):
     chosen = parse_configs(configs)
     if steps < 1 or warmup < 0:
@@ -86,10 +87,9 @@ def main(configs: str = typer.Option("64x2:8x512,256x4:8x512", help="dim x depth
     rows = []
     for dim, depth, batch, seq in chosen:
         ours = eggnog_seconds(chosen_backend, dim, depth, batch, seq, steps, warmup)
-        if chosen_backend.name != "cpu":
-            theirs = "not run: the peer is a CPU loop"
-        elif torch_python:
-            theirs = torch_seconds(torch_python, dim, depth, batch, seq, steps, warmup, timeout)
+        if torch_python:
+            theirs = torch_seconds(torch_python, dim, depth, batch, seq, steps, warmup, timeout,
+                                   "cuda" if chosen_backend.name == "cuda" else "cpu")
         else:
             theirs = "not run: no --torch-python given"
         row = {"model": f"{dim}x{depth}", "batch": batch, "seq": seq, "eggnog_s_per_step": round(ours, 4)}

@@ -144,8 +144,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--modes", default="perturbed,plain")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--platform", default=None, help="JAX's platform: cpu (default) or cuda.")
     opts = parser.parse_args()
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ["JAX_PLATFORMS"] = opts.platform or os.environ.get("JAX_PLATFORMS", "cpu")
     cache = tempfile.TemporaryDirectory()
     os.environ["HF_HOME"] = cache.name  # run.py puts JAX's persistent compilation cache there: keep it private
     stood_in = [name for name in ("datasets", "wandb") if stand_in(name)]

@@ -3,10 +3,11 @@ member-tokens/s of a perturbed evaluation (what an EGGROLL epoch spends before i
 configuration, and of the plain one (batched inference of the same model).
 
     python -m bench.nano_egg_side_by_side --nano-python ENV/bin/python --nano-egg NANO_EGG_DIR
+    python -m bench.nano_egg_side_by_side --backend cuda --configs 6x256:32768 --nano-python python3 --nano-egg DIR
 
-eggnog: `IntEggroll.evaluate` on the CPU backend (one `egg_epoch` call: every member, byte and layer,
-noise regenerated inside, log-likelihood sums back on the host); byte windows and hidden states are
-made before the timed region, the states carry from call to call.
+eggnog: `IntEggroll.evaluate` on the CPU backend, or the GPU with `--backend cuda` (one epoch call:
+every member, byte and layer, noise regenerated inside, log-likelihood sums back on the host); byte
+windows and hidden states are made before the timed region, the states carry from call to call.
 nano-egg: its `generate_thread`, vmapped, shard-mapped and jit-compiled as its `run_evolution` does,
 one call until `block_until_ready` (bench/nano_egg_driver.py, run with the Python given by
 `--nano-python`, in a process of its own so that the two share nothing but the machine). Neither side
@@ -32,7 +33,7 @@ from eggnog.runtime.errors import BadInput
 
 DRIVER = Path(__file__).resolve().parent / "nano_egg_driver.py"
 TIMED = {
-    "eggnog": "IntEggroll.evaluate(windows, states, perturbed) on the CPU backend: one egg_epoch call over all "
+    "eggnog": "IntEggroll.evaluate(windows, states, perturbed) on the run's backend: one egg_epoch call over all "
               "members, bytes and layers (noise regenerated inside), scores copied to the host; windows and states "
               "made before; median of repeat calls after one warm-up",
     "nano_egg": "run.py's generate_thread under jax.vmap, shard_map and jax.jit as in run_evolution (states "
@@ -84,10 +85,11 @@ def eggnog_side(backend, depth, dim, population, tokens, repeat):
     return out
 
 
-def nano_side(nano_python, nano_egg, depth, dim, population, tokens, repeat, timeout):
+def nano_side(nano_python, nano_egg, depth, dim, population, tokens, repeat, timeout, platform="cpu"):
     """The driver's result, or a sentence saying why there is none."""
     command = [nano_python, str(DRIVER), "--nano-egg", nano_egg, "--depth", str(depth), "--dim", str(dim),
-               "--population", str(population), "--tokens", str(tokens), "--repeat", str(repeat)]
+               "--population", str(population), "--tokens", str(tokens), "--repeat", str(repeat),
+               "--platform", platform]
     load = loadavg()
     got = peer_result(command, timeout)
     if not isinstance(got, dict):
@@ -133,19 +135,22 @@ def main(configs: str = typer.Option("1x64:512,6x256:128", help="depth x dim : p
          repeat: int = typer.Option(3, help="Timed calls per figure (median), after one warm-up."),
          nano_python: str = typer.Option(None, help="Python of an environment where nano-egg's run.py imports."),
          nano_egg: str = typer.Option(None, help="nano-egg's source folder (holding run.py)."),
-         nano_timeout: int = typer.Option(1800, help="Seconds allowed to nano-egg per configuration.")):
+         nano_timeout: int = typer.Option(1800, help="Seconds allowed to nano-egg per configuration."),
+         backend: str = typer.Option("cpu", help="cpu, or cuda for eggnog on the GPU (nano-egg's JAX takes the "
+                                     "GPU where its Python has a CUDA jax).")):
     from eggnog.kernels.core.backend import select_backend
 
     shapes = parse_configs(configs)
     if repeat < 1 or tokens < 1:
         raise BadInput(f"--repeat and --tokens must be at least 1, not {repeat} and {tokens}")
     check_nano_options(nano_python, nano_egg)
-    backend = select_backend("cpu")
+    backend = select_backend(backend)
     start_load = loadavg()
     rows, nano_info = [], None
     for depth, dim, population in shapes:
         ours = eggnog_side(backend, depth, dim, population, tokens, repeat)
-        theirs = nano_side(nano_python, nano_egg, depth, dim, population, tokens, repeat, nano_timeout) \
+        theirs = nano_side(nano_python, nano_egg, depth, dim, population, tokens, repeat, nano_timeout,
+                           "cuda" if backend.name == "cuda" else "cpu") \
             if nano_egg else "nano-egg is not installed (give --nano-python and --nano-egg to run it side by side)"
         if isinstance(theirs, dict):
             nano_info = {k: theirs[k] for k in ("jax", "python", "devices", "run_py_sha256", "stood_in")}

@@ -26,8 +26,8 @@ import sys
 
 import typer
 
-from bench.report import print_table, write_result
-from bench.table1_grid import METHODS, MODES, SIZES, a40_seconds, fits
+from bench.report import check_python, peer_result, print_table, write_result
+from bench.table1_grid import LR, METHODS, MODES, SIZES, a40_seconds, fits
 from eggnog.runtime.cli import cli_help, user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
@@ -77,6 +77,31 @@ def run_cell(size, method, mode, ranks, args, backend, timeout, measure):
     return json.loads(lines[-1])
 
 
+def torch_peer(torch_python, size, method, args, device, timeout):
+    """The plain PyTorch loop (bench/table1_torch_loop.py) on the same cell, on the same device; its JSON
+    or a sentence saying why there is none."""
+    hidden, heads = SIZES[size]
+    probes = METHODS[method]
+    steps, warmup = (args["steps"], args["warmup"]) if probes == 0 else (2, 1)  # a CD-RGE step takes seconds
+    command = [torch_python, os.path.join(HERE, "table1_torch_loop.py"), "--hidden", str(hidden), "--heads",
+               str(heads), "--batch", str(args["batch_size"]), "--method", "bptt" if probes == 0 else "cdrge",
+               "--probes", str(max(probes, 1)), "--steps", str(steps), "--warmup", str(warmup),
+               "--lr", str(LR[probes][size]), "--device", device]
+    return peer_result(command, timeout)
+
+
+def peer_columns(torch_python, size, method, args, device, timeout, ours):
+    """torch_s_per_step and speed_vs_torch (torch seconds / eggnog seconds: above 1, eggnog is faster), or
+    torch_why_not."""
+    if not torch_python:
+        return {"torch_why_not": "not run: no --torch-python given"}
+    got = torch_peer(torch_python, size, method, args, device, 3 * timeout)
+    if not isinstance(got, dict):
+        return {"torch_why_not": f"torch {got}"}
+    return {"torch_s_per_step": got["s_per_step"], "speed_vs_torch": round(got["s_per_step"] / ours, 3),
+            "torch_loss_first_bits": got["loss_first_bits"], "torch_loss_after_bits": got["loss_after_bits"]}
+
+
 def largest_mib(per_rank):
     known = [v for v in per_rank or [] if v is not None]
     return round(max(known) / 2**20) if known else "-"
@@ -114,7 +139,9 @@ def chart(rows, path):
 @user_errors
 def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: str = "series,reduce,seeds",
          ranks: int = 4, steps: int = 5, warmup: int = 1, batch_size: int = 1024, task: str = "char_lm",
-         max_cell_seconds: int = 900, backend: str = typer.Option(None, help="auto, cpu or cuda.")):
+         max_cell_seconds: int = 900, backend: str = typer.Option(None, help="auto, cpu or cuda."),
+         torch_python: str = typer.Option(None, help="A Python with torch: the plain PyTorch loop runs beside each "
+                                          "series cell, on the same device.")):
     from eggnog.kernels.core.backend import resolve_name
     from eggnog.runtime.errors import BadInput
 
@@ -123,6 +150,8 @@ def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: 
     if ranks < 2 or steps < 5 or warmup < 1 or batch_size < 1 or max_cell_seconds < 1:
         raise BadInput("need --ranks >= 2, --steps >= 5 (a median of at least five), --warmup >= 1, "
                        "--batch-size >= 1 and --max-cell-seconds >= 1")
+    if torch_python is not None:
+        check_python(torch_python, "--torch-python")
     device = resolve_name(backend)
     free = available_bytes(device)
     args = {"steps": steps, "warmup": warmup, "batch_size": batch_size, "task": task}
@@ -148,14 +177,22 @@ def main(sizes: str = "100k,1M", methods: str = "bptt,cdrge96,cdrge512", modes: 
                             row.update({k: v for k, v in memory.items() if k not in row})
                 if mode != "series":
                     row["note"] = shared
+                elif "s_per_step" in row:
+                    row.update(peer_columns(torch_python, size, method, args, device, max_cell_seconds,
+                                            row["s_per_step"]))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     table = [{"method": r["method"], "mode": r["mode"], "size": r["size"],
               "s_per_step": round(r["s_per_step"], 4) if "s_per_step" in r else "-",
               "A40": r["a40_s_per_step"] if r["a40_s_per_step"] is not None else "-",
+              "torch_s": round(r["torch_s_per_step"], 4) if "torch_s_per_step" in r else "-",
+              "speed_vs_torch": r.get("speed_vs_torch", "-"),
               "process_MiB": largest_mib(r.get("peak_process_bytes")), "own_MiB": largest_mib(r.get("peak_own_bytes")),
               "note": r.get("skipped", r.get("memory_skipped", r.get("note", "")))} for r in rows]
-    print_table(table, ["method", "mode", "size", "s_per_step", "A40", "process_MiB", "own_MiB", "note"])
+    print_table(table, ["method", "mode", "size", "s_per_step", "A40", "torch_s", "speed_vs_torch", "process_MiB",
+                        "own_MiB", "note"])
+    for note in sorted({r["torch_why_not"] for r in rows if "torch_why_not" in r}):
+        print(f"PyTorch peer: {note}")
     print("memory: the largest over ranks; the JSON has every rank's")
     device_name = next((r["device"] for r in rows if "device" in r), device)
     extra = {"batch_size": batch_size, "task": task, "steps": steps, "warmup": warmup, "memory_steps": 1,

@@ -49,15 +49,18 @@ def test_a_step_whose_script_is_missing_is_skipped(tmp_path):
 
 
 @pytest.mark.parametrize("name, steps, budget", [
-    ("quick", ["selfcheck", "gpu-tests-quick", "eggroll", "eggroll-transformer"], 240),
-    ("full", ["gpu-tests", "eggroll-transformer", "scan", "matmul", "mingru-bptt", "table1-probe-batch", "table1"],
-     540)])
-def test_each_plan_has_its_scripts_and_fits_its_budget_by_estimate(name, steps, budget):
+    ("quick", ["selfcheck", "gpu-tests-quick", "eggroll", "eggroll-transformer"], 150),
+    ("full", ["gpu-tests", "eggroll-transformer", "eggroll-nano-egg", "scan", "matmul", "mingru-bptt", "table1"], 450),
+    ("profile", ["profile-eggroll", "profile-kernels", "profile-mingru", "profile-table1-host", "profile-ncu"], 300)])
+def test_each_plan_has_its_scripts_and_fits_its_budget_by_estimate(name, steps, budget, tmp_path):
     chosen, default_budget = gpu_steps.PLANS[name]
     assert [s.name for s in chosen] == steps and default_budget == budget
-    decided = plan(chosen, budget, start=gpu_steps.PROBE_S)
+    (tmp_path / "run.py").write_text("")
+    with_every_peer, missing = gpu_run.with_peers(chosen, gpu_run.peer_arguments(tmp_path, True))
+    assert missing == []
+    decided = plan(with_every_peer, budget, start=gpu_steps.PROBE_S)
     assert [reason for _, _, reason in decided] == [None] * len(steps)
-    assert gpu_steps.PROBE_S + sum(s.estimate_s for s in chosen) <= budget
+    assert gpu_steps.PROBE_S + sum(s.estimate_s for s in with_every_peer) <= budget
     for s in chosen:
         assert s.script is None or os.path.isfile(os.path.join(ROOT, s.script))
         assert s.command().startswith("python3 ") and "static_report" not in s.command()
@@ -134,8 +137,8 @@ def test_a_run_writes_everything_into_out_and_a_quick_run_keeps_its_own(tmp_path
     results_before = sorted(os.listdir(os.path.join(ROOT, "bench", "results")))
     out = tmp_path / "made" / "here"
     steps = (step("writes", 1, WRITES_RESULT), step("says", 1, "print('a line for the log')"))
-    assert run_plan(GPU, steps, 60, out, quick=True, repo=ROOT) == 0
-    assert run_plan(GPU, steps[1:], 60, out, quick=False, repo=ROOT) == 0
+    assert run_plan(GPU, steps, 60, out, "quick", repo=ROOT) == 0
+    assert run_plan(GPU, steps[1:], 60, out, "full", repo=ROOT) == 0
     names = sorted(os.listdir(out))
     quick, full = (f"gpu-h100-80gb-hbm3-{time.strftime('%Y-%m-%d')}{tail}" for tail in ("-quick", ""))
     assert names == sorted(["demo-gpu-x.json"] + [n + ext for n in (quick, full) for ext in (".json", ".md", ".log")])
@@ -219,13 +222,13 @@ def test_without_a_gpu_it_refuses_in_one_sentence(tmp_path, script):
 def test_dry_run_prints_the_plan_without_a_gpu(tmp_path):
     result = gpu_command("--dry-run", "--budget", "100", "--only", "scan,table1", results=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "skip: estimated 140 s, only 60 s of the 100 s budget left" in result.stdout
+    assert "skip: estimated 205 s, only 80 s of the 100 s budget left" in result.stdout
     assert "python3 -m bench.scan_throughput --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
-    assert "total of the estimates: 40 s of the 100 s budget" in result.stdout
+    assert "total of the estimates: 20 s of the 100 s budget" in result.stdout
     assert not list(tmp_path.iterdir())
 
 
-def test_quick_dry_run_with_only_python3_on_path_fits_240_s_and_writes_nothing(tmp_path):
+def test_quick_dry_run_with_only_python3_on_path_fits_150_s_and_writes_nothing(tmp_path):
     bin_dir, out = tmp_path / "bin", tmp_path / "out"
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {PY} "$@"\n')  # a symlink would lose the venv
@@ -235,13 +238,46 @@ def test_quick_dry_run_with_only_python3_on_path_fits_240_s_and_writes_nothing(t
                              "--out", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     total = next(line for line in result.stdout.splitlines() if line.startswith("total of the estimates:"))
-    assert int(total.split()[4]) <= 240 and "of the 240 s budget" in total and "skip:" not in result.stdout
+    assert int(total.split()[4]) <= 150 and "of the 150 s budget" in total and "skip:" not in result.stdout
     assert "python3 bin/selfcheck.py --gpu" in result.stdout
     assert "python3 -m bench.eggroll_throughput --depth 6" in result.stdout
     assert sorted(os.listdir(tmp_path)) == ["bin"]
 
 
+@pytest.mark.parametrize("flags, budget", [((), 450), (("--profile",), 300)])
+def test_dry_runs_with_every_peer_fit_their_budgets(flags, budget, tmp_path):
+    nano = tmp_path / "nano-egg"
+    nano.mkdir()
+    (nano / "run.py").write_text("")
+    result = subprocess.run([PY, "-m", "bench.gpu_run", "--dry-run", "--nano-egg", str(nano), *flags], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    total = next(line for line in result.stdout.splitlines() if line.startswith("total of the estimates:"))
+    assert int(total.split()[4]) <= budget and f"of the {budget} s budget" in total and "skip:" not in result.stdout
+    if not flags:
+        assert f"--nano-python python3 --nano-egg {nano}" in result.stdout
+        assert "python3 -m bench.table1 " in result.stdout and "--torch-python python3" in result.stdout
+
+
+def test_without_nano_egg_its_step_is_skipped_with_one_line(tmp_path):
+    result = subprocess.run([PY, "-m", "bench.gpu_run", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("no --nano-egg given: nano-egg's rows are skipped") == 1
+    nano_line = next(line for line in result.stdout.splitlines() if line.startswith("eggroll-nano-egg"))
+    assert "skip: its peer (nano-egg) is not at hand" in nano_line and "--nano-egg" not in nano_line
+
+
+def test_a_missing_torch_leaves_its_steps_without_the_peer():
+    steps, missing = gpu_run.with_peers(gpu_steps.FULL, gpu_run.peer_arguments(None, False))
+    assert len(missing) == 2 and any("torch with CUDA is not importable" in m for m in missing)
+    assert all("--torch-python" not in s.argv for s in steps)
+    assert [s.estimate_s for s in steps] == [s.estimate_s for s in gpu_steps.FULL]
+
+
 def test_bad_flags(tmp_path):
+    assert_user_error(gpu_command("--quick", "--profile", results=tmp_path), "choose one")
+    assert_user_error(gpu_command("--nano-egg", str(tmp_path), results=tmp_path), "holds no run.py")
     assert_user_error(gpu_command("--only", "nothing", results=tmp_path), "--only 'nothing'")
     assert_user_error(gpu_command("--quick", "--only", "table1", results=tmp_path), "choose from selfcheck")
     assert_user_error(gpu_command("--budget", "0", results=tmp_path), "--budget")

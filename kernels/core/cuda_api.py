@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from eggnog.kernels.core import kernel_timer
 from eggnog.kernels.core.numpy_compat import restore_removed_aliases
 from eggnog.runtime.errors import BadInput
 
@@ -73,7 +74,8 @@ def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS, la
         KERNELS.append(spec)
         bounds = {"launch_bounds": launch_bounds} if launch_bounds and not SIMULATED else {}
         compiled = cuda.jit(cache=True, **bounds)(fn)
-        return _RecordingKernel(spec.name, compiled) if SIMULATED else compiled
+        compiled = _RecordingKernel(spec.name, compiled) if SIMULATED else compiled
+        return kernel_timer.TimedKernel(spec.name, compiled, cuda) if kernel_timer.ENABLED else compiled
 
     return wrap
 
