@@ -229,7 +229,9 @@ def table1_host(top: int = 25):
 
 def ncu_sections(kernel_name, command, timeout):
     """The sections' lines of one launch of `kernel_name` (the second: the first may compile), or why none."""
-    argv = ["ncu", "--kernel-name", f"regex:{kernel_name}", "--launch-skip", "1", "--launch-count", "1"]
+    # the card's clocks as they are: ncu's default would lock them to base for the measurement
+    argv = ["ncu", "--clock-control", "none", "--kernel-name", f"regex:{kernel_name}", "--launch-skip", "1",
+            "--launch-count", "1"]
     for section in NCU_SECTIONS:
         argv += ["--section", section]
     try:
