@@ -31,18 +31,19 @@ def _git(*args, cwd):
 
 def commit(repo=REPO):
     """The project's commit (with -dirty when tracked files changed), from its own git metadata only: a
-    copy of the checkout without .git inside another repository must not take that one's commit. A copy
-    without metadata takes EGGNOG_COMMIT, set by whoever made it, or "unknown"."""
-    given = os.environ.get("EGGNOG_COMMIT") or "unknown"
+    copy of the checkout without .git inside another repository must not take that one's commit.
+    EGGNOG_COMMIT, set by whoever copied the checkout, wins; "unknown" where neither says."""
+    if os.environ.get("EGGNOG_COMMIT"):
+        return os.environ["EGGNOG_COMMIT"]
     try:
         top = _git("rev-parse", "--show-toplevel", cwd=repo)
         if top.returncode or Path(top.stdout.strip()).resolve() != Path(repo).resolve():
-            return given
+            return "unknown"
         head = _git("rev-parse", "--short=12", "HEAD", cwd=repo)
         dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo).stdout.strip()
-        return head.stdout.strip() + ("-dirty" if dirty else "") if head.returncode == 0 else given
+        return head.stdout.strip() + ("-dirty" if dirty else "") if head.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
-        return given
+        return "unknown"
 
 
 def timed_runs(fn, repeat=5, warmup=1, sync=lambda: None):
