@@ -271,7 +271,7 @@ def ncu(timeout: int = typer.Option(150, help="Seconds allowed to each ncu run."
 @user_errors
 def ncu_target(model: str = "egg"):
     backend, _ = gpu()
-    sizes = dict(EGG if model == "egg" else DEGGS, population=8192)
+    sizes = EGG if model == "egg" else DEGGS  # the eggroll part's sizes: a grid of several waves
     strategy, windows, state_shape = eggroll_strategy(backend, model, sizes)
     states = backend.zeros(state_shape, np.int8)
     for _ in range(2):
