@@ -4,15 +4,15 @@
   tests of the riskiest mechanisms (QUICK_TESTS), one EGGROLL point at the headline size and d-eggs'
   transformer at a small population.
 - FULL (`bash bench/gpu.sh`, 450 s): the GPU tests QUICK left out, d-eggs' transformer at its population
-  chunk, eggnog beside nano-egg's JAX (with --nano-egg), the float benchmarks beside PyTorch and the
-  Table 1 suite beside a plain PyTorch loop.
+  chunk, eggnog beside nano-egg's JAX (with --nano-egg), the float benchmarks beside PyTorch and
+  Table 1's ends (100k, 10M) beside a plain PyTorch loop.
 - PROFILE (`bash bench/gpu.sh --profile`, 300 s): where the time goes (bench/gpu_profile.py): per-kernel
   times of the EGGROLL evaluates, kernel-only scan and matmul, each op of a MinGRU BPTT step, the host
   profile of a Table 1 CD-RGE step, and Nsight Compute's sections of the two fused epochs.
 
 Every estimate is seconds on one H100, start-up and kernel compilation included, taken from what the
-first H100 run measured (bench/results/gpu-h100-80gb-hbm3-2026-11-27*.json: each step's `seconds`)
-with a margin for what has changed since; a step that never ran there is argued beside it. A wrong one
+H100 runs measured (bench/results/gpu-h100-80gb-hbm3-2026-11-27*.json: each step's `seconds`) with a
+margin for what has changed since. A wrong one
 costs at most the steps after it, since no step runs past the budget. A step with a peer
 (`peer`: "torch" or "nano-egg") runs it where the peer is at hand (`peer_s` more seconds) and
 otherwise runs eggnog's side alone, or is skipped when `needs_peer`. The static report is not here: it
@@ -75,18 +75,17 @@ ON_THE_GPU = {"EGGNOG_REQUIRE_GPU": "1"}
 PYTEST_OUTCOME = r"\d+ (passed|failed|error|skipped)"
 
 QUICK = (
-    # measured 4.9 s
+    # measured 4.9 and 5.1 s
     Step("selfcheck", "the node's CUDA stack: versions, linker, cudadevrt, shared memory, IMMA and HMMA",
          (PY, "bin/selfcheck.py", "--gpu"), 10),
-    # measured 50.3 s
+    # measured 50.3 and 55.7 s
     Step("gpu-tests-quick", "GPU tests of the riskiest mechanisms: mma, fused EGG epoch, LSTM modes, TF32, scan",
          PYTEST + QUICK_TESTS, 60, ON_THE_GPU, outcome=PYTEST_OUTCOME),
-    # measured 10.8 s
+    # measured 10.8 and 11.2 s
     Step("eggroll", "EGGROLL, EGG 6x256, population 32768, 100 bytes, perturbed and plain",
          (PY, "-m", "bench.eggroll_throughput", "--depth", "6", "--dim", "256", "--populations", "32768",
           "--tokens", "100", "--backend", "cuda"), 20),
-    # never ran (it failed at its first allocation in 1.7 s): the tensor-core epoch's compile, about twice
-    # the EGG's (its step took 10.8 s), and 7 evaluations of 4096 x 64 tokens, a fraction of a second
+    # measured 29.9 s, most of it the tensor-core epoch's compile
     Step("eggroll-transformer", "EGGROLL, d-eggs' transformer 4x256 (heads of 64, vocabulary 8192), population "
          "4096, 64 tokens", DEGGS_THROUGHPUT + ("--populations", "4096"), 35),
 )
@@ -94,15 +93,15 @@ QUICK = (
 # Ordered by what a GPU run is for: correctness, then the peers, then the suite with the most cells
 # last, since a stopped Table 1 keeps the rows it printed (one per cell).
 FULL = (
-    # measured 73.6 s with the 3 transformer tests failing at once; those run the twin at full size (~25 s)
+    # measured 115.7 s (53 tests, the transformer's at full size among them)
     Step("gpu-tests", "the GPU tests the quick run leaves out",
-         PYTEST + ("tests/gpu",) + tuple(f"--deselect={t}" for t in QUICK_TESTS), 100, ON_THE_GPU,
+         PYTEST + ("tests/gpu",) + tuple(f"--deselect={t}" for t in QUICK_TESTS), 120, ON_THE_GPU,
          outcome=PYTEST_OUTCOME),
-    # the kernel is in numba's cache from the GPU tests; start-up, 7 evaluations of 40960 x 64 tokens
+    # measured 11.7 s (the kernel in numba's cache from the GPU tests)
     Step("eggroll-transformer", "EGGROLL, d-eggs' transformer 4x256 (heads of 64, vocabulary 8192), population "
-         "40960 (its chunk), 64 tokens", DEGGS_THROUGHPUT + ("--populations", "40960"), 20),
-    # eggnog's side as the quick plan's eggroll step (10.8 s); nano-egg's JAX compiles its vmapped epoch
-    # twice (perturbed, plain; ~15 s each) and runs 8 evaluations of 32768 x 100 bytes (~0.5 s each)
+         "40960 (its chunk), 64 tokens", DEGGS_THROUGHPUT + ("--populations", "40960"), 15),
+    # measured 47.6 s with nano-egg: eggnog's side as the quick plan's eggroll step (~11 s); nano-egg's JAX
+    # compiles its vmapped epoch twice (perturbed, plain) and runs 8 evaluations of 32768 x 100 bytes
     Step("eggroll-nano-egg", "EGGROLL, EGG 6x256, population 32768, 100 bytes: eggnog beside nano-egg's JAX",
          (PY, "-m", "bench.nano_egg_side_by_side", "--backend", "cuda", "--configs", "6x256:32768", "--tokens", "100"),
          15, peer="nano-egg", peer_s=40, needs_peer=True),
@@ -112,37 +111,35 @@ FULL = (
     # measured 9.1 s, the library rows (torch, CuPy) included
     Step("matmul", "fp32 and TF32 matmul 32768x1536x1536, cuBLAS/cuBLASLt beside it",
          (PY, "-m", "bench.matmul_throughput", "--shapes", "32768x1536x1536", "--backend", "cuda"), 15),
-    # measured 8.5 s; the peer, minGRU-pytorch on the GPU: torch's start-up and 4 steps of ~0.3 s
+    # measured 8.5 s alone, 19.7 s with minGRU-pytorch on the GPU beside it
     Step("mingru-bptt", "MinGRU BPTT step, dim 1024 x depth 8 (105M parameters), batch 8 x 2048, device-resident",
          (PY, "-m", "bench.mingru_side_by_side", "--configs", "1024x8:8x2048", "--steps", "3", "--backend", "cuda"),
-         15, peer="torch", peer_s=20),
-    # measured 265.9 s for the 9 series cells with CD-RGE-512 (the 1M cell 5.9 s a step, 100k 4.5 s) and no
-    # memory runs (they failed at once). Here BPTT and CD-RGE-96 only: 6 cells timed (~8 s of start-up
-    # each, 10M CD-RGE-96 4 s a step x 6) and measured apart (2 steps each), ~150 s. The plain PyTorch
-    # loop beside each on the GPU: torch's start-up (~5 s) per cell and 3 CD-RGE steps (0.4-2.6 s each)
-    Step("table1", "Table 1, LSTM 100k-10M, BPTT and CD-RGE-96, in series, beside a plain PyTorch loop",
-         (PY, "-m", "bench.table1", "--sizes", "100k,1M,10M", "--methods", "bptt,cdrge96", "--modes", "series",
-          "--max-cell-seconds", "60", "--backend", "cuda"), 160, peer="torch", peer_s=45),
+         10, peer="torch", peer_s=15),
+    # measured 242.1 s for BPTT and CD-RGE-96 at 100k, 1M and 10M, each cell timed, measured apart and
+    # beside the plain PyTorch loop (three processes a cell, 5-10 s of start-up each); here the two ends,
+    # 100k and 10M: two thirds of that (`python -m bench.table1` runs any grid)
+    Step("table1", "Table 1, LSTM 100k and 10M, BPTT and CD-RGE-96, in series, beside a plain PyTorch loop",
+         (PY, "-m", "bench.table1", "--sizes", "100k,10M", "--methods", "bptt,cdrge96", "--modes", "series",
+          "--max-cell-seconds", "60", "--backend", "cuda"), 125, peer="torch", peer_s=45),
 )
 
 PROFILE_PART = (PY, "-m", "bench.gpu_profile")
 PROFILE = (
-    # the fused EGG epoch (cached by the quick plan, else ~8 s to compile) and the transformer epoch (~20 s),
-    # each evaluated twice per mode at the profile's sizes
+    # measured 7.6 s with both epochs in numba's cache from the quick plan; ~30 s more to compile them
     Step("profile-eggroll", "per-kernel time of one EGGROLL evaluate: EGG 6x256, population 32768, 16 bytes, and "
-         "d-eggs' transformer 4x256 at population 40960, perturbed and plain", PROFILE_PART + ("eggroll",), 50),
-    # 5 scan and matmul signatures and 6 calls of each op over 200-400 MB arrays
+         "d-eggs' transformer 4x256 at population 40960, perturbed and plain", PROFILE_PART + ("eggroll",), 40),
+    # measured 8.2 s
     Step("profile-kernels", "scan and matmul kernel-only times (CUDA events), allocation timed apart",
-         PROFILE_PART + ("kernels",), 30),
-    # measured 8.5 s for the same step in mingru-bptt
+         PROFILE_PART + ("kernels",), 20),
+    # measured 8.5 s
     Step("profile-mingru", "each op of one MinGRU BPTT step, 1024x8, batch 8x2048", PROFILE_PART + ("mingru",), 20),
-    # one cell process: compiles, then 2 steps of ~0.8 s
+    # measured 16.1 s
     Step("profile-table1-host", "cProfile (top 25) of one Table 1 100k CD-RGE-96 step",
          PROFILE_PART + ("table1-host",), 25),
-    # two ncu runs, each a process evaluating twice (kernels cached by now) with the second launch replayed
-    # once per section pass
+    # measured 18.0 s with both epochs at population 8192; at the eggroll part's populations the replayed
+    # launches take 5-10x longer (0.2 s and 1 s each, a few passes per section)
     Step("profile-ncu", "Nsight Compute SpeedOfLight, Occupancy and WarpStateStats of egg_epoch_cuda and "
-         "transformer_epoch_cuda", PROFILE_PART + ("ncu",), 120),
+         "transformer_epoch_cuda", PROFILE_PART + ("ncu",), 90),
 )
 
 PLANS = {"quick": (QUICK, QUICK_BUDGET_S), "full": (FULL, FULL_BUDGET_S), "profile": (PROFILE, PROFILE_BUDGET_S)}

@@ -222,7 +222,7 @@ def test_without_a_gpu_it_refuses_in_one_sentence(tmp_path, script):
 def test_dry_run_prints_the_plan_without_a_gpu(tmp_path):
     result = gpu_command("--dry-run", "--budget", "100", "--only", "scan,table1", results=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "skip: estimated 205 s, only 80 s of the 100 s budget left" in result.stdout
+    assert "skip: estimated 170 s, only 80 s of the 100 s budget left" in result.stdout
     assert "python3 -m bench.scan_throughput --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
     assert "total of the estimates: 20 s of the 100 s budget" in result.stdout
     assert not list(tmp_path.iterdir())
