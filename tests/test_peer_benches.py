@@ -1,6 +1,7 @@
 """The CPU side-by-side benches against PyTorch peers (bench/mingru_side_by_side.py against
 minGRU-pytorch, bench/table1_side_by_side.py against a plain PyTorch CD-RGE loop) where the peer is
-absent or broken, and their refusals of bad flags."""
+absent or broken, and their refusals of bad flags; and, with no GPU, the commands that put each peer on
+the GPU beside eggnog (torch's `--device cuda`, nano-egg's JAX `--platform cuda`)."""
 
 import json
 
@@ -45,3 +46,48 @@ def test_bad_flags_exit_2_with_one_sentence(tmp_path, script, args, message):
     result = bench(script, tmp_path, *args)
     assert_user_error(result, message)
     assert not (tmp_path / "results").exists()
+
+
+def recording_python(tmp_path, reply):
+    """An executable standing in for a peer's Python: it writes its arguments to args.txt and prints `reply`."""
+    fake = tmp_path / "peer-python"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'args.txt'}\necho '{json.dumps(reply)}'\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_table1_runs_its_torch_peer_on_the_cells_device(tmp_path):
+    from bench import table1
+    from bench.table1_grid import LR, SIZES
+
+    fake = recording_python(tmp_path, {"s_per_step": 0.5, "loss_first_bits": 7.0, "loss_after_bits": 6.0})
+    args = {"steps": 5, "warmup": 1, "batch_size": 64, "task": "char_lm"}
+    columns = table1.peer_columns(fake, "10M", "bptt", args, "cuda", 60, ours=0.25)
+    assert columns == {"torch_s_per_step": 0.5, "speed_vs_torch": 2.0, "torch_loss_first_bits": 7.0,
+                       "torch_loss_after_bits": 6.0}
+    sent = (tmp_path / "args.txt").read_text().split()
+    hidden, heads = SIZES["10M"]
+    for flag, value in (("--device", "cuda"), ("--method", "bptt"), ("--hidden", str(hidden)),
+                        ("--heads", str(heads)), ("--batch", "64"), ("--lr", str(LR[0]["10M"]))):
+        assert sent[sent.index(flag) + 1] == value
+    assert table1.peer_columns(None, "10M", "bptt", args, "cuda", 60, 0.25) == {
+        "torch_why_not": "not run: no --torch-python given"}
+
+
+def test_the_mingru_peer_runs_on_the_gpu_beside_a_cuda_step(tmp_path):
+    from bench import mingru_side_by_side
+
+    fake = recording_python(tmp_path, {"s_per_step": 0.3})
+    assert mingru_side_by_side.torch_seconds(fake, 16, 1, 2, 8, 1, 0, 60, "cuda") == {"s_per_step": 0.3}
+    sent = (tmp_path / "args.txt").read_text().split()
+    assert sent[sent.index("--device") + 1] == "cuda" and sent[sent.index("--dim") + 1] == "16"
+
+
+def test_nano_egg_runs_on_jax_gpu_beside_a_cuda_evaluation(tmp_path):
+    from bench import nano_egg_side_by_side
+
+    fake = recording_python(tmp_path, {"modes": {}})
+    got = nano_egg_side_by_side.nano_side(fake, str(tmp_path), 6, 256, 32768, 100, 3, 60, "cuda")
+    assert got["modes"] == {}
+    sent = (tmp_path / "args.txt").read_text().split()
+    assert sent[sent.index("--platform") + 1] == "cuda" and sent[sent.index("--population") + 1] == "32768"
