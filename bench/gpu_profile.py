@@ -30,9 +30,9 @@ import numpy as np  # noqa: E402
 import typer  # noqa: E402
 
 from bench.report import print_table, write_result  # noqa: E402
-from eggnog.runtime.cli import user_errors  # noqa: E402
+from eggnog.runtime.cli import cli_help, user_errors  # noqa: E402
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None, help=cli_help(__doc__))
 
 EGG = {"depth": 6, "dim": 256, "population": 32768, "tokens": 16}
 DEGGS = {"depth": 4, "dim": 256, "head_dim": 64, "vocab_size": 8192, "population": 40960, "tokens": 64}
