@@ -43,11 +43,12 @@ import threading
 import time
 from collections import deque
 from contextlib import redirect_stdout
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
-from bench.gpu_steps import PLANS, PROBE_S, PY, Step
+from bench.gpu_steps import PLANS, PROBE_S, PY
 from bench.report import REPO, RESULTS, commit, cpu_name, print_table
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
@@ -102,8 +103,8 @@ def with_peers(steps, peers):
     for step in steps:
         got = peers.get(step.peer) if step.peer else None
         if isinstance(got, tuple):
-            step = Step(step.name, step.what, step.argv + got, step.estimate_s + step.peer_s, step.env,
-                        step.outcome, step.peer, 0, False)
+            step = replace(step, argv=step.argv + got, estimate_s=step.estimate_s + step.peer_s, peer_s=0,
+                           needs_peer=False)
         elif got and got not in missing:
             missing.append(got)
         out.append(step)
@@ -323,7 +324,7 @@ def summary_markdown(record):
     lines = [f"# GPU run ({record['plan']}): {gpu['name']}, {record['date']}", "",
              f"Compute capability {gpu['compute_capability']}, {gpu['memory_GiB']} GiB; CPU {record['cpu']}; "
              f"commit {record['commit']}. Budget {record['budget_s']} s, used {record['elapsed_s']} s. "
-             f"Full output: {record['log']}.", "",
+             f"Full output: {record['log']}.", *[line for note in record.get("notes", []) for line in ("", note)], "",
              "| step | status | seconds | estimate | what | note |", "|---|---|---|---|---|---|"]
     for r in record["rows"]:
         lines.append(f"| {r['step']} | {r['status']} | {_cell(r.get('seconds'))} | {r['estimate_s']} | "
@@ -351,16 +352,17 @@ def run_name(gpu_name, date, plan_name="full"):
     return f"gpu-{slug}-{date}" + ("" if plan_name == "full" else f"-{plan_name}")
 
 
-def write_summary(out, gpu, records, budget, elapsed, plan_name="full", date=None, machine=None):
+def write_summary(out, gpu, records, budget, elapsed, plan_name="full", date=None, machine=None, notes=()):
     """<out>/<run_name>.json and .md (replaced whole, so a reader never sees half a file); returns
-    the JSON path. `machine` (cpu, commit) is asked once per run by run_plan."""
+    the JSON path. `machine` (cpu, commit) is asked once per run by run_plan; `notes`: the peers not at
+    hand, one line each."""
     date = date or datetime.date.today().isoformat()
     name = run_name(gpu["name"], date, plan_name)
     machine = machine or {"cpu": cpu_name(), "commit": commit()}
     record = {"benchmark": "gpu" if plan_name == "full" else f"gpu-{plan_name}",
               "device": re.sub(r"^NVIDIA\s+", "", gpu["name"]), **machine, "date": date, "plan": plan_name, "gpu": gpu,
               "budget_s": budget,
-              "elapsed_s": round(elapsed, 1), "log": name + ".log", "rows": records}
+              "elapsed_s": round(elapsed, 1), "log": name + ".log", "notes": list(notes), "rows": records}
     path = Path(out) / (name + ".json")
     texts = {path: json.dumps(record, indent=1) + "\n", path.with_suffix(".md"): summary_markdown(record)}
     for target, text in texts.items():
@@ -389,7 +391,7 @@ def run_plan(gpu, steps, budget, out, plan_name="full", started=None, repo=REPO,
 
         def summarise(records):
             write_summary(out, gpu, records + pending(steps[len(records):]), budget, time.monotonic() - started,
-                          plan_name, date, machine)
+                          plan_name, date, machine, notes)
 
         summarise([])
         records = run_all(steps, budget, out, started, repo, echo, interruption, after_each=summarise)

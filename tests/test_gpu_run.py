@@ -268,6 +268,15 @@ def test_without_nano_egg_its_step_is_skipped_with_one_line(tmp_path):
     assert "skip: its peer (nano-egg) is not at hand" in nano_line and "--nano-egg" not in nano_line
 
 
+def test_a_missing_peer_is_one_line_of_the_log_and_the_summary(tmp_path):
+    note = "no --nano-egg given: nano-egg's rows are skipped"
+    assert run_plan(GPU, (step("a", 1),), 60, tmp_path, "full", repo=ROOT, notes=[note]) == 0
+    [summary] = tmp_path.glob("gpu-*.json")
+    assert json.loads(summary.read_text())["notes"] == [note]
+    for suffix in (".md", ".log"):
+        assert summary.with_suffix(suffix).read_text().count(note) == 1
+
+
 def test_a_missing_torch_leaves_its_steps_without_the_peer():
     steps, missing = gpu_run.with_peers(gpu_steps.FULL, gpu_run.peer_arguments(None, False))
     assert len(missing) == 2 and any("torch with CUDA is not importable" in m for m in missing)
