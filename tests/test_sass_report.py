@@ -1,6 +1,7 @@
 """The static report (bench/static_report): every registered kernel assembled for sm_90 has no spill,
-no local memory and no f64 in a float32/integer kernel, and a kernel marked tensor_cores has IMMA/HMMA
-in an innermost loop. The SASS parser, occupancy and roofline pieces are tested on hand-written input.
+no local memory and no f64 in a float32/integer kernel, a kernel marked tensor_cores has IMMA/HMMA
+in an innermost loop, and the static model predicts each measured workload within 2x. The SASS parser,
+occupancy and roofline pieces are tested on hand-written input (the model's: tests/test_static_model.py).
 Needs ptxas/cuobjdump/nvdisasm (the dev extra) and numba-cuda's compilers; tests/run.sh requires them."""
 
 import json
@@ -64,9 +65,25 @@ def test_tensor_core_kernels_issue_mma_in_an_innermost_loop(report):
 
 def test_scan_passes_stream_at_80_percent_of_hbm_or_more_by_their_roofline_rows(report):
     """The scan's target: its hot loops issue fast enough that HBM, not the instruction rate, binds."""
-    rows = [r for r in report["roofline"] if r["kernel"].startswith("eggnog.kernels.rnn.scan.")]
+    rows = [r for r in report["roofline"] if (r["kernel"] or "").startswith("eggnog.kernels.rnn.scan.")]
     assert len(rows) == 4
     assert all(r["fraction_of_reference"] >= 0.8 for r in rows), [(r["name"], r["fraction_of_reference"]) for r in rows]
+
+
+HEADLINE = ("EGG 6x256, population 32768: fused", "EGG 6x256, population 32768, unperturbed",
+            "population 40960: tensor-core", "TF32 (matmul_tf32_cuda)", "fp32 forward (matmul_cuda)",
+            "scan 8x4096x1536 forward: fold, carry")
+
+
+def test_static_model_predicts_every_measured_row_within_2x(report):
+    """The calibrated static model (model.py, calibration.py) against the newest GPU measurement of each
+    workload in bench/results; the headline rows must have one."""
+    rows = [r for r in report["roofline"] if "prediction" in r]
+    measured = {r["name"]: r["measured"]["predicted_over_measured"] for r in rows if "measured" in r}
+    assert all(any(h in name for name in measured) for h in HEADLINE), (HEADLINE, sorted(measured))
+    assert all(0.5 <= ratio <= 2 for ratio in measured.values()), measured
+    assert all(not launch["unknown_loops"] or sum(launch["unknown_loops"].values()) < 50
+               for r in rows for launch in r["prediction"]["launches"]), "loops of unknown trip count"
 
 
 # ---- the parser, on hand-written SASS ----

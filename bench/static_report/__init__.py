@@ -1,5 +1,8 @@
 """The static report of every registered CUDA kernel for sm_90, without a GPU: `python -m
 bench.static_report` (__main__.py). Its parts: tools (finding and running ptxas, cuobjdump, nvdisasm),
 parse (ptxas logs and SASS listings), limits (the sm_90 and H100 figures), checks (what a kernel must
-not have, and the observations), roofline (workload estimates) and markdown (the .md beside the JSON).
-What it reads from kernel modules: kernels/STATIC_REPORT.md."""
+not have, and the observations), roofline (workload estimates), markdown (the .md beside the JSON), and
+the static model that predicts workloads from the whole kernels' SASS: operands and machine (what
+instructions compute), walk (counts, trip counts, latency), timing (what instructions cost), model (a
+launch's time) and calibration (its fitted constants, the measurements). What it reads from kernel
+modules: kernels/STATIC_REPORT.md."""

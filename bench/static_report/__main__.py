@@ -10,8 +10,10 @@ local memory (stack frame), static shared memory, occupancy at the launcher's bl
 (tensor-core MMA, IDP4A, FFMA, f64, 64-bit integer halves, calls, global/shared accesses by width).
 Shared-memory kernels show their "Shared memory:" paragraph (the case against bank conflicts, which
 SASS cannot show) or are flagged "not argued". A roofline section estimates headline workloads from the
-kernels' loop structure against the H100 SXM peaks (roofline.py). What a kernel module gives the
-report (traits, that paragraph, its own roofline workloads): kernels/STATIC_REPORT.md.
+kernels' loop structure against the H100 SXM peaks (roofline.py), and the static model (model.py)
+predicts those that list their launches from the whole kernels' SASS, beside the newest measurement of
+each in bench/results (calibration.py). What a kernel module gives the report (traits, that paragraph,
+its own workloads): kernels/STATIC_REPORT.md.
 
 Writes bench/results/sass_report-sm90-<date>.json and .md. Without the tools: one sentence, exit 2.
 
@@ -20,15 +22,16 @@ Writes bench/results/sass_report-sm90-<date>.json and .md. Without the tools: on
 
 import os
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 
 import typer
 
 from bench.report import print_table, write_result
-from bench.static_report import parse
+from bench.static_report import calibration, parse
 from bench.static_report.checks import loop_total, observations, problems, shared_memory_argument
 from bench.static_report.limits import occupancy, stated_limits
 from bench.static_report.markdown import render, summary_table
+from bench.static_report.model import predict
 from bench.static_report.roofline import BUILT_IN, estimate, hot_loop, module_workloads
 from bench.static_report.tools import ARCH, assemble, find_tools, tool_version
 from eggnog.runtime.cli import user_errors
@@ -38,20 +41,36 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__d
 PREFIX = "eggnog.kernels."
 
 
-def kernel_rows(tools, only=None):
-    """One analysed row per registered kernel signature (with `only`, of the kernels whose name
-    contains it, each with its SASS listing)."""
+def assembled(tools, only=None, names=None):
+    """(compile_all's row, its KernelSpec, signature number, PTX, ptxas log, SASS) per registered kernel
+    signature: of the kernels whose name contains `only`, or is in `names`."""
     from eggnog.kernels.checks.ptx_compile import compile_all
     from eggnog.kernels.core.cuda_api import KERNELS
 
-    rows, seen = [], Counter()
+    seen = Counter()
     for compiled in compile_all(with_ptx=True, only=only):
-        ptx = compiled.pop("ptx")
         spec = next(s for s in KERNELS if s.name == compiled["name"])
         seen[spec.name] += 1
+        if names is not None and spec.name not in names:
+            continue
+        ptx = compiled.pop("ptx")
         log, sass = assemble(ptx, tools)
+        yield compiled, spec, seen[spec.name], ptx, log, sass
+
+
+def _code(spec, number, ptx, resources, sass):
+    """What the static model needs of one compiled signature."""
+    instructions = next(iter(parse.parse_sass(sass).values()))
+    return spec.signatures[number - 1], instructions, ptx, resources["registers"], resources["smem"]
+
+
+def kernel_rows(tools, only=None, keep=()):
+    """One analysed row per registered kernel signature (with `only`, of the kernels whose name
+    contains it, each with its SASS listing), and the static model's code of the kernels in `keep`."""
+    rows, code = [], defaultdict(list)
+    for compiled, spec, number, ptx, log, sass in assembled(tools, only):
         resources = parse.parse_ptxas(log)
-        label = spec.name.removeprefix(PREFIX) + (f" [sig {seen[spec.name]}]" if len(spec.signatures) > 1 else "")
+        label = spec.name.removeprefix(PREFIX) + (f" [sig {number}]" if len(spec.signatures) > 1 else "")
         dynamic = parse.uses_dynamic_shared(ptx)
         row = {"kernel": label, **compiled, "registers": resources["registers"], "barriers": resources["barriers"],
                "smem": resources["smem"], "dynamic_shared": dynamic, "stack_frame": resources["stack_frame"],
@@ -63,15 +82,52 @@ def kernel_rows(tools, only=None):
         row["problems"] = problems(row)
         if only is not None:
             row["listing"] = sass
+        if spec.name in keep:
+            code[spec.name].append(_code(spec, number, ptx, resources, sass))
         rows.append(row)
-    return rows
+    return rows, code
 
 
-def roofline_rows(rows):
+def compiled_code(launching, tools=None):
+    """The static model's code of the kernels the workloads `launching` launch, compiling only those."""
+    names = {launch["kernel"] for w in launching for launch in w["launches"]}
+    code = defaultdict(list)
+    for _, spec, number, ptx, log, sass in assembled(tools or find_tools(), names=names):
+        code[spec.name].append(_code(spec, number, ptx, parse.parse_ptxas(log), sass))
+    return code
+
+
+def workloads():
+    """Every roofline workload: the built-in ones and those of the registered kernels' modules."""
     from eggnog.kernels.core.cuda_api import KERNELS
+    from eggnog.kernels.core.registry import import_families
 
-    workloads = [make() for make in BUILT_IN] + module_workloads(spec.pyfunc.__module__ for spec in KERNELS)
-    return [estimate(w, hot_loop([r for r in rows if r["name"] == w["kernel"]])) for w in workloads]
+    import_families()
+    return [make() for make in BUILT_IN] + module_workloads(spec.pyfunc.__module__ for spec in KERNELS)
+
+
+def measured_workloads():
+    """(workload, newest measurement) of the workloads with launches that bench/results has measured."""
+    found = []
+    for w in workloads():
+        measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
+        if "launches" in w and measured:
+            found.append((w, measured))
+    return found
+
+
+def roofline_rows(rows, code):
+    out = []
+    for w in workloads():
+        row = estimate(w, hot_loop([r for r in rows if r["name"] == w["kernel"]]))
+        if "launches" in w:
+            row["prediction"] = predict(w, code, calibration.CONSTANTS)
+            measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
+            if measured:
+                row["measured"] = {**measured, "predicted_over_measured": round(
+                    row["prediction"]["units_per_s"] / measured["units_per_s"], 2)}
+        out.append(row)
+    return out
 
 
 def print_loops(row):
@@ -85,6 +141,13 @@ def print_loops(row):
                 print(f"  {ins.address:#06x}  {ins.predicate:5} {ins.opcode} {', '.join(ins.operands)}")
 
 
+def prediction_line(w):
+    p, m = w["prediction"], w.get("measured")
+    seen = (f"measured {m['units_per_s']:.3g} on {m['device']} ({m['file']}), predicted/measured "
+            f"{m['predicted_over_measured']:.2f}") if m else "no measurement in bench/results"
+    return f"model: {w['name']}: predicted {p['units_per_s']:.3g} {w['unit']}/s ({p['bound']}); {seen}"
+
+
 @app.command()
 @user_errors
 def main(only: str = typer.Option(None, help="Analyse only kernels whose name contains this text, print the SASS "
@@ -94,7 +157,8 @@ def main(only: str = typer.Option(None, help="Analyse only kernels whose name co
     os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     tools = find_tools()
     start = time.perf_counter()
-    rows = kernel_rows(tools, only)
+    keep = {launch["kernel"] for w in workloads() for launch in w.get("launches", ())} if only is None else ()
+    rows, code = kernel_rows(tools, only, keep)
     seconds = time.perf_counter() - start
     if not rows:
         raise BadInput(f"no registered kernel name contains {only!r}")
@@ -104,16 +168,22 @@ def main(only: str = typer.Option(None, help="Analyse only kernels whose name co
         for row in rows:
             print_loops(row)
         return
-    roofline = roofline_rows(rows)
+    start = time.perf_counter()
+    roofline = roofline_rows(rows, code)
+    model_seconds = time.perf_counter() - start
     for w in roofline:
         print(f"roofline: {w['name']}: {w['units_per_s']:.3g} {w['unit']}/s ({w['bound']}-bound), "
               f"{w['fraction_of_reference']:.2%} of the {w['reference_limit']} limit")
+    for w in roofline:
+        if "prediction" in w:
+            print(prediction_line(w))
     extra = {"target": f"static {ARCH} (ptxas -O3), no GPU", "tools": {n: tool_version(p) for n, p in tools.items()},
              "limits": stated_limits(), "kernels": len(rows), "compile_and_assemble_seconds": round(seconds, 1),
              "definitions": {"loops": " ".join(parse.__doc__.split("\n\n", 1)[1].split()),
                              "int64": parse.INT64_RULES, "f64": parse.F64_RULES,
                              "widths": parse.WIDTH_RULES},
              "observations": observations(rows), "roofline": roofline,
+             "static_model": {"constants": calibration.CONSTANTS, "seconds": round(model_seconds, 1)},
              "problems": {r["kernel"]: r["problems"] for r in rows if r["problems"]}}
     path = write_result("sass_report", "sm90", rows, extra)
     markdown = path.with_suffix(".md")

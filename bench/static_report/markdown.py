@@ -106,6 +106,31 @@ def _roofline(roofline):
     return lines
 
 
+def _model(record):
+    model = record.get("static_model")
+    rows = [w for w in record["roofline"] if "prediction" in w]
+    if not model or not rows:
+        return []
+    c = model["constants"]
+    lines = ["## Static model: predictions against measurements", "",
+             "Each workload's launches walked through the whole kernels' SASS (bench/static_report/model.py: "
+             "instruction counts with loop trip counts, the issue and pipe rates occupancy allows, latency), plus "
+             f"its HBM floor and the host's time per call. Calibrated constants (calibration.py): global load latency "
+             f"{c['global_latency_cycles']} cycles, HBM {c['hbm_bytes_per_s']:.3g} B/s, host "
+             f"{c['host_s_per_call'] * 1e3:.2g} ms per call; the walk took {model['seconds']} s. Measured: the newest "
+             "GPU run of the workload's benchmark in bench/results.", ""]
+    table = []
+    for w in rows:
+        p, m = w["prediction"], w.get("measured")
+        unknown = sum(len(launch["unknown_loops"]) for launch in p["launches"])
+        table.append({"workload": w["name"], "predicted": f"{p['units_per_s']:.3g} {w['unit']}/s",
+                      "measured": f"{m['units_per_s']:.3g} ({m['device']}, {m['file']})" if m else "-",
+                      "predicted / measured": f"{m['predicted_over_measured']:.2f}" if m else "-",
+                      "SM / HBM / host s": f"{p['sm_seconds']:.3g} / {p['hbm_seconds']:.3g} / {p['host_seconds']:.2g}",
+                      "loops of unknown trips": unknown})
+    return lines + _table(table) + [""]
+
+
 def render(json_path):
     record = json.loads(json_path.read_text())
     rows = record["rows"]
@@ -127,6 +152,6 @@ def render(json_path):
               "Loop columns sum the kernel's innermost loops; f64 counts the whole kernel; memory columns give "
               "width:count (bits).", ""]
     lines += _table(summary_table(rows)) + [""]
-    lines += _loops(rows) + _shared(rows) + _roofline(record["roofline"])
+    lines += _loops(rows) + _shared(rows) + _roofline(record["roofline"]) + _model(record)
     lines += ["## Definitions", ""] + [f"- {k}: {v}" for k, v in record["definitions"].items()]
     return "\n".join(lines) + "\n"

@@ -49,13 +49,8 @@ class Instruction:
     operands: list = field(default_factory=list)
     predicate: str = ""
 
-    @property
-    def base(self):
-        return self.opcode.split(".")[0]
-
-    @property
-    def modifiers(self):
-        return self.opcode.split(".")[1:]
+    def __post_init__(self):
+        self.base, *self.modifiers = self.opcode.split(".")
 
     def branch_target(self):
         """Target address of a direct BRA, else None."""

@@ -68,6 +68,13 @@ def float_matmul_workload(rows=32768, d_in=1536, d_out=1536):
         "bytes_per_unit": {"hbm": 4 * (d_in + d_out) + 4 * d_in * d_out / rows, "l2": staged + 4 * d_out},
         "basis": (f"each {block}x{block} block tile stages 2x{block}x{step} fp32 from global memory per step for "
                   f"{block * block * step} FMAs (L2); HBM: x read and y written once, the weights once per launch."),
+        "launches": [{"kernel": "eggnog.kernels.layers.matmul.matmul_cuda", "grid": (tiles_out, ceil(rows / block)),
+                      "block": (matmul.THREADS, matmul.THREADS), "args": [
+                          *({"shape": s, "dtype": "float32"} for s in ((rows, d_in), (d_out, d_in), (rows, d_out))),
+                          False, True]}],
+        "units": rows,
+        "measured": {"benchmark": "matmul_throughput", "row": {"op": "forward", "shape": f"{rows}x{d_in}x{d_out}"},
+                     "ms_per_run": "ours_ms"},
     }
 
 

@@ -431,7 +431,7 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
 ROOFLINE_WORKLOADS = ("EGG 6x256, population 32768", "EGG 6x256, population 32768, unperturbed")
 
 
-def roofline(workload, n_layer=6, dim=256):
+def roofline(workload, n_layer=6, dim=256, members=32768, tokens=100):
     """Operations and bytes per member-token from this kernel's loop structure: each block reads every
     weight once per byte for its MEMBERS members (from L2: the model fits); each pair's noise rows (d_in
     + d_out per matmul; not unperturbed) are read once per byte for both its members, whose rows sit in
@@ -458,4 +458,25 @@ def roofline(workload, n_layer=6, dim=256):
         "basis": (f"{macs} int8 MACs per member-token on IMMA; weights {macs} B read once per byte per block of "
                   f"{MEMBERS} members (L2); {per_member} B per member-token of "
                   + ("half a pair's noise rows, " if perturbed else "") + "vectors, states and window bytes."),
+        "launches": [_launch(n_layer, dim, members, tokens, perturbed)],
+        "units": members * tokens,
+        "measured": {"benchmark": f"eggroll_throughput-egg{n_layer}x{dim}", "row": {"population": members,
+                     "tokens": tokens}, "rate": "perturbed_tokens_per_s" if perturbed else "plain_tokens_per_s"},
     }
+
+
+def _launch(n_layer, dim, members, tokens, perturbed, sigma_shift=4):
+    """run_epoch's launch for the static model: array shapes, the tables it reads sizes from, scalars."""
+    plan, layout = Plan(n_layer, dim), egg_layout(n_layer, dim)
+    params = int(sum(np.prod(shape) for _, shape, _, _ in layout))
+    pairs = (members + 1) // 2
+    args = [{"shape": (params,), "dtype": "int8"}, {"shape": (params // 4,), "dtype": "int32"},
+            {"shape": (members, tokens + 1), "dtype": "uint8"}, {"shape": (n_layer * members * dim,), "dtype": "int8"},
+            {"shape": (len(layout),), "dtype": "int64"}, plan.param_off, plan.noise_off, plan.noise_cnt,
+            plan.vec_tensor, {"shape": (pairs * plan.noise_len if perturbed else 1,), "dtype": "int8"},
+            {"shape": (members * plan.vec_tensor.size * dim,), "dtype": "int8"},
+            {"shape": (members,), "dtype": "int64"},
+            EXP2_32, 0, members, n_layer, dim, dim.bit_length() - 1, 4 + sigma_shift, perturbed, plan.noise_len,
+            plan.vec_tensor.size, plan.px, plan.pu, np.zeros(1, np.uint8), plan.gain_off, False]
+    return {"kernel": f"{__name__}.egg_epoch_cuda", "grid": (members + MEMBERS - 1) // MEMBERS, "block": THREADS,
+            "shared": plan.shared_bytes, "args": args}

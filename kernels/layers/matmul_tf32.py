@@ -251,4 +251,11 @@ def roofline(workload, rows=32768, d_in=1536, d_out=1536):
         "bytes_per_unit": {"hbm": 4 * (d_in + d_out) + 4 * d_in * d_out / rows, "l2": l2},
         "basis": (f"{BLOCK_M}x{BLOCK_N} output blocks, {BLOCK_K}-wide k slices staged in shared memory: each "
                   "block reads its x and W rows once (L2); HBM: x read and y written once, W once per launch."),
+        "launches": [{"kernel": f"{__name__}.matmul_tf32_cuda", "block": THREADS,
+                      "grid": ((d_out + BLOCK_N - 1) // BLOCK_N, (rows + BLOCK_M - 1) // BLOCK_M),
+                      "args": [{"shape": shape, "dtype": "float32"}
+                               for shape in ((rows, d_in), (d_out, d_in), (rows, d_out))]}],
+        "units": rows,
+        "measured": {"benchmark": "matmul_throughput", "row": {"op": "forward_tf32", "shape": f"{rows}x{d_in}x{d_out}"},
+                     "ms_per_run": "ours_ms"},
     }

@@ -946,7 +946,8 @@ def run_epoch(params, windows, prefixes, first_member, spec, perturbed, keep_log
 
 # ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
 
-ROOFLINE_WORKLOADS = ("d-eggs 4x256, heads of 64, vocabulary 8192, 64 tokens, population 40960",)
+ROOFLINE_WORKLOADS = ("d-eggs 4x256, heads of 64, vocabulary 8192, 64 tokens, population 40960",
+                      "d-eggs 4x256, heads of 64, vocabulary 8192, 64 tokens, population 40960, unperturbed")
 
 
 def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
@@ -955,12 +956,13 @@ def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
     model, ~5.6 MB, stays there), the head twice. Each block hashes its pairs' noise rows and its members'
     vectors into global scratch and reads them back from L1/L2 (per-element A loads hit the pair's row,
     a few KB); that scratch reaches HBM once. Attention, norms and epilogues run on the CUDA cores beside
-    the tensor cores and are not in this estimate."""
+    the tensor cores and are not in this estimate (the static model's prediction counts them)."""
+    perturbed = not workload.endswith("unperturbed")
     per_block = ROWS // steps
     model_macs = (8 + 12 * n_layer) * dim * dim + vocab * dim  # init MLP, layers, head once
     executed = model_macs + vocab * dim  # the head's second pass
     matrices = [(4 * dim, dim), (dim, 4 * dim)] * (n_layer + 1) + [(dim, dim)] * 4 * n_layer + [(vocab, dim)]
-    pair_noise = sum(d_out + d_in for d_out, d_in in matrices)
+    pair_noise = sum(d_out + d_in for d_out, d_in in matrices) if perturbed else 0
     vectors = dim * (1 + 7 * (n_layer + 1) + 2 * n_layer + 2)
     scratch = pair_noise / 2 + vectors  # one member's share, written once and read back
     l2 = (executed + 2 * scratch * per_block) / ROWS  # weights per pass, scratch out and in, per block
@@ -976,4 +978,30 @@ def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
                   f"pass); weights read once per pass per block of {ROWS} rows ({per_block} members x {steps} "
                   f"tokens) from L2; {scratch:.0f} B of noise rows and vectors per member written once (HBM) and "
                   "read back per block; attention and element-wise work on the CUDA cores not counted."),
+        "launches": _launches(n_layer, dim, vocab, steps, members, perturbed),
+        "units": members * steps,
+        "measured": {"benchmark": f"eggroll_throughput-transformer{n_layer}x{dim}",
+                     "row": {"population": members, "tokens": steps},
+                     "rate": "perturbed_tokens_per_s" if perturbed else "plain_tokens_per_s"},
     }
+
+
+def _launches(n_layer, dim, vocab, steps, members, perturbed, head_dim=64):
+    """run_epoch's two launches for the static model, with the benchmark's shifts and noise settings
+    (d-eggs' uniform noise, sigma shift 2, vector shift 6): array shapes, the tables it reads, scalars."""
+    spec = np.array([n_layer, dim, head_dim, vocab, 8, 6, 9, 8, 8, 10, 2, 6, 1], np.int64)
+    plan, table = Plan(spec, steps), tensor_table(spec)
+    params = int(table[-1, 0] + table[-1, 1])
+    rows = int(plan.segments[:, 5].sum())
+    pairs = (members - 1) // 2 + 1
+    args = [{"shape": (params,), "dtype": "int8"}, {"shape": (plan.w_words,), "dtype": "int32"},
+            {"shape": (members, steps + 1), "dtype": "int32"}, {"shape": (len(table),), "dtype": "int64"},
+            plan.tensors, rope_table(steps, head_dim).astype(np.int32).ravel(), LUTS,
+            {"shape": (pairs * plan.noise_len if perturbed else 1,), "dtype": "int8"},
+            {"shape": (max(members * plan.n_vecs, 1),), "dtype": "int8"}, {"shape": (members, 2), "dtype": "int64"},
+            {"shape": (1, 1), "dtype": "int8"}, *plan.scalars, 0, members, perturbed, False]
+    pad = {"kernel": f"{__name__}.pad_weights_cuda", "grid": (rows + PAD_THREADS - 1) // PAD_THREADS,
+           "block": PAD_THREADS, "args": [args[0], plan.segments, args[1]]}
+    epoch = {"kernel": f"{__name__}.transformer_epoch_cuda", "grid": math.ceil(members / plan.per_block),
+             "block": THREADS, "shared": SHARED_BYTES, "args": args}
+    return [pad, epoch]

@@ -1,0 +1,124 @@
+"""The static model's pieces on hand-written SASS (no compiler, no GPU): the integer meaning of
+instructions, loop trip counts from a launch's parameters, branch weights, the launch's constant bank,
+and the calibration's measurement lookup and fit. The model against real kernels and measurements is
+tests/test_sass_report.py::test_static_model_predicts_every_measured_row_within_2x."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from numba import types
+
+from bench.static_report import calibration, machine, parse
+from bench.static_report.model import constant_bank, param_sizes, walk_block
+from bench.static_report.timing import Timing
+
+HEADER = "\tcode for sm_90\n\t\tFunction : k\n"
+PTX = ".visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n}\n"
+TIMING = Timing(700, 5.5e12)
+
+
+def listing(*lines):
+    return HEADER + "".join(f"        /*{16 * k:04x}*/  {text} ;\n" for k, text in enumerate(lines))
+
+
+def run(lines, **registers):
+    """A 32-lane warp after the instructions, registers given as lane values."""
+    w = machine.Warps(b"\0" * 0x300, {"SR_TID.X": np.arange(32, dtype=np.uint64)}, [], 32)
+    for name, value in registers.items():
+        w.r[name] = np.full(32, value, np.uint64) if np.isscalar(value) else np.asarray(value, np.uint64)
+    for ins in next(iter(parse.parse_sass(listing(*lines)).values())):
+        machine.execute(ins, w)
+    return w
+
+
+def test_adds_carry_into_the_high_half_and_compares_64_bits():
+    w = run(["IADD3 R4, P0, R2, 0x1, RZ", "IADD3.X R5, RZ, R3, RZ, P0, !PT",
+             "ISETP.GT.U32.AND P1, PT, R4, 0x5, PT", "ISETP.GT.AND.EX P1, PT, R5, RZ, PT, P1"],
+            R2=0xFFFFFFFF, R3=7)
+    assert (int(w.r["R4"][0]), int(w.r["R5"][0])) == (0, 8)
+    assert w.p["P1"].all()  # 8 << 32 > 5
+
+
+def test_wide_multiply_funnel_shift_lop3_and_lea():
+    w = run(["IMAD.WIDE.U32 R4, R2, 0x10, RZ", "SHF.R.U64 R6, R4, 0x2, R5", "LOP3.LUT R7, R2, 0xff, RZ, 0xc0, !PT",
+             "LEA.HI R8, R2, R3, RZ, 0x4", "SHF.R.S32.HI R9, RZ, 0x1f, R10"], R2=0x12345678, R3=1, R10=0x80000000)
+    assert int(w.r["R4"][0]) | int(w.r["R5"][0]) << 32 == 0x12345678 * 16
+    assert int(w.r["R6"][0]) == (0x12345678 * 16 >> 2) & 0xFFFFFFFF
+    assert int(w.r["R7"][0]) == 0x78 and int(w.r["R8"][0]) == 1 + (0x12345678 >> 28)
+    assert int(w.r["R9"][0]) == 0xFFFFFFFF
+
+
+def test_a_predicated_write_is_known_only_in_the_lanes_that_ran():
+    w = run(["ISETP.EQ.AND P0, PT, R0, RZ, PT", "@P0 IMAD.MOV.U32 R3, RZ, RZ, 0x80"], R0=np.arange(32))
+    assert w.r["R3"][0] == 0x80 and w.known["R3"][0] and not w.known["R3"][1:].any()
+    assert w.pred(machine.Operand("P0")) is not None
+
+
+def counted(lines, n, **launch):
+    """Block 0's tally of a one-warp launch whose parameter 0 is `n`."""
+    instructions = next(iter(parse.parse_sass(listing(*lines)).values()))
+    return walk_block(instructions, PTX, (types.int64,), {"grid": 1, "block": 32, "args": [n], **launch}, TIMING)
+
+
+LOOP = ["LDC R2, c[0x0][0x210]", "IMAD.MOV.U32 R3, RZ, RZ, RZ", "IADD3 R3, R3, 0x1, RZ", "FFMA R5, R5, R5, R5",
+        "ISETP.GE.AND P0, PT, R3, R2, PT", "@!P0 BRA 0x20", "EXIT", "BRA 0x70"]
+
+
+@pytest.mark.parametrize("n", [1, 7, 100])
+def test_a_loop_runs_as_often_as_the_launch_parameter_says(n):
+    tally = counted(LOOP, n)
+    assert tally.classes["fp32"] == n and tally.issued[0] == 2 + 4 * n + 1 and not tally.unknown_loops
+
+
+def test_a_known_branch_that_splits_a_warp_runs_both_sides():
+    tally = counted(["S2R R0, SR_TID.X", "ISETP.GE.U32.AND P0, PT, R0, 0x10, PT", "@P0 BRA 0x60",
+                     "FFMA R5, R5, R5, R5", "FFMA R5, R5, R5, R5", "BRA 0x70", "FFMA R6, R6, R6, R6", "EXIT"], 0)
+    assert tally.classes["fp32"] == 3 and tally.unknown_branches == 0
+
+
+def test_an_unknown_branch_weighs_each_side_by_one_half():
+    tally = counted(["LDC.64 R2, c[0x0][0x210]", "LDG.E R4, desc[UR4][R2.64]", "ISETP.NE.AND P0, PT, R4, RZ, PT",
+                     "@P0 BRA 0x70", "FFMA R5, R5, R5, R5", "FFMA R5, R5, R5, R5", "BRA 0x80", "FFMA R6, R6, R6, R6",
+                     "EXIT"], 0)
+    assert tally.classes["fp32"] == pytest.approx(1.5) and tally.unknown_branches == 1
+
+
+def test_parameters_sit_at_0x210_at_natural_alignment():
+    ptx = ".entry k(\n\t.param .u8 k_param_0,\n\t.param .u64 k_param_1\n)"
+    assert param_sizes(ptx) == [1, 8]
+    bank = constant_bank(ptx, (types.boolean, types.int64), [True, 5], (2, 1, 1), (32, 1, 1), [0, 0])
+    assert bank[0x210] == 1 and int.from_bytes(bank[0x218:0x220], "little") == 5 and bank[0] == 32
+    with pytest.raises(ValueError):
+        constant_bank(ptx, (types.int64,), [5], (1, 1, 1), (32, 1, 1), [0])
+
+
+def _result(folder, name, record):
+    (folder / name).write_text(json.dumps(record))
+
+
+def test_the_newest_gpu_measurement_of_a_row_is_used(tmp_path):
+    row = {"op": "forward", "shape": "8x8x8"}
+    _result(tmp_path, "matmul_throughput-cpu-2026-11-30.json", {"benchmark": "matmul_throughput", "device": "cpu",
+                                                              "date": "2026-11-30", "rows": [{**row, "ours_ms": 1}]})
+    for name, ms in (("2026-11-27", 4.0), ("2026-11-27-2", 2.0), ("2026-11-26-3", 8.0)):
+        _result(tmp_path, f"matmul_throughput-nvidia-h100-{name}.json",
+                {"benchmark": "matmul_throughput", "device": "NVIDIA H100", "date": name[:10],
+                 "rows": [{**row, "ours_ms": ms}, {"op": "backward", "shape": "8x8x8", "ours_ms": 99}]})
+    spec = {"benchmark": "matmul_throughput", "row": row, "ms_per_run": "ours_ms"}
+    found = calibration.newest_measurement(spec, 1000, tmp_path)
+    assert found["units_per_s"] == pytest.approx(1000 / 2e-3) and found["file"].endswith("2026-11-27-2.json")
+    assert calibration.newest_measurement({**spec, "row": {"op": "sideways"}}, 1000, tmp_path) is None
+
+
+def test_the_fit_recovers_the_constants_that_made_the_measurements():
+    truth = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_per_call": 5e-4}
+    rows = []
+    for work, hbm in ((1.0, 0), (2e-3, 0), (1e-3, 2e9), (1e-3, 3e9)):  # SM seconds at 700 cycles, HBM bytes
+        sm = {lat: work * lat / 700 for lat in calibration.LATENCIES}
+        measured = 1e6 / (max(sm[700], hbm / truth["hbm_bytes_per_s"]) + truth["host_s_per_call"])
+        rows.append((sm, hbm, 1e6, measured))
+    worst, constants = calibration.fit(rows)
+    assert constants == truth and worst < 1e-9
+    assert max(map(abs, calibration.errors(rows, 300, 3e12, 0))) > math.log(2)
