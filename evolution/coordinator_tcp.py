@@ -119,8 +119,8 @@ class TcpCoordinatorLink:
                 beating["last_seen"] = time.perf_counter()
             return None
         if self.stop_status is not None and what in (wire.HELLO, wire.READY):  # joining a run that has ended
+            self.workers.pop(peer, None)  # before the answer: the worker may look at the run once it has it
             self.send(peer, wire.encode([wire.STOP, self.stop_status]))
-            self.workers.pop(peer, None)
             return None
         if what == wire.HELLO:
             return self.hello(peer, message)
