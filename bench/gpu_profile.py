@@ -164,20 +164,10 @@ def kernels(repeat: int = typer.Option(5, help="Measured calls of each op (their
 @app.command("mingru", help="Each op (kernel) of one MinGRU BPTT step, dim 1024 x depth 8, batch 8 x 2048.")
 @user_errors
 def mingru(dim: int = 1024, depth: int = 8, batch: int = 8, seq: int = 2048):
-    from eggnog.kernels.core.registry import ops_for
-    from eggnog.models.mingru import MinGruConfig, MinGruModel
-    from eggnog.training.optimizers import make_optimizer
+    from bench.mingru_side_by_side import bptt_step
 
     backend, cuda = gpu()
-    ops = ops_for(backend.name)
-    model = MinGruModel(MinGruConfig(dim, depth))
-    optimizer = make_optimizer("adamw", ops.to_device(model.init_params(0)), 1e-3)
-    window = np.random.default_rng(0).integers(0, 256, (batch, seq + 1)).astype(np.uint8)
-
-    def step():
-        _, grads, _ = model.loss_and_grad(ops, model.views(optimizer.train_params()), window[:, :-1], window[:, 1:])
-        optimizer.step(model.flatten_on(grads, ops))
-
+    model, step = bptt_step(backend, dim, depth, batch, seq)
     wall, timed = measured(step, backend, cuda)
     finish("mingru", backend, kernel_rows(f"MinGRU {dim}x{depth} BPTT step, batch {batch}x{seq}", wall, timed),
            {"model": f"{dim}x{depth}", "params": model.n_params, "batch": batch, "seq": seq})

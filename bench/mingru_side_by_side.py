@@ -43,7 +43,9 @@ def parse_configs(text):
         raise BadInput(f"--configs {text!r} is not a list like 64x2:8x512 (dim x depth : batch x seq)") from None
 
 
-def eggnog_seconds(backend, dim, depth, batch, seq, steps, warmup):
+def bptt_step(backend, dim, depth, batch, seq):
+    """(model, step): one eggnog MinGRU BPTT step on a fixed (batch, seq + 1) window, AdamW resident on
+    the backend (also what bench/gpu_profile.py profiles)."""
     from eggnog.kernels.core.registry import ops_for
     from eggnog.models.mingru import MinGruConfig, MinGruModel
     from eggnog.training.optimizers import make_optimizer
@@ -57,6 +59,11 @@ def eggnog_seconds(backend, dim, depth, batch, seq, steps, warmup):
         _, grads, _ = model.loss_and_grad(ops, model.views(optimizer.train_params()), window[:, :-1], window[:, 1:])
         optimizer.step(model.flatten_on(grads, ops))
 
+    return model, step
+
+
+def eggnog_seconds(backend, dim, depth, batch, seq, steps, warmup):
+    _, step = bptt_step(backend, dim, depth, batch, seq)
     return median_seconds(step, steps, warmup, backend.synchronize)
 
 

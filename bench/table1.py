@@ -27,7 +27,7 @@ import sys
 import typer
 
 from bench.report import check_python, peer_result, print_table, write_result
-from bench.table1_grid import LR, METHODS, MODES, SIZES, a40_seconds, fits
+from bench.table1_grid import METHODS, MODES, SIZES, a40_seconds, fits, torch_loop_command
 from eggnog.runtime.cli import cli_help, user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
@@ -78,16 +78,11 @@ def run_cell(size, method, mode, ranks, args, backend, timeout, measure):
 
 
 def torch_peer(torch_python, size, method, args, device, timeout):
-    """The plain PyTorch loop (bench/table1_torch_loop.py) on the same cell, on the same device; its JSON
-    or a sentence saying why there is none."""
-    hidden, heads = SIZES[size]
-    probes = METHODS[method]
-    steps, warmup = (args["steps"], args["warmup"]) if probes == 0 else (2, 1)  # a CD-RGE step takes seconds
-    command = [torch_python, os.path.join(HERE, "table1_torch_loop.py"), "--hidden", str(hidden), "--heads",
-               str(heads), "--batch", str(args["batch_size"]), "--method", "bptt" if probes == 0 else "cdrge",
-               "--probes", str(max(probes, 1)), "--steps", str(steps), "--warmup", str(warmup),
-               "--lr", str(LR[probes][size]), "--device", device]
-    return peer_result(command, timeout)
+    """The plain PyTorch loop on the same cell, on the same device; its JSON or a sentence saying why
+    there is none."""
+    steps, warmup = (args["steps"], args["warmup"]) if METHODS[method] == 0 else (2, 1)  # a CD-RGE step takes seconds
+    return peer_result(torch_loop_command(torch_python, size, method, args["batch_size"], steps, warmup, device),
+                       timeout)
 
 
 def peer_columns(torch_python, size, method, args, device, timeout, ours):

@@ -3,6 +3,7 @@ corrected A40 seconds per step (their README; distributed = 8 GPUs), and a memor
 skip cells that cannot fit."""
 
 import math
+import os
 
 from eggnog.zorn.rge_run import RgeRunConfig
 
@@ -60,3 +61,13 @@ def estimated_bytes(size, method, batch_size):
 def fits(size, method, batch_size, available):
     need = estimated_bytes(size, method, batch_size)
     return need <= available, math.ceil(need / 2**30)
+
+
+def torch_loop_command(torch_python, size, method, batch, steps, warmup, device="cpu"):
+    """The command of the plain PyTorch loop (bench/table1_torch_loop.py) on one cell, at its learning rate."""
+    hidden, heads = SIZES[size]
+    probes = METHODS[method]
+    return [torch_python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "table1_torch_loop.py"),
+            "--hidden", str(hidden), "--heads", str(heads), "--batch", str(batch),
+            "--method", "bptt" if probes == 0 else "cdrge", "--probes", str(max(probes, 1)), "--steps", str(steps),
+            "--warmup", str(warmup), "--lr", str(LR[probes][size]), "--device", device]

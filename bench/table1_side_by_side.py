@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from bench.report import check_python, loadavg, peer_result, print_table, write_result
-from bench.table1_grid import LR, SIZES
+from bench.table1_grid import LR, SIZES, torch_loop_command
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
@@ -38,10 +38,7 @@ def eggnog_side(size, probes, batch, steps, warmup, timeout):
 
 
 def torch_side(torch_python, size, probes, batch, steps, warmup, timeout):
-    hidden, heads = SIZES[size]
-    command = [torch_python, str(HERE / "table1_torch_loop.py"), "--hidden", str(hidden), "--heads", str(heads),
-               "--batch", str(batch), "--probes", str(probes), "--steps", str(steps), "--warmup", str(warmup),
-               "--lr", str(LR[probes][size])]
+    command = torch_loop_command(torch_python, size, f"cdrge{probes}", batch, steps, warmup)
     before = loadavg()
     return {"result": peer_result(command, timeout), "loadavg": {"before": before, "after": loadavg()}}
 
