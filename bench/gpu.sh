@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The commands for a GPU node, each within one command's limit of a short GPU slot (after
 # `python3 bin/selfcheck.py --gpu`):
-#   bash bench/gpu.sh --quick --out DIR   # selfcheck, the riskiest GPU tests, EGGROLL 6x256: 240 s
-#   bash bench/gpu.sh --out DIR           # the other GPU tests and the benchmarks: 540 s
+#   bash bench/gpu.sh --quick --out DIR     # selfcheck, the riskiest GPU tests, EGGROLL 6x256: 150 s
+#   bash bench/gpu.sh --profile --out DIR   # where the time goes, kernel by kernel: 300 s
+#   bash bench/gpu.sh --out DIR [--nano-egg DIR]   # the other GPU tests, the benchmarks beside peers: 450 s
 # Plans, budgets, summaries and the log are bench/gpu_run.py's; arguments go to it (--dry-run,
 # --budget SECONDS, --only STEP,...). Only bash builtins and python3: such nodes may have no more.
 set -euo pipefail

@@ -49,6 +49,6 @@ def collect(cuda):
         launches, ms = totals.get(name, (0, 0.0))
         totals[name] = (launches + 1, ms + start.elapsed_time(end))
     _PENDING.clear()
-    rows = [{"kernel": name.rsplit(".", 2)[-2] + "." + name.rsplit(".", 1)[-1], "launches": n, "ms": round(ms, 4)}
+    rows = [{"kernel": ".".join(name.split(".")[-2:]), "launches": n, "ms": round(ms, 4)}
             for name, (n, ms) in totals.items()]
     return sorted(rows, key=lambda r: -r["ms"])
