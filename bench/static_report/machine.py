@@ -267,12 +267,9 @@ def _store_shared(ins, ops, w, guard):
     addresses = w.address(ops[0], used)
     if addresses is None:  # data-dependent addresses: assumed not to hit the tables control flow reads
         return
-    value = None
-    if size <= 8:
-        value = w.value(ops[1])
-        if size == 8 and value is not None:
-            hi = w.reg(pair_name(ops[1].name, 1))
-            value = None if hi is None else value | (hi << SHIFT32)
+    words = [w.value(ops[1])]  # 8 and 16 bytes: a pair or quad of registers from the named one
+    words += [w.reg(pair_name(ops[1].name, k)) for k in range(1, size // 4)]
+    value = None if any(x is None for x in words) else words
     known = w.cur if w.cur is not None else np.ones(w.n, bool)
     for lane in np.flatnonzero(used):
         for k in range(size):
@@ -280,7 +277,7 @@ def _store_shared(ins, ops, w, guard):
             if value is None or guard is None or not known[lane]:
                 w.shared.pop(key, None)
             else:
-                w.shared[key] = (int(value[lane]) >> (8 * k)) & 0xFF
+                w.shared[key] = (int(value[k // 4][lane]) >> (8 * (k % 4))) & 0xFF
 
 
 def _r2ur(ins, ops, w, guard):

@@ -135,8 +135,11 @@ class Walker:
 
     def control(self, ins, flow, tally, loop, start, end, pending, back, exits):
         w = flow.warps
-        if ins.base == "EXIT":
-            guard = w.pred(ins._guard) if ins._guard is not None else np.ones(w.n, bool)
+        if ins.base == "EXIT":  # `@P2 EXIT P3` exits where both hold (a predicate operand gates it as a BRA's)
+            guard = np.ones(w.n, bool)
+            for op in ([ins._guard] if ins._guard is not None else []) + [o for o in ins._ops if o.kind == "P"]:
+                p = w.pred(op)
+                guard = None if p is None or guard is None else guard & p
             if guard is not None:
                 w.mask = w.mask & ~guard
             return flow if w.mask.any() else None

@@ -2,26 +2,38 @@
 and layer of the window (no grid-wide synchronisation: members are independent), with the
 population matmuls on int8 tensor cores (mma m16n8k32, see `mma`).
 
-Per block (MEMBERS = 128 members, THREADS = 256 threads, 8 warps):
+Per block (MEMBERS = 64 members, THREADS = 256 threads, 8 warps; two blocks share an SM):
 - prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A =
   noise[d_in:d_in + d_out]) and its members' perturbed vectors are hashed once per epoch (and scaled
   by their gains, noise.gains) into global scratch (they are constant over the epoch, so no hash runs
   per byte);
 - per byte and layer, in shared memory: the residual X, the normed input H and a region U: the MLP
-  hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh). A matmul's
-  rank-1 term (x . B_p) * (sign A_p[j]) >> shift, its division (a shift: d_in is a power of 4) and
-  its clip run in the epilogue of the mma tile, on the accumulator registers; a gate that sums two
-  products stores the first and adds it in the second one's epilogue (same thread, same element);
-- each warp owns 8-wide output tiles over all MEMBERS rows, so a weight fragment, loaded once from
-  global memory (L2) with a 128-bit non-coherent load, serves 8 mma row tiles.
+  hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh);
+- a matmul stage: each warp owns 8-wide output tiles over all MEMBERS rows, so a weight fragment,
+  loaded from global memory (L2) with a 128-bit non-coherent load two k steps ahead of its use, serves
+  4 mma row tiles. Its epilogue works at fixed positions: a thread's 16 accumulators are 8 rows x 2
+  neighbouring columns; for each row it first loads what the row needs (the row dot times the member's
+  sign, 2 bytes of the A noise, of the bias, of the state, of the slots it combines with), all before
+  any store so that the loads overlap, then computes and stores 2 bytes per row. The rank-1 term
+  (x . B_p) * (sign A_p[j]) >> shift, the division (a shift: d_in is a power of 4) and the clip run
+  in 32 bits; a gate that sums two products stores the first and adds it in the second one's
+  epilogue (same thread, same elements);
+- element-wise passes (embedding, state load, L1 norms, row dots, log-likelihood) give each member
+  row 4 threads, each reading 16-byte chunks (chunk sub + 4c of the row): 128-bit shared and global
+  loads, dp4a for the row dots and the norms' sums of |x|, 4-byte stores. At dim 64 a row has only
+  one chunk per thread: the others are loaded again (clamped) and not stored.
+Index arithmetic inside a block is 32-bit, on views of the scratch arrays sliced at the block's first
+pair and member (one 64-bit offset per block and layer).
 
 Shared memory: every buffer has a row pitch of 16 (mod 32) 32-bit words. A fragment load reads 16
 bytes (one LDS.128) of rows g and g + 8 at word 4q of a 64-byte k step (g = lane // 4, q = lane % 4).
 A 128-bit access is served in four phases of 8 lanes; the 8 lanes of a phase (rows g and g + 1,
 q = 0..3) read words 4q..4q+3 of one row (16 banks) and of the next row, 16 banks further, so no
 two lanes of a phase share a bank. The k order inside a 64-byte step is permuted alike for A and B
-(lane q holds bytes 16q..16q+15 of both), which leaves each dot product unchanged. Element-wise
-passes give each member row 2 threads at alternate bytes.
+(lane q holds bytes 16q..16q+15 of both), which leaves each dot product unchanged. In element-wise
+passes the 4 threads of a row read its 64 contiguous bytes (16 banks) and the next row's 4 threads
+the 16 banks beside them. The epilogue's 2-byte accesses meet 4 ways on a bank (rows g and g + 2
+share banks); they are a small part of the traffic.
 
 Only the summed log-likelihood of each member leaves the device; states are updated in place.
 """
@@ -42,26 +54,39 @@ from eggnog.kernels.core.cuda_api import (
     flat,
     kernel,
 )
+from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, opaque, pack4
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4
 from eggnog.kernels.core.mma import mma_s8_16832
 from eggnog.kernels.egg.int_math import EXP2
 from eggnog.kernels.egg.layout import DOWN, UF, UH, UP, WF, WH, egg_layout
-from eggnog.kernels.egg.member_ops import gpu_clip8, gpu_floor_log2_x16, gpu_gru_gate, gpu_gru_mix
+from eggnog.kernels.egg.member_ops import gpu_floor_log2_x16
+from eggnog.kernels.egg.scratch import Scratch
 from eggnog.kernels.noise.gains import GAIN_SHIFT, device_args, gain_offsets
 from eggnog.kernels.noise.streams import gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1
 
-MEMBERS = 128  # rows of a block: 8 mma row tiles
+MEMBERS = 64  # rows of a block: 4 mma row tiles
 THREADS = 256
 WARPS = THREADS // 32
 ROW_THREADS = THREADS // MEMBERS  # threads per member row in element-wise passes
 VOCAB = 256
 I32_1D = numba.int32[::1]
+I32 = numba.int32  # sizes: a 64-bit scalar would hold two registers for the whole kernel
 EXP2_32 = EXP2.astype(np.int32)  # EXP2[255] * 256 < 2^31: row sums fit 32 bits
 # int32 scratch in shared memory after the byte buffers: three partial-sum arrays, tokens, EXP2
 PART, DOT1, DOT2 = 0, THREADS, 2 * THREADS
 TOKENS = 3 * THREADS
 EXP2_AT = TOKENS + MEMBERS
-SCRATCH_WORDS = EXP2_AT + VOCAB
+# per row, set once per block: 2 x (the byte of its pair's noise row in the block's view) + (1 if its sign is
+# -1), and the word of its vectors in theirs. Read from shared memory where they are used, they are not
+# hoisted by the compiler into registers held across the kernel (which would not fit 128).
+ROW_NOISE = EXP2_AT + VOCAB
+ROW_VECS = ROW_NOISE + MEMBERS
+# the launch's sizes (_sizes) and the byte offsets of H, U, fh, the state slot, read where they are used for
+# the same reason
+SIZES = ROW_VECS + MEMBERS
+H_AT, U_AT, FH_AT, ST_AT = SIZES + 8, SIZES + 9, SIZES + 10, SIZES + 11
+SCRATCH_WORDS = SIZES + 12 + (-(SIZES + 12)) % 32  # padded to 128 bytes: the byte buffers start on bank 0
+X_OFF = 4 * SCRATCH_WORDS  # the scratch comes first, at a constant address; then X, H and U
 MAX_SHARED = 227 * 1024  # per block on sm_90 (opt-in above 48 KiB)
 STORE, ADD, FORGET, OUTPUT = 0, 1, 2, 3  # what a matmul stage's epilogue does with its outputs
 
@@ -73,9 +98,9 @@ def pitch_words(width):
 
 
 LOGIT_PITCH = 4 * pitch_words(VOCAB)
-# floor(a / m) == (a * RECIPROCALS[m]) >> 32 for 0 <= a < 2^25 and 1 <= m <= 127 (|x * w| <= 127^2, mean
-# |x| <= 127): the L1 norm's division without the 64-bit division routine
-RECIPROCALS = np.array([0] + [(1 << 32) // m + 1 for m in range(1, 128)], np.uint64)
+# floor(a / m) == (a * RECIPROCALS[m]) >> 32 for 0 <= a < 2^25 and 2 <= m <= 127 (|x * w| <= 127^2, mean
+# |x| <= 127): the L1 norm's division as the high word of a 32-bit product (m = 1 divides by nothing)
+RECIPROCALS = np.array([0, 0] + [(1 << 32) // m + 1 for m in range(2, 128)], np.uint32)
 
 
 class Plan:
@@ -83,10 +108,10 @@ class Plan:
 
     def __init__(self, n_layer, dim):
         layout = egg_layout(n_layer, dim)
-        self.param_off = np.array([entry[3] for entry in layout], np.int64)
+        self.param_off = np.array([entry[3] for entry in layout], np.int32)
         self.gain_off = gain_offsets(layout)[0]
-        self.noise_off = np.zeros(len(layout), np.int64)
-        self.noise_cnt = np.zeros(len(layout), np.int64)
+        self.noise_off = np.zeros(len(layout), np.int32)
+        self.noise_cnt = np.zeros(len(layout), np.int32)
         vec_tensor, noise = [], 0
         for tid, (_, shape, kind, _) in enumerate(layout):
             if kind == "vector":
@@ -94,16 +119,18 @@ class Plan:
             else:
                 self.noise_off[tid], self.noise_cnt[tid] = noise, shape[0] + shape[1]
                 noise += shape[0] + shape[1]
-        self.vec_tensor = np.array(vec_tensor, np.int64)  # slot -> tensor id: ln1, bf, bh, ln2 per layer, ln_out
+        self.vec_tensor = np.array(vec_tensor, np.int32)  # slot -> tensor id: ln1, bf, bh, ln2 per layer, ln_out
         self.noise_len = noise
         self.px = 4 * pitch_words(dim)  # bytes per row of X, H and of each GRU slot
         self.pu = max(4 * pitch_words(4 * dim), 3 * self.px, LOGIT_PITCH)  # bytes per row of U
         self.shared_bytes = MEMBERS * (2 * self.px + self.pu) + 4 * SCRATCH_WORDS
+        self.shape = (n_layer, dim)
 
 
 def fused_width(dim):
     """The fused kernel takes dim = 4^k whose buffers fit in shared memory (64 and 256): every matmul
-    divisor 16 * sqrt(d_in) is then a power of two, and the rank-1 term fits 32 bits."""
+    divisor 16 * sqrt(d_in) is then a power of two, every row a whole number of 64-byte chunks, and the
+    rank-1 term fits 32 bits."""
     return dim >= 64 and dim & (dim - 1) == 0 and dim.bit_length() % 2 == 1 and Plan(1, dim).shared_bytes <= MAX_SHARED
 
 
@@ -117,9 +144,71 @@ def _pair(first_member, m):
 
 
 @device_function
+def _sizes(part):
+    """(first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed) from the SIZES table."""
+    return (part[SIZES], part[SIZES + 1], part[SIZES + 2], part[SIZES + 3], part[SIZES + 4], part[SIZES + 5],
+            part[SIZES + 6], part[SIZES + 7] != 0)
+
+
+@device_function
+def _block_noise(part):
+    """Where the block's first pair starts in the noise scratch (sizes from the SIZES table)."""
+    first_member, m0 = part[SIZES], part[SIZES + 1]
+    return np.int64(((first_member + m0) >> 1) - (first_member >> 1)) * part[SIZES + 3]
+
+
+@device_function
+def _block_vecs(part):
+    """Where the block's first member starts in the perturbed vectors."""
+    return (np.int64(part[SIZES + 1]) * part[SIZES + 5]) << part[SIZES + 6]
+
+
+@device_function
+def _layer_states(part, layer):
+    """Where the block's first member's state of a layer starts in the states."""
+    return (np.int64(layer) * part[SIZES + 2] + part[SIZES + 1]) << part[SIZES + 6]
+
+
+@device_function
+def _row_noise(part, r):
+    """(byte of row r's noise row in the block's view, its sign) from the ROW_NOISE table."""
+    v = part[ROW_NOISE + r]
+    return np.int32(v >> 1), np.int32(1 - 2 * (v & 1))
+
+
+@device_function
 def _row_sum(part, at, r):
-    b = at + r * ROW_THREADS
-    return part[b] + part[b + 1]
+    """The sum of row r's ROW_THREADS partials (one LDS.128)."""
+    a, b, c, d = load_shared_v4(part, at + ROW_THREADS * r)
+    return np.int32(a + b + c + d)
+
+
+@device_function
+def _clip(v):
+    return np.int32(min(max(v, -127), 127))
+
+
+@device_function
+def _lo(w):
+    """The low signed byte of a 16-bit word."""
+    return np.int32(np.int8(w))
+
+
+@device_function
+def _hi(w):
+    return np.int32(np.int32(w) >> 8)
+
+
+@device_function
+def _pack2(v0, v1):
+    return np.int16((np.int32(v0) & 255) | (np.int32(v1) << 8))
+
+
+@device_function
+def _chunk(base, sub, c, chunks):
+    """Word index of chunk sub + 4c of a row that starts at word `base` and has `chunks` 16-byte chunks
+    (clamped to its last chunk)."""
+    return np.int32(base + 4 * min(np.int32(sub + 4 * c), np.int32(chunks - 1)))
 
 
 @device_function
@@ -133,161 +222,354 @@ def _mt_step(sh32, p, pitch, w0, w1, w2, w3, c0, c1, c2, c3):
 
 @device_function
 def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
-    """The 128 x 8 int32 product of a shared buffer's rows with output rows n0..n0+7 of a weight matrix
-    (row-major (d_out, d_in) from word w_word): 32 values, 4 per row tile (c0..c3 layout)."""
+    """The 32 x 8 int32 product of 32 rows of a shared buffer (row 0 at word a_word) with output rows
+    n0..n0+7 of a weight matrix (row-major (d_out, d_in) from word w_word): 8 values, 4 per row tile
+    (c0..c3 layout). Two row tiles keep a stage within 128 registers; the other half of the block's rows
+    reads the same weight fragments again, from L1."""
     g = lane >> 2
     q = lane & 3
     z = np.int32(0)
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = c0 = c1 = c2 = c3 = d0 = d1 = d2 = d3 = z
-    e0 = e1 = e2 = e3 = f0 = f1 = f2 = f3 = g0 = g1 = g2 = g3 = h0 = h1 = h2 = h3 = z
-    wrow = w_word + (n0 + g) * (d_in >> 2) + 4 * q
-    arow = a_word + g * pitch + 4 * q
-    tile = 16 * pitch
-    for kw in range(0, d_in >> 2, 16):
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+    words = np.int32(d_in >> 2)
+    wrow = np.int32(w_word + (n0 + g) * words + 4 * q)
+    arow = np.int32(a_word + g * pitch + 4 * q)
+    tile = np.int32(16 * pitch)
+    kw = np.int32(0)
+    while kw < words:  # 32-bit counters throughout: numba's range loops count in 64 bits
         w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
-        p = arow + kw
+        p = np.int32(arow + kw)
         a0, a1, a2, a3 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, a0, a1, a2, a3)
         b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, b0, b1, b2, b3)
-        c0, c1, c2, c3 = _mt_step(sh32, p + 2 * tile, pitch, w0, w1, w2, w3, c0, c1, c2, c3)
-        d0, d1, d2, d3 = _mt_step(sh32, p + 3 * tile, pitch, w0, w1, w2, w3, d0, d1, d2, d3)
-        e0, e1, e2, e3 = _mt_step(sh32, p + 4 * tile, pitch, w0, w1, w2, w3, e0, e1, e2, e3)
-        f0, f1, f2, f3 = _mt_step(sh32, p + 5 * tile, pitch, w0, w1, w2, w3, f0, f1, f2, f3)
-        g0, g1, g2, g3 = _mt_step(sh32, p + 6 * tile, pitch, w0, w1, w2, w3, g0, g1, g2, g3)
-        h0, h1, h2, h3 = _mt_step(sh32, p + 7 * tile, pitch, w0, w1, w2, w3, h0, h1, h2, h3)
-    return (a0, a1, a2, a3, b0, b1, b2, b3, c0, c1, c2, c3, d0, d1, d2, d3,
-            e0, e1, e2, e3, f0, f1, f2, f3, g0, g1, g2, g3, h0, h1, h2, h3)
+        kw = opaque(np.int32(kw + 16))  # not unrolled: the unrolled steps' shared loads would not fit 128 registers
+    return a0, a1, a2, a3, b0, b1, b2, b3
 
 
 @device_function
-def _row_dots(sh8, src, pitch, width, noise8, noise_len, seg, first_member, m0, members, part, at, perturbed, tid):
-    """Partial x . B_p of every row (ROW_THREADS partials per row at part[at + ...]); no barrier."""
-    if not perturbed:
+def _dot_chunk(sh32, nz32, a, b, acc):
+    """acc + the dot product of 16 bytes of shared memory (word a) with 16 noise bytes (word b)."""
+    x0, x1, x2, x3 = load_shared_v4(sh32, a)
+    n0, n1, n2, n3 = load_global_v4(nz32, b)
+    return dp4a(x3, n3, dp4a(x2, n2, dp4a(x1, n1, dp4a(x0, n0, acc))))
+
+
+@device_function
+def _row_dots(sh32, part, src, pitch, width, noise8, seg, at, tid):
+    """x . B_p of every row of a shared buffer (src, pitch in bytes), as ROW_THREADS partials per row at
+    part[at + ...]; four chunks' loads are in flight at a time; no barrier."""
+    if part[SIZES + 7] == 0:  # unperturbed
         return
-    r = tid // ROW_THREADS
-    pl, _ = _pair(first_member, min(m0 + r, members - 1))
-    nb = pl * noise_len + seg
+    nz32 = noise8[_block_noise(part):].view(np.int32)
+    r, sub = tid >> 2, tid & 3
+    nrow, _ = _row_noise(part, r)
+    a = np.int32((src + r * pitch) >> 2)
+    b = np.int32((nrow + seg) >> 2)
+    chunks = np.int32(width >> 4)
     acc = np.int32(0)
-    for j in range(tid % ROW_THREADS, width, ROW_THREADS):
-        acc += np.int32(sh8[src + r * pitch + j]) * np.int32(noise8[nb + j])
+    base = np.int32(0)
+    while base < (width >> 2):  # 64 words: one chunk for each thread of the row, four times
+        c0 = _chunk(base, sub, 0, chunks)
+        c1 = _chunk(base, sub, 1, chunks)
+        c2 = _chunk(base, sub, 2, chunks)
+        c3 = _chunk(base, sub, 3, chunks)
+        acc = _dot_chunk(sh32, nz32, a + c0, b + c0, acc)
+        if width >= 256:
+            acc = _dot_chunk(sh32, nz32, a + c1, b + c1, acc)
+            acc = _dot_chunk(sh32, nz32, a + c2, b + c2, acc)
+            acc = _dot_chunk(sh32, nz32, a + c3, b + c3, acc)
+        base = opaque(np.int32(base + 64))
     part[at + tid] = acc
 
 
 @device_function
-def _l1_value(p, mean_abs, recip):
-    """int_math.l1_norm_value without a division: floor(p / mean_abs) as a multiply by the reciprocal."""
-    if mean_abs == 0:
-        return -1 if p == 0 else -2
-    a = abs(p) if p >= 0 else abs(p) + mean_abs - 1  # floor of a negative quotient = -ceil(|p| / m)
-    q = np.int64((np.uint64(a) * recip) >> np.uint64(32))
-    return gpu_clip8(q if p >= 0 else -q)
+def _l1_word(x, v, mean_abs, recip):
+    """Four outputs of EGG's L1 norm (int_math.l1_norm_value) from a word of x and of the weights:
+    floor(x w / mean_abs) as the high word of a 32-bit product with the reciprocal, clipped."""
+    out = np.int32(0)
+    for k in range(4):
+        p = byte_of(x, k) * byte_of(v, k)
+        if mean_abs == 0:
+            y = np.int32(-1 if p == 0 else -2)
+        else:
+            a = np.uint32(abs(p) if p >= 0 else abs(p) + mean_abs - 1)  # floor of a negative quotient
+            q = np.int32(a if mean_abs == 1 else (np.uint64(a) * np.uint64(recip)) >> np.uint64(32))
+            y = _clip(q if p >= 0 else -q)
+        out = np.int32(out | (np.int64(y & 255) << (8 * k)))
+    return out
 
 
 @device_function
-def _l1_norm_rows(sh8, part, src, dst, pitch, vecs, slot, n_vectors, m0, members, dim, log2_dim, tid):
-    """dst = EGG L1 norm of src with each member's vector `slot` (barriers inside)."""
-    r = tid // ROW_THREADS
-    acc = np.int32(0)
-    for j in range(tid % ROW_THREADS, dim, ROW_THREADS):
-        acc += abs(np.int32(sh8[src + r * pitch + j]))
+def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, log2_dim, dim, tid):
+    """dst = EGG L1 norm of src (byte offsets, pitch in bytes) with each member's vector at word
+    vec_word of its row of the block's vectors (barriers inside). The vector's loads are issued before the
+    sum."""
+    vec32 = vecs[_block_vecs(part):].view(np.int32)
+    r, sub = tid >> 2, tid & 3
+    log2_dim = part[SIZES + 6]  # read here, not hoisted (see ROW_NOISE)
+    dim = np.int32(1 << log2_dim)
+    chunks = np.int32(dim >> 4)
+    row = np.int32((src + r * pitch) >> 2)
+    out = np.int32((dst + r * pitch) >> 2)
+    c0, c1, c2, c3 = _chunk(0, sub, 0, chunks), _chunk(0, sub, 1, chunks), _chunk(0, sub, 2, chunks), _chunk(
+        0, sub, 3, chunks)
+    vec_word += part[ROW_VECS + r]
+    w00, w01, w02, w03 = load_global_v4(vec32, vec_word + c0)
+    w10, w11, w12, w13 = load_global_v4(vec32, vec_word + c1)
+    w20, w21, w22, w23 = load_global_v4(vec32, vec_word + c2)
+    w30, w31, w32, w33 = load_global_v4(vec32, vec_word + c3)
+    x00, x01, x02, x03 = load_shared_v4(sh32, row + c0)
+    x10, x11, x12, x13 = load_shared_v4(sh32, row + c1)
+    x20, x21, x22, x23 = load_shared_v4(sh32, row + c2)
+    x30, x31, x32, x33 = load_shared_v4(sh32, row + c3)
+    acc = abs_sum4(x03, abs_sum4(x02, abs_sum4(x01, abs_sum4(x00, 0))))
+    if dim >= 256:
+        acc = abs_sum4(x13, abs_sum4(x12, abs_sum4(x11, abs_sum4(x10, acc))))
+        acc = abs_sum4(x23, abs_sum4(x22, abs_sum4(x21, abs_sum4(x20, acc))))
+        acc = abs_sum4(x33, abs_sum4(x32, abs_sum4(x31, abs_sum4(x30, acc))))
     part[PART + tid] = acc
     cuda.syncthreads()
-    mean_abs = max(_row_sum(part, PART, r), 1) >> log2_dim
-    m = min(m0 + r, members - 1)  # rows past the slice read a valid vector; they are never stored
-    vb = (m * n_vectors + slot) * dim
+    # x again from shared memory rather than held over the barrier (registers)
+    x00, x01, x02, x03 = load_shared_v4(sh32, row + c0)
+    x10, x11, x12, x13 = load_shared_v4(sh32, row + c1)
+    x20, x21, x22, x23 = load_shared_v4(sh32, row + c2)
+    x30, x31, x32, x33 = load_shared_v4(sh32, row + c3)
+    mean_abs = np.int32(max(_row_sum(part, PART, r), 1) >> log2_dim)
     recip = RECIPROCALS[mean_abs]
-    for j in range(tid % ROW_THREADS, dim, ROW_THREADS):
-        sh8[dst + r * pitch + j] = _l1_value(np.int32(sh8[src + r * pitch + j]) * np.int32(vecs[vb + j]), mean_abs,
-                                             recip)
+    sh32[out + c0] = _l1_word(x00, w00, mean_abs, recip)
+    sh32[out + c0 + 1] = _l1_word(x01, w01, mean_abs, recip)
+    sh32[out + c0 + 2] = _l1_word(x02, w02, mean_abs, recip)
+    sh32[out + c0 + 3] = _l1_word(x03, w03, mean_abs, recip)
+    if dim >= 256:
+        sh32[out + c1] = _l1_word(x10, w10, mean_abs, recip)
+        sh32[out + c1 + 1] = _l1_word(x11, w11, mean_abs, recip)
+        sh32[out + c1 + 2] = _l1_word(x12, w12, mean_abs, recip)
+        sh32[out + c1 + 3] = _l1_word(x13, w13, mean_abs, recip)
+        sh32[out + c2] = _l1_word(x20, w20, mean_abs, recip)
+        sh32[out + c2 + 1] = _l1_word(x21, w21, mean_abs, recip)
+        sh32[out + c2 + 2] = _l1_word(x22, w22, mean_abs, recip)
+        sh32[out + c2 + 3] = _l1_word(x23, w23, mean_abs, recip)
+        sh32[out + c3] = _l1_word(x30, w30, mean_abs, recip)
+        sh32[out + c3 + 1] = _l1_word(x31, w31, mean_abs, recip)
+        sh32[out + c3 + 2] = _l1_word(x32, w32, mean_abs, recip)
+        sh32[out + c3 + 3] = _l1_word(x33, w33, mean_abs, recip)
     cuda.syncthreads()
 
 
 # ---- matmul stages: each warp covers its 8-wide output tiles for all MEMBERS rows ----------------------
 
 @device_function
-def _epilogue(kind, sh8, part, noise8, states, vecs, acc, r, j, d_in, seg, dot_at, dst, dst_pitch, bias_slot,
-              n_vectors, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len, shift,
-              dshift, perturbed):
-    """One matmul output y (rank-1 term, shift, clip), then what the stage does with it (module docstring)."""
-    m = m0 + r
-    mc = min(m, members - 1)
-    pl, sign = _pair(first_member, mc)
-    y = np.int32(acc)
+def _row_inputs(kind, part, nz16, vec16, st16, r, j0, seg_a, bias_at, ctx):
+    """What row r of an output tile needs from global memory, loaded before anything is stored so that
+    the loads overlap: (dot x sign, 2 bytes of A, of the bias (FORGET, OUTPUT) and of the carried state
+    (OUTPUT; 0 where a document starts))."""
+    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
+    bias = state = np.int32(0)
+    a2 = np.int16(0)
     if perturbed:
-        dot = _row_sum(part, dot_at, r)
-        y += (np.int32(dot) * np.int32(sign * noise8[pl * noise_len + seg + d_in + j])) >> shift
-    y = gpu_clip8(y >> dshift)
+        nrow, _ = _row_noise(part, r)
+        a2 = nz16[np.int32((nrow + seg_a + j0) >> 1)]
+    if kind >= FORGET:
+        bias = np.int32(vec16[np.int32(2 * part[ROW_VECS + r] + ((bias_at + j0) >> 1))])
+    if kind == OUTPUT and m0 + r < members and part[TOKENS + r] != 0:
+        state = np.int32(st16[np.int32((r << log2_dim) + j0) >> 1])
+    return a2, bias, state
+
+
+@device_function
+def _row_outputs(kind, sh16, part, st16, v0, v1, inputs, r, j0, dot_at, dst, dst_pitch, shift, dshift, ctx):
+    """The two outputs of row r (columns j0, j0 + 1): rank-1 term, shift, clip, then what the stage does
+    (ADD: onto the destination; FORGET: f = clip(x Wf + s Uf + bf) with x Wf in the f slot, and fh =
+    ((f + 127) s) >> 8; OUTPUT: h = s + (((f + 127) (clip(x Wh + fh Uh + bh) - s)) >> 8) with x Wh in
+    the state slot, into the states and onto the residual)."""
+    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
+    a2, bias, state = inputs
+    ds = np.int32(0)
+    if perturbed:  # the row dot times the member's sign (shared memory: read here, not held in registers)
+        ds = np.int32(_row_sum(part, dot_at, r) * _row_noise(part, r)[1])
+    y0 = _clip((v0 + np.int32(np.int32(ds * _lo(a2)) >> shift)) >> dshift)
+    y1 = _clip((v1 + np.int32(np.int32(ds * _hi(a2)) >> shift)) >> dshift)
     if kind == STORE:
-        sh8[dst + r * dst_pitch + j] = y
+        sh16[np.int32((dst + r * dst_pitch + j0) >> 1)] = _pack2(y0, y1)
         return
     if kind == ADD:
-        at = dst + r * dst_pitch + j
-        sh8[at] = gpu_clip8(np.int32(sh8[at]) + y)
+        at = np.int32((dst + r * dst_pitch + j0) >> 1)
+        old = sh16[at]
+        sh16[at] = _pack2(_clip(_lo(old) + y0), _clip(_hi(old) + y1))
         return
-    e = r * px + j
-    bias = np.int32(vecs[(mc * n_vectors + bias_slot) * dim + j])
-    if kind == FORGET:  # f = clip(x Wf + s Uf + bf), with x Wf stored in the f slot
-        f = gpu_clip8(np.int32(sh8[f_off + e]) + y + bias)
-        sh8[f_off + e] = f
-        sh8[fh_off + e] = gpu_gru_gate(f, np.int32(sh8[st_off + e]))
+    e = np.int32((r * px + j0) >> 1)  # a GRU slot's element, in 2-byte words
+    f_at, fh_at, st_at = (X_OFF + 2 * MEMBERS * px) >> 1, (X_OFF + 3 * MEMBERS * px) >> 1, (X_OFF + 4 * MEMBERS * px) >> 1
+    slot = sh16[st_at + e]
+    if kind == FORGET:
+        xw = sh16[f_at + e]
+        f0 = _clip(_lo(xw) + y0 + _lo(bias))
+        f1 = _clip(_hi(xw) + y1 + _hi(bias))
+        sh16[f_at + e] = _pack2(f0, f1)
+        sh16[fh_at + e] = _pack2(((f0 + 127) * _lo(slot)) >> 8, ((f1 + 127) * _hi(slot)) >> 8)
         return
-    # OUTPUT: h = s + (((f + 127) (clip(x Wh + fh Uh + bh) - s)) >> 8), with x Wh stored in the state slot
-    hh = gpu_clip8(np.int32(sh8[st_off + e]) + y + bias)
-    s = np.int32(states[state_at + m * dim + j]) if m < members and part[TOKENS + r] != 0 else np.int32(0)
-    h = gpu_gru_mix(np.int32(sh8[f_off + e]), s, hh)
-    if m < members:
-        states[state_at + m * dim + j] = h
-    sh8[x_off + e] = gpu_clip8(np.int32(sh8[x_off + e]) + h)
+    f, x = sh16[f_at + e], sh16[(X_OFF >> 1) + e]
+    s0, s1 = _lo(state), _hi(state)
+    h0 = s0 + (((_lo(f) + 127) * (_clip(_lo(slot) + y0 + _lo(bias)) - s0)) >> 8)
+    h1 = s1 + (((_hi(f) + 127) * (_clip(_hi(slot) + y1 + _hi(bias)) - s1)) >> 8)
+    if m0 + r < members:
+        st16[np.int32((r << log2_dim) + j0) >> 1] = _pack2(h0, h1)
+    sh16[(X_OFF >> 1) + e] = _pack2(_clip(_lo(x) + h0), _clip(_hi(x) + h1))
 
 
 @device_function
-def _stage(kind, sh8, sh32, part, params32, noise8, states, vecs, a_off, a_pitch, w_off, d_in, d_out, seg, dot_at,
-           dst, dst_pitch, bias_slot, n_vectors, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0,
-           members, noise_len, shift, dshift, perturbed, tid):
+def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off, a_pitch, w_off, d_in, d_out, seg, dot_at,
+           dst, dst_pitch, bias_at, shift, dshift, tid):
+    """One matmul for the block's rows: each warp's 8-wide output tiles, each with its epilogue."""
     lane = tid & 31
     g = lane >> 2
-    q = lane & 3
-    for n0 in range(8 * (tid >> 5), d_out, 8 * WARPS):
-        c = _mma_rows(sh32, a_off >> 2, a_pitch >> 2, params32, w_off >> 2, d_in, n0, lane)
-        for k in range(32):  # row tile k // 4, element k % 4 of the c0..c3 layout
-            _epilogue(kind, sh8, part, noise8, states, vecs, c[k], 16 * (k >> 2) + g + 8 * ((k >> 1) & 1),
-                      n0 + 2 * q + (k & 1), d_in, seg, dot_at, dst, dst_pitch, bias_slot, n_vectors, x_off, f_off,
-                      fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len, shift, dshift,
-                      perturbed)
+    j_lane = 2 * (lane & 3)
+    seg_a = seg + d_in
+    warp = tid >> 5
+    r0 = np.int32(32 * (warp & 1) + g)  # even warps take rows 0..31, odd ones 32..63
+    n0 = np.int32(8 * (warp >> 1))
+    while n0 < d_out:
+        j0 = np.int32(n0 + j_lane)
+        ctx = _sizes(part)
+        nz16, vec16 = noise8[_block_noise(part):].view(np.int16), vecs[_block_vecs(part):].view(np.int16)
+        st16 = states[_layer_states(part, layer):].view(np.int16)
+        c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
+                      lane)
+        # c0, c1: row g of a row tile; c2, c3: row g + 8
+        i0 = _row_inputs(kind, part, nz16, vec16, st16, r0, j0, seg_a, bias_at, ctx)
+        i1 = _row_inputs(kind, part, nz16, vec16, st16, r0 + 8, j0, seg_a, bias_at, ctx)
+        i2 = _row_inputs(kind, part, nz16, vec16, st16, r0 + 16, j0, seg_a, bias_at, ctx)
+        i3 = _row_inputs(kind, part, nz16, vec16, st16, r0 + 24, j0, seg_a, bias_at, ctx)
+        _row_outputs(kind, sh16, part, st16, c[0], c[1], i0, r0, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh16, part, st16, c[2], c[3], i1, r0 + 8, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh16, part, st16, c[4], c[5], i2, r0 + 16, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh16, part, st16, c[6], c[7], i3, r0 + 24, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        n0 = opaque(np.int32(n0 + 4 * WARPS))  # the next 8 columns of this warp's half: 4 warps a half
 
 
 @device_function
-def _gate(kind, sh8, sh32, part, params32, noise8, states, vecs, w1_off, seg1, w2_off, seg2, a2_off, first_dst,
-          bias_slot, n_vectors, h_off, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members,
-          noise_len, shift, dshift, perturbed, tid):
-    """A GRU gate: H W1 stored at first_dst, then A2 W2 added to it in the `kind` epilogue (barriers)."""
-    _row_dots(sh8, h_off, px, dim, noise8, noise_len, seg1, first_member, m0, members, part, DOT1, perturbed, tid)
-    _row_dots(sh8, a2_off, px, dim, noise8, noise_len, seg2, first_member, m0, members, part, DOT2, perturbed, tid)
+def _gate(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, t1, t2, a2_at, dst_at,
+          bias_at, shift, dshift, tid):
+    """A GRU gate: H W1 stored at the slot part[dst_at] names, then the slot part[a2_at] names times W2
+    added to it in the `kind` epilogue (barriers). W1, W2 are tensor ids t1, t2; sizes and offsets are
+    read where they are used (see ROW_NOISE)."""
+    px, dim = part[SIZES + 4], np.int32(1 << part[SIZES + 6])
+    _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[t1], DOT1, tid)
+    _row_dots(sh32, part, part[a2_at], px, dim, noise8, noise_off[t2], DOT2, tid)
     cuda.syncthreads()
-    _stage(STORE, sh8, sh32, part, params32, noise8, states, vecs, h_off, px, w1_off, dim, dim, seg1, DOT1, first_dst,
-           px, 0, n_vectors, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len,
-           shift, dshift, perturbed, tid)
-    _stage(kind, sh8, sh32, part, params32, noise8, states, vecs, a2_off, px, w2_off, dim, dim, seg2, DOT2, 0, px,
-           bias_slot, n_vectors, x_off, f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len,
-           shift, dshift, perturbed, tid)
+    px, dim = part[SIZES + 4], np.int32(1 << part[SIZES + 6])
+    _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[t1], dim, dim, noise_off[t1],
+           DOT1, part[dst_at], px, 0, shift, dshift, tid)
+    px, dim = part[SIZES + 4], np.int32(1 << part[SIZES + 6])
+    _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, part[a2_at], px, param_off[t2], dim, dim, noise_off[t2],
+           DOT2, 0, px, bias_at, shift, dshift, tid)
     cuda.syncthreads()
+
+
+@device_function
+def _embed_word(e, b, a, shift):
+    """A word of E[token] + ((sign A[token]) * B) >> shift, clipped, from words of E and of B."""
+    return pack4(_clip(byte_of(e, 0) + ((a * byte_of(b, 0)) >> shift)),
+                 _clip(byte_of(e, 1) + ((a * byte_of(b, 1)) >> shift)),
+                 _clip(byte_of(e, 2) + ((a * byte_of(b, 2)) >> shift)),
+                 _clip(byte_of(e, 3) + ((a * byte_of(b, 3)) >> shift)))
+
+
+@device_function
+def _embed_rows(sh32, part, params32, noise8, x_off, shift, tid):
+    """X = each row's (perturbed) embedding of its token; no barrier."""
+    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = _sizes(part)
+    r, sub = tid >> 2, tid & 3
+    dim = np.int32(1 << log2_dim)
+    tok = np.int32(part[TOKENS + r])
+    nrow, sign = _row_noise(part, r)
+    nz8 = noise8[_block_noise(part):]
+    nz32 = nz8.view(np.int32)
+    a = np.int32(sign * nz8[nrow + dim + tok]) if perturbed else np.int32(0)
+    erow = np.int32((tok << log2_dim) >> 2)
+    brow = np.int32(nrow >> 2)
+    out = np.int32((x_off + r * px) >> 2)
+    for c in range(4):  # constant trips: unrolled, the loads of all four chunks in flight together
+        if c == 0 or dim >= 256:
+            k = _chunk(0, sub, c, dim >> 4)
+            e0, e1, e2, e3 = load_global_v4(params32, erow + k)
+            b0 = b1 = b2 = b3 = np.int32(0)
+            if perturbed:
+                b0, b1, b2, b3 = load_global_v4(nz32, brow + k)
+            sh32[out + k] = _embed_word(e0, b0, a, shift)
+            sh32[out + k + 1] = _embed_word(e1, b1, a, shift)
+            sh32[out + k + 2] = _embed_word(e2, b2, a, shift)
+            sh32[out + k + 3] = _embed_word(e3, b3, a, shift)
+
+
+@device_function
+def _load_states(sh32, part, states, layer, st_off, tid):
+    """The GRU state slot = the layer's states of each row, 0 where a document starts; no barrier."""
+    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = _sizes(part)
+    r, sub = tid >> 2, tid & 3
+    chunks = np.int32(1 << (part[SIZES + 6] - 4))
+    keep = m0 + r < members and part[TOKENS + r] != 0
+    st32 = states[_layer_states(part, layer):].view(np.int32)
+    src = np.int32((r << log2_dim) >> 2)
+    out = np.int32((st_off + r * px) >> 2)
+    c0, c1, c2, c3 = _chunk(0, sub, 0, chunks), _chunk(0, sub, 1, chunks), _chunk(0, sub, 2, chunks), _chunk(
+        0, sub, 3, chunks)
+    z = np.int32(0)
+    s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = z
+    if keep:
+        s00, s01, s02, s03 = load_global_v4(st32, src + c0)
+        s10, s11, s12, s13 = load_global_v4(st32, src + c1)
+        s20, s21, s22, s23 = load_global_v4(st32, src + c2)
+        s30, s31, s32, s33 = load_global_v4(st32, src + c3)
+    sh32[out + c0], sh32[out + c0 + 1], sh32[out + c0 + 2], sh32[out + c0 + 3] = s00, s01, s02, s03
+    if chunks >= 16:
+        sh32[out + c1], sh32[out + c1 + 1], sh32[out + c1 + 2], sh32[out + c1 + 3] = s10, s11, s12, s13
+        sh32[out + c2], sh32[out + c2 + 1], sh32[out + c2 + 2], sh32[out + c2 + 3] = s20, s21, s22, s23
+        sh32[out + c3], sh32[out + c3 + 1], sh32[out + c3 + 2], sh32[out + c3 + 3] = s30, s31, s32, s33
+
+
+@device_function
+def _exp2_word(part, w):
+    return (part[EXP2_AT + byte_of(w, 0) + 128] + part[EXP2_AT + byte_of(w, 1) + 128]
+            + part[EXP2_AT + byte_of(w, 2) + 128] + part[EXP2_AT + byte_of(w, 3) + 128])
+
+
+@device_function
+def _loglik_partials(sh32, part, u_off, tid):
+    """part[PART + tid] = this thread's share of its row's sum of EXP2[logit + 128]; no barrier."""
+    r, sub = tid >> 2, tid & 3
+    row = np.int32((u_off + r * LOGIT_PITCH) >> 2)
+    acc = np.int32(0)
+    for c in range(4):  # VOCAB = 256: 16 chunks, 4 per thread
+        l0, l1, l2, l3 = load_shared_v4(sh32, row + 4 * (sub + 4 * c))
+        acc += _exp2_word(part, l0) + _exp2_word(part, l1) + _exp2_word(part, l2) + _exp2_word(part, l3)
+    part[PART + tid] = acc
+
+
+@device_function
+def _add_loglik(sh8, part, windows, out, step, tid):
+    """Each row's first thread adds the log-likelihood of the next byte (logits in U) to its member's sum."""
+    r = tid >> 2
+    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = _sizes(part)
+    if tid & 3 == 0 and m0 + r < members:
+        target = np.int32(windows[m0 + r, step + 1])
+        y = np.int32(sh8[part[U_AT] + r * LOGIT_PITCH + target]) + 128
+        out[m0 + r] += y - (gpu_floor_log2_x16(_row_sum(part, PART, r)) - 64)
 
 
 # ---- the kernel ---------------------------------------------------------------------------------
 
-@kernel((I8_1D, I32_1D, U8_2D, I8_1D, I64_1D, I64_1D, I64_1D, I64_1D, I64_1D, I8_1D, I8_1D, I64_1D, I32_1D, I64, I64,
-         I64, I64, I64, I64, BOOL, I64, I64, I64, I64, U8_1D, I64_1D, BOOL),
-        tensor_cores=True, block=THREADS)
+@kernel((I8_1D, I32_1D, U8_2D, I8_1D, I64_1D, I32_1D, I32_1D, I32_1D, I32_1D, I8_1D, I8_1D, I64_1D, I32_1D, I32, I32,
+         I32, I32, I32, I32, BOOL, I32, I32, I32, I32, U8_1D, I64_1D, BOOL),
+        tensor_cores=True, block=THREADS, launch_bounds=(THREADS, 2))
 def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, noise_off, noise_cnt, vec_tensor, noise8,
                    vecs, out, exp2, first_member, members, n_layer, dim, log2_dim, shift, perturbed, noise_len,
                    n_vectors, px, pu, gains, gain_off, scaled):
     """One block: MEMBERS members through every byte and layer (see the module docstring)."""
     sh8 = cuda.shared.array(0, numba.int8)
+    sh16 = cuda.shared.array(0, numba.int16)
     sh32 = cuda.shared.array(0, numba.int32)
     tid = cuda.threadIdx.x
-    m0 = cuda.blockIdx.x * MEMBERS
-    x_off, h_off, u_off = 0, MEMBERS * px, 2 * MEMBERS * px
-    f_off, fh_off, st_off = u_off, u_off + MEMBERS * px, u_off + 2 * MEMBERS * px  # GRU slots in U
-    part = sh32[(u_off + MEMBERS * pu) >> 2:]
+    m0 = np.int32(cuda.blockIdx.x * MEMBERS)
+    x_off = X_OFF
+    part = sh32
     d_shift = 4 + (log2_dim >> 1)  # divisor 16 * sqrt(dim)
     r = tid // ROW_THREADS
     sub = tid % ROW_THREADS
@@ -295,6 +577,16 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
     # prelude: this block's noise rows and perturbed vectors, hashed once for the epoch
     for v in range(tid, VOCAB, THREADS):
         part[EXP2_AT + v] = exp2[v]
+    if tid == 0:
+        part[SIZES], part[SIZES + 1], part[SIZES + 2], part[SIZES + 3] = first_member, m0, members, noise_len
+        part[SIZES + 4], part[SIZES + 5], part[SIZES + 6], part[SIZES + 7] = px, n_vectors, log2_dim, perturbed
+        # X, H, then U, which holds the GRU slots f (at U), fh and the state
+        part[H_AT], part[U_AT] = X_OFF + MEMBERS * px, X_OFF + 2 * MEMBERS * px
+        part[FH_AT], part[ST_AT] = X_OFF + 3 * MEMBERS * px, X_OFF + 4 * MEMBERS * px
+    if tid < MEMBERS:  # rows past the slice take the last member: computed, never stored
+        g = first_member + min(m0 + tid, members - 1)
+        part[ROW_NOISE + tid] = np.int32(2 * ((g >> 1) - ((first_member + m0) >> 1)) * noise_len + (g & 1))
+        part[ROW_VECS + tid] = np.int32(((min(tid, members - 1 - m0) * n_vectors) << log2_dim) >> 2)
     p_first, _ = _pair(first_member, m0)
     p_last, _ = _pair(first_member, min(m0 + MEMBERS, members) - 1)
     base_pair = first_member >> 1
@@ -326,84 +618,57 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
                     a1 = (a1 * np.int64(gains[gain_off[t] + j])) >> GAIN_SHIFT
                 a2 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, dim + j), kb))
                 v += (a1 * a2 * sign) >> shift
-            vecs[(m * n_vectors + slot) * dim + j] = gpu_clip8(v)
-    total = np.int64(0)  # the log-likelihood of this thread's row (kept by the row's first thread)
+            vecs[(m * n_vectors + slot) * dim + j] = min(max(v, -127), 127)
+    if sub == 0 and m0 + r < members:
+        out[m0 + r] = 0  # the row's log-likelihood, summed over the bytes in place
     cuda.syncthreads()
 
-    for step in range(windows.shape[1] - 1):
+    # views at the block's first pair and member: what follows indexes them with 32-bit offsets
+    step = np.int32(0)
+    while step < windows.shape[1] - 1:
         if tid < MEMBERS:
             part[TOKENS + tid] = np.int32(windows[min(m0 + tid, members - 1), step])
         cuda.syncthreads()
-        # embedding: E[token] + ((sign A[token]) * B) >> shift
-        for idx in range(tid, MEMBERS * dim, THREADS):
-            rr = idx >> log2_dim
-            j = idx & (dim - 1)
-            tok = part[TOKENS + rr]
-            v = np.int32(params8[tok * dim + j])
-            if perturbed:
-                pl, sign = _pair(first_member, min(m0 + rr, members - 1))
-                nb = pl * noise_len
-                v += (np.int32(sign * noise8[nb + dim + tok]) * np.int32(noise8[nb + j])) >> shift
-            sh8[x_off + rr * px + j] = gpu_clip8(v)
+        _embed_rows(sh32, part, params32, noise8, x_off, shift, tid)
         cuda.syncthreads()
-        for layer in range(n_layer):
-            lt = 10 * layer
-            state_at = layer * members * dim
-            for idx in range(tid, MEMBERS * dim, THREADS):  # S: the layer's state, reset where a document starts
-                rr = idx >> log2_dim
-                j = idx & (dim - 1)
-                m = m0 + rr
-                keep = m < members and part[TOKENS + rr] != 0
-                sh8[st_off + rr * px + j] = states[state_at + m * dim + j] if keep else 0
-            _l1_norm_rows(sh8, part, x_off, h_off, px, vecs, 4 * layer, n_vectors, m0, members, dim, log2_dim, tid)
+        layer = np.int32(0)
+        while layer < n_layer:
+            lt = np.int32(10 * layer)
+            slots = np.int32(4 * layer << log2_dim)  # byte of the layer's first vector in a member's row
+            _load_states(sh32, part, states, layer, part[ST_AT], tid)
+            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, log2_dim, dim, tid)
             # forget gate f, fh; then the new state (into the states and the residual)
-            _gate(FORGET, sh8, sh32, part, params32, noise8, states, vecs, param_off[lt + WF], noise_off[lt + WF],
-                  param_off[lt + UF], noise_off[lt + UF], st_off, f_off, 4 * layer + 1, n_vectors, h_off, x_off, f_off,
-                  fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len, shift, d_shift, perturbed,
-                  tid)
-            _gate(OUTPUT, sh8, sh32, part, params32, noise8, states, vecs, param_off[lt + WH], noise_off[lt + WH],
-                  param_off[lt + UH], noise_off[lt + UH], fh_off, st_off, 4 * layer + 2, n_vectors, h_off, x_off,
-                  f_off, fh_off, st_off, px, state_at, dim, first_member, m0, members, noise_len, shift, d_shift,
-                  perturbed, tid)
+            _gate(FORGET, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF, lt + UF,
+                  ST_AT, U_AT, slots + dim, shift, d_shift, tid)
+            _gate(OUTPUT, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH, lt + UH,
+                  FH_AT, ST_AT, slots + 2 * dim, shift, d_shift, tid)
             # MLP: x = clip(x + down(up(L1(x))))
-            _l1_norm_rows(sh8, part, x_off, h_off, px, vecs, 4 * layer + 3, n_vectors, m0, members, dim, log2_dim,
-                          tid)
-            _row_dots(sh8, h_off, px, dim, noise8, noise_len, noise_off[lt + UP], first_member, m0, members, part,
-                      DOT1, perturbed, tid)
+            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, log2_dim, dim, tid)
+            _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
             cuda.syncthreads()
-            _stage(STORE, sh8, sh32, part, params32, noise8, states, vecs, h_off, px, param_off[lt + UP], dim,
-                   4 * dim, noise_off[lt + UP], DOT1, u_off, pu, 0, n_vectors, x_off, f_off, fh_off, st_off, px,
-                   state_at, dim, first_member, m0, members, noise_len, shift, d_shift, perturbed, tid)
+            _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[lt + UP], dim, 4 * dim,
+                   noise_off[lt + UP], DOT1, part[U_AT], pu, 0, shift, d_shift, tid)
             cuda.syncthreads()
-            _row_dots(sh8, u_off, pu, 4 * dim, noise8, noise_len, noise_off[lt + DOWN], first_member, m0, members,
-                      part, DOT1, perturbed, tid)
+            _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
             cuda.syncthreads()
-            _stage(ADD, sh8, sh32, part, params32, noise8, states, vecs, u_off, pu, param_off[lt + DOWN], 4 * dim,
-                   dim, noise_off[lt + DOWN], DOT1, x_off, px, 0, n_vectors, x_off, f_off, fh_off, st_off, px,
-                   state_at, dim, first_member, m0, members, noise_len, shift, d_shift + 1, perturbed, tid)
+            _stage(ADD, sh16, sh32, part, params32, noise8, vecs, states, layer, part[U_AT], pu, param_off[lt + DOWN], 4 * dim, dim,
+                   noise_off[lt + DOWN], DOT1, x_off, px, 0, shift, d_shift + 1, tid)
             cuda.syncthreads()
+            layer = np.int32(layer + 1)
         # head and the log-likelihood of the next byte
         head = 10 * n_layer + 2
-        _l1_norm_rows(sh8, part, x_off, h_off, px, vecs, 4 * n_layer, n_vectors, m0, members, dim, log2_dim, tid)
-        _row_dots(sh8, h_off, px, dim, noise8, noise_len, noise_off[head], first_member, m0, members, part, DOT1,
-                  perturbed, tid)
+        _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, log2_dim, dim,
+                      tid)
+        _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[head], DOT1, tid)
         cuda.syncthreads()
-        _stage(STORE, sh8, sh32, part, params32, noise8, states, vecs, h_off, px, param_off[head], dim, VOCAB,
-               noise_off[head], DOT1, u_off, LOGIT_PITCH, 0, n_vectors, x_off, f_off, fh_off, st_off, px, state_at,
-               dim, first_member, m0, members, noise_len, shift, d_shift, perturbed, tid)
+        _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, 0, part[H_AT], px, param_off[head], dim, VOCAB,
+               noise_off[head], DOT1, part[U_AT], LOGIT_PITCH, 0, shift, d_shift, tid)
         cuda.syncthreads()
-        acc = np.int32(0)
-        for v in range(sub, VOCAB, ROW_THREADS):
-            acc += part[EXP2_AT + np.int32(sh8[u_off + r * LOGIT_PITCH + v]) + 128]
-        part[PART + tid] = acc
+        _loglik_partials(sh32, part, part[U_AT], tid)
         cuda.syncthreads()
-        if sub == 0:
-            target = np.int32(windows[min(m0 + r, members - 1), step + 1])
-            y = np.int32(sh8[u_off + r * LOGIT_PITCH + target]) + 128
-            total += y - (gpu_floor_log2_x16(_row_sum(part, PART, r)) - 64)
+        _add_loglik(sh8, part, windows, out, step, tid)
         cuda.syncthreads()
-    if sub == 0 and m0 + r < members:
-        out[m0 + r] = total
+        step = np.int32(step + 1)
 
 
 def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains=None):
@@ -411,16 +676,16 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
     n_layer, members, dim = states.shape
     plan = Plan(n_layer, dim)
     pairs = ((first_member + members - 1) >> 1) - (first_member >> 1) + 1
-    noise8 = cuda.device_array(pairs * plan.noise_len if perturbed else 1, np.int8)
-    vecs = cuda.device_array(members * plan.vec_tensor.size * dim, np.int8)
+    scratch = Scratch.of(plan, EXP2_32)
+    noise8 = scratch.array("noise", pairs * plan.noise_len if perturbed else 16, np.int8)
+    vecs = scratch.array("vectors", members * plan.vec_tensor.size * dim, np.int8)
     out = cuda.device_array(members, np.int64)
-    tables = [cuda.to_device(a) for a in (plan.param_off, plan.noise_off, plan.noise_cnt, plan.vec_tensor)]
     gain_array, scaled = device_args(gains)
-    args = (params, params.view(np.int32), windows, flat(states), prefixes, *tables, noise8, vecs, out,
-            cuda.to_device(EXP2_32), np.int64(first_member), np.int64(members), np.int64(n_layer), np.int64(dim),
-            np.int64(dim.bit_length() - 1), np.int64(4 + sigma_shift), bool(perturbed), np.int64(plan.noise_len),
-            np.int64(plan.vec_tensor.size), np.int64(plan.px), np.int64(plan.pu), gain_array,
-            cuda.to_device(plan.gain_off), scaled)
+    args = (params, params.view(np.int32), windows, flat(states), prefixes, *scratch.tables, noise8, vecs, out,
+            scratch.exp2, np.int32(first_member), np.int32(members), np.int32(n_layer), np.int32(dim),
+            np.int32(dim.bit_length() - 1), np.int32(4 + sigma_shift), bool(perturbed), np.int32(plan.noise_len),
+            np.int32(plan.vec_tensor.size), np.int32(plan.px), np.int32(plan.pu), gain_array, scratch.gain_off,
+            scaled)
     allow_dynamic_shared(egg_epoch_cuda, args, plan.shared_bytes)
     egg_epoch_cuda[(members + MEMBERS - 1) // MEMBERS, THREADS, 0, plan.shared_bytes](*args)
     return out
@@ -473,7 +738,7 @@ def _launch(n_layer, dim, members, tokens, perturbed, sigma_shift=4):
     args = [{"shape": (params,), "dtype": "int8"}, {"shape": (params // 4,), "dtype": "int32"},
             {"shape": (members, tokens + 1), "dtype": "uint8"}, {"shape": (n_layer * members * dim,), "dtype": "int8"},
             {"shape": (len(layout),), "dtype": "int64"}, plan.param_off, plan.noise_off, plan.noise_cnt,
-            plan.vec_tensor, {"shape": (pairs * plan.noise_len if perturbed else 1,), "dtype": "int8"},
+            plan.vec_tensor, {"shape": (pairs * plan.noise_len if perturbed else 16,), "dtype": "int8"},
             {"shape": (members * plan.vec_tensor.size * dim,), "dtype": "int8"},
             {"shape": (members,), "dtype": "int64"},
             EXP2_32, 0, members, n_layer, dim, dim.bit_length() - 1, 4 + sigma_shift, perturbed, plan.noise_len,
