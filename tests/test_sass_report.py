@@ -1,6 +1,7 @@
 """The static report (bench/static_report): every registered kernel assembled for sm_90 has no spill,
 no local memory and no f64 in a float32/integer kernel, a kernel marked tensor_cores has IMMA/HMMA
-in an innermost loop, and the static model predicts each measured workload within 2x. The SASS parser,
+in an innermost loop, and the static model predicts each measured workload within 2x (but a measurement
+of a kernel whose module changed since its commit). The SASS parser,
 occupancy and roofline pieces are tested on hand-written input (the model's: tests/test_static_model.py).
 Needs ptxas/cuobjdump/nvdisasm (the dev extra) and numba-cuda's compilers; tests/run.sh requires them."""
 
@@ -79,9 +80,10 @@ def test_static_model_predicts_every_measured_row_within_2x(report):
     """The calibrated static model (model.py, calibration.py) against the newest GPU measurement of each
     workload in bench/results; the headline rows must have one."""
     rows = [r for r in report["roofline"] if "prediction" in r]
-    measured = {r["name"]: r["measured"]["predicted_over_measured"] for r in rows if "measured" in r}
+    measured = {r["name"]: r["measured"] for r in rows if "measured" in r}
     assert all(any(h in name for name in measured) for h in HEADLINE), (HEADLINE, sorted(measured))
-    assert all(0.5 <= ratio <= 2 for ratio in measured.values()), measured
+    current = {name: m["predicted_over_measured"] for name, m in measured.items() if not m["kernel_changed"]}
+    assert all(0.5 <= ratio <= 2 for ratio in current.values()), current
     assert all(not launch["unknown_loops"] or sum(launch["unknown_loops"].values()) < 50
                for r in rows for launch in r["prediction"]["launches"]), "loops of unknown trip count"
 

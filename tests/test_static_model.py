@@ -122,3 +122,18 @@ def test_the_fit_recovers_the_constants_that_made_the_measurements():
     worst, constants = calibration.fit(rows)
     assert constants == truth and worst < 1e-9
     assert max(map(abs, calibration.errors(rows, 300, 3e12, 0))) > math.log(2)
+
+
+def test_a_measurement_of_a_kernel_changed_since_its_commit_is_told_apart():
+    """The EGG epoch was rebuilt after its first H100 measurements (commit f04d3a251652); at HEAD nothing of
+    it differs from HEAD; an unknown commit cannot be told apart and counts as current."""
+    import subprocess
+    from pathlib import Path
+
+    kernel = ["eggnog.kernels.egg.epoch_cuda.egg_epoch_cuda"]
+    root = Path(calibration.__file__).resolve().parents[2]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "kernels/egg/epoch_cuda.py"], cwd=root).returncode
+    assert calibration.changed_since(head, kernel) == bool(dirty)
+    assert calibration.changed_since("f04d3a251652", kernel)
+    assert not calibration.changed_since("unknown", kernel)

@@ -111,9 +111,14 @@ def measured_workloads():
     found = []
     for w in workloads():
         measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
-        if "launches" in w and measured:
+        if "launches" in w and measured and not stale(w, measured):
             found.append((w, measured))
     return found
+
+
+def stale(workload, measured):
+    """Whether the workload's kernels changed since its measurement's commit (calibration.changed_since)."""
+    return calibration.changed_since(measured["commit"], [launch["kernel"] for launch in workload["launches"]])
 
 
 def roofline_rows(rows, code):
@@ -124,7 +129,7 @@ def roofline_rows(rows, code):
             row["prediction"] = predict(w, code, calibration.CONSTANTS)
             measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
             if measured:
-                row["measured"] = {**measured, "predicted_over_measured": round(
+                row["measured"] = {**measured, "kernel_changed": stale(w, measured), "predicted_over_measured": round(
                     row["prediction"]["units_per_s"] / measured["units_per_s"], 2)}
         out.append(row)
     return out
@@ -144,7 +149,8 @@ def print_loops(row):
 def prediction_line(w):
     p, m = w["prediction"], w.get("measured")
     seen = (f"measured {m['units_per_s']:.3g} on {m['device']} ({m['file']}), predicted/measured "
-            f"{m['predicted_over_measured']:.2f}") if m else "no measurement in bench/results"
+            f"{m['predicted_over_measured']:.2f}" + (" (the kernel changed since: not compared)" if m["kernel_changed"]
+                                                     else "")) if m else "no measurement in bench/results"
     return f"model: {w['name']}: predicted {p['units_per_s']:.3g} {w['unit']}/s ({p['bound']}); {seen}"
 
 

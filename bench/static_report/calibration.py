@@ -17,6 +17,8 @@ limits.py's estimate (5.5e12 B/s), not fitted.
 
 import json
 import re
+import importlib.util
+import subprocess
 import time
 from math import log
 from pathlib import Path
@@ -51,7 +53,24 @@ def newest_measurement(spec, units, results=MEASURED):
         return None
     _, record, row, file = max(found, key=lambda f: f[0])
     rate = row[spec["rate"]] if "rate" in spec else units / (row[spec["ms_per_run"]] / 1e3)
-    return {"units_per_s": rate, "device": record["device"], "date": record["date"], "file": file}
+    return {"units_per_s": rate, "device": record["device"], "date": record["date"], "file": file,
+            "commit": record.get("commit", "unknown")}
+
+
+def changed_since(commit, kernels):
+    """Whether the source of any of the registered `kernels` (their modules) differs between `commit` and
+    the working tree: then a measurement taken at `commit` measured other code, and neither calibrates
+    nor checks the model. False when git cannot tell (no repository, an unknown commit)."""
+    root = MEASURED.parent.parent
+    files = {Path(importlib.util.find_spec(k.rsplit(".", 1)[0]).origin).resolve() for k in kernels}
+    if not all(f.is_relative_to(root) for f in files):  # an installed copy, not this repository's
+        return False
+    paths = sorted(str(f.relative_to(root)) for f in files)
+    try:
+        done = subprocess.run(["git", "diff", "--quiet", commit, "--", *paths], cwd=root, capture_output=True)
+    except OSError:
+        return False
+    return done.returncode == 1
 
 
 def errors(rows, latency, bandwidth, host):

@@ -290,9 +290,15 @@ class Walker:
             w.mask = active
         return None, carried
 
+    def invariant(self, ins, loop):
+        """An instruction that recomputes a value from what the loop never writes (the compiler's
+        rematerialisation of a bound inside an inner loop): it gives the same value wherever it runs."""
+        return ins._guard is None and not set(ins._src) & self.k.written(loop)
+
     def slice(self, loop):
         """The loop's instructions its back edge's predicate depends on, and the names it reads from
-        before the loop; (None, ()) when an inner loop or an unconditional back edge is involved."""
+        before the loop; (None, ()) when an inner loop (but for a loop-invariant recomputation in it) or an
+        unconditional back edge is involved."""
         if hasattr(loop, "_slice"):
             return loop._slice
         loop._slice = None, ()
@@ -307,7 +313,7 @@ class Walker:
             for ins in reversed(body):
                 if ins.base in _CONTROL or not live.intersection(ins._dst):
                     continue
-                if any(lp.start <= ins.address <= lp.end for lp in inner):
+                if any(lp.start <= ins.address <= lp.end for lp in inner) and not self.invariant(ins, loop):
                     return loop._slice
                 chosen.add(id(ins))
                 if ins._guard is None:

@@ -235,12 +235,16 @@ def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
     arow = np.int32(a_word + g * pitch + 4 * q)
     tile = np.int32(16 * pitch)
     kw = np.int32(0)
-    while kw < words:  # 32-bit counters throughout: numba's range loops count in 64 bits
+    while kw < words:  # two k steps a trip, both weight loads first (one latency); 32-bit counters
         w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
+        v0, v1, v2, v3 = load_global_v4(w32, wrow + min(kw + 16, words - 16))  # d_in = 64: the same step again
         p = np.int32(arow + kw)
         a0, a1, a2, a3 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, a0, a1, a2, a3)
         b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, b0, b1, b2, b3)
-        kw = opaque(np.int32(kw + 16))  # not unrolled: the unrolled steps' shared loads would not fit 128 registers
+        if kw + 16 < words:
+            a0, a1, a2, a3 = _mt_step(sh32, p + 16, pitch, v0, v1, v2, v3, a0, a1, a2, a3)
+            b0, b1, b2, b3 = _mt_step(sh32, p + 16 + tile, pitch, v0, v1, v2, v3, b0, b1, b2, b3)
+        kw = opaque(np.int32(kw + 32))  # not unrolled further: more steps' shared loads would not fit 128 registers
     return a0, a1, a2, a3, b0, b1, b2, b3
 
 
@@ -426,12 +430,12 @@ def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off,
     r0 = np.int32(32 * (warp & 1) + g)  # even warps take rows 0..31, odd ones 32..63
     n0 = np.int32(8 * (warp >> 1))
     while n0 < d_out:
-        j0 = np.int32(n0 + j_lane)
-        ctx = _sizes(part)
-        nz16, vec16 = noise8[_block_noise(part):].view(np.int16), vecs[_block_vecs(part):].view(np.int16)
-        st16 = states[_layer_states(part, layer):].view(np.int16)
         c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
                       lane)
+        j0 = np.int32(n0 + j_lane)
+        ctx = _sizes(part)  # after the products: not held in registers over them
+        nz16, vec16 = noise8[_block_noise(part):].view(np.int16), vecs[_block_vecs(part):].view(np.int16)
+        st16 = states[_layer_states(part, layer):].view(np.int16)
         # c0, c1: row g of a row tile; c2, c3: row g + 8
         i0 = _row_inputs(kind, part, nz16, vec16, st16, r0, j0, seg_a, bias_at, ctx)
         i1 = _row_inputs(kind, part, nz16, vec16, st16, r0 + 8, j0, seg_a, bias_at, ctx)
@@ -446,18 +450,15 @@ def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off,
 
 @device_function
 def _gate(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, t1, t2, a2_at, dst_at,
-          bias_at, shift, dshift, tid):
+          bias_at, px, dim, shift, dshift, tid):
     """A GRU gate: H W1 stored at the slot part[dst_at] names, then the slot part[a2_at] names times W2
     added to it in the `kind` epilogue (barriers). W1, W2 are tensor ids t1, t2; sizes and offsets are
     read where they are used (see ROW_NOISE)."""
-    px, dim = part[SIZES + 4], np.int32(1 << part[SIZES + 6])
     _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[t1], DOT1, tid)
     _row_dots(sh32, part, part[a2_at], px, dim, noise8, noise_off[t2], DOT2, tid)
     cuda.syncthreads()
-    px, dim = part[SIZES + 4], np.int32(1 << part[SIZES + 6])
     _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[t1], dim, dim, noise_off[t1],
            DOT1, part[dst_at], px, 0, shift, dshift, tid)
-    px, dim = part[SIZES + 4], np.int32(1 << part[SIZES + 6])
     _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, part[a2_at], px, param_off[t2], dim, dim, noise_off[t2],
            DOT2, 0, px, bias_at, shift, dshift, tid)
     cuda.syncthreads()
@@ -639,9 +640,9 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, log2_dim, dim, tid)
             # forget gate f, fh; then the new state (into the states and the residual)
             _gate(FORGET, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF, lt + UF,
-                  ST_AT, U_AT, slots + dim, shift, d_shift, tid)
+                  ST_AT, U_AT, slots + dim, px, dim, shift, d_shift, tid)
             _gate(OUTPUT, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH, lt + UH,
-                  FH_AT, ST_AT, slots + 2 * dim, shift, d_shift, tid)
+                  FH_AT, ST_AT, slots + 2 * dim, px, dim, shift, d_shift, tid)
             # MLP: x = clip(x + down(up(L1(x))))
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, log2_dim, dim, tid)
             _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
