@@ -4,6 +4,8 @@
     acc = abs_sum4(a, acc)       acc + sum_k |a.byte[k]|
     w = pack4(v0, v1, v2, v3)    the int32 word of four int8 values, v0 the lowest byte
     v = byte_of(w, k)            the signed byte k of a word
+    y = sar32(x, n)              x >> n in 32 bits for a shift n known only at run time (numba widens int32
+                                 arithmetic to 64 bits, and a variable shift keeps it there)
     n = opaque(n)                n, through an instruction the compiler cannot see through (an int32 loop
                                  counter stepped through it keeps the loop from being unrolled)
 
@@ -26,6 +28,10 @@ def simulated_dp4a(a, b, c):
 
 def simulated_opaque(n):
     return n
+
+
+def simulated_sar32(x, n):
+    return np.int32(int(x) >> int(n))
 
 
 def _build_intrinsics():
@@ -55,10 +61,19 @@ def _build_intrinsics():
 
         return sig, codegen
 
-    return dp4a, opaque
+    @intrinsic
+    def sar32(typingctx, x, n):
+        sig = types.int32(types.int32, types.int32)
+
+        def codegen(context, builder, signature, args):
+            return builder.ashr(*args)
+
+        return sig, codegen
+
+    return dp4a, opaque, sar32
 
 
-dp4a, opaque = (simulated_dp4a, simulated_opaque) if SIMULATED else _build_intrinsics()
+dp4a, opaque, sar32 = (simulated_dp4a, simulated_opaque, simulated_sar32) if SIMULATED else _build_intrinsics()
 
 
 @device_function

@@ -6,10 +6,17 @@
     v0, v1 = load_shared_v2(values, index)             # values[index:index + 2] (one LDS.64)
     store_shared_f32x4(values, index, v0, v1, v2, v3)  # values[index:index + 4] = ... (one STS.128)
     store_global_f32x4(values, index, v0, v1, v2, v3)  # the same in a global array (one STG.128)
+    w0, w1, w2, w3 = load_global_rw_v4(words, index)   # words[index:index + 4] of memory the kernel also
+                                                       # writes: coherent, ordered with its stores (LDG.128)
+    w = load_global_s16(bytes_, base, offset)          # the int16 at byte base + offset of an int8 array the
+                                                       # kernel may write (base int64, offset int32, 2-aligned)
+    store_global_s16(bytes_, base, offset, w)          # the same, stored (STG.U16)
 
 numba does not emit vector accesses for consecutive scalar ones, so these are inline PTX / LLVM
 vector operations; under NUMBA_ENABLE_CUDASIM=1 they are plain Python over the same elements.
 """
+
+import numpy as np
 
 from eggnog.kernels.core.cuda_api import SIMULATED
 
@@ -26,6 +33,16 @@ simulated_load_v2, simulated_load_v4 = _simulated_load(2), _simulated_load(4)
 
 def simulated_store_4(values, index, v0, v1, v2, v3):
     values[index], values[index + 1], values[index + 2], values[index + 3] = v0, v1, v2, v3
+
+
+def simulated_load_s16(array, base, offset):
+    i = int(base) + int(offset)
+    return np.int16((int(array[i]) & 0xFF) | (int(array[i + 1]) << 8))
+
+
+def simulated_store_s16(array, base, offset, w):
+    i = int(base) + int(offset)
+    array[i], array[i + 1] = np.int8(np.int64(w)), np.int8(np.int64(w) >> 8)
 
 
 def _build_intrinsics():
@@ -111,11 +128,62 @@ def _build_intrinsics():
 
         return load
 
-    return load_global_v4, shared_load(2), shared_load(4), vector_store(3), vector_store(1)
+    def byte_pointer(context, builder, array_type, array, base, offset):
+        """The global address of byte base + offset (int64 + zero-extended int32) of an int8 array: one
+        64-bit add; no bounds or wraparound checks."""
+        ary = context.make_array(array_type)(context, builder, value=array)
+        byte = builder.add(base, builder.zext(offset, ir.IntType(64)))
+        data = builder.bitcast(ary.data, ir.PointerType(ir.IntType(8)))
+        return builder.gep(data, [byte])
+
+    @intrinsic
+    def load_global_s16(typingctx, array, base, offset):
+        sig = types.int16(array, types.int64, types.int32)
+
+        def codegen(context, builder, signature, args):
+            pointer = byte_pointer(context, builder, signature.args[0], *args)
+            i16 = ir.IntType(16)
+            source = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)), ir.PointerType(i16, addrspace=1))
+            return builder.load(source, align=2)
+
+        return sig, codegen
+
+    @intrinsic
+    def store_global_s16(typingctx, array, base, offset, w):
+        sig = types.none(array, types.int64, types.int32, types.int16)
+
+        def codegen(context, builder, signature, args):
+            pointer = byte_pointer(context, builder, signature.args[0], *args[:3])
+            i16 = ir.IntType(16)
+            target = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)), ir.PointerType(i16, addrspace=1))
+            builder.store(args[3], target, align=2)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def load_global_rw_v4(typingctx, values, index):
+        sig = types.UniTuple(values.dtype, 4)(values, types.int64)
+
+        def codegen(context, builder, signature, args):
+            element = context.get_value_type(signature.args[0].dtype)
+            ptr = builder.addrspacecast(element_pointer(context, builder, signature, args),
+                                        ir.PointerType(element, addrspace=1))
+            vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(element, 4), addrspace=1)),
+                                  align=16)
+            return context.make_tuple(builder, signature.return_type,
+                                      [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(4)])
+
+        return sig, codegen
+
+    return (load_global_v4, shared_load(2), shared_load(4), vector_store(3), vector_store(1), load_global_s16,
+            store_global_s16, load_global_rw_v4)
 
 
 if SIMULATED:
     load_global_v4, store_shared_f32x4, store_global_f32x4 = simulated_load_v4, simulated_store_4, simulated_store_4
     load_shared_v2, load_shared_v4 = simulated_load_v2, simulated_load_v4
+    load_global_s16, store_global_s16, load_global_rw_v4 = simulated_load_s16, simulated_store_s16, simulated_load_v4
 else:
-    load_global_v4, load_shared_v2, load_shared_v4, store_shared_f32x4, store_global_f32x4 = _build_intrinsics()
+    (load_global_v4, load_shared_v2, load_shared_v4, store_shared_f32x4, store_global_f32x4, load_global_s16,
+     store_global_s16, load_global_rw_v4) = _build_intrinsics()

@@ -2,38 +2,41 @@
 and layer of the window (no grid-wide synchronisation: members are independent), with the
 population matmuls on int8 tensor cores (mma m16n8k32, see `mma`).
 
-Per block (MEMBERS = 64 members, THREADS = 256 threads, 8 warps; two blocks share an SM):
+Per block (MEMBERS = 64 members, THREADS = 256 threads, 8 warps), within 128 registers so that two
+blocks share an SM (16 warps):
 - prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A =
   noise[d_in:d_in + d_out]) and its members' perturbed vectors are hashed once per epoch (and scaled
   by their gains, noise.gains) into global scratch (they are constant over the epoch, so no hash runs
-  per byte);
-- per byte and layer, in shared memory: the residual X, the normed input H and a region U: the MLP
-  hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh);
-- a matmul stage: each warp owns 8-wide output tiles over all MEMBERS rows, so a weight fragment,
-  loaded from global memory (L2) with a 128-bit non-coherent load two k steps ahead of its use, serves
-  4 mma row tiles. Its epilogue works at fixed positions: a thread's 16 accumulators are 8 rows x 2
-  neighbouring columns; for each row it first loads what the row needs (the row dot times the member's
-  sign, 2 bytes of the A noise, of the bias, of the state, of the slots it combines with), all before
-  any store so that the loads overlap, then computes and stores 2 bytes per row. The rank-1 term
-  (x . B_p) * (sign A_p[j]) >> shift, the division (a shift: d_in is a power of 4) and the clip run
-  in 32 bits; a gate that sums two products stores the first and adds it in the second one's
-  epilogue (same thread, same elements);
+  per byte); per-row values (each row's noise offset and sign, its vectors' offset) and the launch's
+  sizes go to small shared tables, read where they are used;
+- per byte and layer, in shared memory after those tables: the residual X, the normed input H and a
+  region U: the MLP hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh);
+- a matmul stage: warp w owns rows 32 (w % 2) .. + 31 (2 mma row tiles) and every 4th 8-wide output
+  tile, so a weight fragment (a 128-bit non-coherent load; two k steps' loads before their mmas) serves
+  2 row tiles and the warp beside it, from L1. The epilogue works at fixed positions: a thread's 8
+  accumulators are 4 rows x 2 neighbouring columns; it first loads what the rows need from global
+  memory (2 bytes each of the A noise, of the bias, of the state), then per row computes the rank-1
+  term (row dot x sign, summed in the row-dot pass) * A[j] >> shift, the division (a shift: d_in is a
+  power of 4) and the clip in 32 bits, and stores 2 bytes. A gate that sums two products stores the
+  first and adds it in the second one's epilogue (same thread, same elements);
 - element-wise passes (embedding, state load, L1 norms, row dots, log-likelihood) give each member
   row 4 threads, each reading 16-byte chunks (chunk sub + 4c of the row): 128-bit shared and global
   loads, dp4a for the row dots and the norms' sums of |x|, 4-byte stores. At dim 64 a row has only
   one chunk per thread: the others are loaded again (clamped) and not stored.
-Index arithmetic inside a block is 32-bit, on views of the scratch arrays sliced at the block's first
-pair and member (one 64-bit offset per block and layer).
+Index arithmetic is 32-bit; a global address is a 64-bit base (the block's first pair, member or
+state, once a stage) plus a 32-bit offset. Loops count with 32-bit counters, and the k loop's
+counter passes through `opaque` so that the compiler does not unroll it (unrolled, its shared loads
+hoisted together would not fit 128 registers).
 
-Shared memory: every buffer has a row pitch of 16 (mod 32) 32-bit words. A fragment load reads 16
-bytes (one LDS.128) of rows g and g + 8 at word 4q of a 64-byte k step (g = lane // 4, q = lane % 4).
-A 128-bit access is served in four phases of 8 lanes; the 8 lanes of a phase (rows g and g + 1,
-q = 0..3) read words 4q..4q+3 of one row (16 banks) and of the next row, 16 banks further, so no
-two lanes of a phase share a bank. The k order inside a 64-byte step is permuted alike for A and B
-(lane q holds bytes 16q..16q+15 of both), which leaves each dot product unchanged. In element-wise
-passes the 4 threads of a row read its 64 contiguous bytes (16 banks) and the next row's 4 threads
-the 16 banks beside them. The epilogue's 2-byte accesses meet 4 ways on a bank (rows g and g + 2
-share banks); they are a small part of the traffic.
+Shared memory: every buffer has a row pitch of 16 (mod 32) 32-bit words and starts on bank 0. A
+fragment load reads 16 bytes (one LDS.128) of rows g and g + 8 at word 4q of a 64-byte k step (g =
+lane // 4, q = lane % 4). A 128-bit access is served in four phases of 8 lanes; the 8 lanes of a
+phase (rows g and g + 1, q = 0..3) read words 4q..4q+3 of one row (16 banks) and of the next row, 16
+banks further, so no two lanes of a phase share a bank. The k order inside a 64-byte step is permuted
+alike for A and B (lane q holds bytes 16q..16q+15 of both), which leaves each dot product unchanged.
+In element-wise passes the 4 threads of a row read its 64 contiguous bytes (16 banks) and the next
+row's 4 threads the 16 banks beside them. The epilogue's 2-byte accesses meet 4 ways on a bank (rows
+g and g + 2 share banks); they are a small part of the traffic.
 
 Only the summed log-likelihood of each member leaves the device; states are updated in place.
 """
@@ -54,8 +57,14 @@ from eggnog.kernels.core.cuda_api import (
     flat,
     kernel,
 )
-from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, opaque, pack4
-from eggnog.kernels.core.loads import load_global_v4, load_shared_v4
+from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, opaque, pack4, sar32
+from eggnog.kernels.core.loads import (
+    load_global_rw_v4,
+    load_global_s16,
+    load_global_v4,
+    load_shared_v4,
+    store_global_s16,
+)
 from eggnog.kernels.core.mma import mma_s8_16832
 from eggnog.kernels.egg.int_math import EXP2
 from eggnog.kernels.egg.layout import DOWN, UF, UH, UP, WF, WH, egg_layout
@@ -185,7 +194,7 @@ def _row_sum(part, at, r):
 
 @device_function
 def _clip(v):
-    return np.int32(min(max(v, -127), 127))
+    return np.int32(min(max(np.int32(v), np.int32(-127)), np.int32(127)))
 
 
 @device_function
@@ -197,6 +206,12 @@ def _lo(w):
 @device_function
 def _hi(w):
     return np.int32(np.int32(w) >> 8)
+
+
+@device_function
+def _half(base, r, pitch, j0):
+    """The 2-byte word of byte base + r * pitch + j0 of shared memory: 32-bit, unsigned (no wraparound)."""
+    return np.uint32(np.int32(np.int32(base) + np.int32(r * pitch) + j0) >> 1)
 
 
 @device_function
@@ -237,7 +252,7 @@ def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
     kw = np.int32(0)
     while kw < words:  # two k steps a trip, both weight loads first (one latency); 32-bit counters
         w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
-        v0, v1, v2, v3 = load_global_v4(w32, wrow + min(kw + 16, words - 16))  # d_in = 64: the same step again
+        v0, v1, v2, v3 = load_global_v4(w32, wrow + min(np.int32(kw + 16), np.int32(words - 16)))  # d_in = 64: again
         p = np.int32(arow + kw)
         a0, a1, a2, a3 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, a0, a1, a2, a3)
         b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, b0, b1, b2, b3)
@@ -252,19 +267,19 @@ def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
 def _dot_chunk(sh32, nz32, a, b, acc):
     """acc + the dot product of 16 bytes of shared memory (word a) with 16 noise bytes (word b)."""
     x0, x1, x2, x3 = load_shared_v4(sh32, a)
-    n0, n1, n2, n3 = load_global_v4(nz32, b)
+    n0, n1, n2, n3 = load_global_rw_v4(nz32, b)
     return dp4a(x3, n3, dp4a(x2, n2, dp4a(x1, n1, dp4a(x0, n0, acc))))
 
 
 @device_function
 def _row_dots(sh32, part, src, pitch, width, noise8, seg, at, tid):
-    """x . B_p of every row of a shared buffer (src, pitch in bytes), as ROW_THREADS partials per row at
-    part[at + ...]; four chunks' loads are in flight at a time; no barrier."""
+    """x . B_p times the member's sign, of every row of a shared buffer (src, pitch in bytes), as
+    ROW_THREADS partials per row at part[at + ...]; four chunks' loads are in flight at a time; no barrier."""
     if part[SIZES + 7] == 0:  # unperturbed
         return
     nz32 = noise8[_block_noise(part):].view(np.int32)
     r, sub = tid >> 2, tid & 3
-    nrow, _ = _row_noise(part, r)
+    nrow, sign = _row_noise(part, r)
     a = np.int32((src + r * pitch) >> 2)
     b = np.int32((nrow + seg) >> 2)
     chunks = np.int32(width >> 4)
@@ -281,7 +296,7 @@ def _row_dots(sh32, part, src, pitch, width, noise8, seg, at, tid):
             acc = _dot_chunk(sh32, nz32, a + c2, b + c2, acc)
             acc = _dot_chunk(sh32, nz32, a + c3, b + c3, acc)
         base = opaque(np.int32(base + 64))
-    part[at + tid] = acc
+    part[at + tid] = np.int32(acc * sign)  # the member's sign here, once, not in every epilogue
 
 
 @device_function
@@ -316,10 +331,10 @@ def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, log2_dim, dim, ti
     c0, c1, c2, c3 = _chunk(0, sub, 0, chunks), _chunk(0, sub, 1, chunks), _chunk(0, sub, 2, chunks), _chunk(
         0, sub, 3, chunks)
     vec_word += part[ROW_VECS + r]
-    w00, w01, w02, w03 = load_global_v4(vec32, vec_word + c0)
-    w10, w11, w12, w13 = load_global_v4(vec32, vec_word + c1)
-    w20, w21, w22, w23 = load_global_v4(vec32, vec_word + c2)
-    w30, w31, w32, w33 = load_global_v4(vec32, vec_word + c3)
+    w00, w01, w02, w03 = load_global_rw_v4(vec32, vec_word + c0)
+    w10, w11, w12, w13 = load_global_rw_v4(vec32, vec_word + c1)
+    w20, w21, w22, w23 = load_global_rw_v4(vec32, vec_word + c2)
+    w30, w31, w32, w33 = load_global_rw_v4(vec32, vec_word + c3)
     x00, x01, x02, x03 = load_shared_v4(sh32, row + c0)
     x10, x11, x12, x13 = load_shared_v4(sh32, row + c1)
     x20, x21, x22, x23 = load_shared_v4(sh32, row + c2)
@@ -361,25 +376,25 @@ def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, log2_dim, dim, ti
 # ---- matmul stages: each warp covers its 8-wide output tiles for all MEMBERS rows ----------------------
 
 @device_function
-def _row_inputs(kind, part, nz16, vec16, st16, r, j0, seg_a, bias_at, ctx):
+def _row_inputs(kind, part, noise8, vecs, states, bases, r, j0, seg_a, bias_at, ctx):
     """What row r of an output tile needs from global memory, loaded before anything is stored so that
-    the loads overlap: (dot x sign, 2 bytes of A, of the bias (FORGET, OUTPUT) and of the carried state
-    (OUTPUT; 0 where a document starts))."""
+    the loads overlap: 2 bytes of A, of the bias (FORGET, OUTPUT) and of the carried state (OUTPUT; 0 where a
+    document starts). `bases`: the block's first byte in the noise, the vectors and the layer's states."""
     first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
-    bias = state = np.int32(0)
-    a2 = np.int16(0)
+    noise_at, vecs_at, states_at = bases
+    a2 = bias = state = np.int16(0)
     if perturbed:
-        nrow, _ = _row_noise(part, r)
-        a2 = nz16[np.int32((nrow + seg_a + j0) >> 1)]
+        a2 = load_global_s16(noise8, noise_at, np.int32((part[ROW_NOISE + r] >> 1) + seg_a + j0))
     if kind >= FORGET:
-        bias = np.int32(vec16[np.int32(2 * part[ROW_VECS + r] + ((bias_at + j0) >> 1))])
+        bias = load_global_s16(vecs, vecs_at, np.int32(4 * part[ROW_VECS + r] + bias_at + j0))
     if kind == OUTPUT and m0 + r < members and part[TOKENS + r] != 0:
-        state = np.int32(st16[np.int32((r << log2_dim) + j0) >> 1])
+        state = load_global_s16(states, states_at, np.int32((r << log2_dim) + j0))
     return a2, bias, state
 
 
 @device_function
-def _row_outputs(kind, sh16, part, st16, v0, v1, inputs, r, j0, dot_at, dst, dst_pitch, shift, dshift, ctx):
+def _row_outputs(kind, sh16, part, states, states_at, v0, v1, inputs, r, j0, dot_at, dst, dst_pitch, shift, dshift,
+                 ctx):
     """The two outputs of row r (columns j0, j0 + 1): rank-1 term, shift, clip, then what the stage does
     (ADD: onto the destination; FORGET: f = clip(x Wf + s Uf + bf) with x Wf in the f slot, and fh =
     ((f + 127) s) >> 8; OUTPUT: h = s + (((f + 127) (clip(x Wh + fh Uh + bh) - s)) >> 8) with x Wh in
@@ -388,34 +403,36 @@ def _row_outputs(kind, sh16, part, st16, v0, v1, inputs, r, j0, dot_at, dst, dst
     a2, bias, state = inputs
     ds = np.int32(0)
     if perturbed:  # the row dot times the member's sign (shared memory: read here, not held in registers)
-        ds = np.int32(_row_sum(part, dot_at, r) * _row_noise(part, r)[1])
-    y0 = _clip((v0 + np.int32(np.int32(ds * _lo(a2)) >> shift)) >> dshift)
-    y1 = _clip((v1 + np.int32(np.int32(ds * _hi(a2)) >> shift)) >> dshift)
+        ds = _row_sum(part, dot_at, r)
+    y0 = _clip(sar32(np.int32(v0 + sar32(np.int32(ds * _lo(a2)), shift)), dshift))
+    y1 = _clip(sar32(np.int32(v1 + sar32(np.int32(ds * _hi(a2)), shift)), dshift))
     if kind == STORE:
-        sh16[np.int32((dst + r * dst_pitch + j0) >> 1)] = _pack2(y0, y1)
+        sh16[_half(dst, r, dst_pitch, j0)] = _pack2(y0, y1)
         return
     if kind == ADD:
-        at = np.int32((dst + r * dst_pitch + j0) >> 1)
+        at = _half(dst, r, dst_pitch, j0)
         old = sh16[at]
         sh16[at] = _pack2(_clip(_lo(old) + y0), _clip(_hi(old) + y1))
         return
-    e = np.int32((r * px + j0) >> 1)  # a GRU slot's element, in 2-byte words
-    f_at, fh_at, st_at = (X_OFF + 2 * MEMBERS * px) >> 1, (X_OFF + 3 * MEMBERS * px) >> 1, (X_OFF + 4 * MEMBERS * px) >> 1
-    slot = sh16[st_at + e]
+    # the GRU slots in U: f, fh, the state
+    f_at, fh_at = _half(X_OFF + 2 * MEMBERS * px, r, px, j0), _half(X_OFF + 3 * MEMBERS * px, r, px, j0)
+    st_at = _half(X_OFF + 4 * MEMBERS * px, r, px, j0)
+    slot = sh16[st_at]
     if kind == FORGET:
-        xw = sh16[f_at + e]
+        xw = sh16[f_at]
         f0 = _clip(_lo(xw) + y0 + _lo(bias))
         f1 = _clip(_hi(xw) + y1 + _hi(bias))
-        sh16[f_at + e] = _pack2(f0, f1)
-        sh16[fh_at + e] = _pack2(((f0 + 127) * _lo(slot)) >> 8, ((f1 + 127) * _hi(slot)) >> 8)
+        sh16[f_at] = _pack2(f0, f1)
+        sh16[fh_at] = _pack2(((f0 + 127) * _lo(slot)) >> 8, ((f1 + 127) * _hi(slot)) >> 8)
         return
-    f, x = sh16[f_at + e], sh16[(X_OFF >> 1) + e]
+    x_at = _half(X_OFF, r, px, j0)
+    f, x = sh16[f_at], sh16[x_at]
     s0, s1 = _lo(state), _hi(state)
-    h0 = s0 + (((_lo(f) + 127) * (_clip(_lo(slot) + y0 + _lo(bias)) - s0)) >> 8)
-    h1 = s1 + (((_hi(f) + 127) * (_clip(_hi(slot) + y1 + _hi(bias)) - s1)) >> 8)
+    h0 = np.int32(s0 + (np.int32((_lo(f) + 127) * (_clip(_lo(slot) + y0 + _lo(bias)) - s0)) >> 8))
+    h1 = np.int32(s1 + (np.int32((_hi(f) + 127) * (_clip(_hi(slot) + y1 + _hi(bias)) - s1)) >> 8))
     if m0 + r < members:
-        st16[np.int32((r << log2_dim) + j0) >> 1] = _pack2(h0, h1)
-    sh16[(X_OFF >> 1) + e] = _pack2(_clip(_lo(x) + h0), _clip(_hi(x) + h1))
+        store_global_s16(states, states_at, np.int32((r << log2_dim) + j0), _pack2(h0, h1))
+    sh16[x_at] = _pack2(_clip(_lo(x) + h0), _clip(_hi(x) + h1))
 
 
 @device_function
@@ -429,22 +446,21 @@ def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off,
     warp = tid >> 5
     r0 = np.int32(32 * (warp & 1) + g)  # even warps take rows 0..31, odd ones 32..63
     n0 = np.int32(8 * (warp >> 1))
+    bases = _block_noise(part), _block_vecs(part), _layer_states(part, layer)  # once a stage: 64-bit
     while n0 < d_out:
         c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
                       lane)
-        j0 = np.int32(n0 + j_lane)
         ctx = _sizes(part)  # after the products: not held in registers over them
-        nz16, vec16 = noise8[_block_noise(part):].view(np.int16), vecs[_block_vecs(part):].view(np.int16)
-        st16 = states[_layer_states(part, layer):].view(np.int16)
+        j0 = np.int32(n0 + j_lane)
         # c0, c1: row g of a row tile; c2, c3: row g + 8
-        i0 = _row_inputs(kind, part, nz16, vec16, st16, r0, j0, seg_a, bias_at, ctx)
-        i1 = _row_inputs(kind, part, nz16, vec16, st16, r0 + 8, j0, seg_a, bias_at, ctx)
-        i2 = _row_inputs(kind, part, nz16, vec16, st16, r0 + 16, j0, seg_a, bias_at, ctx)
-        i3 = _row_inputs(kind, part, nz16, vec16, st16, r0 + 24, j0, seg_a, bias_at, ctx)
-        _row_outputs(kind, sh16, part, st16, c[0], c[1], i0, r0, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
-        _row_outputs(kind, sh16, part, st16, c[2], c[3], i1, r0 + 8, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
-        _row_outputs(kind, sh16, part, st16, c[4], c[5], i2, r0 + 16, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
-        _row_outputs(kind, sh16, part, st16, c[6], c[7], i3, r0 + 24, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        i0 = _row_inputs(kind, part, noise8, vecs, states, bases, r0, j0, seg_a, bias_at, ctx)
+        i1 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at, ctx)
+        i2 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at, ctx)
+        i3 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[0], c[1], i0, r0, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[2], c[3], i1, r0 + 8, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[4], c[5], i2, r0 + 16, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[6], c[7], i3, r0 + 24, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
         n0 = opaque(np.int32(n0 + 4 * WARPS))  # the next 8 columns of this warp's half: 4 warps a half
 
 
@@ -467,10 +483,10 @@ def _gate(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, param_o
 @device_function
 def _embed_word(e, b, a, shift):
     """A word of E[token] + ((sign A[token]) * B) >> shift, clipped, from words of E and of B."""
-    return pack4(_clip(byte_of(e, 0) + ((a * byte_of(b, 0)) >> shift)),
-                 _clip(byte_of(e, 1) + ((a * byte_of(b, 1)) >> shift)),
-                 _clip(byte_of(e, 2) + ((a * byte_of(b, 2)) >> shift)),
-                 _clip(byte_of(e, 3) + ((a * byte_of(b, 3)) >> shift)))
+    return pack4(_clip(byte_of(e, 0) + sar32(np.int32(a * byte_of(b, 0)), shift)),
+                 _clip(byte_of(e, 1) + sar32(np.int32(a * byte_of(b, 1)), shift)),
+                 _clip(byte_of(e, 2) + sar32(np.int32(a * byte_of(b, 2)), shift)),
+                 _clip(byte_of(e, 3) + sar32(np.int32(a * byte_of(b, 3)), shift)))
 
 
 @device_function
@@ -493,7 +509,7 @@ def _embed_rows(sh32, part, params32, noise8, x_off, shift, tid):
             e0, e1, e2, e3 = load_global_v4(params32, erow + k)
             b0 = b1 = b2 = b3 = np.int32(0)
             if perturbed:
-                b0, b1, b2, b3 = load_global_v4(nz32, brow + k)
+                b0, b1, b2, b3 = load_global_rw_v4(nz32, brow + k)
             sh32[out + k] = _embed_word(e0, b0, a, shift)
             sh32[out + k + 1] = _embed_word(e1, b1, a, shift)
             sh32[out + k + 2] = _embed_word(e2, b2, a, shift)
@@ -515,10 +531,10 @@ def _load_states(sh32, part, states, layer, st_off, tid):
     z = np.int32(0)
     s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = z
     if keep:
-        s00, s01, s02, s03 = load_global_v4(st32, src + c0)
-        s10, s11, s12, s13 = load_global_v4(st32, src + c1)
-        s20, s21, s22, s23 = load_global_v4(st32, src + c2)
-        s30, s31, s32, s33 = load_global_v4(st32, src + c3)
+        s00, s01, s02, s03 = load_global_rw_v4(st32, src + c0)
+        s10, s11, s12, s13 = load_global_rw_v4(st32, src + c1)
+        s20, s21, s22, s23 = load_global_rw_v4(st32, src + c2)
+        s30, s31, s32, s33 = load_global_rw_v4(st32, src + c3)
     sh32[out + c0], sh32[out + c0 + 1], sh32[out + c0 + 2], sh32[out + c0 + 3] = s00, s01, s02, s03
     if chunks >= 16:
         sh32[out + c1], sh32[out + c1 + 1], sh32[out + c1 + 2], sh32[out + c1 + 3] = s10, s11, s12, s13
@@ -571,7 +587,7 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
     m0 = np.int32(cuda.blockIdx.x * MEMBERS)
     x_off = X_OFF
     part = sh32
-    d_shift = 4 + (log2_dim >> 1)  # divisor 16 * sqrt(dim)
+    d_shift = np.int32(4 + (log2_dim >> 1))  # divisor 16 * sqrt(dim)
     r = tid // ROW_THREADS
     sub = tid % ROW_THREADS
 
@@ -653,7 +669,7 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
             cuda.syncthreads()
             _stage(ADD, sh16, sh32, part, params32, noise8, vecs, states, layer, part[U_AT], pu, param_off[lt + DOWN], 4 * dim, dim,
-                   noise_off[lt + DOWN], DOT1, x_off, px, 0, shift, d_shift + 1, tid)
+                   noise_off[lt + DOWN], DOT1, x_off, px, 0, shift, np.int32(d_shift + 1), tid)
             cuda.syncthreads()
             layer = np.int32(layer + 1)
         # head and the log-likelihood of the next byte
@@ -701,8 +717,9 @@ def roofline(workload, n_layer=6, dim=256, members=32768, tokens=100):
     """Operations and bytes per member-token from this kernel's loop structure: each block reads every
     weight once per byte for its MEMBERS members (from L2: the model fits); each pair's noise rows (d_in
     + d_out per matmul; not unperturbed) are read once per byte for both its members, whose rows sit in
-    neighbouring lanes of the same load instructions (row dots: threads 2r, 2r + 1; epilogue: lanes g and
-    g ^ 1); each member reads its vectors and its states (read and written) once per byte. At population
+    neighbouring threads of the same load instructions (row dots: threads 4r..4r+3 and the next row's;
+    epilogue: lanes g and g ^ 1); each member reads its vectors and its states (read and written) once per
+    byte. At population
     32768 those per-member scratch arrays (hundreds of MB) stream from HBM. The unperturbed row is plain
     batched inference of the same kernel: the ratio of the two is the static estimate of perturbed /
     plain throughput."""
