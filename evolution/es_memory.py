@@ -2,7 +2,8 @@
 EGG island), counted from the arrays its code places on the device:
 
 - throughout: the int8 parameters, AdamW's m, v and accumulator (float32, --optimizer adamw), the noise
-  gains (--adaptive-noise) and the members' hidden states (int8, the EGG);
+  gains (--adaptive-noise), the members' hidden states (int8, the EGG) and the scratch an epoch keeps for
+  the next (`model.kept_bytes`: the fused EGG kernel's noise rows and vectors);
 - evaluating the members: their windows and what the model's epoch takes per member
   (`model.evaluation_bytes`: noise rows, perturbed vectors, scores) and once per launch
   (`model.launch_bytes`);
@@ -32,11 +33,13 @@ def int_eggroll_memory(cfg, model, members):
     held = {"parameters": n, "AdamW state": 12 * n if cfg.optimizer == "adamw" else 0,
             "noise gains": initial_overlay(model).size if cfg.adaptive_noise else 0,
             "members' states": layers * width * members}
+    kept = model.kept_bytes(members) if hasattr(model, "kept_bytes") else 0
+    held["epoch scratch kept between epochs"] = kept
     steps = cfg.tokens_per_update
     context = getattr(model, "context", None)
     val_steps = min(cfg.val_tokens, context) if context else cfg.val_tokens
     val_windows = math.ceil(cfg.val_tokens / val_steps)
-    phases = [{f"evaluation of {members} members": evaluation(model, members, steps)},
+    phases = [{f"evaluation of {members} members": evaluation(model, members, steps) - kept},
               {"validation": n + layers * width * cfg.val_rows + evaluation(model, cfg.val_rows, val_steps,
                                                                              val_windows)}]
     if cfg.optimizer == "adamw":

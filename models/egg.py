@@ -92,6 +92,13 @@ class EggModel(IntTensorModel):
 
         return device_bytes_per_member(self.cfg.n_layer, self.cfg.n_embd, steps)
 
+    def kept_bytes(self, members):
+        """Device bytes the epoch keeps between calls for `members` members (its scratch), part of
+        `evaluation_bytes`."""
+        from eggnog.kernels.egg.epoch import kept_bytes_per_member
+
+        return members * kept_bytes_per_member(self.cfg.n_layer, self.cfg.n_embd)
+
     def launch_bytes(self, steps):
         """Device bytes an evaluation takes once, whatever its members: the kernel's small tables."""
         return 0

@@ -141,6 +141,13 @@ def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift,
                         perturbed, to_host, gains)
 
 
+def kept_bytes_per_member(n_layer, dim):
+    """Device bytes per member the fused kernel keeps from one epoch to the next (kernels/egg/scratch.py):
+    half a pair's noise rows and the perturbed vectors; 0 on the per-op path."""
+    plan = epoch_cuda.Plan(n_layer, dim)
+    return (plan.noise_len + 1) // 2 + plan.vec_tensor.size * dim if epoch_cuda.fused_width(dim) else 0
+
+
 def device_bytes_per_member(n_layer, dim, steps):
     """Device bytes `cuda_egg_epoch` takes per member besides its window and states: the fused kernel's
     half of a pair's noise rows, perturbed vectors and score; the per-op path's vectors, window columns and
