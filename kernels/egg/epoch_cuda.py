@@ -94,7 +94,8 @@ ROW_VECS = ROW_NOISE + MEMBERS
 # the same reason
 SIZES = ROW_VECS + MEMBERS
 H_AT, U_AT, FH_AT, ST_AT = SIZES + 8, SIZES + 9, SIZES + 10, SIZES + 11
-SCRATCH_WORDS = SIZES + 12 + (-(SIZES + 12)) % 32  # padded to 128 bytes: the byte buffers start on bank 0
+ZERO_AT = SIZES + 12  # holds 0 (see _mma_rows)
+SCRATCH_WORDS = SIZES + 13 + (-(SIZES + 13)) % 32  # padded to 128 bytes: the byte buffers start on bank 0
 X_OFF = 4 * SCRATCH_WORDS  # the scratch comes first, at a constant address; then X, H and U
 MAX_SHARED = 227 * 1024  # per block on sm_90 (opt-in above 48 KiB)
 STORE, ADD, FORGET, OUTPUT = 0, 1, 2, 3  # what a matmul stage's epilogue does with its outputs
@@ -250,15 +251,21 @@ def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
     arow = np.int32(a_word + g * pitch + 4 * q)
     tile = np.int32(16 * pitch)
     kw = np.int32(0)
-    while kw < words:  # two k steps a trip, both weight loads first (one latency); 32-bit counters
+    while kw < words:  # two k steps a trip, both weight loads before the mmas (one latency); 32-bit counters
+        nxt = np.int32(kw + 16)
+        second = nxt < words  # d_in = 64 has one step: the second multiplies by zero weights
         w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
-        v0, v1, v2, v3 = load_global_v4(w32, wrow + min(np.int32(kw + 16), np.int32(words - 16)))  # d_in = 64: again
+        v0, v1, v2, v3 = load_global_v4(w32, wrow + (nxt if second else kw))
+        if not second:
+            v0 = v1 = v2 = v3 = z
         p = np.int32(arow + kw)
         a0, a1, a2, a3 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, a0, a1, a2, a3)
         b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, b0, b1, b2, b3)
-        if kw + 16 < words:
-            a0, a1, a2, a3 = _mt_step(sh32, p + 16, pitch, v0, v1, v2, v3, a0, a1, a2, a3)
-            b0, b1, b2, b3 = _mt_step(sh32, p + 16 + tile, pitch, v0, v1, v2, v3, b0, b1, b2, b3)
+        # the second step's shared reads wait for the first step's products (their address depends on one,
+        # through a zero the compiler cannot see): not hoisted with the first step's, they fit 128 registers
+        p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
+        a0, a1, a2, a3 = _mt_step(sh32, p, pitch, v0, v1, v2, v3, a0, a1, a2, a3)
+        b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, v0, v1, v2, v3, b0, b1, b2, b3)
         kw = opaque(np.int32(kw + 32))  # not unrolled further: more steps' shared loads would not fit 128 registers
     return a0, a1, a2, a3, b0, b1, b2, b3
 
@@ -600,6 +607,7 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
         # X, H, then U, which holds the GRU slots f (at U), fh and the state
         part[H_AT], part[U_AT] = X_OFF + MEMBERS * px, X_OFF + 2 * MEMBERS * px
         part[FH_AT], part[ST_AT] = X_OFF + 3 * MEMBERS * px, X_OFF + 4 * MEMBERS * px
+        part[ZERO_AT] = 0
     if tid < MEMBERS:  # rows past the slice take the last member: computed, never stored
         g = first_member + min(m0 + tid, members - 1)
         part[ROW_NOISE + tid] = np.int32(2 * ((g >> 1) - ((first_member + m0) >> 1)) * noise_len + (g & 1))
