@@ -13,19 +13,27 @@ Per block (THREADS = 512 threads, 16 warps; windows of T <= 128 tokens, dim <= 2
 - shared memory, laid out for dim 256 whatever the width (constant addresses; only K extents vary):
   int32 scratch, the residual X (int8), the normed input H (int8 fragment buffer: the A operand of Q, K,
   V, the MLP up and the head; then the attention output, the A operand of O) and U (int8 fragment
-  buffer: the MLP hidden, the A operand of the MLP down; during attention Q, K, V and the softmax
-  indices), 210 KB in all;
-- a sweep: warp w owns output columns 16w..16w+15 of every 256-column sweep over all 128 rows (8 m-tiles
-  x 2 n-tiles, 64 int32 accumulators a thread). The weights are repacked once per call into a zero-padded
-  int8 layout in fragment order (`pad_weights_cuda`: rows to 16, K to 64 bytes), so no load is guarded
-  and a warp's 64-byte step of K is two contiguous 512-byte loads (LDG.128), each serving the 8 m-tiles;
+  buffer: the MLP hidden, the A operand of the MLP down; during attention Q and K by row, V transposed
+  and the softmax indices), 210 KB in all;
+- a sweep: warp w owns output columns 16w..16w+15 of every 256-column sweep over 128 rows (8 m-tiles x 2
+  n-tiles, 64 int32 accumulators a thread: the head) or over 64 rows at a time (4 m-tiles, 32
+  accumulators: the rescaled products and the MLP up, whose epilogues need registers for their loads;
+  the weights are read once per half, two K steps' loads issued together). The weights are repacked
+  once per call into a zero-padded int8 layout in fragment order (`pad_weights_cuda`: rows to 16, K to
+  64 bytes), so no load is guarded and a warp's 64-byte step of K is two contiguous 512-byte loads
+  (LDG.128), each serving the m-tiles;
 - the epilogue works on the accumulators: the rank-1 term ((x . B) A_j sign) >> (4 + sigma_shift) in
   int32, with x . B summed by the pass that wrote x (the norm, the up epilogue for the down, the
-  attention for O), then shift, bias, GELU table, RoPE, residual. Q, K, V, O and the MLP down are
-  rescaled to max 127 by row: their 64 values a thread stay in registers across the barrier that
-  completes the row maxima (shared-memory atomics), then are stored as int8; hence dim <= one sweep;
-- attention per head on the CUDA cores, four threads a row: scores and their row maximum, the indices
-  min(max - s, 255) as bytes in U, then the weighted means of the values into H;
+  attention for O), then shift, bias, GELU table, RoPE, residual. It loads a tile's (or a row's) global
+  values (noise, bias, RoPE) before any of its stores and atomics: one global latency for all of them,
+  not one per load. Q, K, V, O and the MLP down are rescaled to max 127 by row: their 32 values a thread
+  stay in registers across the barrier that completes the row maxima (shared-memory atomics), then are
+  stored as int8; hence dim <= one sweep;
+- attention per head on the CUDA cores, four threads a row, keys in groups of four (rows 4a..4a+3 of the
+  block; those off the row's window weigh 0): the scores by dp4a over words of Q and K and their row
+  maximum (barrier), the indices min(max - s, 255) as bytes in U (barrier), then the weighted sums of the
+  values: each weight EXP_LUT[i] <= 2^18 split in three signed bytes, so that three dp4a take four keys
+  of one feature from V^T at once, and the three digit sums joined in 64 bits, divided into H;
 - the tied head (the embedding (vocab, dim) as its matrix) in vocabulary sweeps, twice: the proxy loss
   needs max over the unclipped logits before its sum of EXP_LUT[min(max - l, 255)], and EXP_LUT
   (round(2^18 exp(-i / 6))) admits no exact online rescaling, so pass 1 keeps the row maximum, the
@@ -40,7 +48,8 @@ weight int8, so |x W| <= d_in 127 128 < 2^24 and the int32 accumulators never wr
 MLP down at dim 256); the rank-1 term's |x . B| A <= d_in 127 45 45 < 2^29 (noise at most 45: three
 uniform draws on [-15, 15]). 64-bit integers remain where values exceed 32 bits, outside the matmul
 loops: the RoPE products (|u| < 2^26 times the 2^20 table), the attention's weighted sums (EXP_LUT up
-to 2^18 times 127 over up to 128 keys: 2^32) and their division's remainder, the rescale's remainder
+to 2^18 times 127 over up to 128 keys: 2^32; summed as three int32 digit sums of at most 128 128 127)
+and their division's remainder, the rescale's remainder
 (127 |y| with |y| < 2^28), the head's per-row sums (EXP2 up to 2^20 over the vocabulary, kept in
 shared memory as two 16-bit halves added by 32-bit atomics and joined in 64 bits) and their log2, the
 members' totals, and the array addresses (the weight index's step in the matmul loop). The divisions
@@ -55,9 +64,17 @@ q = 0..3): the XOR sends one row's chunks to the even positions of its 128 bytes
 the odd ones, 32 banks, no conflict. The epilogue's stores (pair rows g = 0..7, one chunk) land in 8
 distinct chunks, and so do the element-wise passes (4 threads a row write one word, 8 rows a warp). X
 is no fragment operand: its pitch is 8 bytes past a multiple of 64 (2 banks a row), so the epilogue's
-rows g = 0..7 (2 words each) and the element-wise passes (1 word a row) touch distinct banks.
-Attention reads bytes of Q, K and V in U: the four threads of a row read four different keys (distinct
-chunks), a key shared by the rows of a warp is a broadcast. The int32 scratch is read per row.
+rows g = 0..7 (2 words each) and the element-wise passes (1 word a row) touch distinct banks, but for
+the norm's |x| sums, whose word loads (words sub + 4i of 8 rows 2 banks apart) conflict 2-way: 16 loads
+a thread a norm. Attention: Q and K rows have a pitch of 66 words (2 banks a row): the scores read word
+w of the 8 rows of a warp (banks 2r + w; a row's four threads read the same word) and of the keys
+4a + i of the four threads' groups a, a + 1, a + 2, a + 3 (banks 8a + 2i + w, distinct; a key of one
+member is a broadcast to its rows); the epilogue's byte stores of rows g = 0..7 fall in distinct banks.
+V^T has a pitch of 33 words: the four threads of a row read word a of features f, f + 1, f + 2, f + 3
+(distinct banks; rows of one member share the words), and the epilogue's byte stores (features 2q,
+2q + 1 of rows g = 0..7, banks f + g // 4) conflict at most 2-way. The indices have a pitch of 36 words: pass 2 writes
+word a + sub of 8 rows (banks 4r + sub + a), pass 3 reads word a of 8 rows (banks 4r + a). The int32
+scratch is read per row.
 
 Memory per member: `scratch_bytes` (its share of the noise rows, its perturbed vectors and scores;
 the padded weights are one copy a launch, about the model's size).
@@ -83,6 +100,7 @@ from eggnog.kernels.core.cuda_api import (
     require,
 )
 from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
+from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, pack4
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4
 from eggnog.kernels.core.mma import mma_s8_16832
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
@@ -147,8 +165,16 @@ SCRATCH_BYTES = -(-4 * (N_VALID + 1) // 128) * 128  # X, H and U start on a 128-
 X_OFF, X_PITCH = SCRATCH_BYTES, MAX_DIM + 8  # 8 bytes past a multiple of 64: 2 banks a row
 H_OFF, H_PAIR = X_OFF + ROWS * X_PITCH, 2 * MAX_DIM
 U_OFF, U_PAIR = H_OFF + ROWS * MAX_DIM, 8 * MAX_DIM
-Q_COL, K_COL, V_COL, IDX_COL = 0, MAX_DIM, 2 * MAX_DIM, 3 * MAX_DIM  # U during attention
+# U during attention: Q and K row-major (pitch 8 bytes past a multiple of 32: 2 banks a row), V transposed
+# (a feature's keys, pitch one word past a multiple of 128 bytes), the softmax indices row-major
+QK_PITCH, VT_PITCH, IDX_PITCH = MAX_DIM + 8, ROWS + 4, ROWS + 16
+Q_AT = U_OFF
+K_AT = Q_AT + ROWS * QK_PITCH
+VT_AT = K_AT + ROWS * QK_PITCH
+IDX_AT = VT_AT + (MAX_DIM + 32) * VT_PITCH  # V^T rows past dim: a thread's features past its head
+Q_DST, K_DST, V_DST = 0, 1, 2  # _store_pair's destinations in U (X where negative)
 SHARED_BYTES = U_OFF + ROWS * 4 * MAX_DIM
+assert IDX_AT + ROWS * IDX_PITCH <= SHARED_BYTES
 
 
 def _round_up(n, unit):
@@ -289,16 +315,6 @@ def _weighted_mean(acc, norm, rcp):
     return -q - (1 if rest > 0 else 0)
 
 
-@device_function
-def _rank1(sh32, pert, dot_slot, seg, r, col):
-    """The rank-1 terms of columns col, col + 1 of row r: ((x . B) A_j sign) >> (4 + sigma_shift), with
-    x . B at dot_slot and A from word seg of the row's pair noise."""
-    noise8, _, noise_len, _, m_shift, _ = pert
-    dot = sh32[dot_slot + r] * sh32[SIGN + r]
-    at = _fact(sh32, PAIR, r) * noise_len + seg + col
-    return (dot * np.int32(noise8[at])) >> m_shift, (dot * np.int32(noise8[at + 1])) >> m_shift
-
-
 # ---- the int8 tensor-core sweep: 128 rows x 16 columns a warp -----------------------------------------
 
 @device_function
@@ -315,6 +331,16 @@ def _mt_step(sh32, p, off0, off1, wa, wb, c):
 
 
 @device_function
+def _sweep_lane(a_word, pair_words, w_word, kw, n0, lane):
+    """A lane's fragment offsets, first pair-row word, m-tile stride, K steps and first weight word."""
+    g = lane >> 2
+    q = lane & 3
+    steps = kw >> 4
+    return (4 * ((2 * q) ^ g), 4 * ((2 * q + 1) ^ g), a_word + g * pair_words, 8 * pair_words, steps,
+            w_word + (n0 >> 4) * steps * 256 + 4 * lane)
+
+
+@device_function
 def _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane):
     """The 128 x 16 int32 product of a fragment buffer (from word a_word, pair_words a pair row) with
     weight rows n0..n0+15 of a matrix of kw words a row stored from word w_word in fragment order
@@ -322,14 +348,8 @@ def _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane):
     bytes 16q..16q+15 of its weight rows g and g + 8 (b0, b1 of two k32 steps each: two LDG.128 from
     one pointer) and the pair-row chunks 2q, 2q + 1 (rows g and g + 8, bytes 16q..16q+7 and
     16q+8..16q+15): the same permutation of K for both operands."""
-    g = lane >> 2
-    q = lane & 3
-    off0 = 4 * ((2 * q) ^ g)
-    off1 = 4 * ((2 * q + 1) ^ g)
-    arow = a_word + g * pair_words
-    tile = 8 * pair_words
-    steps = kw >> 4
-    weights = w32[w_word + (n0 >> 4) * steps * 256 + 4 * lane:]  # this lane's first 16 bytes
+    off0, off1, arow, tile, steps, first = _sweep_lane(a_word, pair_words, w_word, kw, n0, lane)
+    weights = w32[first:]  # this lane's first 16 bytes
     z = np.int32(0)
     c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = (z, z, z, z, z, z, z, z)
     for step in range(np.int32(steps)):
@@ -347,32 +367,84 @@ def _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane):
     return c0, c1, c2, c3, c4, c5, c6, c7
 
 
+@device_function
+def _sweep4(sh32, a_word, pair_words, w32, w_word, kw, n0, lane):
+    """_sweep over 64 rows (4 m-tiles from word a_word), two K steps' weights loaded before either's
+    products (one global latency for the two)."""
+    off0, off1, arow, tile, steps, first = _sweep_lane(a_word, pair_words, w_word, kw, n0, lane)
+    weights = w32[first:]
+    z = np.int32(0)
+    c0 = c1 = c2 = c3 = (z, z, z, z, z, z, z, z)
+    for step in range(np.int32(0), np.int32(steps), np.int32(2)):  # two steps' weights loaded at once
+        wa = load_global_v4(weights, 256 * step)
+        wb = load_global_v4(weights, 256 * step + 128)
+        more = step + 1 < steps
+        wc = wd = (z, z, z, z)
+        if more:
+            wc = load_global_v4(weights, 256 * step + 256)
+            wd = load_global_v4(weights, 256 * step + 384)
+        p = arow + 32 * step
+        c0 = _mt_step(sh32, p, off0, off1, wa, wb, c0)
+        c1 = _mt_step(sh32, p + tile, off0, off1, wa, wb, c1)
+        c2 = _mt_step(sh32, p + 2 * tile, off0, off1, wa, wb, c2)
+        c3 = _mt_step(sh32, p + 3 * tile, off0, off1, wa, wb, c3)
+        if more:
+            p += 32
+            c0 = _mt_step(sh32, p, off0, off1, wc, wd, c0)
+            c1 = _mt_step(sh32, p + tile, off0, off1, wc, wd, c1)
+            c2 = _mt_step(sh32, p + 2 * tile, off0, off1, wc, wd, c2)
+            c3 = _mt_step(sh32, p + 3 * tile, off0, off1, wc, wd, c3)
+    return c0, c1, c2, c3
+
+
 # ---- epilogues: what a sweep does with its accumulators ------------------------------------------------
 
 @device_function
-def _pair_values(acc0, acc1, r, col, sh8, sh32, pert, stage):
+def _pair_loads(r, col, sh32, pert, stage):
+    """The global values columns col, col + 1 of row r need (0 where unused): A noise of the rank-1 term,
+    the RoPE cosine and sine, the bias. Loaded before any of an m-tile's arithmetic and atomics."""
+    dot_slot, seg, shift, rope, half, rotate, bias_at, residual, dim = stage
+    z = np.int32(0)
+    n0 = n1 = c = s = v0 = v1 = z
+    if col < dim:
+        if pert[5]:
+            at = _fact(sh32, PAIR, r) * pert[2] + seg + col
+            n0 = np.int32(pert[0][at])
+            n1 = np.int32(pert[0][at + 1])
+        if rotate:
+            at = 2 * (_fact(sh32, POS, r) * half + _fact(sh32, ROPE_PAIR, col))
+            c = np.int32(rope[at])
+            s = np.int32(rope[at + 1])
+        if bias_at >= 0:
+            vb = _fact(sh32, MEMB, r) * pert[3] + bias_at + col
+            v0 = np.int32(pert[1][vb])
+            v1 = np.int32(pert[1][vb + 1])
+    return n0, n1, c, s, v0, v1
+
+
+@device_function
+def _pair_values(acc0, acc1, r, col, sh8, sh32, pert, stage, loaded):
     """Columns col, col + 1 of row r before the rescale: (acc + rank-1) >> shift, then RoPE (the
     columns' pair in their head), the bias and the residual, as the stage asks; 0 past dim."""
     dot_slot, seg, shift, rope, half, rotate, bias_at, residual, dim = stage
+    n0, n1, c32, s32, v0, v1 = loaded
     if col >= dim:
         return np.int32(0), np.int32(0)
     a = np.int32(acc0)
     b = np.int32(acc1)
     if pert[5]:
-        pa, pb = _rank1(sh32, pert, dot_slot, seg, r, col)
-        a += pa
-        b += pb
+        dot = sh32[dot_slot + r] * sh32[SIGN + r]
+        a += (dot * n0) >> pert[4]
+        b += (dot * n1) >> pert[4]
     a >>= shift
     b >>= shift
     if rotate:
-        at = 2 * (_fact(sh32, POS, r) * half + _fact(sh32, ROPE_PAIR, col))
-        c = np.int64(rope[at])
-        s = np.int64(rope[at + 1])
+        c = np.int64(c32)
+        s = np.int64(s32)
         a, b = np.int32((a * c - b * s) >> ROPE_SCALE_BIT), np.int32((a * s + b * c) >> ROPE_SCALE_BIT)
     if bias_at >= 0:
-        vb = _fact(sh32, MEMB, r) * pert[3] + bias_at + col
-        a += pert[1][vb]
-        b += pert[1][vb + 1]
+        a += v0
+        b += v1
     if residual:
         x = X_OFF + r * X_PITCH + col
         a += sh8[x]
@@ -382,12 +454,17 @@ def _pair_values(acc0, acc1, r, col, sh8, sh32, pert, stage):
 
 @device_function
 def _values_tile(t, ra, col, sh8, sh32, pert, stage, rm_slot):
-    """An m-tile's 8 values (rows ra, ra + 8), with each row's max |y| into rm_slot."""
+    """An m-tile's 8 values (rows ra, ra + 8), with each row's max |y| into rm_slot; the global loads of
+    all four pairs first (one latency for the tile)."""
     rb = ra + 8
-    y0, y1 = _pair_values(t[0], t[1], ra, col, sh8, sh32, pert, stage)
-    y2, y3 = _pair_values(t[2], t[3], rb, col, sh8, sh32, pert, stage)
-    y4, y5 = _pair_values(t[4], t[5], ra, col + 8, sh8, sh32, pert, stage)
-    y6, y7 = _pair_values(t[6], t[7], rb, col + 8, sh8, sh32, pert, stage)
+    la = _pair_loads(ra, col, sh32, pert, stage)
+    lb = _pair_loads(rb, col, sh32, pert, stage)
+    lc = _pair_loads(ra, col + 8, sh32, pert, stage)
+    ld = _pair_loads(rb, col + 8, sh32, pert, stage)
+    y0, y1 = _pair_values(t[0], t[1], ra, col, sh8, sh32, pert, stage, la)
+    y2, y3 = _pair_values(t[2], t[3], rb, col, sh8, sh32, pert, stage, lb)
+    y4, y5 = _pair_values(t[4], t[5], ra, col + 8, sh8, sh32, pert, stage, lc)
+    y6, y7 = _pair_values(t[6], t[7], rb, col + 8, sh8, sh32, pert, stage, ld)
     cuda.atomic.max(sh32, rm_slot + ra, max(max(abs(y0), abs(y1)), max(abs(y4), abs(y5))))
     cuda.atomic.max(sh32, rm_slot + rb, max(max(abs(y2), abs(y3)), max(abs(y6), abs(y7))))
     return y0, y1, y2, y3, y4, y5, y6, y7
@@ -395,11 +472,16 @@ def _values_tile(t, ra, col, sh8, sh32, pert, stage, rm_slot):
 
 @device_function
 def _store_pair(y0, y1, r, col, top, scale, sh8, dst_col, dim, n_valid):
-    """Rescaled into U from column dst_col (Q, K, V), or into X where dst_col < 0."""
+    """Rescaled into U as Q, K (rows) or V (transposed), or into X where dst_col < 0."""
     if col < dim and r < n_valid:
-        at = U_OFF + _frag_at(r, dst_col + col, U_PAIR) if dst_col >= 0 else X_OFF + r * X_PITCH + col
+        base, row_step, col_step = X_OFF, X_PITCH, 1
+        if dst_col == V_DST:
+            base, row_step, col_step = VT_AT, 1, VT_PITCH
+        elif dst_col >= 0:
+            base, row_step = (Q_AT if dst_col == Q_DST else K_AT), QK_PITCH
+        at = base + r * row_step + col * col_step
         sh8[at] = _rescaled(y0, top, scale)
-        sh8[at + 1] = _rescaled(y1, top, scale)
+        sh8[at + col_step] = _rescaled(y1, top, scale)
 
 
 @device_function
@@ -423,67 +505,91 @@ def _rescaled_stage(sh8, sh32, w32, pert, a_word, pair_words, w_word, kw, lane, 
     slot, the word of A in a pair's noise row, the shift, the RoPE table, head_dim // 2, whether to
     rotate, the bias vector's offset or -1, whether to add the residual, dim)."""
     dim = stage[8]
-    n0 = 16 * warp
-    g = lane >> 2
-    col = n0 + 2 * (lane & 3)
+    opaque = sh32[N_VALID] >> 31  # 0 (N_VALID >= 0): what derives from the lane is computed here, not
+    # hoisted out of the layers by the compiler to hold registers through every product
+    n0 = np.int32(16 * warp) | opaque
+    g = np.int32(lane >> 2) | opaque
+    col = n0 + np.int32(2 * (lane & 3))
     z = np.int32(0)
     zeros = (z, z, z, z, z, z, z, z)
-    y = (zeros, zeros, zeros, zeros, zeros, zeros, zeros, zeros)
-    if n0 < dim:
-        c = _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane)
-        y = (_values_tile(c[0], g, col, sh8, sh32, pert, stage, rm_slot),
-             _values_tile(c[1], g + 16, col, sh8, sh32, pert, stage, rm_slot),
-             _values_tile(c[2], g + 32, col, sh8, sh32, pert, stage, rm_slot),
-             _values_tile(c[3], g + 48, col, sh8, sh32, pert, stage, rm_slot),
-             _values_tile(c[4], g + 64, col, sh8, sh32, pert, stage, rm_slot),
-             _values_tile(c[5], g + 80, col, sh8, sh32, pert, stage, rm_slot),
-             _values_tile(c[6], g + 96, col, sh8, sh32, pert, stage, rm_slot),
-             _values_tile(c[7], g + 112, col, sh8, sh32, pert, stage, rm_slot))
-    cuda.syncthreads()
-    if n0 < dim:
-        _store_tile(y[0], g, col, sh8, sh32, rm_slot, dst_col, dim)
-        _store_tile(y[1], g + 16, col, sh8, sh32, rm_slot, dst_col, dim)
-        _store_tile(y[2], g + 32, col, sh8, sh32, rm_slot, dst_col, dim)
-        _store_tile(y[3], g + 48, col, sh8, sh32, rm_slot, dst_col, dim)
-        _store_tile(y[4], g + 64, col, sh8, sh32, rm_slot, dst_col, dim)
-        _store_tile(y[5], g + 80, col, sh8, sh32, rm_slot, dst_col, dim)
-        _store_tile(y[6], g + 96, col, sh8, sh32, rm_slot, dst_col, dim)
-        _store_tile(y[7], g + 112, col, sh8, sh32, rm_slot, dst_col, dim)
+    tile = 8 * pair_words
+    for half in range(2):  # rows 0..63, then 64..127: 32 values a thread wait for the barrier, not 64
+        y = (zeros, zeros, zeros, zeros)
+        ra = g + 64 * half
+        if n0 < dim:
+            c = _sweep4(sh32, a_word + 4 * tile * half, pair_words, w32, w_word, kw, n0, lane)
+            y = (_values_tile(c[0], ra, col, sh8, sh32, pert, stage, rm_slot),
+                 _values_tile(c[1], ra + 16, col, sh8, sh32, pert, stage, rm_slot),
+                 _values_tile(c[2], ra + 32, col, sh8, sh32, pert, stage, rm_slot),
+                 _values_tile(c[3], ra + 48, col, sh8, sh32, pert, stage, rm_slot))
+        cuda.syncthreads()
+        if n0 < dim:
+            _store_tile(y[0], ra, col, sh8, sh32, rm_slot, dst_col, dim)
+            _store_tile(y[1], ra + 16, col, sh8, sh32, rm_slot, dst_col, dim)
+            _store_tile(y[2], ra + 32, col, sh8, sh32, rm_slot, dst_col, dim)
+            _store_tile(y[3], ra + 48, col, sh8, sh32, rm_slot, dst_col, dim)
 
 
 @device_function
-def _gelu_pair(acc0, acc1, r, col, sh8, sh32, pert, up):
-    """MLP up: GELU_LUT[clip((acc + rank-1 + bias) >> shift)] of columns col, col + 1 into U; returns
-    their share of the MLP down's x . B."""
+def _gelu_row(a0, a1, a2, a3, r, col, sh8, sh32, pert, up):
+    """MLP up: GELU_LUT[clip((acc + rank-1 + bias) >> shift)] of columns col, col + 1 (a0, a1) and col + 8,
+    col + 9 (a2, a3) of row r into U; returns their share of the MLP down's x . B. The row's global loads
+    (bias, A of the up, B of the down) come first, before any store: one latency a row, not one a load."""
     seg, seg_down, s_up, bias_at, hidden = up
-    if col >= hidden:
-        return np.int32(0)
-    noise8, vecs, noise_len, n_vecs, _, perturbed = pert
-    a = np.int32(acc0)
-    b = np.int32(acc1)
-    if perturbed:
-        pa, pb = _rank1(sh32, pert, DOTA, seg, r, col)
-        a += pa
-        b += pb
+    noise8, vecs, noise_len, n_vecs, m_shift, perturbed = pert
+    lo = col < hidden
+    hi = col + 8 < hidden
     vb = _fact(sh32, MEMB, r) * n_vecs + bias_at + col
-    ua = sh32[GELU + _clip((a + vecs[vb]) >> s_up) + 128]
-    ub = sh32[GELU + _clip((b + vecs[vb + 1]) >> s_up) + 128]
-    at = U_OFF + _frag_at(r, col, U_PAIR)
-    sh8[at] = ua
-    sh8[at + 1] = ub
+    nb = _fact(sh32, PAIR, r) * noise_len + col
+    z = np.int32(0)
+    b0 = b1 = b2 = b3 = n0 = n1 = n2 = n3 = d0 = d1 = d2 = d3 = z
+    if lo:
+        b0 = np.int32(vecs[vb])
+        b1 = np.int32(vecs[vb + 1])
+        if perturbed:
+            n0 = np.int32(noise8[nb + seg])
+            n1 = np.int32(noise8[nb + seg + 1])
+            d0 = np.int32(noise8[nb + seg_down])
+            d1 = np.int32(noise8[nb + seg_down + 1])
+    if hi:
+        b2 = np.int32(vecs[vb + 8])
+        b3 = np.int32(vecs[vb + 9])
+        if perturbed:
+            n2 = np.int32(noise8[nb + seg + 8])
+            n3 = np.int32(noise8[nb + seg + 9])
+            d2 = np.int32(noise8[nb + seg_down + 8])
+            d3 = np.int32(noise8[nb + seg_down + 9])
+    dot = sh32[DOTA + r] * sh32[SIGN + r]
+    u0 = _gelu(sh32, a0, n0, b0, dot, m_shift, s_up, perturbed)
+    u1 = _gelu(sh32, a1, n1, b1, dot, m_shift, s_up, perturbed)
+    u2 = _gelu(sh32, a2, n2, b2, dot, m_shift, s_up, perturbed)
+    u3 = _gelu(sh32, a3, n3, b3, dot, m_shift, s_up, perturbed)
+    if lo:
+        at = U_OFF + _frag_at(r, col, U_PAIR)
+        sh8[at] = u0
+        sh8[at + 1] = u1
+    if hi:
+        at = U_OFF + _frag_at(r, col + 8, U_PAIR)
+        sh8[at] = u2
+        sh8[at + 1] = u3
     if not perturbed:
         return np.int32(0)
-    nb = _fact(sh32, PAIR, r) * noise_len + seg_down + col
-    return np.int32(ua * np.int32(noise8[nb]) + ub * np.int32(noise8[nb + 1]))
+    return np.int32(u0 * d0 + u1 * d1 + u2 * d2 + u3 * d3)
+
+
+@device_function
+def _gelu(sh32, acc, noise, bias, dot, m_shift, s_up, perturbed):
+    a = np.int32(acc)
+    if perturbed:
+        a += (dot * noise) >> m_shift
+    return sh32[GELU + _clip((a + bias) >> s_up) + 128]
 
 
 @device_function
 def _gelu_tile(t, ra, col, sh8, sh32, pert, up):
     rb = ra + 8
-    da = _gelu_pair(t[0], t[1], ra, col, sh8, sh32, pert, up) + _gelu_pair(t[4], t[5], ra, col + 8, sh8, sh32, pert,
-                                                                           up)
-    db = _gelu_pair(t[2], t[3], rb, col, sh8, sh32, pert, up) + _gelu_pair(t[6], t[7], rb, col + 8, sh8, sh32, pert,
-                                                                           up)
+    da = _gelu_row(t[0], t[1], t[4], t[5], ra, col, sh8, sh32, pert, up)
+    db = _gelu_row(t[2], t[3], t[6], t[7], rb, col, sh8, sh32, pert, up)
     if pert[5] and col < up[4]:
         cuda.atomic.add(sh32, DOTB + ra, da)
         cuda.atomic.add(sh32, DOTB + rb, db)
@@ -491,23 +597,22 @@ def _gelu_tile(t, ra, col, sh8, sh32, pert, up):
 
 @device_function
 def _up_sweep(sh8, sh32, w32, pert, w_word, kw, n0, lane, up):
-    """One sweep of the MLP up from H into U, with its share of the down's x . B into DOTB."""
-    c = _sweep(sh32, H_OFF >> 2, H_PAIR >> 2, w32, w_word, kw, n0, lane)
-    g = lane >> 2
-    col = n0 + 2 * (lane & 3)
-    _gelu_tile(c[0], g, col, sh8, sh32, pert, up)
-    _gelu_tile(c[1], g + 16, col, sh8, sh32, pert, up)
-    _gelu_tile(c[2], g + 32, col, sh8, sh32, pert, up)
-    _gelu_tile(c[3], g + 48, col, sh8, sh32, pert, up)
-    _gelu_tile(c[4], g + 64, col, sh8, sh32, pert, up)
-    _gelu_tile(c[5], g + 80, col, sh8, sh32, pert, up)
-    _gelu_tile(c[6], g + 96, col, sh8, sh32, pert, up)
-    _gelu_tile(c[7], g + 112, col, sh8, sh32, pert, up)
+    """One sweep of the MLP up from H into U, with its share of the down's x . B into DOTB: rows 0..63, then
+    64..127 (32 accumulators a thread: registers for the epilogue's loads)."""
+    for half in range(2):
+        c = _sweep4(sh32, (H_OFF >> 2) + half * (32 * H_PAIR >> 2), H_PAIR >> 2, w32, w_word, kw, n0, lane)
+        opaque = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
+        g = (np.int32(lane >> 2) | opaque) + 64 * half
+        col = (np.int32(n0) + np.int32(2 * (lane & 3)) | opaque) & LOW31
+        _gelu_tile(c[0], g, col, sh8, sh32, pert, up)
+        _gelu_tile(c[1], g + 16, col, sh8, sh32, pert, up)
+        _gelu_tile(c[2], g + 32, col, sh8, sh32, pert, up)
+        _gelu_tile(c[3], g + 48, col, sh8, sh32, pert, up)
 
 
 @device_function
 def _logit(acc, pert, s_logit):
-    return (np.int32(acc) + pert) >> s_logit
+    return np.int32(np.int32(np.int32(acc) + np.int32(pert)) >> s_logit)
 
 
 @device_function
@@ -518,29 +623,41 @@ def _split_add(sh32, slot, r, total):
 
 
 @device_function
-def _head_row(second, a0, a1, a2, a3, r, col, sh32, pert, head, logits):
-    """Columns col, col + 1, col + 8, col + 9 of row r's logits: pass 1 adds them to the row's maximum
-    and EXP2 sum (and keeps the last position's), pass 2 to its EXP_LUT sum."""
+def _head_noise(sh32, pert, seg, r, col):
+    """The A noise of columns col, col + 1, col + 8, col + 9 in row r's pair noise row (from word seg)."""
+    noise8 = pert[0]
+    at = _fact(sh32, PAIR, r) * pert[2] + seg + col
+    return np.int32(noise8[at]), np.int32(noise8[at + 1]), np.int32(noise8[at + 8]), np.int32(noise8[at + 9])
+
+
+@device_function
+def _head_row(second, a0, a1, a2, a3, r, col, sh32, pert, head, logits, noise):
+    """Columns col, col + 1, col + 8, col + 9 of row r's logits (their A noise given): pass 1 adds them to
+    the row's maximum and EXP2 sum (and keeps the last position's), pass 2 to its EXP_LUT sum."""
     seg, s_logit, vocab, keep, last = head
     if col >= vocab:
         return
     p0 = p1 = p2 = p3 = np.int32(0)
     if pert[5]:
-        p0, p1 = _rank1(sh32, pert, DOTA, seg, r, col)
-        p2, p3 = _rank1(sh32, pert, DOTA, seg, r, col + 8)
+        dot = np.int32(sh32[DOTA + r] * sh32[SIGN + r])  # 32 bits: |x . B| A < 2^29 (module docstring)
+        m_shift = pert[4]
+        p0 = np.int32(np.int32(dot * noise[0]) >> m_shift)
+        p1 = np.int32(np.int32(dot * noise[1]) >> m_shift)
+        p2 = np.int32(np.int32(dot * noise[2]) >> m_shift)
+        p3 = np.int32(np.int32(dot * noise[3]) >> m_shift)
     l0 = _logit(a0, p0, s_logit)
     l1 = _logit(a1, p1, s_logit) if col + 1 < vocab else l0  # a repeated column changes no maximum
     l2 = _logit(a2, p2, s_logit) if col + 8 < vocab else l0
     l3 = _logit(a3, p3, s_logit) if col + 9 < vocab else l0
     if second:
         top = sh32[RM + r]
-        total = sh32[LUT + min(top - l0, EXP_LAST)]
+        total = sh32[LUT + (min(top - l0, EXP_LAST) & EXP_LAST)]
         if col + 1 < vocab:
-            total += sh32[LUT + min(top - l1, EXP_LAST)]
+            total += sh32[LUT + (min(top - l1, EXP_LAST) & EXP_LAST)]
         if col + 8 < vocab:
-            total += sh32[LUT + min(top - l2, EXP_LAST)]
+            total += sh32[LUT + (min(top - l2, EXP_LAST) & EXP_LAST)]
         if col + 9 < vocab:
-            total += sh32[LUT + min(top - l3, EXP_LAST)]
+            total += sh32[LUT + (min(top - l3, EXP_LAST) & EXP_LAST)]
         _split_add(sh32, SUMLUT, r, total)
         return
     total = sh32[EXP2T + _clip(l0) + 128]
@@ -565,16 +682,23 @@ def _head_row(second, a0, a1, a2, a3, r, col, sh32, pert, head, logits):
 
 @device_function
 def _head_tile(second, t, ra, col, sh32, pert, head, logits):
-    _head_row(second, t[0], t[1], t[4], t[5], ra, col, sh32, pert, head, logits)
-    _head_row(second, t[2], t[3], t[6], t[7], ra + 8, col, sh32, pert, head, logits)
+    """Rows ra and ra + 8: both rows' noise loads first (one global latency for the two)."""
+    z = np.int32(0)
+    na = nb = (z, z, z, z)
+    if pert[5] and col < head[2]:
+        na = _head_noise(sh32, pert, head[0], ra, col)
+        nb = _head_noise(sh32, pert, head[0], ra + 8, col)
+    _head_row(second, t[0], t[1], t[4], t[5], ra, col, sh32, pert, head, logits, na)
+    _head_row(second, t[2], t[3], t[6], t[7], ra + 8, col, sh32, pert, head, logits, nb)
 
 
 @device_function
 def _head_sweep(second, sh32, w32, pert, w_word, kw, n0, lane, head, logits):
     """One vocabulary sweep of the head from H: pass 1 (second False) or pass 2 of `_head_row`."""
     c = _sweep(sh32, H_OFF >> 2, H_PAIR >> 2, w32, w_word, kw, n0, lane)
-    g = lane >> 2
-    col = n0 + 2 * (lane & 3)
+    opaque = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
+    g = (np.int32(lane >> 2) | opaque) & 7
+    col = (np.int32(n0) + np.int32(2 * (lane & 3)) | opaque) & LOW31
     _head_tile(second, c[0], g, col, sh32, pert, head, logits)
     _head_tile(second, c[1], g + 16, col, sh32, pert, head, logits)
     _head_tile(second, c[2], g + 32, col, sh32, pert, head, logits)
@@ -598,11 +722,53 @@ def _embed(params, sh8, sh32, pert, bias_at, emb_at, emb_seg, dim, tid):
     vb = _fact(sh32, MEMB, r) * n_vecs + bias_at
     nb = _fact(sh32, PAIR, r) * noise_len + emb_seg
     a = np.int32(noise8[nb + dim + tok]) * np.int32(sh32[SIGN + r]) if perturbed else np.int32(0)
-    for j in range(tid & 3, dim, 4):
+    for j in range(np.int32(tid & 3), np.int32(dim), np.int32(4)):
         v = np.int32(params[emb_at + tok * dim + j]) + vecs[vb + j]
         if perturbed:
             v += (a * np.int32(noise8[nb + j])) >> m_shift
         sh8[X_OFF + r * X_PITCH + j] = _clip(v)
+
+
+@device_function
+def _ln_loads(params, pert, at, j):
+    """Element j's global values for _ln (0 where unused or j >= dim): the weight, the bias, the noise of
+    up to three B rows and the target's embedding."""
+    vb, nb, tb, seg1, seg2, seg3, target_at, dim = at
+    noise8, vecs, _, _, _, perturbed = pert
+    z = np.int32(0)
+    w = b = n1 = n2 = n3 = t = z
+    if j < dim:
+        w = np.int32(vecs[vb + j])
+        b = np.int32(vecs[vb + dim + j])
+        if perturbed:
+            n1 = np.int32(noise8[nb + seg1 + j])
+            if seg2 >= 0:
+                n2 = np.int32(noise8[nb + seg2 + j])
+            if seg3 >= 0:
+                n3 = np.int32(noise8[nb + seg3 + j])
+        if target_at >= 0:
+            t = np.int32(params[tb + j])
+    return w, b, n1, n2, n3, t
+
+
+@device_function
+def _ln_out(sh8, r, j, loaded, mean, rcp, at, pert, d1, d2, d3):
+    """Element j of row r's normed input into H, and its terms of the row's dot products."""
+    w, b, n1, n2, n3, t = loaded
+    _, _, _, _, seg2, seg3, target_at, dim = at
+    if j < dim:
+        x = np.int32(sh8[X_OFF + r * X_PITCH + j])
+        h = _clip(_floor_div(x * w, mean, rcp) + b)
+        sh8[H_OFF + _frag_at(r, j, H_PAIR)] = h
+        if pert[5]:
+            d1 += h * n1
+            if seg2 >= 0:
+                d2 += h * n2
+            if seg3 >= 0:
+                d3 += h * n3
+        if target_at >= 0:
+            d2 += h * t
+    return np.int32(d1), np.int32(d2), np.int32(d3)
 
 
 @device_function
@@ -611,12 +777,23 @@ def _ln(params, sh8, sh32, pert, w_at, seg1, seg2, seg3, target_at, dim, tid):
     rows seg1..seg3 (and with the target's embedding row when target_at >= 0) in DOTA..DOTC, its four
     threads' shares added by atomics; two barriers."""
     noise8, vecs, noise_len, n_vecs, _, perturbed = pert
+    n_valid = sh32[N_VALID]
     r = tid >> 2
-    valid = r < sh32[N_VALID]
+    valid = r < n_valid
+    sub = np.int32(tid & 3)
     acc = np.int32(0)
-    if valid:
-        for j in range(tid & 3, dim, 4):
-            acc += abs(np.int32(sh8[X_OFF + r * X_PITCH + j]))
+    if valid:  # words w = sub (mod 4) of the row: |x| of four bytes by one dp4a, the bytes past dim masked
+        x_word = np.int32((X_OFF + r * X_PITCH) >> 2)
+        words = np.int32((dim + 3) >> 2)
+        for i in range(np.int32((words + 3) >> 2)):  # a trip count the row's four threads share
+            w = sub + 4 * i
+            word = np.int32(0)
+            if w < words:
+                word = sh32[x_word + w]
+                left = dim - 4 * w
+                if left < 4:
+                    word &= np.int32((1 << (8 * left)) - 1)
+            acc = abs_sum4(word, acc)
     sh32[PART + tid] = acc
     if tid < 3 * ROWS:
         sh32[DOTA + tid] = 0  # DOTA, DOTB and DOTC
@@ -628,18 +805,17 @@ def _ln(params, sh8, sh32, pert, w_at, seg1, seg2, seg3, target_at, dim, tid):
         vb = _fact(sh32, MEMB, r) * n_vecs + w_at
         nb = _fact(sh32, PAIR, r) * noise_len
         tb = target_at + _fact(sh32, TGT, r) * dim
-        for j in range(tid & 3, dim, 4):
-            x = np.int32(sh8[X_OFF + r * X_PITCH + j])
-            h = _clip(_floor_div(x * np.int32(vecs[vb + j]), mean, rcp) + vecs[vb + dim + j])
-            sh8[H_OFF + _frag_at(r, j, H_PAIR)] = h
-            if perturbed:
-                d1 += h * np.int32(noise8[nb + seg1 + j])
-                if seg2 >= 0:
-                    d2 += h * np.int32(noise8[nb + seg2 + j])
-                if seg3 >= 0:
-                    d3 += h * np.int32(noise8[nb + seg3 + j])
-            if target_at >= 0:
-                d2 += h * np.int32(params[tb + j])
+        at = (vb, nb, tb, seg1, seg2, seg3, target_at, dim)
+        for i in range(np.int32((dim + 15) >> 4)):  # four elements at a time, their loads first
+            j = sub + 16 * i
+            la = _ln_loads(params, pert, at, j)
+            lb = _ln_loads(params, pert, at, j + 4)
+            lc = _ln_loads(params, pert, at, j + 8)
+            ld = _ln_loads(params, pert, at, j + 12)
+            d1, d2, d3 = _ln_out(sh8, r, j, la, mean, rcp, at, pert, d1, d2, d3)
+            d1, d2, d3 = _ln_out(sh8, r, j + 4, lb, mean, rcp, at, pert, d1, d2, d3)
+            d1, d2, d3 = _ln_out(sh8, r, j + 8, lc, mean, rcp, at, pert, d1, d2, d3)
+            d1, d2, d3 = _ln_out(sh8, r, j + 12, ld, mean, rcp, at, pert, d1, d2, d3)
     if valid:
         cuda.atomic.add(sh32, DOTA + r, d1)
         cuda.atomic.add(sh32, DOTB + r, d2)
@@ -648,71 +824,158 @@ def _ln(params, sh8, sh32, pert, w_at, seg1, seg2, seg3, target_at, dim, tid):
 
 
 @device_function
-def _score(sh8, r, key, h0, hd):
-    """q_r . k_key over one head (both in U)."""
-    s = np.int32(0)
-    for i in range(h0, h0 + hd):
-        s += (np.int32(sh8[U_OFF + _frag_at(r, Q_COL + i, U_PAIR)])
-              * np.int32(sh8[U_OFF + _frag_at(key, K_COL + i, U_PAIR)]))
-    return s
+def _head_mask(w, h0, hd):
+    """The bytes of word w of a row (columns 4w..4w+3) that lie in the head [h0, h0 + hd)."""
+    lo = max(h0 - 4 * w, 0)
+    hi = min(h0 + hd - 4 * w, 4)
+    return np.int32(((np.int64(1) << (8 * hi)) - (np.int64(1) << (8 * lo))) & 0xFFFFFFFF)
+
+
+@device_function
+def _scores4(sh32, q_word, key, w_lo, w_hi, mask_lo, mask_hi):
+    """q . k over one head for the keys key..key+3 (rows of K): words w_lo..w_hi-1 of the rows, the
+    head's bytes of the first and last word selected by the masks (hd need not be a multiple of 4)."""
+    s0 = s1 = s2 = s3 = np.int32(0)
+    k_word = np.int32((K_AT + key * QK_PITCH) >> 2)
+    step = QK_PITCH >> 2
+    for w in range(np.int32(w_lo), np.int32(w_hi)):
+        q = sh32[q_word + w]
+        if w == w_lo:
+            q &= mask_lo
+        if w == w_hi - 1:
+            q &= mask_hi
+        k = k_word + w
+        s0 = dp4a(q, sh32[k], s0)
+        s1 = dp4a(q, sh32[k + step], s1)
+        s2 = dp4a(q, sh32[k + 2 * step], s2)
+        s3 = dp4a(q, sh32[k + 3 * step], s3)
+    return s0, s1, s2, s3
+
+
+@device_function
+def _index(top, s, s_attn, key, first, r):
+    """The softmax index min(top - (s >> s_attn), 255) of a key of the row, 255 (weight 0) off its window."""
+    if key < first or key > r:
+        return np.int32(EXP_LAST)
+    return min(top - (s >> s_attn), EXP_LAST)
+
+
+@device_function
+def _digits(w):
+    """w = d0 + 256 d1 + 65536 d2 with d0, d1 in -128..127 (w in 0..2^18: d2 in 0..4)."""
+    d0 = byte_of(w, 0)
+    rest = np.int32(np.int32(w) - d0) >> 8
+    d1 = byte_of(rest, 0)
+    return d0, d1, np.int32(rest - d1) >> 8
+
+
+@device_function
+def _acc3(sh32, at, d, c):
+    """One feature's three digit sums over four keys: V^T word at `at` (the four keys' values)."""
+    v = sh32[at]
+    return dp4a(d[0], v, c[0]), dp4a(d[1], v, c[1]), dp4a(d[2], v, c[2])
 
 
 @device_function
 def _attend(sh8, sh32, pert, seg_o, h0, hd, s_attn, am, am_next, tid):
     """One head of every row: the scores' row maximum (barrier), the softmax indices min(max - s, 255)
     into U (barrier), then the weighted mean of the values into H; returns this thread's share of
-    x . B of the output projection. Thread 4r + sub takes the keys j = sub (mod 4), then the groups
-    of 4 output features 4i..4i+3 with i = sub (mod 4)."""
-    r = tid >> 2
+    x . B of the output projection. Keys go in groups of four (rows 4a..4a+3 of the block, those off
+    the row's window weigh 0): thread 4r + sub takes the groups a = sub (mod 4) for the scores, then
+    every group for the features h0 + sub + 4i. The weights EXP_LUT (< 2^18 + 1) are split in three
+    signed bytes so that dp4a sums them against four keys' values at once; the sums are joined in 64 bits."""
+    n_valid = sh32[N_VALID]
+    r = (tid >> 2) | (n_valid >> 31)  # n_valid >= 0: what follows is not hoisted out of the layers
     sub = tid & 3
-    valid = r < sh32[N_VALID]
+    valid = r < n_valid
     pos = _fact(sh32, POS, r)
     first = r - pos  # the member's position 0
-    if valid and sub <= pos:
+    g_lo = first >> 2
+    g_end = (r >> 2) + 1 if valid else g_lo
+    w_lo = h0 >> 2
+    w_hi = (h0 + hd + 3) >> 2
+    mask_lo = _head_mask(w_lo, h0, hd)
+    mask_hi = _head_mask(w_hi - 1, h0, hd)
+    q_word = np.int32((Q_AT + r * QK_PITCH) >> 2)
+    idx_word = np.int32((IDX_AT + r * IDX_PITCH) >> 2)
+    if g_lo + sub < g_end:
         top = np.int32(INT_MIN)
-        for j in range(sub, pos + 1, 4):
-            top = max(top, _score(sh8, r, first + j, h0, hd) >> s_attn)
+        for a in range(np.int32(g_lo + sub), np.int32(g_end), np.int32(4)):
+            key = 4 * a
+            s0, s1, s2, s3 = _scores4(sh32, q_word, key, w_lo, w_hi, mask_lo, mask_hi)
+            if key >= first:
+                top = max(top, s0 >> s_attn)
+            if first <= key + 1 <= r:
+                top = max(top, s1 >> s_attn)
+            if first <= key + 2 <= r:
+                top = max(top, s2 >> s_attn)
+            if key + 3 <= r:
+                top = max(top, s3 >> s_attn)
         cuda.atomic.max(sh32, am + r, top)
     cuda.syncthreads()
     if tid < ROWS:
         sh32[am_next + tid] = INT_MIN
-    if valid:
-        top = sh32[am + r]
-        for j in range(sub, pos + 1, 4):
-            index = min(top - (_score(sh8, r, first + j, h0, hd) >> s_attn), EXP_LAST)
-            sh8[U_OFF + _frag_at(r, IDX_COL + j, U_PAIR)] = index - 128
+    top = sh32[am + r]
+    for a in range(np.int32(g_lo + sub), np.int32(g_end), np.int32(4)):
+        key = 4 * a
+        s0, s1, s2, s3 = _scores4(sh32, q_word, key, w_lo, w_hi, mask_lo, mask_hi)
+        sh32[idx_word + a] = pack4(_index(top, s0, s_attn, key, first, r) - 128,
+                                   _index(top, s1, s_attn, key + 1, first, r) - 128,
+                                   _index(top, s2, s_attn, key + 2, first, r) - 128,
+                                   _index(top, s3, s_attn, key + 3, first, r) - 128)
     cuda.syncthreads()
     dot = np.int32(0)
     if not valid:
         return dot
-    norm = np.int32(0)
-    for j in range(pos + 1):
-        norm += sh32[LUT + np.int32(sh8[U_OFF + _frag_at(r, IDX_COL + j, U_PAIR)]) + 128]
-    rcp = reciprocal_approx(np.float32(norm))
     nb = _fact(sh32, PAIR, r) * pert[2] + seg_o
-    for i in range(4 * sub, hd, 16):
-        w0 = w1 = w2 = w3 = np.int64(0)
-        col = V_COL + h0 + i
-        for j in range(pos + 1):
-            w = np.int64(sh32[LUT + np.int32(sh8[U_OFF + _frag_at(r, IDX_COL + j, U_PAIR)]) + 128])
-            key = first + j
-            w0 += w * sh8[U_OFF + _frag_at(key, col, U_PAIR)]
-            w1 += w * sh8[U_OFF + _frag_at(key, col + 1, U_PAIR)]
-            w2 += w * sh8[U_OFF + _frag_at(key, col + 2, U_PAIR)]
-            w3 += w * sh8[U_OFF + _frag_at(key, col + 3, U_PAIR)]
-        dot += _mean_out(w0, norm, rcp, sh8, r, h0 + i, i < hd, pert, nb)
-        dot += _mean_out(w1, norm, rcp, sh8, r, h0 + i + 1, i + 1 < hd, pert, nb)
-        dot += _mean_out(w2, norm, rcp, sh8, r, h0 + i + 2, i + 2 < hd, pert, nb)
-        dot += _mean_out(w3, norm, rcp, sh8, r, h0 + i + 3, i + 3 < hd, pert, nb)
+    z = np.int32(0)
+    zero = (z, z, z)
+    h_end = h0 + hd
+    for f0 in range(np.int32(h0 + sub), np.int32(h_end), np.int32(32)):  # 8 features at a time, 4 apart
+        c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = zero
+        norm = np.int32(0)
+        vt = np.int32((VT_AT + f0 * VT_PITCH) >> 2)
+        step = np.int32(VT_PITCH)  # words of 4 features
+        for a in range(np.int32(g_lo), np.int32(g_end)):
+            iw = sh32[idx_word + a]
+            wa = sh32[LUT + byte_of(iw, 0) + 128]
+            wb = sh32[LUT + byte_of(iw, 1) + 128]
+            wc = sh32[LUT + byte_of(iw, 2) + 128]
+            wd = sh32[LUT + byte_of(iw, 3) + 128]
+            norm = np.int32(norm + np.int32(np.int32(wa + wb) + np.int32(wc + wd)))
+            a0, a1, a2 = _digits(wa)
+            b0, b1, b2 = _digits(wb)
+            e0, e1, e2 = _digits(wc)
+            f0_, f1_, f2_ = _digits(wd)
+            d = (pack4(a0, b0, e0, f0_), pack4(a1, b1, e1, f1_), pack4(a2, b2, e2, f2_))
+            at = vt + a
+            c0 = _acc3(sh32, at, d, c0)
+            c1 = _acc3(sh32, at + step, d, c1)
+            c2 = _acc3(sh32, at + 2 * step, d, c2)
+            c3 = _acc3(sh32, at + 3 * step, d, c3)
+            c4 = _acc3(sh32, at + 4 * step, d, c4)
+            c5 = _acc3(sh32, at + 5 * step, d, c5)
+            c6 = _acc3(sh32, at + 6 * step, d, c6)
+            c7 = _acc3(sh32, at + 7 * step, d, c7)
+        rcp = reciprocal_approx(np.float32(norm))
+        dot += _mean_out(c0, norm, rcp, sh8, r, f0, f0 < h_end, pert, nb)
+        dot += _mean_out(c1, norm, rcp, sh8, r, f0 + 4, f0 + 4 < h_end, pert, nb)
+        dot += _mean_out(c2, norm, rcp, sh8, r, f0 + 8, f0 + 8 < h_end, pert, nb)
+        dot += _mean_out(c3, norm, rcp, sh8, r, f0 + 12, f0 + 12 < h_end, pert, nb)
+        dot += _mean_out(c4, norm, rcp, sh8, r, f0 + 16, f0 + 16 < h_end, pert, nb)
+        dot += _mean_out(c5, norm, rcp, sh8, r, f0 + 20, f0 + 20 < h_end, pert, nb)
+        dot += _mean_out(c6, norm, rcp, sh8, r, f0 + 24, f0 + 24 < h_end, pert, nb)
+        dot += _mean_out(c7, norm, rcp, sh8, r, f0 + 28, f0 + 28 < h_end, pert, nb)
     return dot
 
 
 @device_function
-def _mean_out(acc, norm, rcp, sh8, r, col, inside, pert, nb):
-    """One attention output (when inside the head) into H; its term of x . B of the output projection."""
+def _mean_out(c, norm, rcp, sh8, r, col, inside, pert, nb):
+    """One attention output (when inside the head) into H from its three digit sums; its term of x . B
+    of the output projection."""
     if not inside:
         return np.int32(0)
-    out = _weighted_mean(acc, norm, rcp)
+    out = _weighted_mean((np.int64(c[2]) << 16) + (np.int64(c[1]) << 8) + c[0], norm, rcp)
     sh8[H_OFF + _frag_at(r, col, H_PAIR)] = out
     return out * np.int32(pert[0][nb + col]) if pert[5] else np.int32(0)
 
@@ -798,7 +1061,7 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
     _embed(params, sh8, sh32, pert, _vec(tensors, EMBEDDING_BIAS), _offset(tensors, EMBEDDING, PARAM_AT),
            _noise(tensors, EMBEDDING), dim, tid)
     cuda.syncthreads()
-    for layer in range(-1, n_layer):  # -1: the init MLP alone
+    for layer in range(np.int32(-1), np.int32(n_layer)):  # -1: the init MLP alone
         first = INIT_MLP
         if layer >= 0:
             lt = FIRST_LAYER + TENSORS_PER_LAYER * layer
@@ -814,12 +1077,12 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
                 stage = (DOTB if which == 0 else (DOTC if which == 1 else DOTA), _noise(tensors, t) + dim, s_qkv,
                          rope, half, which != 1, -1, False, dim)
                 _rescaled_stage(sh8, sh32, w32, pert, H_OFF >> 2, H_PAIR >> 2, _w(tensors, t), kw_dim, lane, warp,
-                                stage, RM + ROWS * which, K_COL if which == 0 else (V_COL if which == 1 else Q_COL))
+                                stage, RM + ROWS * which, K_DST if which == 0 else (V_DST if which == 1 else Q_DST))
             cuda.syncthreads()
             if tid < ROWS:
                 sh32[DOTA + tid] = 0  # for the output projection's x . B, added after the heads' barriers
             dot = np.int32(0)
-            for h in range(n_heads):
+            for h in range(np.int32(n_heads)):
                 dot += _attend(sh8, sh32, pert, _noise(tensors, lt + O), h * hd, hd, s_attn, AM + ROWS * (h & 1),
                                AM + ROWS * (1 - (h & 1)), tid)
             if tid >> 2 < sh32[N_VALID]:
@@ -835,7 +1098,7 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
         _ln(params, sh8, sh32, pert, _vec(tensors, first + LN_W), _noise(tensors, first + UP), -1, -1, -1, dim, tid)
         up = (_noise(tensors, first + UP) + dim, _noise(tensors, first + DOWN), s_up, _vec(tensors, first + UP_BIAS),
               hidden)
-        for sweep in range(0, hidden, SWEEP):
+        for sweep in range(np.int32(0), np.int32(hidden), np.int32(SWEEP)):
             n0 = sweep + 16 * warp
             if n0 < hidden:
                 _up_sweep(sh8, sh32, w32, pert, _w(tensors, first + UP), kw_dim, n0, lane, up)
@@ -853,7 +1116,7 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
         -1, -1, _offset(tensors, EMBEDDING, PARAM_AT), dim, tid)
     head = (_noise(tensors, EMBEDDING) + dim, s_logit, vocab, keep, steps - 1)
     for second in range(2):
-        for sweep in range(0, vp, SWEEP):
+        for sweep in range(np.int32(0), np.int32(vp), np.int32(SWEEP)):
             n0 = sweep + 16 * warp
             if n0 < vp:
                 _head_sweep(second == 1, sh32, w32, pert, _w(tensors, EMBEDDING), kw_dim, n0, lane, head, logits)
@@ -952,8 +1215,8 @@ ROOFLINE_WORKLOADS = ("d-eggs 4x256, heads of 64, vocabulary 8192, 64 tokens, po
 
 def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
     """Operations and bytes per member-token from this kernel's loop structure. A block carries 128 rows
-    (ROWS // steps members) through the window: it reads every weight once per pass from L2 (the padded
-    model, ~5.6 MB, stays there), the head twice. Each block hashes its pairs' noise rows and its members'
+    (ROWS // steps members) through the window: it reads every weight twice from L2 (the padded model,
+    ~5.6 MB, stays there): the head in its two passes, the other matrices once per 64-row half. Each block hashes its pairs' noise rows and its members'
     vectors into global scratch and reads them back from L1/L2 (per-element A loads hit the pair's row,
     a few KB); that scratch reaches HBM once. Attention, norms and epilogues run on the CUDA cores beside
     the tensor cores and are not in this estimate (the static model's prediction counts them)."""
@@ -965,7 +1228,7 @@ def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
     pair_noise = sum(d_out + d_in for d_out, d_in in matrices) if perturbed else 0
     vectors = dim * (1 + 7 * (n_layer + 1) + 2 * n_layer + 2)
     scratch = pair_noise / 2 + vectors  # one member's share, written once and read back
-    l2 = (executed + 2 * scratch * per_block) / ROWS  # weights per pass, scratch out and in, per block
+    l2 = (2 * model_macs + 2 * scratch * per_block) / ROWS  # weights twice, scratch out and in, per block
     return {
         "name": f"{workload}: tensor-core epoch (transformer_epoch_cuda)",
         "kernel": f"{__name__}.transformer_epoch_cuda",
@@ -975,7 +1238,7 @@ def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
         "reference_limit": "int8_tensor",
         "bytes_per_unit": {"hbm": scratch / steps, "l2": l2},
         "basis": (f"{executed} int8 MACs per member-token on IMMA ({model_macs} the model's, plus the head's second "
-                  f"pass); weights read once per pass per block of {ROWS} rows ({per_block} members x {steps} "
+                  f"pass); weights read twice per block of {ROWS} rows ({per_block} members x {steps} "
                   f"tokens) from L2; {scratch:.0f} B of noise rows and vectors per member written once (HBM) and "
                   "read back per block; attention and element-wise work on the CUDA cores not counted."),
         "launches": _launches(n_layer, dim, vocab, steps, members, perturbed),
