@@ -15,9 +15,9 @@ square), on a grid whose steps are the rounding: 100 cycles, 0.1e12 B/s, 50 us. 
 limits.py's estimate (5.5e12 B/s), not fitted.
 """
 
+import importlib.util
 import json
 import re
-import importlib.util
 import subprocess
 import time
 from math import log

@@ -143,7 +143,8 @@ def _build_intrinsics():
         def codegen(context, builder, signature, args):
             pointer = byte_pointer(context, builder, signature.args[0], *args)
             i16 = ir.IntType(16)
-            source = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)), ir.PointerType(i16, addrspace=1))
+            source = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)),
+                                           ir.PointerType(i16, addrspace=1))
             return builder.load(source, align=2)
 
         return sig, codegen
@@ -155,7 +156,8 @@ def _build_intrinsics():
         def codegen(context, builder, signature, args):
             pointer = byte_pointer(context, builder, signature.args[0], *args[:3])
             i16 = ir.IntType(16)
-            target = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)), ir.PointerType(i16, addrspace=1))
+            target = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)),
+                                           ir.PointerType(i16, addrspace=1))
             builder.store(args[3], target, align=2)
             return context.get_dummy_value()
 

@@ -47,7 +47,6 @@ import numpy as np
 from eggnog.kernels.core.cuda_api import (
     BOOL,
     I8_1D,
-    I64,
     I64_1D,
     U8_1D,
     U8_2D,
@@ -443,8 +442,8 @@ def _row_outputs(kind, sh16, part, states, states_at, v0, v1, inputs, r, j0, dot
 
 
 @device_function
-def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off, a_pitch, w_off, d_in, d_out, seg, dot_at,
-           dst, dst_pitch, bias_at, shift, dshift, tid):
+def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off, a_pitch, w_off, d_in, d_out, seg,
+           dot_at, dst, dst_pitch, bias_at, shift, dshift, tid):
     """One matmul for the block's rows: each warp's 8-wide output tiles, each with its epilogue."""
     lane = tid & 31
     g = lane >> 2
@@ -464,10 +463,14 @@ def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off,
         i1 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at, ctx)
         i2 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at, ctx)
         i3 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at, ctx)
-        _row_outputs(kind, sh16, part, states, bases[2], c[0], c[1], i0, r0, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
-        _row_outputs(kind, sh16, part, states, bases[2], c[2], c[3], i1, r0 + 8, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
-        _row_outputs(kind, sh16, part, states, bases[2], c[4], c[5], i2, r0 + 16, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
-        _row_outputs(kind, sh16, part, states, bases[2], c[6], c[7], i3, r0 + 24, j0, dot_at, dst, dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[0], c[1], i0, r0, j0, dot_at, dst, dst_pitch, shift,
+                     dshift, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[2], c[3], i1, r0 + 8, j0, dot_at, dst, dst_pitch, shift,
+                     dshift, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[4], c[5], i2, r0 + 16, j0, dot_at, dst, dst_pitch, shift,
+                     dshift, ctx)
+        _row_outputs(kind, sh16, part, states, bases[2], c[6], c[7], i3, r0 + 24, j0, dot_at, dst, dst_pitch, shift,
+                     dshift, ctx)
         n0 = opaque(np.int32(n0 + 4 * WARPS))  # the next 8 columns of this warp's half: 4 warps a half
 
 
@@ -480,10 +483,10 @@ def _gate(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, param_o
     _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[t1], DOT1, tid)
     _row_dots(sh32, part, part[a2_at], px, dim, noise8, noise_off[t2], DOT2, tid)
     cuda.syncthreads()
-    _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[t1], dim, dim, noise_off[t1],
-           DOT1, part[dst_at], px, 0, shift, dshift, tid)
-    _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, part[a2_at], px, param_off[t2], dim, dim, noise_off[t2],
-           DOT2, 0, px, bias_at, shift, dshift, tid)
+    _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[t1], dim, dim,
+           noise_off[t1], DOT1, part[dst_at], px, 0, shift, dshift, tid)
+    _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, part[a2_at], px, param_off[t2], dim, dim,
+           noise_off[t2], DOT2, 0, px, bias_at, shift, dshift, tid)
     cuda.syncthreads()
 
 
@@ -663,21 +666,21 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             _load_states(sh32, part, states, layer, part[ST_AT], tid)
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, log2_dim, dim, tid)
             # forget gate f, fh; then the new state (into the states and the residual)
-            _gate(FORGET, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF, lt + UF,
-                  ST_AT, U_AT, slots + dim, px, dim, shift, d_shift, tid)
-            _gate(OUTPUT, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH, lt + UH,
-                  FH_AT, ST_AT, slots + 2 * dim, px, dim, shift, d_shift, tid)
+            _gate(FORGET, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF,
+                  lt + UF, ST_AT, U_AT, slots + dim, px, dim, shift, d_shift, tid)
+            _gate(OUTPUT, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH,
+                  lt + UH, FH_AT, ST_AT, slots + 2 * dim, px, dim, shift, d_shift, tid)
             # MLP: x = clip(x + down(up(L1(x))))
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, log2_dim, dim, tid)
             _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
             cuda.syncthreads()
-            _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[lt + UP], dim, 4 * dim,
-                   noise_off[lt + UP], DOT1, part[U_AT], pu, 0, shift, d_shift, tid)
+            _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[lt + UP],
+                   dim, 4 * dim, noise_off[lt + UP], DOT1, part[U_AT], pu, 0, shift, d_shift, tid)
             cuda.syncthreads()
             _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
             cuda.syncthreads()
-            _stage(ADD, sh16, sh32, part, params32, noise8, vecs, states, layer, part[U_AT], pu, param_off[lt + DOWN], 4 * dim, dim,
-                   noise_off[lt + DOWN], DOT1, x_off, px, 0, shift, np.int32(d_shift + 1), tid)
+            _stage(ADD, sh16, sh32, part, params32, noise8, vecs, states, layer, part[U_AT], pu, param_off[lt + DOWN],
+                   4 * dim, dim, noise_off[lt + DOWN], DOT1, x_off, px, 0, shift, np.int32(d_shift + 1), tid)
             cuda.syncthreads()
             layer = np.int32(layer + 1)
         # head and the log-likelihood of the next byte

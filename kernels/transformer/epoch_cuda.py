@@ -1216,10 +1216,11 @@ ROOFLINE_WORKLOADS = ("d-eggs 4x256, heads of 64, vocabulary 8192, 64 tokens, po
 def roofline(workload, n_layer=4, dim=256, vocab=8192, steps=64, members=40960):
     """Operations and bytes per member-token from this kernel's loop structure. A block carries 128 rows
     (ROWS // steps members) through the window: it reads every weight twice from L2 (the padded model,
-    ~5.6 MB, stays there): the head in its two passes, the other matrices once per 64-row half. Each block hashes its pairs' noise rows and its members'
-    vectors into global scratch and reads them back from L1/L2 (per-element A loads hit the pair's row,
-    a few KB); that scratch reaches HBM once. Attention, norms and epilogues run on the CUDA cores beside
-    the tensor cores and are not in this estimate (the static model's prediction counts them)."""
+    ~5.6 MB, stays there): the head in its two passes, the other matrices once per 64-row half. Each block
+    hashes its pairs' noise rows and its members' vectors into global scratch and reads them back from
+    L1/L2 (per-element A loads hit the pair's row, a few KB); that scratch reaches HBM once. Attention,
+    norms and epilogues run on the CUDA cores beside the tensor cores and are not in this estimate (the
+    static model's prediction counts them)."""
     perturbed = not workload.endswith("unperturbed")
     per_block = ROWS // steps
     model_macs = (8 + 12 * n_layer) * dim * dim + vocab * dim  # init MLP, layers, head once
