@@ -75,7 +75,7 @@ from eggnog.kernels.noise.streams import gpu_bits_of, gpu_gaussian_int8, gpu_mem
 MEMBERS = 64  # rows of a block: 4 mma row tiles
 THREADS = 256
 WARPS = THREADS // 32
-ROW_THREADS = THREADS // MEMBERS  # threads per member row in element-wise passes
+ROW_THREADS = THREADS // MEMBERS  # threads per member row in element-wise passes (4: tid >> 2, tid & 3)
 VOCAB = 256
 I32_1D = numba.int32[::1]
 I32 = numba.int32  # sizes: a 64-bit scalar would hold two registers for the whole kernel
@@ -651,7 +651,7 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
         out[m0 + r] = 0  # the row's log-likelihood, summed over the bytes in place
     cuda.syncthreads()
 
-    # views at the block's first pair and member: what follows indexes them with 32-bit offsets
+    # each byte: the embedding, every layer, the head and the log-likelihood of the next byte
     step = np.int32(0)
     while step < windows.shape[1] - 1:
         if tid < MEMBERS:
