@@ -33,8 +33,7 @@ def int_eggroll_memory(cfg, model, members):
     held = {"parameters": n, "AdamW state": 12 * n if cfg.optimizer == "adamw" else 0,
             "noise gains": initial_overlay(model).size if cfg.adaptive_noise else 0,
             "members' states": layers * width * members}
-    kept = model.kept_bytes(members) if hasattr(model, "kept_bytes") else 0
-    held["epoch scratch kept between epochs"] = kept
+    kept = held["epoch scratch kept between epochs"] = model.kept_bytes(members)
     steps = cfg.tokens_per_update
     context = getattr(model, "context", None)
     val_steps = min(cfg.val_tokens, context) if context else cfg.val_tokens

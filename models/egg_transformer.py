@@ -91,6 +91,10 @@ class TransformerModel(IntTensorModel):
 
         return scratch_bytes(self.spec, steps)
 
+    def kept_bytes(self, members):
+        """Device bytes the epoch keeps between calls: none (its scratch is allocated per launch)."""
+        return 0
+
     def launch_bytes(self, steps):
         """Device bytes an evaluation takes once: the padded int32 copy of the weights its launch makes."""
         from eggnog.kernels.transformer.epoch_cuda import Plan

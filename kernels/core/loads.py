@@ -106,10 +106,11 @@ def _build_intrinsics():
 
         return store
 
-    def shared_load(n):
-        """values[index:index + n] of a shared array of 4-byte elements as one 4n-byte load (LDS.64 /
-        LDS.128), 4n-byte aligned by the caller (the compiler cannot prove the alignment of a shared
-        array by itself); no negative-index wraparound."""
+    def vector_load(n, addrspace):
+        """values[index:index + n] of an array of 4-byte elements in that address space (3: shared, LDS.64 /
+        LDS.128; 1: global, LDG.128, coherent and ordered with the kernel's own stores, unlike
+        load_global_v4) as one 4n-byte load, 4n-byte aligned by the caller (the compiler cannot prove the
+        alignment by itself); no negative-index wraparound."""
 
         @intrinsic
         def load(typingctx, values, index):
@@ -118,9 +119,9 @@ def _build_intrinsics():
             def codegen(context, builder, signature, args):
                 element = context.get_value_type(signature.args[0].dtype)
                 ptr = builder.addrspacecast(element_pointer(context, builder, signature, args),
-                                            ir.PointerType(element, addrspace=3))
-                vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(element, n), addrspace=3)),
-                                      align=4 * n)
+                                            ir.PointerType(element, addrspace=addrspace))
+                vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(element, n),
+                                                                          addrspace=addrspace)), align=4 * n)
                 values_n = [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(n)]
                 return context.make_tuple(builder, signature.return_type, values_n)
 
@@ -128,24 +129,21 @@ def _build_intrinsics():
 
         return load
 
-    def byte_pointer(context, builder, array_type, array, base, offset):
-        """The global address of byte base + offset (int64 + zero-extended int32) of an int8 array: one
-        64-bit add; no bounds or wraparound checks."""
+    def half_pointer(context, builder, array_type, array, base, offset):
+        """The global address of the int16 at byte base + offset (int64 + zero-extended int32) of an int8
+        array: one 64-bit add; no bounds or wraparound checks."""
         ary = context.make_array(array_type)(context, builder, value=array)
         byte = builder.add(base, builder.zext(offset, ir.IntType(64)))
-        data = builder.bitcast(ary.data, ir.PointerType(ir.IntType(8)))
-        return builder.gep(data, [byte])
+        i16 = ir.IntType(16)
+        pointer = builder.gep(builder.bitcast(ary.data, ir.PointerType(ir.IntType(8))), [byte])
+        return builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)), ir.PointerType(i16, addrspace=1))
 
     @intrinsic
     def load_global_s16(typingctx, array, base, offset):
         sig = types.int16(array, types.int64, types.int32)
 
         def codegen(context, builder, signature, args):
-            pointer = byte_pointer(context, builder, signature.args[0], *args)
-            i16 = ir.IntType(16)
-            source = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)),
-                                           ir.PointerType(i16, addrspace=1))
-            return builder.load(source, align=2)
+            return builder.load(half_pointer(context, builder, signature.args[0], *args), align=2)
 
         return sig, codegen
 
@@ -154,32 +152,13 @@ def _build_intrinsics():
         sig = types.none(array, types.int64, types.int32, types.int16)
 
         def codegen(context, builder, signature, args):
-            pointer = byte_pointer(context, builder, signature.args[0], *args[:3])
-            i16 = ir.IntType(16)
-            target = builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)),
-                                           ir.PointerType(i16, addrspace=1))
-            builder.store(args[3], target, align=2)
+            builder.store(args[3], half_pointer(context, builder, signature.args[0], *args[:3]), align=2)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    @intrinsic
-    def load_global_rw_v4(typingctx, values, index):
-        sig = types.UniTuple(values.dtype, 4)(values, types.int64)
-
-        def codegen(context, builder, signature, args):
-            element = context.get_value_type(signature.args[0].dtype)
-            ptr = builder.addrspacecast(element_pointer(context, builder, signature, args),
-                                        ir.PointerType(element, addrspace=1))
-            vector = builder.load(builder.bitcast(ptr, ir.PointerType(ir.VectorType(element, 4), addrspace=1)),
-                                  align=16)
-            return context.make_tuple(builder, signature.return_type,
-                                      [builder.extract_element(vector, ir.Constant(i32, k)) for k in range(4)])
-
-        return sig, codegen
-
-    return (load_global_v4, shared_load(2), shared_load(4), vector_store(3), vector_store(1), load_global_s16,
-            store_global_s16, load_global_rw_v4)
+    return (load_global_v4, vector_load(2, 3), vector_load(4, 3), vector_store(3), vector_store(1), load_global_s16,
+            store_global_s16, vector_load(4, 1))
 
 
 if SIMULATED:

@@ -152,11 +152,9 @@ def device_bytes_per_member(n_layer, dim, steps):
     """Device bytes `cuda_egg_epoch` takes per member besides its window and states: the fused kernel's
     half of a pair's noise rows, perturbed vectors and score; the per-op path's vectors, window columns and
     one byte's activations (the residual, GRU and MLP outputs, the products' int64 sums, two bytes' logits)."""
-    plan = epoch_cuda.Plan(n_layer, dim)
-    vectors = plan.vec_tensor.size * dim
     if epoch_cuda.fused_width(dim):
-        return (plan.noise_len + 1) // 2 + vectors + 8
-    return vectors + steps + 1 + 12 * dim + 2 * VOCAB_SIZE + 32
+        return kept_bytes_per_member(n_layer, dim) + 8
+    return epoch_cuda.Plan(n_layer, dim).vec_tensor.size * dim + steps + 1 + 12 * dim + 2 * VOCAB_SIZE + 32
 
 
 @op

@@ -227,6 +227,12 @@ def _chunk(base, sub, c, chunks):
 
 
 @device_function
+def _row_chunks(sub, chunks):
+    """Word indices of this thread's four chunks of a row that starts at word 0 (_chunk)."""
+    return _chunk(0, sub, 0, chunks), _chunk(0, sub, 1, chunks), _chunk(0, sub, 2, chunks), _chunk(0, sub, 3, chunks)
+
+
+@device_function
 def _mt_step(sh32, p, pitch, w0, w1, w2, w3, c0, c1, c2, c3):
     """Two mma k-steps (64 bytes of k) of one 16-row tile whose row g starts at word p."""
     h0, h1, h2, h3 = load_shared_v4(sh32, p)
@@ -323,7 +329,7 @@ def _l1_word(x, v, mean_abs, recip):
 
 
 @device_function
-def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, log2_dim, dim, tid):
+def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, tid):
     """dst = EGG L1 norm of src (byte offsets, pitch in bytes) with each member's vector at word
     vec_word of its row of the block's vectors (barriers inside). The vector's loads are issued before the
     sum."""
@@ -334,8 +340,7 @@ def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, log2_dim, dim, ti
     chunks = np.int32(dim >> 4)
     row = np.int32((src + r * pitch) >> 2)
     out = np.int32((dst + r * pitch) >> 2)
-    c0, c1, c2, c3 = _chunk(0, sub, 0, chunks), _chunk(0, sub, 1, chunks), _chunk(0, sub, 2, chunks), _chunk(
-        0, sub, 3, chunks)
+    c0, c1, c2, c3 = _row_chunks(sub, chunks)
     vec_word += part[ROW_VECS + r]
     w00, w01, w02, w03 = load_global_rw_v4(vec32, vec_word + c0)
     w10, w11, w12, w13 = load_global_rw_v4(vec32, vec_word + c1)
@@ -536,8 +541,7 @@ def _load_states(sh32, part, states, layer, st_off, tid):
     st32 = states[_layer_states(part, layer):].view(np.int32)
     src = np.int32((r << log2_dim) >> 2)
     out = np.int32((st_off + r * px) >> 2)
-    c0, c1, c2, c3 = _chunk(0, sub, 0, chunks), _chunk(0, sub, 1, chunks), _chunk(0, sub, 2, chunks), _chunk(
-        0, sub, 3, chunks)
+    c0, c1, c2, c3 = _row_chunks(sub, chunks)
     z = np.int32(0)
     s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = z
     if keep:
@@ -664,14 +668,14 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             lt = np.int32(10 * layer)
             slots = np.int32(4 * layer << log2_dim)  # byte of the layer's first vector in a member's row
             _load_states(sh32, part, states, layer, part[ST_AT], tid)
-            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, log2_dim, dim, tid)
+            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, tid)
             # forget gate f, fh; then the new state (into the states and the residual)
             _gate(FORGET, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF,
                   lt + UF, ST_AT, U_AT, slots + dim, px, dim, shift, d_shift, tid)
             _gate(OUTPUT, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH,
                   lt + UH, FH_AT, ST_AT, slots + 2 * dim, px, dim, shift, d_shift, tid)
             # MLP: x = clip(x + down(up(L1(x))))
-            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, log2_dim, dim, tid)
+            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, tid)
             _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
             cuda.syncthreads()
             _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[lt + UP],
@@ -685,8 +689,7 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             layer = np.int32(layer + 1)
         # head and the log-likelihood of the next byte
         head = 10 * n_layer + 2
-        _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, log2_dim, dim,
-                      tid)
+        _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, tid)
         _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[head], DOT1, tid)
         cuda.syncthreads()
         _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, 0, part[H_AT], px, param_off[head], dim, VOCAB,
