@@ -387,19 +387,19 @@ def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, tid):
 # ---- matmul stages: each warp covers its 8-wide output tiles for all MEMBERS rows ----------------------
 
 @device_function
-def _row_inputs(kind, part, noise8, vecs, states, bases, r, j0, seg_a, bias_at, ctx):
-    """What row r of an output tile needs from global memory, loaded before anything is stored so that
-    the loads overlap: 2 bytes of A, of the bias (FORGET, OUTPUT) and of the carried state (OUTPUT; 0 where a
-    document starts). `bases`: the block's first byte in the noise, the vectors and the layer's states."""
-    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
+def _row_inputs(kind, part, noise8, vecs, states, bases, r, j0, seg_a, bias_at):
+    """What row r of an output tile needs from global memory, loaded before the tile's products so that
+    the latency of the loads hides behind the k loop: 2 bytes of A (perturbed), of the bias (FORGET,
+    OUTPUT) and of the carried state (OUTPUT; 0 where a document starts). `bases`: the block's first byte in
+    the noise, the vectors and the layer's states. Sizes are read from the SIZES table here, not held."""
     noise_at, vecs_at, states_at = bases
     a2 = bias = state = np.int16(0)
-    if perturbed:
+    if part[SIZES + 7] != 0:
         a2 = load_global_s16(noise8, noise_at, np.int32((part[ROW_NOISE + r] >> 1) + seg_a + j0))
     if kind >= FORGET:
         bias = load_global_s16(vecs, vecs_at, np.int32(4 * part[ROW_VECS + r] + bias_at + j0))
-    if kind == OUTPUT and m0 + r < members and part[TOKENS + r] != 0:
-        state = load_global_s16(states, states_at, np.int32((r << log2_dim) + j0))
+    if kind == OUTPUT and part[SIZES + 1] + r < part[SIZES + 2] and part[TOKENS + r] != 0:
+        state = load_global_s16(states, states_at, np.int32((r << part[SIZES + 6]) + j0))
     return a2, bias, state
 
 
@@ -459,15 +459,15 @@ def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off,
     n0 = np.int32(8 * (warp >> 1))
     bases = _block_noise(part), _block_vecs(part), _layer_states(part, layer)  # once a stage: 64-bit
     while n0 < d_out:
+        j0 = np.int32(n0 + j_lane)
+        # c0, c1: row g of a row tile; c2, c3: row g + 8
+        i0 = _row_inputs(kind, part, noise8, vecs, states, bases, r0, j0, seg_a, bias_at)
+        i1 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at)
+        i2 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at)
+        i3 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at)
         c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
                       lane)
         ctx = _sizes(part)  # after the products: not held in registers over them
-        j0 = np.int32(n0 + j_lane)
-        # c0, c1: row g of a row tile; c2, c3: row g + 8
-        i0 = _row_inputs(kind, part, noise8, vecs, states, bases, r0, j0, seg_a, bias_at, ctx)
-        i1 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at, ctx)
-        i2 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at, ctx)
-        i3 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at, ctx)
         _row_outputs(kind, sh16, part, states, bases[2], c[0], c[1], i0, r0, j0, dot_at, dst, dst_pitch, shift,
                      dshift, ctx)
         _row_outputs(kind, sh16, part, states, bases[2], c[2], c[3], i1, r0 + 8, j0, dot_at, dst, dst_pitch, shift,
