@@ -242,6 +242,16 @@ def _mt_step(sh32, p, pitch, w0, w1, w2, w3, c0, c1, c2, c3):
 
 
 @device_function
+def _weights(w32, wrow, kw, words):
+    """A 64-byte k step's weight fragment, zero past the row (d_in = 64 has one step of the four a trip)."""
+    z = np.int32(0)
+    w0 = w1 = w2 = w3 = z
+    if kw < words:
+        w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
+    return w0, w1, w2, w3
+
+
+@device_function
 def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
     """The 32 x 8 int32 product of 32 rows of a shared buffer (row 0 at word a_word) with output rows
     n0..n0+7 of a weight matrix (row-major (d_out, d_in) from word w_word): 8 values, 4 per row tile
@@ -256,22 +266,26 @@ def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
     arow = np.int32(a_word + g * pitch + 4 * q)
     tile = np.int32(16 * pitch)
     kw = np.int32(0)
-    while kw < words:  # two k steps a trip, both weight loads before the mmas (one latency); 32-bit counters
-        nxt = np.int32(kw + 16)
-        second = nxt < words  # d_in = 64 has one step: the second multiplies by zero weights
+    while kw < words:  # four 64-byte steps a trip, all weight loads before the mmas (one latency); 32-bit counters
         w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
-        v0, v1, v2, v3 = load_global_v4(w32, wrow + (nxt if second else kw))
-        if not second:
-            v0 = v1 = v2 = v3 = z
+        u0, u1, u2, u3 = _weights(w32, wrow, kw + 16, words)
+        v0, v1, v2, v3 = _weights(w32, wrow, kw + 32, words)
+        x0, x1, x2, x3 = _weights(w32, wrow, kw + 48, words)
         p = np.int32(arow + kw)
         a0, a1, a2, a3 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, a0, a1, a2, a3)
         b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, b0, b1, b2, b3)
-        # the second step's shared reads wait for the first step's products (their address depends on one,
-        # through a zero the compiler cannot see): not hoisted with the first step's, they fit 128 registers
+        # each later step's shared reads wait for the step before (their address depends on its products,
+        # through a zero the compiler cannot see): not hoisted all together, they fit 128 registers
+        p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
+        a0, a1, a2, a3 = _mt_step(sh32, p, pitch, u0, u1, u2, u3, a0, a1, a2, a3)
+        b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, u0, u1, u2, u3, b0, b1, b2, b3)
         p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
         a0, a1, a2, a3 = _mt_step(sh32, p, pitch, v0, v1, v2, v3, a0, a1, a2, a3)
         b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, v0, v1, v2, v3, b0, b1, b2, b3)
-        kw = opaque(np.int32(kw + 32))  # not unrolled further: more steps' shared loads would not fit 128 registers
+        p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
+        a0, a1, a2, a3 = _mt_step(sh32, p, pitch, x0, x1, x2, x3, a0, a1, a2, a3)
+        b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, x0, x1, x2, x3, b0, b1, b2, b3)
+        kw = opaque(np.int32(kw + 64))  # not unrolled further: more steps' loads would not fit 128 registers
     return a0, a1, a2, a3, b0, b1, b2, b3
 
 
