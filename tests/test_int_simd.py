@@ -1,4 +1,4 @@
-"""The four-lane integer helpers (kernels/core/int_simd.py) and the 16-bit global loads and stores
+"""The four-lane integer helpers (kernels/core/int_simd.py) and the 32-bit global loads and stores at a byte offset
 (kernels/core/loads.py) on the simulator, against NumPy over words with every byte value, 0x80 included;
 on a GPU the EGG epoch tests (tests/gpu) run them inside the fused kernel."""
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from eggnog.kernels.core.cuda_api import SIMULATED, cuda
 from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, pack4, sar32
-from eggnog.kernels.core.loads import load_global_s16, store_global_s16
+from eggnog.kernels.core.loads import load_global_s32, store_global_s32
 
 
 @cuda.jit  # probes, not registered kernels: the registry's checks are about the package's own
@@ -20,9 +20,9 @@ def _words_probe(a, b, out):
 
 
 @cuda.jit
-def _halves_probe(source, target):
+def _words_at_probe(source, target):
     i = cuda.threadIdx.x
-    store_global_s16(target, np.int64(2), np.int32(2 * i), load_global_s16(source, np.int64(0), np.int32(2 * i)))
+    store_global_s32(target, np.int64(4), np.int32(4 * i), load_global_s32(source, np.int64(0), np.int32(4 * i)))
 
 
 def _signed_bytes(words):
@@ -46,9 +46,9 @@ def test_word_helpers_equal_numpy():
     np.testing.assert_array_equal(got[:, 4], a.astype(np.int64) >> (np.arange(a.size) % 32))
 
 
-def test_16_bit_loads_and_stores_move_two_bytes_at_a_byte_offset():
-    source = np.arange(-64, 64, dtype=np.int8)
-    target = np.zeros(source.size + 2, np.int8)
-    _halves_probe[1, source.size // 2](source, target)
-    np.testing.assert_array_equal(target[2:], source)
-    np.testing.assert_array_equal(target[:2], 0)
+def test_32_bit_loads_and_stores_move_four_bytes_at_a_byte_offset():
+    source = np.arange(-128, 128, dtype=np.int64).astype(np.int8)  # every byte value, 0x80 and 0xFF included
+    target = np.zeros(source.size + 4, np.int8)
+    _words_at_probe[1, source.size // 4](source, target)
+    np.testing.assert_array_equal(target[4:], source)
+    np.testing.assert_array_equal(target[:4], 0)

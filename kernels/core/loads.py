@@ -8,9 +8,9 @@
     store_global_f32x4(values, index, v0, v1, v2, v3)  # the same in a global array (one STG.128)
     w0, w1, w2, w3 = load_global_rw_v4(words, index)   # words[index:index + 4] of memory the kernel also
                                                        # writes: coherent, ordered with its stores (LDG.128)
-    w = load_global_s16(bytes_, base, offset)          # the int16 at byte base + offset of an int8 array the
-                                                       # kernel may write (base int64, offset int32, 2-aligned)
-    store_global_s16(bytes_, base, offset, w)          # the same, stored (STG.U16)
+    w = load_global_s32(bytes_, base, offset)          # the int32 at byte base + offset of an int8 array the
+                                                       # kernel may write (base int64, offset int32, 4-aligned)
+    store_global_s32(bytes_, base, offset, w)          # the same, stored (STG)
 
 numba does not emit vector accesses for consecutive scalar ones, so these are inline PTX / LLVM
 vector operations; under NUMBA_ENABLE_CUDASIM=1 they are plain Python over the same elements.
@@ -35,14 +35,17 @@ def simulated_store_4(values, index, v0, v1, v2, v3):
     values[index], values[index + 1], values[index + 2], values[index + 3] = v0, v1, v2, v3
 
 
-def simulated_load_s16(array, base, offset):
+def simulated_load_s32(array, base, offset):
     i = int(base) + int(offset)
-    return np.int16((int(array[i]) & 0xFF) | (int(array[i + 1]) << 8))
+    assert i % 4 == 0, "a 32-bit access must be 4-byte aligned"
+    return np.int32(sum((int(array[i + k]) & 0xFF) << (8 * k) for k in range(3)) | (int(array[i + 3]) << 24))
 
 
-def simulated_store_s16(array, base, offset, w):
+def simulated_store_s32(array, base, offset, w):
     i = int(base) + int(offset)
-    array[i], array[i + 1] = np.int8(np.int64(w)), np.int8(np.int64(w) >> 8)
+    assert i % 4 == 0, "a 32-bit access must be 4-byte aligned"
+    for k in range(4):
+        array[i + k] = np.uint8((int(w) >> (8 * k)) & 0xFF).view(np.int8)
 
 
 def _build_intrinsics():
@@ -129,42 +132,41 @@ def _build_intrinsics():
 
         return load
 
-    def half_pointer(context, builder, array_type, array, base, offset):
-        """The global address of the int16 at byte base + offset (int64 + zero-extended int32) of an int8
+    def word_pointer(context, builder, array_type, array, base, offset):
+        """The global address of the int32 at byte base + offset (int64 + zero-extended int32) of an int8
         array: one 64-bit add; no bounds or wraparound checks."""
         ary = context.make_array(array_type)(context, builder, value=array)
         byte = builder.add(base, builder.zext(offset, ir.IntType(64)))
-        i16 = ir.IntType(16)
         pointer = builder.gep(builder.bitcast(ary.data, ir.PointerType(ir.IntType(8))), [byte])
-        return builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i16)), ir.PointerType(i16, addrspace=1))
+        return builder.addrspacecast(builder.bitcast(pointer, ir.PointerType(i32)), ir.PointerType(i32, addrspace=1))
 
     @intrinsic
-    def load_global_s16(typingctx, array, base, offset):
-        sig = types.int16(array, types.int64, types.int32)
+    def load_global_s32(typingctx, array, base, offset):
+        sig = types.int32(array, types.int64, types.int32)
 
         def codegen(context, builder, signature, args):
-            return builder.load(half_pointer(context, builder, signature.args[0], *args), align=2)
+            return builder.load(word_pointer(context, builder, signature.args[0], *args), align=4)
 
         return sig, codegen
 
     @intrinsic
-    def store_global_s16(typingctx, array, base, offset, w):
-        sig = types.none(array, types.int64, types.int32, types.int16)
+    def store_global_s32(typingctx, array, base, offset, w):
+        sig = types.none(array, types.int64, types.int32, types.int32)
 
         def codegen(context, builder, signature, args):
-            builder.store(args[3], half_pointer(context, builder, signature.args[0], *args[:3]), align=2)
+            builder.store(args[3], word_pointer(context, builder, signature.args[0], *args[:3]), align=4)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    return (load_global_v4, vector_load(2, 3), vector_load(4, 3), vector_store(3), vector_store(1), load_global_s16,
-            store_global_s16, vector_load(4, 1))
+    return (load_global_v4, vector_load(2, 3), vector_load(4, 3), vector_store(3), vector_store(1), load_global_s32,
+            store_global_s32, vector_load(4, 1))
 
 
 if SIMULATED:
     load_global_v4, store_shared_f32x4, store_global_f32x4 = simulated_load_v4, simulated_store_4, simulated_store_4
     load_shared_v2, load_shared_v4 = simulated_load_v2, simulated_load_v4
-    load_global_s16, store_global_s16, load_global_rw_v4 = simulated_load_s16, simulated_store_s16, simulated_load_v4
+    load_global_s32, store_global_s32, load_global_rw_v4 = simulated_load_s32, simulated_store_s32, simulated_load_v4
 else:
-    (load_global_v4, load_shared_v2, load_shared_v4, store_shared_f32x4, store_global_f32x4, load_global_s16,
-     store_global_s16, load_global_rw_v4) = _build_intrinsics()
+    (load_global_v4, load_shared_v2, load_shared_v4, store_shared_f32x4, store_global_f32x4, load_global_s32,
+     store_global_s32, load_global_rw_v4) = _build_intrinsics()

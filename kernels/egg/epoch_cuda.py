@@ -11,14 +11,17 @@ blocks share an SM (16 warps):
   sizes go to small shared tables, read where they are used;
 - per byte and layer, in shared memory after those tables: the residual X, the normed input H and a
   region U: the MLP hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh);
-- a matmul stage: warp w owns rows 32 (w % 2) .. + 31 (2 mma row tiles) and every 4th 8-wide output
-  tile, so a weight fragment (a 128-bit non-coherent load; two k steps' loads before their mmas) serves
-  2 row tiles and the warp beside it, from L1. The epilogue works at fixed positions: a thread's 8
-  accumulators are 4 rows x 2 neighbouring columns; it first loads what the rows need from global
-  memory (2 bytes each of the A noise, of the bias, of the state), then per row computes the rank-1
-  term (row dot x sign, summed in the row-dot pass) * A[j] >> shift, the division (a shift: d_in is a
-  power of 4) and the clip in 32 bits, and stores 2 bytes. A gate that sums two products stores the
-  first and adds it in the second one's epilogue (same thread, same elements);
+- a matmul stage: warp w owns rows 32 (w % 2) .. + 31 (2 mma row tiles) and every 4th 16-wide output
+  tile (2 mma column tiles), so a weight fragment (a 128-bit non-coherent load; two k steps' loads of
+  both column tiles before their mmas) serves 2 row tiles and the warp beside it, from L1, and an A
+  fragment from shared memory serves both column tiles. The weight rows go to the mma columns in an
+  order that gives each thread 4 neighbouring output columns of 4 rows (16 accumulators). The epilogue
+  works at these fixed positions: before the products it loads what its rows need from global memory (4
+  bytes each of the A noise, of the bias, of the state), so that their latency hides behind the k loop;
+  after them it computes per row the rank-1 term (row dot x sign, summed in the row-dot pass) * A[j] >>
+  shift, the division (a shift: d_in is a power of 4) and the clip in 32 bits, and stores 4 bytes. A gate
+  that sums two products stores the first and adds it in the second one's epilogue (same thread, same
+  elements);
 - element-wise passes (embedding, state load, L1 norms, row dots, log-likelihood) give each member
   row 4 threads, each reading 16-byte chunks (chunk sub + 4c of the row): 128-bit shared and global
   loads, dp4a for the row dots and the norms' sums of |x|, 4-byte stores. At dim 64 a row has only
@@ -35,7 +38,7 @@ phase (rows g and g + 1, q = 0..3) read words 4q..4q+3 of one row (16 banks) and
 banks further, so no two lanes of a phase share a bank. The k order inside a 64-byte step is permuted
 alike for A and B (lane q holds bytes 16q..16q+15 of both), which leaves each dot product unchanged.
 In element-wise passes the 4 threads of a row read its 64 contiguous bytes (16 banks) and the next
-row's 4 threads the 16 banks beside them. The epilogue's 2-byte accesses meet 4 ways on a bank (rows
+row's 4 threads the 16 banks beside them. The epilogue's 4-byte accesses meet 4 ways on a bank (rows
 g and g + 2 share banks); they are a small part of the traffic.
 
 Only the summed log-likelihood of each member leaves the device; states are updated in place.
@@ -59,10 +62,10 @@ from eggnog.kernels.core.cuda_api import (
 from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, opaque, pack4, sar32
 from eggnog.kernels.core.loads import (
     load_global_rw_v4,
-    load_global_s16,
+    load_global_s32,
     load_global_v4,
     load_shared_v4,
-    store_global_s16,
+    store_global_s32,
 )
 from eggnog.kernels.core.mma import mma_s8_16832
 from eggnog.kernels.egg.int_math import EXP2
@@ -198,25 +201,10 @@ def _clip(v):
 
 
 @device_function
-def _lo(w):
-    """The low signed byte of a 16-bit word."""
-    return np.int32(np.int8(w))
-
-
-@device_function
-def _hi(w):
-    return np.int32(np.int32(w) >> 8)
-
-
-@device_function
-def _half(base, r, pitch, j0):
-    """The 2-byte word of byte base + r * pitch + j0 of shared memory: 32-bit, unsigned (no wraparound)."""
-    return np.uint32(np.int32(np.int32(base) + np.int32(r * pitch) + j0) >> 1)
-
-
-@device_function
-def _pack2(v0, v1):
-    return np.int16((np.int32(v0) & 255) | (np.int32(v1) << 8))
+def _word(base, r, pitch, j0):
+    """The 32-bit word of byte base + r * pitch + j0 of shared memory (j0 a multiple of 4): unsigned (no
+    wraparound code)."""
+    return np.uint32(np.int32(np.int32(base) + np.int32(r * pitch) + j0) >> 2)
 
 
 @device_function
@@ -233,17 +221,21 @@ def _row_chunks(sub, chunks):
 
 
 @device_function
-def _mt_step(sh32, p, pitch, w0, w1, w2, w3, c0, c1, c2, c3):
-    """Two mma k-steps (64 bytes of k) of one 16-row tile whose row g starts at word p."""
+def _mt_step(sh32, p, pitch, w0, w1, w2, w3, x0, x1, x2, x3, c0, c1, c2, c3, c4, c5, c6, c7):
+    """Two mma k-steps (64 bytes of k) of one 16-row tile whose row g starts at word p, times two 8-column
+    weight tiles (w: c0..c3, x: c4..c7): the A fragment serves both."""
     h0, h1, h2, h3 = load_shared_v4(sh32, p)
     h4, h5, h6, h7 = load_shared_v4(sh32, p + 8 * pitch)
     c0, c1, c2, c3 = mma_s8_16832(h0, h4, h1, h5, w0, w1, c0, c1, c2, c3)
-    return mma_s8_16832(h2, h6, h3, h7, w2, w3, c0, c1, c2, c3)
+    c4, c5, c6, c7 = mma_s8_16832(h0, h4, h1, h5, x0, x1, c4, c5, c6, c7)
+    c0, c1, c2, c3 = mma_s8_16832(h2, h6, h3, h7, w2, w3, c0, c1, c2, c3)
+    c4, c5, c6, c7 = mma_s8_16832(h2, h6, h3, h7, x2, x3, c4, c5, c6, c7)
+    return c0, c1, c2, c3, c4, c5, c6, c7
 
 
 @device_function
 def _weights(w32, wrow, kw, words):
-    """A 64-byte k step's weight fragment, zero past the row (d_in = 64 has one step of the four a trip)."""
+    """A 64-byte k step's weight fragment, zero past the row (d_in = 64 has one step of the two a trip)."""
     z = np.int32(0)
     w0 = w1 = w2 = w3 = z
     if kw < words:
@@ -253,40 +245,41 @@ def _weights(w32, wrow, kw, words):
 
 @device_function
 def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
-    """The 32 x 8 int32 product of 32 rows of a shared buffer (row 0 at word a_word) with output rows
-    n0..n0+7 of a weight matrix (row-major (d_out, d_in) from word w_word): 8 values, 4 per row tile
-    (c0..c3 layout). Two row tiles keep a stage within 128 registers; the other half of the block's rows
-    reads the same weight fragments again, from L1."""
+    """The 32 x 16 int32 product of 32 rows of a shared buffer (row 0 at word a_word) with output rows
+    n0..n0+15 of a weight matrix (row-major (d_out, d_in) from word w_word): 16 values, 8 per row tile.
+    The weight rows are fed to the mma columns in an order that gives lane q the four neighbouring output
+    columns n0 + 4q .. + 3 (c0, c1, c4, c5 of row g; c2, c3, c6, c7 of row g + 8): the epilogue's loads and
+    stores are 4 bytes. The other half of the block's rows reads the same weight fragments again, from L1."""
     g = lane >> 2
     q = lane & 3
     z = np.int32(0)
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = z
     words = np.int32(d_in >> 2)
-    wrow = np.int32(w_word + (n0 + g) * words + 4 * q)
+    # mma column g of the first tile is output n0 + 4 (g >> 1) + (g & 1), of the second that + 2
+    wrow = np.int32(w_word + (n0 + 4 * (g >> 1) + (g & 1)) * words + 4 * q)
+    xrow = np.int32(wrow + 2 * words)
     arow = np.int32(a_word + g * pitch + 4 * q)
     tile = np.int32(16 * pitch)
     kw = np.int32(0)
-    while kw < words:  # four 64-byte steps a trip, all weight loads before the mmas (one latency); 32-bit counters
+    while kw < words:  # two 64-byte steps a trip, all weight loads before the mmas (one latency); 32-bit counters
         w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
+        x0, x1, x2, x3 = load_global_v4(w32, xrow + kw)
         u0, u1, u2, u3 = _weights(w32, wrow, kw + 16, words)
-        v0, v1, v2, v3 = _weights(w32, wrow, kw + 32, words)
-        x0, x1, x2, x3 = _weights(w32, wrow, kw + 48, words)
+        y0, y1, y2, y3 = _weights(w32, xrow, kw + 16, words)
         p = np.int32(arow + kw)
-        a0, a1, a2, a3 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, a0, a1, a2, a3)
-        b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, b0, b1, b2, b3)
-        # each later step's shared reads wait for the step before (their address depends on its products,
-        # through a zero the compiler cannot see): not hoisted all together, they fit 128 registers
+        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, x0, x1, x2, x3, a0, a1, a2, a3, a4,
+                                                  a5, a6, a7)
+        b0, b1, b2, b3, b4, b5, b6, b7 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, x0, x1, x2, x3, b0, b1, b2, b3,
+                                                  b4, b5, b6, b7)
+        # the second step's shared reads wait for the first step's products (their address depends on one,
+        # through a zero the compiler cannot see): not hoisted with the first step's, they fit 128 registers
         p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
-        a0, a1, a2, a3 = _mt_step(sh32, p, pitch, u0, u1, u2, u3, a0, a1, a2, a3)
-        b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, u0, u1, u2, u3, b0, b1, b2, b3)
-        p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
-        a0, a1, a2, a3 = _mt_step(sh32, p, pitch, v0, v1, v2, v3, a0, a1, a2, a3)
-        b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, v0, v1, v2, v3, b0, b1, b2, b3)
-        p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
-        a0, a1, a2, a3 = _mt_step(sh32, p, pitch, x0, x1, x2, x3, a0, a1, a2, a3)
-        b0, b1, b2, b3 = _mt_step(sh32, p + tile, pitch, x0, x1, x2, x3, b0, b1, b2, b3)
-        kw = opaque(np.int32(kw + 64))  # not unrolled further: more steps' loads would not fit 128 registers
-    return a0, a1, a2, a3, b0, b1, b2, b3
+        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, u0, u1, u2, u3, y0, y1, y2, y3, a0, a1, a2, a3, a4,
+                                                  a5, a6, a7)
+        b0, b1, b2, b3, b4, b5, b6, b7 = _mt_step(sh32, p + tile, pitch, u0, u1, u2, u3, y0, y1, y2, y3, b0, b1, b2, b3,
+                                                  b4, b5, b6, b7)
+        kw = opaque(np.int32(kw + 32))  # not unrolled further: more steps' loads would not fit 128 registers
+    return a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7
 
 
 @device_function
@@ -403,78 +396,102 @@ def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, tid):
 @device_function
 def _row_inputs(kind, part, noise8, vecs, states, bases, r, j0, seg_a, bias_at):
     """What row r of an output tile needs from global memory, loaded before the tile's products so that
-    the latency of the loads hides behind the k loop: 2 bytes of A (perturbed), of the bias (FORGET,
+    the latency of the loads hides behind the k loop: 4 bytes of A (perturbed), of the bias (FORGET,
     OUTPUT) and of the carried state (OUTPUT; 0 where a document starts). `bases`: the block's first byte in
     the noise, the vectors and the layer's states. Sizes are read from the SIZES table here, not held."""
     noise_at, vecs_at, states_at = bases
-    a2 = bias = state = np.int16(0)
+    a4 = bias = state = np.int32(0)
     if part[SIZES + 7] != 0:
-        a2 = load_global_s16(noise8, noise_at, np.int32((part[ROW_NOISE + r] >> 1) + seg_a + j0))
+        a4 = load_global_s32(noise8, noise_at, np.int32((part[ROW_NOISE + r] >> 1) + seg_a + j0))
     if kind >= FORGET:
-        bias = load_global_s16(vecs, vecs_at, np.int32(4 * part[ROW_VECS + r] + bias_at + j0))
+        bias = load_global_s32(vecs, vecs_at, np.int32(4 * part[ROW_VECS + r] + bias_at + j0))
     if kind == OUTPUT and part[SIZES + 1] + r < part[SIZES + 2] and part[TOKENS + r] != 0:
-        state = load_global_s16(states, states_at, np.int32((r << part[SIZES + 6]) + j0))
-    return a2, bias, state
+        state = load_global_s32(states, states_at, np.int32((r << part[SIZES + 6]) + j0))
+    return a4, bias, state
 
 
 @device_function
-def _row_outputs(kind, sh16, part, states, states_at, v0, v1, inputs, r, j0, dot_at, dst, dst_pitch, shift, dshift,
-                 ctx):
-    """The two outputs of row r (columns j0, j0 + 1): rank-1 term, shift, clip, then what the stage does
+def _product(v, ds, a4, k, shift, dshift):
+    """Output k of a row: the product plus the rank-1 term (row dot x A[j] >> shift), shifted and clipped."""
+    return _clip(sar32(np.int32(v + sar32(np.int32(ds * byte_of(a4, k)), shift)), dshift))
+
+
+@device_function
+def _row_outputs(kind, sh32, part, states, states_at, v0, v1, v2, v3, inputs, r, j0, dot_at, dst, dst_pitch, shift,
+                 dshift, ctx):
+    """The four outputs of row r (columns j0 .. j0 + 3): rank-1 term, shift, clip, then what the stage does
     (ADD: onto the destination; FORGET: f = clip(x Wf + s Uf + bf) with x Wf in the f slot, and fh =
     ((f + 127) s) >> 8; OUTPUT: h = s + (((f + 127) (clip(x Wh + fh Uh + bh) - s)) >> 8) with x Wh in
-    the state slot, into the states and onto the residual)."""
+    the state slot, into the states and onto the residual). Loads and stores are 4 bytes."""
     first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
-    a2, bias, state = inputs
+    a4, bias, state = inputs
     ds = np.int32(0)
     if perturbed:  # the row dot times the member's sign (shared memory: read here, not held in registers)
         ds = _row_sum(part, dot_at, r)
-    y0 = _clip(sar32(np.int32(v0 + sar32(np.int32(ds * _lo(a2)), shift)), dshift))
-    y1 = _clip(sar32(np.int32(v1 + sar32(np.int32(ds * _hi(a2)), shift)), dshift))
+    y0 = _product(v0, ds, a4, 0, shift, dshift)
+    y1 = _product(v1, ds, a4, 1, shift, dshift)
+    y2 = _product(v2, ds, a4, 2, shift, dshift)
+    y3 = _product(v3, ds, a4, 3, shift, dshift)
     if kind == STORE:
-        sh16[_half(dst, r, dst_pitch, j0)] = _pack2(y0, y1)
+        sh32[_word(dst, r, dst_pitch, j0)] = pack4(y0, y1, y2, y3)
         return
     if kind == ADD:
-        at = _half(dst, r, dst_pitch, j0)
-        old = sh16[at]
-        sh16[at] = _pack2(_clip(_lo(old) + y0), _clip(_hi(old) + y1))
+        at = _word(dst, r, dst_pitch, j0)
+        old = sh32[at]
+        sh32[at] = pack4(_clip(byte_of(old, 0) + y0), _clip(byte_of(old, 1) + y1), _clip(byte_of(old, 2) + y2),
+                         _clip(byte_of(old, 3) + y3))
         return
     # the GRU slots in U: f, fh, the state
-    f_at, fh_at = _half(X_OFF + 2 * MEMBERS * px, r, px, j0), _half(X_OFF + 3 * MEMBERS * px, r, px, j0)
-    st_at = _half(X_OFF + 4 * MEMBERS * px, r, px, j0)
-    slot = sh16[st_at]
+    f_at, fh_at = _word(X_OFF + 2 * MEMBERS * px, r, px, j0), _word(X_OFF + 3 * MEMBERS * px, r, px, j0)
+    slot = sh32[_word(X_OFF + 4 * MEMBERS * px, r, px, j0)]
     if kind == FORGET:
-        xw = sh16[f_at]
-        f0 = _clip(_lo(xw) + y0 + _lo(bias))
-        f1 = _clip(_hi(xw) + y1 + _hi(bias))
-        sh16[f_at] = _pack2(f0, f1)
-        sh16[fh_at] = _pack2(((f0 + 127) * _lo(slot)) >> 8, ((f1 + 127) * _hi(slot)) >> 8)
+        xw = sh32[f_at]
+        f0 = _clip(byte_of(xw, 0) + y0 + byte_of(bias, 0))
+        f1 = _clip(byte_of(xw, 1) + y1 + byte_of(bias, 1))
+        f2 = _clip(byte_of(xw, 2) + y2 + byte_of(bias, 2))
+        f3 = _clip(byte_of(xw, 3) + y3 + byte_of(bias, 3))
+        sh32[f_at] = pack4(f0, f1, f2, f3)
+        sh32[fh_at] = pack4(_gated(f0, byte_of(slot, 0)), _gated(f1, byte_of(slot, 1)), _gated(f2, byte_of(slot, 2)),
+                            _gated(f3, byte_of(slot, 3)))
         return
-    x_at = _half(X_OFF, r, px, j0)
-    f, x = sh16[f_at], sh16[x_at]
-    s0, s1 = _lo(state), _hi(state)
-    h0 = np.int32(s0 + (np.int32((_lo(f) + 127) * (_clip(_lo(slot) + y0 + _lo(bias)) - s0)) >> 8))
-    h1 = np.int32(s1 + (np.int32((_hi(f) + 127) * (_clip(_hi(slot) + y1 + _hi(bias)) - s1)) >> 8))
+    x_at = _word(X_OFF, r, px, j0)
+    f, x = sh32[f_at], sh32[x_at]
+    h0 = _mixed(byte_of(f, 0), byte_of(state, 0), byte_of(slot, 0) + y0 + byte_of(bias, 0))
+    h1 = _mixed(byte_of(f, 1), byte_of(state, 1), byte_of(slot, 1) + y1 + byte_of(bias, 1))
+    h2 = _mixed(byte_of(f, 2), byte_of(state, 2), byte_of(slot, 2) + y2 + byte_of(bias, 2))
+    h3 = _mixed(byte_of(f, 3), byte_of(state, 3), byte_of(slot, 3) + y3 + byte_of(bias, 3))
     if m0 + r < members:
-        store_global_s16(states, states_at, np.int32((r << log2_dim) + j0), _pack2(h0, h1))
-    sh16[x_at] = _pack2(_clip(_lo(x) + h0), _clip(_hi(x) + h1))
+        store_global_s32(states, states_at, np.int32((r << log2_dim) + j0), pack4(h0, h1, h2, h3))
+    sh32[x_at] = pack4(_clip(byte_of(x, 0) + h0), _clip(byte_of(x, 1) + h1), _clip(byte_of(x, 2) + h2),
+                       _clip(byte_of(x, 3) + h3))
 
 
 @device_function
-def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off, a_pitch, w_off, d_in, d_out, seg,
-           dot_at, dst, dst_pitch, bias_at, shift, dshift, tid):
-    """One matmul for the block's rows: each warp's 8-wide output tiles, each with its epilogue."""
+def _gated(f, s):
+    """fh = ((f + 127) s) >> 8."""
+    return np.int32(np.int32((f + 127) * s) >> 8)
+
+
+@device_function
+def _mixed(f, s, pre):
+    """h = s + (((f + 127) (clip(pre) - s)) >> 8)."""
+    return np.int32(s + (np.int32((f + 127) * (_clip(pre) - s)) >> 8))
+
+
+@device_function
+def _stage(kind, sh32, part, params32, noise8, vecs, states, layer, a_off, a_pitch, w_off, d_in, d_out, seg, dot_at,
+           dst, dst_pitch, bias_at, shift, dshift, tid):
+    """One matmul for the block's rows: each warp's 16-wide output tiles, each with its epilogue."""
     lane = tid & 31
     g = lane >> 2
-    j_lane = 2 * (lane & 3)
+    j_lane = 4 * (lane & 3)
     seg_a = seg + d_in
     warp = tid >> 5
     r0 = np.int32(32 * (warp & 1) + g)  # even warps take rows 0..31, odd ones 32..63
-    n0 = np.int32(8 * (warp >> 1))
+    n0 = np.int32(16 * (warp >> 1))
     bases = _block_noise(part), _block_vecs(part), _layer_states(part, layer)  # once a stage: 64-bit
     while n0 < d_out:
         j0 = np.int32(n0 + j_lane)
-        # c0, c1: row g of a row tile; c2, c3: row g + 8
         i0 = _row_inputs(kind, part, noise8, vecs, states, bases, r0, j0, seg_a, bias_at)
         i1 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at)
         i2 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at)
@@ -482,19 +499,20 @@ def _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, a_off,
         c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
                       lane)
         ctx = _sizes(part)  # after the products: not held in registers over them
-        _row_outputs(kind, sh16, part, states, bases[2], c[0], c[1], i0, r0, j0, dot_at, dst, dst_pitch, shift,
-                     dshift, ctx)
-        _row_outputs(kind, sh16, part, states, bases[2], c[2], c[3], i1, r0 + 8, j0, dot_at, dst, dst_pitch, shift,
-                     dshift, ctx)
-        _row_outputs(kind, sh16, part, states, bases[2], c[4], c[5], i2, r0 + 16, j0, dot_at, dst, dst_pitch, shift,
-                     dshift, ctx)
-        _row_outputs(kind, sh16, part, states, bases[2], c[6], c[7], i3, r0 + 24, j0, dot_at, dst, dst_pitch, shift,
-                     dshift, ctx)
-        n0 = opaque(np.int32(n0 + 4 * WARPS))  # the next 8 columns of this warp's half: 4 warps a half
+        # row g of a row tile: c0, c1, c4, c5; row g + 8: c2, c3, c6, c7 (columns j0 .. j0 + 3)
+        _row_outputs(kind, sh32, part, states, bases[2], c[0], c[1], c[4], c[5], i0, r0, j0, dot_at, dst, dst_pitch,
+                     shift, dshift, ctx)
+        _row_outputs(kind, sh32, part, states, bases[2], c[2], c[3], c[6], c[7], i1, r0 + 8, j0, dot_at, dst, dst_pitch,
+                     shift, dshift, ctx)
+        _row_outputs(kind, sh32, part, states, bases[2], c[8], c[9], c[12], c[13], i2, r0 + 16, j0, dot_at, dst,
+                     dst_pitch, shift, dshift, ctx)
+        _row_outputs(kind, sh32, part, states, bases[2], c[10], c[11], c[14], c[15], i3, r0 + 24, j0, dot_at, dst,
+                     dst_pitch, shift, dshift, ctx)
+        n0 = opaque(np.int32(n0 + 16 * WARPS // 2))  # the next 16 columns of this warp's half: 4 warps a half
 
 
 @device_function
-def _gate(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, t1, t2, a2_at, dst_at,
+def _gate(kind, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, t1, t2, a2_at, dst_at,
           bias_at, px, dim, shift, dshift, tid):
     """A GRU gate: H W1 stored at the slot part[dst_at] names, then the slot part[a2_at] names times W2
     added to it in the `kind` epilogue (barriers). W1, W2 are tensor ids t1, t2; sizes and offsets are
@@ -502,9 +520,9 @@ def _gate(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, param_o
     _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[t1], DOT1, tid)
     _row_dots(sh32, part, part[a2_at], px, dim, noise8, noise_off[t2], DOT2, tid)
     cuda.syncthreads()
-    _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[t1], dim, dim,
+    _stage(STORE, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[t1], dim, dim,
            noise_off[t1], DOT1, part[dst_at], px, 0, shift, dshift, tid)
-    _stage(kind, sh16, sh32, part, params32, noise8, vecs, states, layer, part[a2_at], px, param_off[t2], dim, dim,
+    _stage(kind, sh32, part, params32, noise8, vecs, states, layer, part[a2_at], px, param_off[t2], dim, dim,
            noise_off[t2], DOT2, 0, px, bias_at, shift, dshift, tid)
     cuda.syncthreads()
 
@@ -609,7 +627,6 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
                    n_vectors, px, pu, gains, gain_off, scaled):
     """One block: MEMBERS members through every byte and layer (see the module docstring)."""
     sh8 = cuda.shared.array(0, numba.int8)
-    sh16 = cuda.shared.array(0, numba.int16)
     sh32 = cuda.shared.array(0, numba.int32)
     tid = cuda.threadIdx.x
     m0 = np.int32(cuda.blockIdx.x * MEMBERS)
@@ -684,20 +701,20 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             _load_states(sh32, part, states, layer, part[ST_AT], tid)
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, tid)
             # forget gate f, fh; then the new state (into the states and the residual)
-            _gate(FORGET, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF,
+            _gate(FORGET, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF,
                   lt + UF, ST_AT, U_AT, slots + dim, px, dim, shift, d_shift, tid)
-            _gate(OUTPUT, sh16, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH,
+            _gate(OUTPUT, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH,
                   lt + UH, FH_AT, ST_AT, slots + 2 * dim, px, dim, shift, d_shift, tid)
             # MLP: x = clip(x + down(up(L1(x))))
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, tid)
             _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
             cuda.syncthreads()
-            _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[lt + UP],
+            _stage(STORE, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[lt + UP],
                    dim, 4 * dim, noise_off[lt + UP], DOT1, part[U_AT], pu, 0, shift, d_shift, tid)
             cuda.syncthreads()
             _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
             cuda.syncthreads()
-            _stage(ADD, sh16, sh32, part, params32, noise8, vecs, states, layer, part[U_AT], pu, param_off[lt + DOWN],
+            _stage(ADD, sh32, part, params32, noise8, vecs, states, layer, part[U_AT], pu, param_off[lt + DOWN],
                    4 * dim, dim, noise_off[lt + DOWN], DOT1, x_off, px, 0, shift, np.int32(d_shift + 1), tid)
             cuda.syncthreads()
             layer = np.int32(layer + 1)
@@ -706,7 +723,7 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
         _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, tid)
         _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[head], DOT1, tid)
         cuda.syncthreads()
-        _stage(STORE, sh16, sh32, part, params32, noise8, vecs, states, 0, part[H_AT], px, param_off[head], dim, VOCAB,
+        _stage(STORE, sh32, part, params32, noise8, vecs, states, 0, part[H_AT], px, param_off[head], dim, VOCAB,
                noise_off[head], DOT1, part[U_AT], LOGIT_PITCH, 0, shift, d_shift, tid)
         cuda.syncthreads()
         _loglik_partials(sh32, part, part[U_AT], tid)
