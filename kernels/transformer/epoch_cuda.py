@@ -8,8 +8,8 @@ move 66 KB a member-token at d-eggs' sizes: a tiling by member and token would b
 
 Per block (THREADS = 512 threads, 16 warps; windows of T <= 128 tokens, dim <= 256, vocabulary <= 2^16):
 - prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A = noise[d_in:];
-  member g's pair g // 2, sign + for even g) into global scratch, each member's perturbed vectors, the
-  tables and each row's facts, once per window;
+  member g's pair g // 2, sign + for even g) into global scratch, each member's perturbed vectors (a
+  parameter loaded once for the block's members), the tables and each row's facts, once per window;
 - shared memory, laid out for dim 256 whatever the width (constant addresses; only K extents vary):
   int32 scratch, the residual X (int8), the normed input H (int8 fragment buffer: the A operand of Q, K,
   V, the MLP up and the head; then the attention output, the A operand of O) and U (int8 fragment
@@ -24,11 +24,17 @@ Per block (THREADS = 512 threads, 16 warps; windows of T <= 128 tokens, dim <= 2
   (LDG.128), each serving the m-tiles;
 - the epilogue works on the accumulators: the rank-1 term ((x . B) A_j sign) >> (4 + sigma_shift) in
   int32, with x . B summed by the pass that wrote x (the norm, the up epilogue for the down, the
-  attention for O), then shift, bias, GELU table, RoPE, residual. It loads a tile's (or a row's) global
-  values (noise, bias, RoPE) before any of its stores and atomics: one global latency for all of them,
-  not one per load. Q, K, V, O and the MLP down are rescaled to max 127 by row: their 32 values a thread
-  stay in registers across the barrier that completes the row maxima (shared-memory atomics), then are
-  stored as int8; hence dim <= one sweep;
+  attention for O), then shift, bias, GELU table, RoPE, residual (32-bit, `sar32` for the run-time
+  shifts). It loads a tile's global values (noise, bias, RoPE) before any of its arithmetic, stores and
+  atomics: one global latency for all of them, not one per load. Those loads read valid addresses
+  whether used or not (columns clamped inside the row, index 0 of an unused array) and each value goes
+  through `opaque` where it is loaded, so the compiler cannot sink a load into the branch that uses it
+  (which had made each load its own latency); the norm, the attention's O noise and the prelude's
+  tensor entries are loaded the same way. The head's A noise is staged per sweep in U (free then; two
+  buffers by the sweep's parity, one barrier a sweep): its epilogue reads shared memory.
+  Q, K, V, O and the MLP down are rescaled to max 127 by row: their 32 values a thread stay in registers
+  across the barrier that completes the row maxima (shared-memory atomics), then are stored as int8;
+  hence dim <= one sweep;
 - attention per head on the CUDA cores, four threads a row, keys in groups of four (rows 4a..4a+3 of the
   block; those off the row's window weigh 0): the scores by dp4a over words of Q and K and their row
   maximum (barrier), the indices min(max - s, 255) as bytes in U (barrier), then the weighted sums of the
@@ -100,7 +106,7 @@ from eggnog.kernels.core.cuda_api import (
     require,
 )
 from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
-from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, pack4
+from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, opaque, pack4, sar32
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4
 from eggnog.kernels.core.mma import mma_s8_16832
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
@@ -173,7 +179,10 @@ K_AT = Q_AT + ROWS * QK_PITCH
 VT_AT = K_AT + ROWS * QK_PITCH
 IDX_AT = VT_AT + (MAX_DIM + 32) * VT_PITCH  # V^T rows past dim: a thread's features past its head
 Q_DST, K_DST, V_DST = 0, 1, 2  # _store_pair's destinations in U (X where negative)
-SHARED_BYTES = U_OFF + ROWS * 4 * MAX_DIM
+U_BYTES = ROWS * 4 * MAX_DIM
+SHARED_BYTES = U_OFF + U_BYTES
+HEAD_BUFFER = (ROWS // 2 + 1) * SWEEP  # the head's staged noise: a sweep's columns of up to 65 pairs
+assert 2 * HEAD_BUFFER <= U_BYTES
 assert IDX_AT + ROWS * IDX_PITCH <= SHARED_BYTES
 
 
@@ -401,25 +410,19 @@ def _sweep4(sh32, a_word, pair_words, w32, w_word, kw, n0, lane):
 
 @device_function
 def _pair_loads(r, col, sh32, pert, stage):
-    """The global values columns col, col + 1 of row r need (0 where unused): A noise of the rank-1 term,
-    the RoPE cosine and sine, the bias. Loaded before any of an m-tile's arithmetic and atomics."""
+    """The global values columns col, col + 1 of row r may need: A noise of the rank-1 term, the RoPE
+    cosine and sine, the bias. Loaded from valid addresses whether used or not (col clamped inside the
+    row, index 0 of an unused array), each pinned where it is loaded (`opaque`): no branch or use lets
+    the compiler sink a load towards its use, so a tile's loads share one global latency."""
     dot_slot, seg, shift, rope, half, rotate, bias_at, residual, dim = stage
-    z = np.int32(0)
-    n0 = n1 = c = s = v0 = v1 = z
-    if col < dim:
-        if pert[5]:
-            at = _fact(sh32, PAIR, r) * pert[2] + seg + col
-            n0 = np.int32(pert[0][at])
-            n1 = np.int32(pert[0][at + 1])
-        if rotate:
-            at = 2 * (_fact(sh32, POS, r) * half + _fact(sh32, ROPE_PAIR, col))
-            c = np.int32(rope[at])
-            s = np.int32(rope[at + 1])
-        if bias_at >= 0:
-            vb = _fact(sh32, MEMB, r) * pert[3] + bias_at + col
-            v0 = np.int32(pert[1][vb])
-            v1 = np.int32(pert[1][vb + 1])
-    return n0, n1, c, s, v0, v1
+    c = min(col, dim - 2)
+    on = np.int32(pert[5])  # noise8 holds one byte when unperturbed
+    at = (_fact(sh32, PAIR, r) * pert[2] + seg + c) * on
+    ra = 2 * (_fact(sh32, POS, r) * half + _fact(sh32, ROPE_PAIR, c))  # inside the table whatever `rotate`
+    vb = _fact(sh32, MEMB, r) * pert[3] + bias_at + c if bias_at >= 0 else 0
+    return (opaque(np.int32(pert[0][at])), opaque(np.int32(pert[0][at + on])), opaque(np.int32(rope[ra])),
+            opaque(np.int32(rope[ra + 1])), opaque(np.int32(pert[1][vb])),
+            opaque(np.int32(pert[1][vb + (1 if bias_at >= 0 else 0)])))
 
 
 @device_function
@@ -433,11 +436,11 @@ def _pair_values(acc0, acc1, r, col, sh8, sh32, pert, stage, loaded):
     a = np.int32(acc0)
     b = np.int32(acc1)
     if pert[5]:
-        dot = sh32[dot_slot + r] * sh32[SIGN + r]
-        a += (dot * n0) >> pert[4]
-        b += (dot * n1) >> pert[4]
-    a >>= shift
-    b >>= shift
+        dot = np.int32(sh32[dot_slot + r] * sh32[SIGN + r])  # |x . B| A < 2^29: 32 bits (module docstring)
+        a += sar32(np.int32(dot * n0), pert[4])
+        b += sar32(np.int32(dot * n1), pert[4])
+    a = sar32(a, shift)
+    b = sar32(b, shift)
     if rotate:
         c = np.int64(c32)
         s = np.int64(s32)
@@ -505,10 +508,10 @@ def _rescaled_stage(sh8, sh32, w32, pert, a_word, pair_words, w_word, kw, lane, 
     slot, the word of A in a pair's noise row, the shift, the RoPE table, head_dim // 2, whether to
     rotate, the bias vector's offset or -1, whether to add the residual, dim)."""
     dim = stage[8]
-    opaque = sh32[N_VALID] >> 31  # 0 (N_VALID >= 0): what derives from the lane is computed here, not
+    hide = sh32[N_VALID] >> 31  # 0 (N_VALID >= 0): what derives from the lane is computed here, not
     # hoisted out of the layers by the compiler to hold registers through every product
-    n0 = np.int32(16 * warp) | opaque
-    g = np.int32(lane >> 2) | opaque
+    n0 = np.int32(16 * warp) | hide
+    g = np.int32(lane >> 2) | hide
     col = n0 + np.int32(2 * (lane & 3))
     z = np.int32(0)
     zeros = (z, z, z, z, z, z, z, z)
@@ -531,65 +534,71 @@ def _rescaled_stage(sh8, sh32, w32, pert, a_word, pair_words, w_word, kw, lane, 
 
 
 @device_function
-def _gelu_row(a0, a1, a2, a3, r, col, sh8, sh32, pert, up):
-    """MLP up: GELU_LUT[clip((acc + rank-1 + bias) >> shift)] of columns col, col + 1 (a0, a1) and col + 8,
-    col + 9 (a2, a3) of row r into U; returns their share of the MLP down's x . B. The row's global loads
-    (bias, A of the up, B of the down) come first, before any store: one latency a row, not one a load."""
+def _gelu_loads(r, col, sh32, pert, up):
+    """Row r's global values for columns col, col + 1, col + 8, col + 9 of the MLP up (bias, A of the up,
+    B of the down); addresses clamped inside the row and each value pinned (as _pair_loads)."""
     seg, seg_down, s_up, bias_at, hidden = up
     noise8, vecs, noise_len, n_vecs, m_shift, perturbed = pert
-    lo = col < hidden
-    hi = col + 8 < hidden
-    vb = _fact(sh32, MEMB, r) * n_vecs + bias_at + col
-    nb = _fact(sh32, PAIR, r) * noise_len + col
+    lo = min(col, hidden - 2)
+    hi = min(col + 8, hidden - 2)
+    vb = _fact(sh32, MEMB, r) * n_vecs + bias_at
+    bias = (opaque(np.int32(vecs[vb + lo])), opaque(np.int32(vecs[vb + lo + 1])), opaque(np.int32(vecs[vb + hi])),
+            opaque(np.int32(vecs[vb + hi + 1])))
     z = np.int32(0)
-    b0 = b1 = b2 = b3 = n0 = n1 = n2 = n3 = d0 = d1 = d2 = d3 = z
-    if lo:
-        b0 = np.int32(vecs[vb])
-        b1 = np.int32(vecs[vb + 1])
-        if perturbed:
-            n0 = np.int32(noise8[nb + seg])
-            n1 = np.int32(noise8[nb + seg + 1])
-            d0 = np.int32(noise8[nb + seg_down])
-            d1 = np.int32(noise8[nb + seg_down + 1])
-    if hi:
-        b2 = np.int32(vecs[vb + 8])
-        b3 = np.int32(vecs[vb + 9])
-        if perturbed:
-            n2 = np.int32(noise8[nb + seg + 8])
-            n3 = np.int32(noise8[nb + seg + 9])
-            d2 = np.int32(noise8[nb + seg_down + 8])
-            d3 = np.int32(noise8[nb + seg_down + 9])
-    dot = sh32[DOTA + r] * sh32[SIGN + r]
-    u0 = _gelu(sh32, a0, n0, b0, dot, m_shift, s_up, perturbed)
-    u1 = _gelu(sh32, a1, n1, b1, dot, m_shift, s_up, perturbed)
-    u2 = _gelu(sh32, a2, n2, b2, dot, m_shift, s_up, perturbed)
-    u3 = _gelu(sh32, a3, n3, b3, dot, m_shift, s_up, perturbed)
-    if lo:
+    n = d = (z, z, z, z)
+    if perturbed:
+        na = _fact(sh32, PAIR, r) * noise_len + seg
+        nd = na - seg + seg_down
+        n = (opaque(np.int32(noise8[na + lo])), opaque(np.int32(noise8[na + lo + 1])),
+             opaque(np.int32(noise8[na + hi])), opaque(np.int32(noise8[na + hi + 1])))
+        d = (opaque(np.int32(noise8[nd + lo])), opaque(np.int32(noise8[nd + lo + 1])),
+             opaque(np.int32(noise8[nd + hi])), opaque(np.int32(noise8[nd + hi + 1])))
+    return bias, n, d
+
+
+@device_function
+def _gelu_row(a0, a1, a2, a3, r, col, sh8, sh32, pert, up, loaded):
+    """MLP up: GELU_LUT[clip((acc + rank-1 + bias) >> shift)] of columns col, col + 1 (a0, a1) and col + 8,
+    col + 9 (a2, a3) of row r into U, from the row's loaded values; returns their share of the MLP down's
+    x . B."""
+    seg, seg_down, s_up, bias_at, hidden = up
+    perturbed = pert[5]
+    bias, n, d = loaded
+    dot = np.int32(sh32[DOTA + r] * sh32[SIGN + r])  # 0 when unperturbed
+    m_shift = pert[4]
+    u0 = _gelu(sh32, a0, n[0], bias[0], dot, m_shift, s_up, perturbed)
+    u1 = _gelu(sh32, a1, n[1], bias[1], dot, m_shift, s_up, perturbed)
+    u2 = _gelu(sh32, a2, n[2], bias[2], dot, m_shift, s_up, perturbed)
+    u3 = _gelu(sh32, a3, n[3], bias[3], dot, m_shift, s_up, perturbed)
+    if col < hidden:
         at = U_OFF + _frag_at(r, col, U_PAIR)
         sh8[at] = u0
         sh8[at + 1] = u1
-    if hi:
+    if col + 8 < hidden:
         at = U_OFF + _frag_at(r, col + 8, U_PAIR)
         sh8[at] = u2
         sh8[at + 1] = u3
     if not perturbed:
         return np.int32(0)
-    return np.int32(u0 * d0 + u1 * d1 + u2 * d2 + u3 * d3)
+    return np.int32(u0 * d[0] + u1 * d[1] + (u2 * d[2] + u3 * d[3] if col + 8 < hidden else 0))
 
 
 @device_function
 def _gelu(sh32, acc, noise, bias, dot, m_shift, s_up, perturbed):
     a = np.int32(acc)
     if perturbed:
-        a += (dot * noise) >> m_shift
-    return sh32[GELU + _clip((a + bias) >> s_up) + 128]
+        a += sar32(np.int32(dot * noise), m_shift)
+    return sh32[GELU + _clip(sar32(a + bias, s_up)) + 128]
 
 
 @device_function
 def _gelu_tile(t, ra, col, sh8, sh32, pert, up):
+    """Rows ra and ra + 8: both rows' loads first (one global latency for the tile)."""
     rb = ra + 8
-    da = _gelu_row(t[0], t[1], t[4], t[5], ra, col, sh8, sh32, pert, up)
-    db = _gelu_row(t[2], t[3], t[6], t[7], rb, col, sh8, sh32, pert, up)
+    la = _gelu_loads(ra, col, sh32, pert, up)
+    lb = _gelu_loads(rb, col, sh32, pert, up)
+    da = _gelu_row(t[0], t[1], t[4], t[5], ra, col, sh8, sh32, pert, up, la)
+    db = _gelu_row(t[2], t[3], t[6], t[7], rb, col, sh8, sh32, pert, up, lb)
     if pert[5] and col < up[4]:
         cuda.atomic.add(sh32, DOTB + ra, da)
         cuda.atomic.add(sh32, DOTB + rb, db)
@@ -601,9 +610,9 @@ def _up_sweep(sh8, sh32, w32, pert, w_word, kw, n0, lane, up):
     64..127 (32 accumulators a thread: registers for the epilogue's loads)."""
     for half in range(2):
         c = _sweep4(sh32, (H_OFF >> 2) + half * (32 * H_PAIR >> 2), H_PAIR >> 2, w32, w_word, kw, n0, lane)
-        opaque = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
-        g = (np.int32(lane >> 2) | opaque) + 64 * half
-        col = (np.int32(n0) + np.int32(2 * (lane & 3)) | opaque) & LOW31
+        hide = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
+        g = (np.int32(lane >> 2) | hide) + 64 * half
+        col = (np.int32(n0) + np.int32(2 * (lane & 3)) | hide) & LOW31
         _gelu_tile(c[0], g, col, sh8, sh32, pert, up)
         _gelu_tile(c[1], g + 16, col, sh8, sh32, pert, up)
         _gelu_tile(c[2], g + 32, col, sh8, sh32, pert, up)
@@ -612,7 +621,7 @@ def _up_sweep(sh8, sh32, w32, pert, w_word, kw, n0, lane, up):
 
 @device_function
 def _logit(acc, pert, s_logit):
-    return np.int32(np.int32(np.int32(acc) + np.int32(pert)) >> s_logit)
+    return sar32(np.int32(np.int32(acc) + np.int32(pert)), s_logit)
 
 
 @device_function
@@ -623,28 +632,43 @@ def _split_add(sh32, slot, r, total):
 
 
 @device_function
-def _head_noise(sh32, pert, seg, r, col):
-    """The A noise of columns col, col + 1, col + 8, col + 9 in row r's pair noise row (from word seg)."""
-    noise8 = pert[0]
-    at = _fact(sh32, PAIR, r) * pert[2] + seg + col
-    return np.int32(noise8[at]), np.int32(noise8[at + 1]), np.int32(noise8[at + 8]), np.int32(noise8[at + 9])
+def _head_noise(sh8, sh32, r, col):
+    """The A noise of columns col, col + 1, col + 8, col + 9 in row r's pair noise row, from the sweep's copy
+    in U (_stage_head_noise)."""
+    at = U_OFF + ((col >> 8) & 1) * HEAD_BUFFER + (_fact(sh32, PAIR, r) - _fact(sh32, PAIR, 0)) * SWEEP + (col & 255)
+    return np.int32(sh8[at]), np.int32(sh8[at + 1]), np.int32(sh8[at + 8]), np.int32(sh8[at + 9])
+
+
+@device_function
+def _stage_head_noise(sh8, sh32, pert, seg, sweep, vocab, tid):
+    """The head's A noise (the pair noise row from byte seg) of the sweep's columns for the block's pairs
+    into U, pair p's at U_OFF + b HEAD_BUFFER + (p - p_lo) SWEEP, b = the sweep's parity (two buffers:
+    the sweep before may still read the other): the epilogues then read shared memory, not one global
+    latency per tile. No barrier."""
+    noise8, noise_len = pert[0], pert[2]
+    p_lo = _fact(sh32, PAIR, 0)
+    total = (_fact(sh32, PAIR, sh32[N_VALID] - 1) - p_lo + 1) * SWEEP
+    base = p_lo * noise_len + seg
+    buffer = U_OFF + ((sweep >> 8) & 1) * HEAD_BUFFER
+    for i in range(np.int32(tid), np.int32(total), np.int32(THREADS)):
+        sh8[buffer + i] = noise8[base + (i >> 8) * noise_len + min(sweep + (i & 255), vocab - 1)]
 
 
 @device_function
 def _head_row(second, a0, a1, a2, a3, r, col, sh32, pert, head, logits, noise):
     """Columns col, col + 1, col + 8, col + 9 of row r's logits (their A noise given): pass 1 adds them to
     the row's maximum and EXP2 sum (and keeps the last position's), pass 2 to its EXP_LUT sum."""
-    seg, s_logit, vocab, keep, last = head
+    s_logit, vocab, keep, last = head[1], head[2], head[3], head[4]
     if col >= vocab:
         return
     p0 = p1 = p2 = p3 = np.int32(0)
     if pert[5]:
         dot = np.int32(sh32[DOTA + r] * sh32[SIGN + r])  # 32 bits: |x . B| A < 2^29 (module docstring)
         m_shift = pert[4]
-        p0 = np.int32(np.int32(dot * noise[0]) >> m_shift)
-        p1 = np.int32(np.int32(dot * noise[1]) >> m_shift)
-        p2 = np.int32(np.int32(dot * noise[2]) >> m_shift)
-        p3 = np.int32(np.int32(dot * noise[3]) >> m_shift)
+        p0 = sar32(np.int32(dot * noise[0]), m_shift)
+        p1 = sar32(np.int32(dot * noise[1]), m_shift)
+        p2 = sar32(np.int32(dot * noise[2]), m_shift)
+        p3 = sar32(np.int32(dot * noise[3]), m_shift)
     l0 = _logit(a0, p0, s_logit)
     l1 = _logit(a1, p1, s_logit) if col + 1 < vocab else l0  # a repeated column changes no maximum
     l2 = _logit(a2, p2, s_logit) if col + 8 < vocab else l0
@@ -681,32 +705,32 @@ def _head_row(second, a0, a1, a2, a3, r, col, sh32, pert, head, logits, noise):
 
 
 @device_function
-def _head_tile(second, t, ra, col, sh32, pert, head, logits):
-    """Rows ra and ra + 8: both rows' noise loads first (one global latency for the two)."""
+def _head_tile(second, t, ra, col, sh8, sh32, pert, head, logits):
+    """Rows ra and ra + 8, their staged noise read first."""
     z = np.int32(0)
     na = nb = (z, z, z, z)
-    if pert[5] and col < head[2]:
-        na = _head_noise(sh32, pert, head[0], ra, col)
-        nb = _head_noise(sh32, pert, head[0], ra + 8, col)
+    if pert[5]:
+        na = _head_noise(sh8, sh32, ra, col)
+        nb = _head_noise(sh8, sh32, ra + 8, col)
     _head_row(second, t[0], t[1], t[4], t[5], ra, col, sh32, pert, head, logits, na)
     _head_row(second, t[2], t[3], t[6], t[7], ra + 8, col, sh32, pert, head, logits, nb)
 
 
 @device_function
-def _head_sweep(second, sh32, w32, pert, w_word, kw, n0, lane, head, logits):
+def _head_sweep(second, sh8, sh32, w32, pert, w_word, kw, n0, lane, head, logits):
     """One vocabulary sweep of the head from H: pass 1 (second False) or pass 2 of `_head_row`."""
     c = _sweep(sh32, H_OFF >> 2, H_PAIR >> 2, w32, w_word, kw, n0, lane)
-    opaque = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
-    g = (np.int32(lane >> 2) | opaque) & 7
-    col = (np.int32(n0) + np.int32(2 * (lane & 3)) | opaque) & LOW31
-    _head_tile(second, c[0], g, col, sh32, pert, head, logits)
-    _head_tile(second, c[1], g + 16, col, sh32, pert, head, logits)
-    _head_tile(second, c[2], g + 32, col, sh32, pert, head, logits)
-    _head_tile(second, c[3], g + 48, col, sh32, pert, head, logits)
-    _head_tile(second, c[4], g + 64, col, sh32, pert, head, logits)
-    _head_tile(second, c[5], g + 80, col, sh32, pert, head, logits)
-    _head_tile(second, c[6], g + 96, col, sh32, pert, head, logits)
-    _head_tile(second, c[7], g + 112, col, sh32, pert, head, logits)
+    hide = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
+    g = (np.int32(lane >> 2) | hide) & 7
+    col = (np.int32(n0) + np.int32(2 * (lane & 3)) | hide) & LOW31
+    _head_tile(second, c[0], g, col, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[1], g + 16, col, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[2], g + 32, col, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[3], g + 48, col, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[4], g + 64, col, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[5], g + 80, col, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[6], g + 96, col, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[7], g + 112, col, sh8, sh32, pert, head, logits)
 
 
 # ---- element-wise passes: four threads a row (lanes 4r..4r+3 of one warp) -----------------------------
@@ -731,23 +755,21 @@ def _embed(params, sh8, sh32, pert, bias_at, emb_at, emb_seg, dim, tid):
 
 @device_function
 def _ln_loads(params, pert, at, j):
-    """Element j's global values for _ln (0 where unused or j >= dim): the weight, the bias, the noise of
-    up to three B rows and the target's embedding."""
+    """Element j's global values for _ln (unused where j >= dim): the weight, the bias, the noise of up to
+    three B rows and the target's embedding. Loaded from valid addresses whether used or not and pinned
+    (as _pair_loads), so that the four elements' loads share one latency."""
     vb, nb, tb, seg1, seg2, seg3, target_at, dim = at
     noise8, vecs, _, _, _, perturbed = pert
+    k = min(j, dim - 1)
+    w = opaque(np.int32(vecs[vb + k]))
+    b = opaque(np.int32(vecs[vb + dim + k]))
+    t = opaque(np.int32(params[(tb if target_at >= 0 else 0) + k]))
     z = np.int32(0)
-    w = b = n1 = n2 = n3 = t = z
-    if j < dim:
-        w = np.int32(vecs[vb + j])
-        b = np.int32(vecs[vb + dim + j])
-        if perturbed:
-            n1 = np.int32(noise8[nb + seg1 + j])
-            if seg2 >= 0:
-                n2 = np.int32(noise8[nb + seg2 + j])
-            if seg3 >= 0:
-                n3 = np.int32(noise8[nb + seg3 + j])
-        if target_at >= 0:
-            t = np.int32(params[tb + j])
+    n1 = n2 = n3 = z
+    if perturbed:
+        n1 = opaque(np.int32(noise8[nb + seg1 + k]))
+        n2 = opaque(np.int32(noise8[nb + (seg2 if seg2 >= 0 else seg1) + k]))
+        n3 = opaque(np.int32(noise8[nb + (seg3 if seg3 >= 0 else seg1) + k]))
     return w, b, n1, n2, n3, t
 
 
@@ -934,6 +956,13 @@ def _attend(sh8, sh32, pert, seg_o, h0, hd, s_attn, am, am_next, tid):
     for f0 in range(np.int32(h0 + sub), np.int32(h_end), np.int32(32)):  # 8 features at a time, 4 apart
         c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = zero
         norm = np.int32(0)
+        n = (z, z, z, z, z, z, z, z)
+        if pert[5]:  # the 8 features' B noise of O, loaded (pinned, as _pair_loads) before the keys' loop
+            last = h_end - 1
+            n = (opaque(np.int32(pert[0][nb + min(f0, last)])), opaque(np.int32(pert[0][nb + min(f0 + 4, last)])),
+                 opaque(np.int32(pert[0][nb + min(f0 + 8, last)])), opaque(np.int32(pert[0][nb + min(f0 + 12, last)])),
+                 opaque(np.int32(pert[0][nb + min(f0 + 16, last)])), opaque(np.int32(pert[0][nb + min(f0 + 20, last)])),
+                 opaque(np.int32(pert[0][nb + min(f0 + 24, last)])), opaque(np.int32(pert[0][nb + min(f0 + 28, last)])))
         vt = np.int32((VT_AT + f0 * VT_PITCH) >> 2)
         step = np.int32(VT_PITCH)  # words of 4 features
         for a in range(np.int32(g_lo), np.int32(g_end)):
@@ -958,26 +987,26 @@ def _attend(sh8, sh32, pert, seg_o, h0, hd, s_attn, am, am_next, tid):
             c6 = _acc3(sh32, at + 6 * step, d, c6)
             c7 = _acc3(sh32, at + 7 * step, d, c7)
         rcp = reciprocal_approx(np.float32(norm))
-        dot += _mean_out(c0, norm, rcp, sh8, r, f0, f0 < h_end, pert, nb)
-        dot += _mean_out(c1, norm, rcp, sh8, r, f0 + 4, f0 + 4 < h_end, pert, nb)
-        dot += _mean_out(c2, norm, rcp, sh8, r, f0 + 8, f0 + 8 < h_end, pert, nb)
-        dot += _mean_out(c3, norm, rcp, sh8, r, f0 + 12, f0 + 12 < h_end, pert, nb)
-        dot += _mean_out(c4, norm, rcp, sh8, r, f0 + 16, f0 + 16 < h_end, pert, nb)
-        dot += _mean_out(c5, norm, rcp, sh8, r, f0 + 20, f0 + 20 < h_end, pert, nb)
-        dot += _mean_out(c6, norm, rcp, sh8, r, f0 + 24, f0 + 24 < h_end, pert, nb)
-        dot += _mean_out(c7, norm, rcp, sh8, r, f0 + 28, f0 + 28 < h_end, pert, nb)
+        dot += _mean_out(c0, norm, rcp, sh8, r, f0, f0 < h_end, pert, n[0])
+        dot += _mean_out(c1, norm, rcp, sh8, r, f0 + 4, f0 + 4 < h_end, pert, n[1])
+        dot += _mean_out(c2, norm, rcp, sh8, r, f0 + 8, f0 + 8 < h_end, pert, n[2])
+        dot += _mean_out(c3, norm, rcp, sh8, r, f0 + 12, f0 + 12 < h_end, pert, n[3])
+        dot += _mean_out(c4, norm, rcp, sh8, r, f0 + 16, f0 + 16 < h_end, pert, n[4])
+        dot += _mean_out(c5, norm, rcp, sh8, r, f0 + 20, f0 + 20 < h_end, pert, n[5])
+        dot += _mean_out(c6, norm, rcp, sh8, r, f0 + 24, f0 + 24 < h_end, pert, n[6])
+        dot += _mean_out(c7, norm, rcp, sh8, r, f0 + 28, f0 + 28 < h_end, pert, n[7])
     return dot
 
 
 @device_function
-def _mean_out(c, norm, rcp, sh8, r, col, inside, pert, nb):
+def _mean_out(c, norm, rcp, sh8, r, col, inside, pert, noise):
     """One attention output (when inside the head) into H from its three digit sums; its term of x . B
-    of the output projection."""
+    of the output projection (noise: its B noise)."""
     if not inside:
         return np.int32(0)
     out = _weighted_mean((np.int64(c[2]) << 16) + (np.int64(c[1]) << 8) + c[0], norm, rcp)
     sh8[H_OFF + _frag_at(r, col, H_PAIR)] = out
-    return out * np.int32(pert[0][nb + col]) if pert[5] else np.int32(0)
+    return np.int32(out * noise) if pert[5] else np.int32(0)
 
 
 @device_function
@@ -1009,25 +1038,34 @@ def _prelude(params, windows, prefixes, tensors, luts, sh32, pert, v_shift, kind
         last_pair = ((first_member + m0 + m_valid - 1) >> 1) - base_pair
         for pl in range(((first_member + m0) >> 1) - base_pair, last_pair + 1):
             for t in range(tensors.shape[0]):
-                if tensors[t, D_OUT] > 0:
-                    ka = gpu_member_key_a(prefixes[t], base_pair + pl)
+                # a tensor's entries loaded together and pinned (as _pair_loads): one latency, not one each
+                d_out = opaque(np.int32(_offset(tensors, t, D_OUT)))
+                width = opaque(np.int32(_offset(tensors, t, D_IN))) + d_out
+                at = pl * noise_len + opaque(np.int32(_noise(tensors, t)))
+                prefix = prefixes[t]
+                if d_out > 0:
+                    ka = gpu_member_key_a(prefix, base_pair + pl)
                     kb = gpu_member_key_b(ka)
-                    at = pl * noise_len + _noise(tensors, t)
-                    for i in range(tid, tensors[t, D_IN] + tensors[t, D_OUT], THREADS):
+                    for i in range(tid, width, THREADS):
                         noise8[at + i] = gpu_member_noise(ka, kb, i, kind)
     for t in range(tensors.shape[0]):
-        if tensors[t, D_OUT] == 0:
-            n = _offset(tensors, t, D_IN)
-            for gm in range(m0, m0 + m_valid):
-                member = first_member + gm
-                ka = gpu_member_key_a(prefixes[t], member >> 1)
-                kb = gpu_member_key_b(ka)
-                for j in range(tid, n, THREADS):
-                    v = np.int64(params[_offset(tensors, t, PARAM_AT) + j])
+        d_out = opaque(np.int32(_offset(tensors, t, D_OUT)))  # as above
+        n = opaque(np.int32(_offset(tensors, t, D_IN)))
+        src = opaque(np.int32(_offset(tensors, t, PARAM_AT)))
+        dst = opaque(np.int32(_vec(tensors, t)))
+        prefix = prefixes[t]
+        if d_out == 0:
+            for j in range(tid, n, THREADS):
+                p = np.int64(params[src + j])  # one load for all the block's members
+                for gm in range(m0, m0 + m_valid):
+                    member = first_member + gm
+                    v = p
                     if perturbed:
+                        ka = gpu_member_key_a(prefix, member >> 1)
+                        kb = gpu_member_key_b(ka)
                         noise = gpu_member_noise(ka, kb, j, kind) * gpu_member_noise(ka, kb, n + j, kind)
                         v = _clip(v + ((noise * (1 - 2 * (member & 1))) >> v_shift))
-                    vecs[gm * n_vecs + _vec(tensors, t) + j] = v
+                    vecs[gm * n_vecs + dst + j] = v
 
 
 # ---- the kernel ---------------------------------------------------------------------------------
@@ -1117,9 +1155,12 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
     head = (_noise(tensors, EMBEDDING) + dim, s_logit, vocab, keep, steps - 1)
     for second in range(2):
         for sweep in range(np.int32(0), np.int32(vp), np.int32(SWEEP)):
+            if perturbed:  # the sweep's A noise for the block's pairs into U (free now)
+                _stage_head_noise(sh8, sh32, pert, head[0], sweep, vocab, tid)
+                cuda.syncthreads()
             n0 = sweep + 16 * warp
             if n0 < vp:
-                _head_sweep(second == 1, sh32, w32, pert, _w(tensors, EMBEDDING), kw_dim, n0, lane, head, logits)
+                _head_sweep(second == 1, sh8, sh32, w32, pert, _w(tensors, EMBEDDING), kw_dim, n0, lane, head, logits)
         cuda.syncthreads()
 
     # each row's log-likelihood and proxy loss, then each member's sums over its rows
