@@ -24,10 +24,12 @@ from numba import config, cuda  # noqa: E402
 
 # NUMBA_ENABLE_CUDASIM=1 (read by numba at import) runs kernels on the simulator.
 SIMULATED = bool(config.ENABLE_CUDASIM)
-if SIMULATED:  # allocations refuse the shapes the real target refuses
+if SIMULATED:  # allocations refuse the shapes the real target refuses, and are counted (device_counts)
+    from eggnog.kernels.core import device_counts
     from eggnog.kernels.core.simulator_strict import install as _strict_allocations
 
     _strict_allocations(cuda)
+    device_counts.install(cuda)
 
 # Signature types: C-contiguous arrays of the launchers, and the scalar types they pass.
 F32_1D, F32_2D, F32_3D, F32_4D = (numba.float32[::1], numba.float32[:, ::1], numba.float32[:, :, ::1],
@@ -152,6 +154,7 @@ class _RecordingKernel:
 
         def launch(*args):
             LAUNCHES.setdefault(self._name, set()).add(tuple(launch_type(a) for a in args))
+            device_counts.note_launch(self._name, args)
             return configured(*args)
 
         return launch

@@ -1,0 +1,116 @@
+"""What a stretch of host code asks of the device, counted on numba's simulator: kernel launches (by
+kernel), device allocations, uploads from the host and host waits. The host path of a training step
+(launches, allocations, transfers, synchronisations) is what these count, so the counts under the
+simulator are the GPU's; the time each costs is not counted.
+
+    with counting() as counts:
+        trainer.step(...)
+    counts.launches, counts.allocations, counts.uploads, counts.host_waits, counts.by_kernel
+
+- an allocation: `cuda.device_array` (and `_like`, `mapped_array`), `cuda.to_device` without `to=`, and a
+  NumPy array passed to a kernel (the launch copies it to the device);
+- an upload: `cuda.to_device`, `copy_to_device` from a host array, and a NumPy array passed to a kernel;
+- a host wait: `cuda.synchronize()` and every copy to the host (`copy_to_host`, also after a launch that
+  was passed a NumPy array), which waits for the work before it.
+
+Installed once, under the simulator only, by `cuda_api`; counting outside the simulator is refused.
+"""
+
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class DeviceCounts:
+    launches: int = 0
+    allocations: int = 0
+    allocated_bytes: int = 0
+    uploads: int = 0
+    uploaded_bytes: int = 0
+    host_waits: int = 0
+    by_kernel: Counter = field(default_factory=Counter)
+
+    def as_dict(self):
+        return {"launches": self.launches, "allocations": self.allocations, "allocated_bytes": self.allocated_bytes,
+                "uploads": self.uploads, "uploaded_bytes": self.uploaded_bytes, "host_waits": self.host_waits,
+                "by_kernel": dict(self.by_kernel)}
+
+
+_OPEN: list[DeviceCounts] = []  # the windows counting now (nested windows all count)
+_installed = False
+
+
+@contextmanager
+def counting():
+    """A window whose launches, allocations, uploads and host waits land in the DeviceCounts it yields."""
+    if not _installed:
+        raise RuntimeError("device counts exist on the CUDA simulator only (NUMBA_ENABLE_CUDASIM=1)")
+    counts = DeviceCounts()
+    _OPEN.append(counts)
+    try:
+        yield counts
+    finally:
+        _OPEN.remove(counts)
+
+
+def _add(**amounts):
+    for counts in _OPEN:
+        for name, amount in amounts.items():
+            setattr(counts, name, getattr(counts, name) + amount)
+
+
+def note_launch(name, args):
+    """A kernel launch (called by cuda_api's simulated kernels): host arrays among its arguments are
+    allocated on and uploaded to the device by the launch, and copied back after it (counted there)."""
+    for counts in _OPEN:
+        counts.by_kernel[name.rsplit(".", 1)[-1]] += 1
+    hosted = [a for a in args if isinstance(a, np.ndarray) and a.ndim > 0]
+    nbytes = sum(a.nbytes for a in hosted)
+    _add(launches=1, allocations=len(hosted), allocated_bytes=nbytes, uploads=len(hosted), uploaded_bytes=nbytes)
+
+
+def _allocating(allocate, upload=False):
+    def counted(*args, **kwargs):
+        array = allocate(*args, **kwargs)
+        if array is not None:  # to_device(..., to=existing) allocates nothing and uploads by copy_to_device
+            _add(allocations=1, allocated_bytes=int(array.nbytes))
+            if upload:
+                _add(uploads=1, uploaded_bytes=int(array.nbytes))
+        return array
+
+    counted.device_counted = True
+    return counted
+
+
+def install(cuda):
+    """Count through the simulated `cuda` module's allocators, copies and synchronisation; idempotent."""
+    global _installed
+    if _installed:
+        return
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    for name in ("device_array", "device_array_like", "mapped_array"):
+        if hasattr(cuda, name):
+            setattr(cuda, name, _allocating(getattr(cuda, name)))
+    cuda.to_device = _allocating(cuda.to_device, upload=True)
+    synchronize, to_host, to_device = cuda.synchronize, FakeCUDAArray.copy_to_host, FakeCUDAArray.copy_to_device
+
+    def counted_synchronize():
+        _add(host_waits=1)
+        return synchronize()
+
+    def counted_to_host(self, *args, **kwargs):
+        _add(host_waits=1)
+        return to_host(self, *args, **kwargs)
+
+    def counted_to_device(self, ary, *args, **kwargs):
+        if not isinstance(ary, FakeCUDAArray):
+            _add(uploads=1, uploaded_bytes=int(np.asarray(ary).nbytes))
+        return to_device(self, ary, *args, **kwargs)
+
+    cuda.synchronize = counted_synchronize
+    FakeCUDAArray.copy_to_host, FakeCUDAArray.copy_to_device = counted_to_host, counted_to_device
+    _installed = True

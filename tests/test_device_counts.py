@@ -1,0 +1,52 @@
+"""The device counts (kernels/core/device_counts.py) on the simulator: each kind of request is counted
+once, where it happens, and only inside a window."""
+
+import numpy as np
+import pytest
+
+from eggnog.kernels.core.cuda_api import SIMULATED, cuda
+from eggnog.kernels.core.device_counts import counting
+from eggnog.kernels.optim.float_steps import sgd_step_cuda
+
+
+def _step(p, buf, grad):
+    """A package kernel (launched with its registered signature): p -= grad, buf = grad."""
+    sgd_step_cuda[1, 8](p, buf, grad, np.float32(1), np.float32(0), np.float32(0), True)
+
+
+def test_every_request_is_counted_once():
+    assert SIMULATED
+    host = np.zeros(8, np.float32)
+    with counting() as counts:
+        device = cuda.to_device(host)  # an allocation and an upload
+        empty = cuda.device_array((4, 2), np.float32)  # an allocation
+        cuda.device_array_like(empty)  # an allocation
+        cuda.to_device(host, to=device)  # an upload into an existing array
+        grad = cuda.to_device(np.ones(8, np.float32))  # an allocation and an upload
+        _step(device, empty.reshape(8), grad)
+        _step(device, host, grad)  # a host array: allocated, uploaded, copied back (a wait)
+        device.copy_to_host()  # a wait
+        cuda.synchronize()  # a wait
+    assert counts.as_dict() == {"launches": 2, "allocations": 5, "allocated_bytes": 5 * 32, "uploads": 4,
+                                "uploaded_bytes": 4 * 32, "host_waits": 3, "by_kernel": {"sgd_step_cuda": 2}}
+    np.testing.assert_array_equal(host, 1)
+    np.testing.assert_array_equal(device.copy_to_host(), -2)
+
+
+def test_windows_nest_and_count_only_while_open():
+    with counting() as outer:
+        cuda.device_array(4, np.int8)
+        with counting() as inner:
+            cuda.synchronize()
+    cuda.synchronize()
+    assert (outer.allocations, outer.host_waits) == (1, 1)
+    assert (inner.allocations, inner.host_waits) == (0, 1)
+
+
+def test_counts_need_the_simulator(monkeypatch):
+    from eggnog.kernels.core import device_counts
+
+    monkeypatch.setattr(device_counts, "_installed", False)
+    with pytest.raises(RuntimeError, match="simulator"):
+        with counting():
+            pass
