@@ -71,12 +71,19 @@ def family_packages():
     return sorted(m.name for m in pkgutil.iter_modules(kernels.__path__) if m.ispkg and m.name != CORE_PACKAGE)
 
 
+_families_imported = False
+
+
 def import_families():
-    """Import every module of every family, so that every op is registered."""
+    """Import every module of every family, so that every op is registered (once a process)."""
+    global _families_imported
+    if _families_imported:
+        return
     for family in family_packages():
         package = importlib.import_module(f"eggnog.kernels.{family}")
         for module in pkgutil.iter_modules(package.__path__):
             importlib.import_module(f"{package.__name__}.{module.name}")
+    _families_imported = True
 
 
 def all_ops():
@@ -84,14 +91,26 @@ def all_ops():
     return dict(sorted(OPS.items()))
 
 
+_OPS_FOR = {}  # backend -> (the op names it was built from, the namespace)
+
+
 def ops_for(backend):
     """Every op of one backend ("numpy": float64 references, "cpu": the twins, "cuda": the kernels)
-    under its name, with `to_device`, `to_host`, `empty`, `zeros` and `dtype` for arrays there."""
+    under its name, with `to_device`, `to_host`, `empty`, `zeros` and `dtype` for arrays there. Built
+    once a backend (again only when an op was registered since): models ask for it on every call."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown kernel backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    entries = all_ops()
+    built = _OPS_FOR.get(backend)
+    if built is None or built[0] != tuple(entries):
+        built = _OPS_FOR[backend] = tuple(entries), _build_ops(backend, entries)
+    return built[1]
+
+
+def _build_ops(backend, entries):
     from eggnog.kernels.core.backend import to_host
 
-    ops = {name: getattr(entry, backend) for name, entry in all_ops().items()}
+    ops = {name: getattr(entry, backend) for name, entry in entries.items()}
     missing = [name for name, fn in ops.items() if fn is None]
     if missing:
         raise RuntimeError(f"ops without a {backend} implementation: {', '.join(missing)}")
