@@ -117,14 +117,16 @@ class LstmModel(FlatParams):
         batch, steps = np.asarray(inputs).shape
         h = cfg.hidden_size
         time_major = np.ascontiguousarray(np.asarray(inputs).T)
-        tokens = ops.to_device(time_major.astype(np.uint8).reshape(-1))
         table = ops.lstm_input_projection(p["embed"], p["W_in"])
         # rows go as a host array: the op checks them there and copies them to the device itself
         hs, cs, gates = ops.lstm_forward(table, time_major.astype(np.int32), p["R"],
                                          p["b"].reshape(4 * h), p["states0"].reshape(2, h), keep)
         hflat = hs[1:].reshape(steps * batch, h)
         logits = ops.add_bias(ops.matmul(hflat, p["W_proj"]), p["b_proj"])
-        cache = dict(tokens=tokens, hs=hs, cs=cs, gates=gates, hflat=hflat, shape=(batch, steps)) if keep else None
+        cache = None
+        if keep:  # the tokens go to the device only for backward's embedding gradient
+            cache = dict(tokens=ops.to_device(time_major.astype(np.uint8).reshape(-1)), hs=hs, cs=cs, gates=gates,
+                         hflat=hflat, shape=(batch, steps))
         return logits, cache
 
     def backward(self, ops, p, cache, dlogits):
