@@ -9,7 +9,8 @@ move 66 KB a member-token at d-eggs' sizes: a tiling by member and token would b
 Per block (THREADS = 512 threads, 16 warps; windows of T <= 128 tokens, dim <= 256, vocabulary <= 2^16):
 - prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A = noise[d_in:];
   member g's pair g // 2, sign + for even g) into global scratch, each member's perturbed vectors (a
-  parameter loaded once for the block's members), the tables and each row's facts, once per window;
+  parameter loaded once for the block's members), the tables and each row's facts (among them its pair
+  row in the head's staged noise; the head's weight offset is kept in shared memory too), once per window;
 - shared memory, laid out for dim 256 whatever the width (constant addresses; only K extents vary):
   int32 scratch, the residual X (int8), the normed input H (int8 fragment buffer: the A operand of Q, K,
   V, the MLP up and the head; then the attention output, the A operand of O) and U (int8 fragment
@@ -27,11 +28,16 @@ Per block (THREADS = 512 threads, 16 warps; windows of T <= 128 tokens, dim <= 2
   attention for O), then shift, bias, GELU table, RoPE, residual (32-bit, `sar32` for the run-time
   shifts). It loads a tile's global values (noise, bias, RoPE) before any of its arithmetic, stores and
   atomics: one global latency for all of them, not one per load. Those loads read valid addresses
-  whether used or not (columns clamped inside the row, index 0 of an unused array) and each value goes
-  through `opaque` where it is loaded, so the compiler cannot sink a load into the branch that uses it
-  (which had made each load its own latency); the norm, the attention's O noise and the prelude's
-  tensor entries are loaded the same way. The head's A noise is staged per sweep in U (free then; two
-  buffers by the sweep's parity, one barrier a sweep): its epilogue reads shared memory.
+  whether used or not (columns clamped inside the row, index 0 of an unused array; the MLP up and the
+  norm read on past a row's end into the scratch's SLACK instead, with no clamp per load) and each value
+  goes through `opaque` where it is loaded, so the compiler cannot sink a load into the branch that
+  uses it (which had made each load its own latency); the norm, the attention's O noise and the
+  prelude's tensor entries are loaded the same way. The head's A noise is staged per sweep in U (free
+  then; two buffers by the sweep's parity, one barrier a sweep): its epilogue reads shared memory. The
+  head's, the MLP up's and the norm's per-element work is 32-bit with non-negative indices (`_u`: no
+  wraparound code, constant offsets folded into the addresses) and fragment offsets stepped from a
+  per-thread base. The head tests no column against the vocabulary: the padded columns' accumulators
+  start at HEAD_PAD, below every logit, and the rows' results take their known share off the sums.
   Q, K, V, O and the MLP down are rescaled to max 127 by row: their 32 values a thread stay in registers
   across the barrier that completes the row maxima (shared-memory atomics), then are stored as int8;
   hence dim <= one sweep;
@@ -59,8 +65,9 @@ and their division's remainder, the rescale's remainder
 (127 |y| with |y| < 2^28), the head's per-row sums (EXP2 up to 2^20 over the vocabulary, kept in
 shared memory as two 16-bit halves added by 32-bit atomics and joined in 64 bits) and their log2, the
 members' totals, and the array addresses (the weight index's step in the matmul loop). The divisions
-(the norm by its mean, the rescale, the attention mean) take an fp32 quotient estimate (an approximate
-reciprocal: within one of the floor) and correct it with the integer remainder.
+(the rescale, the attention mean) take an fp32 quotient estimate (an approximate reciprocal: within one
+of the floor) and correct it with the integer remainder; the norm's (by its mean, at most 127) is the
+high bits of a product with an integer reciprocal (LN_RECIP_SHIFT), exact for its dividends.
 
 Shared memory: H and U are read by the fragment loads. Rows r and r + 8 of each m-tile share a pair
 row whose 32-bit words alternate between them, so one LDS.128 is one A fragment (a0..a3: rows g, g + 8
@@ -164,8 +171,11 @@ GELU = EXP2T + 256
 SUM2, SUMLUT = GELU + 256, GELU + 256 + 2 * ROWS  # 2 x ROWS each
 ROW_LL, ROW_PROXY = SUMLUT + 2 * ROWS, SUMLUT + 3 * ROWS
 ROPE_PAIR = ROW_PROXY + ROWS  # MAX_DIM: each column's RoPE pair in its head, (col % head_dim) // 2
-N_VALID = ROPE_PAIR + MAX_DIM  # the block's rows that hold a member's position (read where needed)
-SCRATCH_BYTES = -(-4 * (N_VALID + 1) // 128) * 128  # X, H and U start on a 128-byte boundary
+HROW = ROPE_PAIR + MAX_DIM  # each row's pair row in the head's staged noise, (pair - the block's first) SWEEP
+N_VALID = HROW + ROWS  # the block's rows that hold a member's position (read where needed)
+HEAD_W = N_VALID + 2  # the head's first weight word (a shared load per sweep, not a global one; not beside
+# N_VALID, which the compiler would then load with it, early)
+SCRATCH_BYTES = -(-4 * (HEAD_W + 1) // 128) * 128  # X, H and U start on a 128-byte boundary
 # the byte buffers, laid out for dim MAX_DIM whatever the width (constant addresses; K extents vary); 210 KB
 # in all of the 227 KB a block may take on sm_90
 X_OFF, X_PITCH = SCRATCH_BYTES, MAX_DIM + 8  # 8 bytes past a multiple of 64: 2 banks a row
@@ -182,6 +192,15 @@ Q_DST, K_DST, V_DST = 0, 1, 2  # _store_pair's destinations in U (X where negati
 U_BYTES = ROWS * 4 * MAX_DIM
 SHARED_BYTES = U_OFF + U_BYTES
 HEAD_BUFFER = (ROWS // 2 + 1) * SWEEP  # the head's staged noise: a sweep's columns of up to 65 pairs
+# where the head's accumulators of the padded columns (vocab..vp-1: zero weights, zero noise) start: below
+# every logit's numerator (|x E| + |rank-1| < 2^22 + 2^29), so that such a column never raises a row's
+# maximum and adds exactly EXP2[clip(l) + 128] and EXP_LUT[min(max - l, 255)], l = HEAD_PAD >> s_logit,
+# to its sums, which the rows' results take off again (no test per logit)
+HEAD_PAD = -(1 << 30)
+# bytes past the end of the noise and vector scratch: loads of a row's last columns may read a sweep's
+# columns past it (whose values go unused), with no clamp per load
+SLACK = 64
+LN_RECIP_SHIFT = 31  # the norm's floor(a / m) = (a ((2^31 // m) + 1)) >> 31: exact for a < 2^21, m <= 127
 assert 2 * HEAD_BUFFER <= U_BYTES
 assert IDX_AT + ROWS * IDX_PITCH <= SHARED_BYTES
 
@@ -271,23 +290,6 @@ def _w(tensors, t):
 
 
 @device_function
-def _floor_div(n, m, rcp):
-    """floor(n / m) for 1 <= m and |n| < 2^24, rcp ~ 1 / m in fp32: the estimate is within one."""
-    a = abs(np.int32(n))
-    q = np.int32(np.float32(a) * rcp)
-    rest = a - q * m
-    if rest < 0:
-        q -= 1
-        rest += m
-    elif rest >= m:
-        q += 1
-        rest -= m
-    if n >= 0:
-        return q
-    return -q - (1 if rest > 0 else 0)
-
-
-@device_function
 def _rescaled(y, top, scale):
     """floor(y * 127 / top) for |y| <= top < 2^28 (0 where top == 0), scale ~ 127 / top in fp32; the
     remainder 127 |y| - q top needs 64 bits, the quotient (at most 127) is exact after one correction."""
@@ -350,17 +352,17 @@ def _sweep_lane(a_word, pair_words, w_word, kw, n0, lane):
 
 
 @device_function
-def _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane):
+def _sweep(sh32, a_word, pair_words, w32, w_word, kw, n0, lane, start):
     """The 128 x 16 int32 product of a fragment buffer (from word a_word, pair_words a pair row) with
     weight rows n0..n0+15 of a matrix of kw words a row stored from word w_word in fragment order
     (`pad_weights_cuda`): per m-tile, 8 values (_mt_step). In each 64-byte step of K lane q takes
     bytes 16q..16q+15 of its weight rows g and g + 8 (b0, b1 of two k32 steps each: two LDG.128 from
     one pointer) and the pair-row chunks 2q, 2q + 1 (rows g and g + 8, bytes 16q..16q+7 and
-    16q+8..16q+15): the same permutation of K for both operands."""
+    16q+8..16q+15): the same permutation of K for both operands. Each m-tile's accumulators start at
+    `start` (8 values, one m-tile's layout)."""
     off0, off1, arow, tile, steps, first = _sweep_lane(a_word, pair_words, w_word, kw, n0, lane)
     weights = w32[first:]  # this lane's first 16 bytes
-    z = np.int32(0)
-    c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = (z, z, z, z, z, z, z, z)
+    c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = start
     for step in range(np.int32(steps)):
         wa = load_global_v4(weights, 256 * step)
         wb = load_global_v4(weights, 256 * step + 128)
@@ -534,34 +536,41 @@ def _rescaled_stage(sh8, sh32, w32, pert, a_word, pair_words, w_word, kw, lane, 
 
 
 @device_function
-def _gelu_loads(r, col, sh32, pert, up):
-    """Row r's global values for columns col, col + 1, col + 8, col + 9 of the MLP up (bias, A of the up,
-    B of the down); addresses clamped inside the row and each value pinned (as _pair_loads)."""
-    seg, seg_down, s_up, bias_at, hidden = up
+def _u(i):
+    """A 32-bit offset as a non-negative 64-bit index: no wraparound code, and constants added to it fold
+    into the address."""
+    return np.int64(np.uint32(i))
+
+
+@device_function
+def _gelu_loads(r, sh32, pert, at):
+    """Row r's global values for the thread's columns col, col + 1, col + 8, col + 9 of the MLP up (bias, A
+    of the up, B of the down; at = their offsets at col in a member's vectors and a pair's noise row).
+    Read whether used or not (past the row, the scratch's slack: SLACK) and each value pinned (as
+    _pair_loads)."""
     noise8, vecs, noise_len, n_vecs, m_shift, perturbed = pert
-    lo = min(col, hidden - 2)
-    hi = min(col + 8, hidden - 2)
-    vb = _fact(sh32, MEMB, r) * n_vecs + bias_at
-    bias = (opaque(np.int32(vecs[vb + lo])), opaque(np.int32(vecs[vb + lo + 1])), opaque(np.int32(vecs[vb + hi])),
-            opaque(np.int32(vecs[vb + hi + 1])))
+    bias_col, up_col, down_col = at
+    vb = _u(np.int32(sh32[MEMB + r] * np.int32(n_vecs)) + bias_col)
+    bias = (opaque(np.int32(vecs[vb])), opaque(np.int32(vecs[vb + 1])), opaque(np.int32(vecs[vb + 8])),
+            opaque(np.int32(vecs[vb + 9])))
     z = np.int32(0)
     n = d = (z, z, z, z)
     if perturbed:
-        na = _fact(sh32, PAIR, r) * noise_len + seg
-        nd = na - seg + seg_down
-        n = (opaque(np.int32(noise8[na + lo])), opaque(np.int32(noise8[na + lo + 1])),
-             opaque(np.int32(noise8[na + hi])), opaque(np.int32(noise8[na + hi + 1])))
-        d = (opaque(np.int32(noise8[nd + lo])), opaque(np.int32(noise8[nd + lo + 1])),
-             opaque(np.int32(noise8[nd + hi])), opaque(np.int32(noise8[nd + hi + 1])))
+        row = np.int32(sh32[PAIR + r] * np.int32(noise_len))
+        na = _u(row + up_col)
+        nd = _u(row + down_col)
+        n = (opaque(np.int32(noise8[na])), opaque(np.int32(noise8[na + 1])), opaque(np.int32(noise8[na + 8])),
+             opaque(np.int32(noise8[na + 9])))
+        d = (opaque(np.int32(noise8[nd])), opaque(np.int32(noise8[nd + 1])), opaque(np.int32(noise8[nd + 8])),
+             opaque(np.int32(noise8[nd + 9])))
     return bias, n, d
 
 
 @device_function
-def _gelu_row(a0, a1, a2, a3, r, col, sh8, sh32, pert, up, loaded):
+def _gelu_row(a0, a1, a2, a3, r, at, sh8, sh32, pert, s_up, inside, loaded):
     """MLP up: GELU_LUT[clip((acc + rank-1 + bias) >> shift)] of columns col, col + 1 (a0, a1) and col + 8,
-    col + 9 (a2, a3) of row r into U, from the row's loaded values; returns their share of the MLP down's
-    x . B."""
-    seg, seg_down, s_up, bias_at, hidden = up
+    col + 9 (a2, a3) of row r into U (at: their fragment offsets, _frag_at) from the row's loaded values;
+    returns their share of the MLP down's x . B (inside: whether col + 8 < hidden)."""
     perturbed = pert[5]
     bias, n, d = loaded
     dot = np.int32(sh32[DOTA + r] * sh32[SIGN + r])  # 0 when unperturbed
@@ -570,36 +579,42 @@ def _gelu_row(a0, a1, a2, a3, r, col, sh8, sh32, pert, up, loaded):
     u1 = _gelu(sh32, a1, n[1], bias[1], dot, m_shift, s_up, perturbed)
     u2 = _gelu(sh32, a2, n[2], bias[2], dot, m_shift, s_up, perturbed)
     u3 = _gelu(sh32, a3, n[3], bias[3], dot, m_shift, s_up, perturbed)
-    if col < hidden:
-        at = U_OFF + _frag_at(r, col, U_PAIR)
-        sh8[at] = u0
-        sh8[at + 1] = u1
-    if col + 8 < hidden:
-        at = U_OFF + _frag_at(r, col + 8, U_PAIR)
-        sh8[at] = u2
-        sh8[at + 1] = u3
+    lo, hi, store_lo = at
+    if store_lo:
+        sh8[lo] = u0
+        sh8[lo + 1] = u1
+    if inside:
+        sh8[hi] = u2
+        sh8[hi + 1] = u3
     if not perturbed:
         return np.int32(0)
-    return np.int32(u0 * d[0] + u1 * d[1] + (u2 * d[2] + u3 * d[3] if col + 8 < hidden else 0))
+    return np.int32(np.int32(u0 * d[0] + u1 * d[1]) + (np.int32(u2 * d[2] + u3 * d[3]) if inside else np.int32(0)))
 
 
 @device_function
 def _gelu(sh32, acc, noise, bias, dot, m_shift, s_up, perturbed):
     a = np.int32(acc)
     if perturbed:
-        a += sar32(np.int32(dot * noise), m_shift)
-    return sh32[GELU + _clip(sar32(a + bias, s_up)) + 128]
+        a = np.int32(a + sar32(np.int32(dot * noise), m_shift))
+    return sh32[GELU + _u(min(max(sar32(np.int32(a + bias), s_up), np.int32(-MAX_UNIT)), np.int32(MAX_UNIT)) + 128)]
 
 
 @device_function
-def _gelu_tile(t, ra, col, sh8, sh32, pert, up):
-    """Rows ra and ra + 8: both rows' loads first (one global latency for the tile)."""
+def _gelu_tile(t, g, rc, col_at, sh8, sh32, pert, up, frag, edge):
+    """Rows g + rc and g + rc + 8 (rc a multiple of 16): both rows' loads first (one global latency for
+    the tile)."""
+    ra = _u(g) + rc
     rb = ra + 8
-    la = _gelu_loads(ra, col, sh32, pert, up)
-    lb = _gelu_loads(rb, col, sh32, pert, up)
-    da = _gelu_row(t[0], t[1], t[4], t[5], ra, col, sh8, sh32, pert, up, la)
-    db = _gelu_row(t[2], t[3], t[6], t[7], rb, col, sh8, sh32, pert, up, lb)
-    if pert[5] and col < up[4]:
+    la = _gelu_loads(ra, sh32, pert, col_at)
+    lb = _gelu_loads(rb, sh32, pert, col_at)
+    f_lo, f_hi = frag
+    store_lo, inside = edge
+    step = (rc >> 4) * 8 * U_PAIR  # _frag_at(r) - _frag_at(r & 7) = 8 pair (r >> 4) + 4 ((r >> 3) & 1)
+    da = _gelu_row(t[0], t[1], t[4], t[5], ra, (f_lo + step, f_hi + step, store_lo), sh8, sh32, pert, up[2], inside,
+                   la)
+    db = _gelu_row(t[2], t[3], t[6], t[7], rb, (f_lo + step + 4, f_hi + step + 4, store_lo), sh8, sh32, pert, up[2],
+                   inside, lb)
+    if pert[5] and store_lo:
         cuda.atomic.add(sh32, DOTB + ra, da)
         cuda.atomic.add(sh32, DOTB + rb, db)
 
@@ -608,15 +623,20 @@ def _gelu_tile(t, ra, col, sh8, sh32, pert, up):
 def _up_sweep(sh8, sh32, w32, pert, w_word, kw, n0, lane, up):
     """One sweep of the MLP up from H into U, with its share of the down's x . B into DOTB: rows 0..63, then
     64..127 (32 accumulators a thread: registers for the epilogue's loads)."""
+    seg, seg_down, s_up, bias_at, hidden = up
     for half in range(2):
         c = _sweep4(sh32, (H_OFF >> 2) + half * (32 * H_PAIR >> 2), H_PAIR >> 2, w32, w_word, kw, n0, lane)
-        hide = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
-        g = (np.int32(lane >> 2) | hide) + 64 * half
-        col = (np.int32(n0) + np.int32(2 * (lane & 3)) | hide) & LOW31
-        _gelu_tile(c[0], g, col, sh8, sh32, pert, up)
-        _gelu_tile(c[1], g + 16, col, sh8, sh32, pert, up)
-        _gelu_tile(c[2], g + 32, col, sh8, sh32, pert, up)
-        _gelu_tile(c[3], g + 48, col, sh8, sh32, pert, up)
+        hide = np.int32(sh32[N_VALID] >> 31)  # 0: as in _rescaled_stage
+        g = np.int32(np.int32(lane >> 2) | hide) & 7
+        col = np.int32(np.int32(n0) + np.int32(2 * (lane & 3)) | hide) & LOW31
+        col_at = (np.int32(bias_at + col), np.int32(seg + col), np.int32(seg_down + col))
+        frag = (U_OFF + _u(_frag_at(g, col, U_PAIR)), U_OFF + _u(_frag_at(g, col + 8, U_PAIR)))
+        edge = (col < hidden, col + 8 < hidden)
+        rc = 64 * half
+        _gelu_tile(c[0], g, rc, col_at, sh8, sh32, pert, up, frag, edge)
+        _gelu_tile(c[1], g, rc + 16, col_at, sh8, sh32, pert, up, frag, edge)
+        _gelu_tile(c[2], g, rc + 32, col_at, sh8, sh32, pert, up, frag, edge)
+        _gelu_tile(c[3], g, rc + 48, col_at, sh8, sh32, pert, up, frag, edge)
 
 
 @device_function
@@ -632,105 +652,139 @@ def _split_add(sh32, slot, r, total):
 
 
 @device_function
-def _head_noise(sh8, sh32, r, col):
-    """The A noise of columns col, col + 1, col + 8, col + 9 in row r's pair noise row, from the sweep's copy
-    in U (_stage_head_noise)."""
-    at = U_OFF + ((col >> 8) & 1) * HEAD_BUFFER + (_fact(sh32, PAIR, r) - _fact(sh32, PAIR, 0)) * SWEEP + (col & 255)
-    return np.int32(sh8[at]), np.int32(sh8[at + 1]), np.int32(sh8[at + 8]), np.int32(sh8[at + 9])
+def _head_noise(sh8, sh32, r, at):
+    """The A noise of the thread's columns col, col + 1, col + 8, col + 9 in row r's pair row of the
+    sweep's copy in U (_stage_head_noise; `at`: column col of the block's first pair there)."""
+    at = np.uint32(at + sh32[HROW + r])  # unsigned: no wraparound code
+    return (np.int32(sh8[at]), np.int32(sh8[np.uint32(at + 1)]), np.int32(sh8[np.uint32(at + 8)]),
+            np.int32(sh8[np.uint32(at + 9)]))
 
 
 @device_function
 def _stage_head_noise(sh8, sh32, pert, seg, sweep, vocab, tid):
     """The head's A noise (the pair noise row from byte seg) of the sweep's columns for the block's pairs
     into U, pair p's at U_OFF + b HEAD_BUFFER + (p - p_lo) SWEEP, b = the sweep's parity (two buffers:
-    the sweep before may still read the other): the epilogues then read shared memory, not one global
-    latency per tile. No barrier."""
+    the sweep before may still read the other), 0 past the vocabulary (HEAD_PAD): the epilogues then
+    read shared memory, not one global latency per tile. No barrier."""
     noise8, noise_len = pert[0], pert[2]
+    n_valid = sh32[N_VALID]
+    tid = np.int32(tid) | np.int32(n_valid >> 31)  # n_valid >= 0: the loop's offsets are not hoisted out of
+    # the sweeps to hold registers through them
     p_lo = _fact(sh32, PAIR, 0)
-    total = (_fact(sh32, PAIR, sh32[N_VALID] - 1) - p_lo + 1) * SWEEP
+    total = (_fact(sh32, PAIR, n_valid - 1) - p_lo + 1) * SWEEP
     base = p_lo * noise_len + seg
     buffer = U_OFF + ((sweep >> 8) & 1) * HEAD_BUFFER
     for i in range(np.int32(tid), np.int32(total), np.int32(THREADS)):
-        sh8[buffer + i] = noise8[base + (i >> 8) * noise_len + min(sweep + (i & 255), vocab - 1)]
+        j = sweep + (i & 255)
+        v = noise8[base + (i >> 8) * noise_len + min(j, vocab - 1)]
+        sh8[buffer + i] = v if j < vocab else 0
 
 
 @device_function
-def _head_row(second, a0, a1, a2, a3, r, col, sh32, pert, head, logits, noise):
+def _head_row(second, a0, a1, a2, a3, r, sh32, pert, s_logit, noise):
     """Columns col, col + 1, col + 8, col + 9 of row r's logits (their A noise given): pass 1 adds them to
-    the row's maximum and EXP2 sum (and keeps the last position's), pass 2 to its EXP_LUT sum."""
-    s_logit, vocab, keep, last = head[1], head[2], head[3], head[4]
-    if col >= vocab:
-        return
+    the row's maximum and EXP2 sum, pass 2 to its EXP_LUT sum; in 32 bits, no branch (columns past the
+    vocabulary count as HEAD_PAD says). Returns the logits (pass 1 keeps the last position's)."""
     p0 = p1 = p2 = p3 = np.int32(0)
     if pert[5]:
-        dot = np.int32(sh32[DOTA + r] * sh32[SIGN + r])  # 32 bits: |x . B| A < 2^29 (module docstring)
+        dot = sh32[DOTA + r]  # x . B times the sign, 32 bits: |x . B| A < 2^29 (module docstring)
         m_shift = pert[4]
         p0 = sar32(np.int32(dot * noise[0]), m_shift)
         p1 = sar32(np.int32(dot * noise[1]), m_shift)
         p2 = sar32(np.int32(dot * noise[2]), m_shift)
         p3 = sar32(np.int32(dot * noise[3]), m_shift)
     l0 = _logit(a0, p0, s_logit)
-    l1 = _logit(a1, p1, s_logit) if col + 1 < vocab else l0  # a repeated column changes no maximum
-    l2 = _logit(a2, p2, s_logit) if col + 8 < vocab else l0
-    l3 = _logit(a3, p3, s_logit) if col + 9 < vocab else l0
+    l1 = _logit(a1, p1, s_logit)
+    l2 = _logit(a2, p2, s_logit)
+    l3 = _logit(a3, p3, s_logit)
     if second:
         top = sh32[RM + r]
-        total = sh32[LUT + (min(top - l0, EXP_LAST) & EXP_LAST)]
-        if col + 1 < vocab:
-            total += sh32[LUT + (min(top - l1, EXP_LAST) & EXP_LAST)]
-        if col + 8 < vocab:
-            total += sh32[LUT + (min(top - l2, EXP_LAST) & EXP_LAST)]
-        if col + 9 < vocab:
-            total += sh32[LUT + (min(top - l3, EXP_LAST) & EXP_LAST)]
+        total = np.int32(np.int32(sh32[LUT + _lut_index(top, l0)] + sh32[LUT + _lut_index(top, l1)])
+                         + np.int32(sh32[LUT + _lut_index(top, l2)] + sh32[LUT + _lut_index(top, l3)]))
         _split_add(sh32, SUMLUT, r, total)
-        return
-    total = sh32[EXP2T + _clip(l0) + 128]
-    if col + 1 < vocab:
-        total += sh32[EXP2T + _clip(l1) + 128]
-    if col + 8 < vocab:
-        total += sh32[EXP2T + _clip(l2) + 128]
-    if col + 9 < vocab:
-        total += sh32[EXP2T + _clip(l3) + 128]
-    cuda.atomic.max(sh32, RM + r, np.int32(max(max(l0, l1), max(l2, l3))))
-    _split_add(sh32, SUM2, r, total)
-    if keep and r < sh32[N_VALID] and sh32[POS + r] == last:
-        m = _fact(sh32, MEMB, r)
-        logits[m, col] = _clip(l0)
-        if col + 1 < vocab:
-            logits[m, col + 1] = _clip(l1)
-        if col + 8 < vocab:
-            logits[m, col + 8] = _clip(l2)
-        if col + 9 < vocab:
-            logits[m, col + 9] = _clip(l3)
+    else:
+        total = np.int32(np.int32(sh32[EXP2T + _exp2_index(l0)] + sh32[EXP2T + _exp2_index(l1)])
+                         + np.int32(sh32[EXP2T + _exp2_index(l2)] + sh32[EXP2T + _exp2_index(l3)]))
+        cuda.atomic.max(sh32, RM + r, np.int32(max(max(l0, l1), max(l2, l3))))
+        _split_add(sh32, SUM2, r, total)
+    return l0, l1, l2, l3
 
 
 @device_function
-def _head_tile(second, t, ra, col, sh8, sh32, pert, head, logits):
+def _exp2_index(logit):
+    """clip(logit) + 128, 1..255 (unsigned: no wraparound code)."""
+    return np.uint32(min(max(logit, np.int32(-MAX_UNIT)), np.int32(MAX_UNIT)) + 128)
+
+
+@device_function
+def _lut_index(top, logit):
+    """min(top - logit, 255) for logit <= top."""
+    return np.uint32(min(np.int32(top - logit), np.int32(EXP_LAST)))
+
+
+@device_function
+def _keep_logits(r, col, values, sh32, logits, vocab, last):
+    """Pass 1: the last position's clipped logits of row r (columns col, col + 1, col + 8, col + 9)."""
+    if r < sh32[N_VALID] and sh32[POS + r] == last:
+        m = _fact(sh32, MEMB, r)
+        if col < vocab:
+            logits[m, col] = _clip(values[0])
+        if col + 1 < vocab:
+            logits[m, col + 1] = _clip(values[1])
+        if col + 8 < vocab:
+            logits[m, col + 8] = _clip(values[2])
+        if col + 9 < vocab:
+            logits[m, col + 9] = _clip(values[3])
+
+
+@device_function
+def _head_tile(second, t, ra, col, at, sh8, sh32, pert, head, logits):
     """Rows ra and ra + 8, their staged noise read first."""
     z = np.int32(0)
     na = nb = (z, z, z, z)
     if pert[5]:
-        na = _head_noise(sh8, sh32, ra, col)
-        nb = _head_noise(sh8, sh32, ra + 8, col)
-    _head_row(second, t[0], t[1], t[4], t[5], ra, col, sh32, pert, head, logits, na)
-    _head_row(second, t[2], t[3], t[6], t[7], ra + 8, col, sh32, pert, head, logits, nb)
+        na = _head_noise(sh8, sh32, ra, at)
+        nb = _head_noise(sh8, sh32, ra + 8, at)
+    la = _head_row(second, t[0], t[1], t[4], t[5], ra, sh32, pert, head[1], na)
+    lb = _head_row(second, t[2], t[3], t[6], t[7], ra + 8, sh32, pert, head[1], nb)
+    if head[3] and not second:
+        _keep_logits(ra, col, la, sh32, logits, head[2], head[4])
+        _keep_logits(ra + 8, col, lb, sh32, logits, head[2], head[4])
 
 
 @device_function
-def _head_sweep(second, sh8, sh32, w32, pert, w_word, kw, n0, lane, head, logits):
-    """One vocabulary sweep of the head from H: pass 1 (second False) or pass 2 of `_head_row`."""
-    c = _sweep(sh32, H_OFF >> 2, H_PAIR >> 2, w32, w_word, kw, n0, lane)
-    hide = sh32[N_VALID] >> 31  # 0: as in _rescaled_stage
-    g = (np.int32(lane >> 2) | hide) & 7
-    col = (np.int32(n0) + np.int32(2 * (lane & 3)) | hide) & LOW31
-    _head_tile(second, c[0], g, col, sh8, sh32, pert, head, logits)
-    _head_tile(second, c[1], g + 16, col, sh8, sh32, pert, head, logits)
-    _head_tile(second, c[2], g + 32, col, sh8, sh32, pert, head, logits)
-    _head_tile(second, c[3], g + 48, col, sh8, sh32, pert, head, logits)
-    _head_tile(second, c[4], g + 64, col, sh8, sh32, pert, head, logits)
-    _head_tile(second, c[5], g + 80, col, sh8, sh32, pert, head, logits)
-    _head_tile(second, c[6], g + 96, col, sh8, sh32, pert, head, logits)
-    _head_tile(second, c[7], g + 112, col, sh8, sh32, pert, head, logits)
+def _pad_start(left, k):
+    """HEAD_PAD for a column k or more past the vocabulary's last (left: columns from this one on)."""
+    return np.int32(HEAD_PAD if left <= k else 0)
+
+
+@device_function
+def _head_sweep(second, sh8, sh32, w32, pert, w_word, kw, sweep, vp, tid, head, logits):
+    """One vocabulary sweep of the head from H (the warp's 16 columns from sweep + 16 warp, if below vp):
+    pass 1 (second False) or pass 2 of `_head_row`. The accumulators of columns past the vocabulary start
+    at HEAD_PAD."""
+    hide = np.int32(sh32[N_VALID] >> 31)  # 0: as in _rescaled_stage
+    tid = np.int32(np.int32(tid) | hide) & (THREADS - 1)
+    lane = np.int32(tid & 31)
+    n0 = np.int32(np.int32(sweep) + np.int32((tid >> 5) << 4))
+    if n0 >= vp:
+        return
+    left = np.int32(head[2]) - np.int32(n0 + 2 * (lane & 3))  # the vocabulary's columns from the first
+    e0, e1, e8, e9 = _pad_start(left, 0), _pad_start(left, 1), _pad_start(left, 8), _pad_start(left, 9)
+    c = _sweep(sh32, H_OFF >> 2, H_PAIR >> 2, w32, w_word, kw, n0, lane, (e0, e1, e0, e1, e8, e9, e8, e9))
+    late = sh32[HROW]  # 0 (row 0 holds the block's first pair), read after the products: what follows is
+    # computed here, not held through them
+    col = np.int32(np.int32(n0 + 2 * (lane & 3)) | late) & LOW31
+    g = np.int32(lane >> 2) & 7
+    at = U_OFF + ((col >> 8) & 1) * HEAD_BUFFER + (col & 255)  # column col of the block's first pair
+    _head_tile(second, c[0], g, col, at, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[1], g + 16, col, at, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[2], g + 32, col, at, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[3], g + 48, col, at, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[4], g + 64, col, at, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[5], g + 80, col, at, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[6], g + 96, col, at, sh8, sh32, pert, head, logits)
+    _head_tile(second, c[7], g + 112, col, at, sh8, sh32, pert, head, logits)
 
 
 # ---- element-wise passes: four threads a row (lanes 4r..4r+3 of one warp) -----------------------------
@@ -754,43 +808,57 @@ def _embed(params, sh8, sh32, pert, bias_at, emb_at, emb_seg, dim, tid):
 
 
 @device_function
-def _ln_loads(params, pert, at, j):
-    """Element j's global values for _ln (unused where j >= dim): the weight, the bias, the noise of up to
-    three B rows and the target's embedding. Loaded from valid addresses whether used or not and pinned
-    (as _pair_loads), so that the four elements' loads share one latency."""
-    vb, nb, tb, seg1, seg2, seg3, target_at, dim = at
+def _ln_loads(params, pert, at, i):
+    """The global values of the thread's elements j = sub + 16 i + 4 k (k = 0..3) for _ln, by k: the
+    weights, the biases, the noise of up to three B rows and the target's embedding (at: their offsets at
+    element sub of the row). Read whether used or not (past the row, the scratch's slack: SLACK) and
+    pinned (as _pair_loads), so that the four elements' loads share one latency."""
+    w_at, b_at, n1_at, n2_at, n3_at, t_at = at
     noise8, vecs, _, _, _, perturbed = pert
-    k = min(j, dim - 1)
-    w = opaque(np.int32(vecs[vb + k]))
-    b = opaque(np.int32(vecs[vb + dim + k]))
-    t = opaque(np.int32(params[(tb if target_at >= 0 else 0) + k]))
+    step = np.int32(16 * i)
+    wj, bj, tj = _u(w_at + step), _u(b_at + step), _u(t_at + step)
+    w = (opaque(np.int32(vecs[wj])), opaque(np.int32(vecs[wj + 4])), opaque(np.int32(vecs[wj + 8])),
+         opaque(np.int32(vecs[wj + 12])))
+    b = (opaque(np.int32(vecs[bj])), opaque(np.int32(vecs[bj + 4])), opaque(np.int32(vecs[bj + 8])),
+         opaque(np.int32(vecs[bj + 12])))
+    t = (opaque(np.int32(params[tj])), opaque(np.int32(params[tj + 4])), opaque(np.int32(params[tj + 8])),
+         opaque(np.int32(params[tj + 12])))
     z = np.int32(0)
-    n1 = n2 = n3 = z
+    zeros = (z, z, z, z)
+    n1 = n2 = n3 = zeros
     if perturbed:
-        n1 = opaque(np.int32(noise8[nb + seg1 + k]))
-        n2 = opaque(np.int32(noise8[nb + (seg2 if seg2 >= 0 else seg1) + k]))
-        n3 = opaque(np.int32(noise8[nb + (seg3 if seg3 >= 0 else seg1) + k]))
+        n1j, n2j, n3j = _u(n1_at + step), _u(n2_at + step), _u(n3_at + step)
+        n1 = (opaque(np.int32(noise8[n1j])), opaque(np.int32(noise8[n1j + 4])), opaque(np.int32(noise8[n1j + 8])),
+              opaque(np.int32(noise8[n1j + 12])))
+        n2 = (opaque(np.int32(noise8[n2j])), opaque(np.int32(noise8[n2j + 4])), opaque(np.int32(noise8[n2j + 8])),
+              opaque(np.int32(noise8[n2j + 12])))
+        n3 = (opaque(np.int32(noise8[n3j])), opaque(np.int32(noise8[n3j + 4])), opaque(np.int32(noise8[n3j + 8])),
+              opaque(np.int32(noise8[n3j + 12])))
     return w, b, n1, n2, n3, t
 
 
 @device_function
-def _ln_out(sh8, r, j, loaded, mean, rcp, at, pert, d1, d2, d3):
-    """Element j of row r's normed input into H, and its terms of the row's dot products."""
+def _ln_out(sh8, x_at, h_at, k, loaded, m14, recip, segs, pert, d):
+    """Element k of the four loaded (x at byte x_at of X) into H at byte h_at, with its terms of the row's
+    dot products d: clip(floor(x w / mean) + b), the quotient as the high bits of a product with the
+    reciprocal (LN_RECIP_SHIFT), offset by 2^14 mean to make the dividend non-negative."""
     w, b, n1, n2, n3, t = loaded
-    _, _, _, _, seg2, seg3, target_at, dim = at
-    if j < dim:
-        x = np.int32(sh8[X_OFF + r * X_PITCH + j])
-        h = _clip(_floor_div(x * w, mean, rcp) + b)
-        sh8[H_OFF + _frag_at(r, j, H_PAIR)] = h
-        if pert[5]:
-            d1 += h * n1
-            if seg2 >= 0:
-                d2 += h * n2
-            if seg3 >= 0:
-                d3 += h * n3
-        if target_at >= 0:
-            d2 += h * t
-    return np.int32(d1), np.int32(d2), np.int32(d3)
+    seg2, seg3, target_at = segs
+    d1, d2, d3 = d
+    x = np.int32(sh8[x_at])
+    a = np.uint32(np.int32(x * w[k]) + m14)  # |x w| <= 127 128 < 2^14
+    q = np.int32((np.uint64(a) * np.uint64(recip)) >> np.uint64(LN_RECIP_SHIFT))
+    h = min(max(np.int32(q + np.int32(b[k] - (1 << 14))), np.int32(-MAX_UNIT)), np.int32(MAX_UNIT))
+    sh8[h_at] = h
+    if pert[5]:
+        d1 = np.int32(d1 + h * n1[k])
+        if seg2 >= 0:
+            d2 = np.int32(d2 + h * n2[k])
+        if seg3 >= 0:
+            d3 = np.int32(d3 + h * n3[k])
+    if target_at >= 0:
+        d2 = np.int32(d2 + h * t[k])
+    return d1, d2, d3
 
 
 @device_function
@@ -806,42 +874,48 @@ def _ln(params, sh8, sh32, pert, w_at, seg1, seg2, seg3, target_at, dim, tid):
     acc = np.int32(0)
     if valid:  # words w = sub (mod 4) of the row: |x| of four bytes by one dp4a, the bytes past dim masked
         x_word = np.int32((X_OFF + r * X_PITCH) >> 2)
-        words = np.int32((dim + 3) >> 2)
-        for i in range(np.int32((words + 3) >> 2)):  # a trip count the row's four threads share
+        full = np.int32(dim) >> 2  # whole words; then one of dim % 4 bytes
+        tail = np.int32((np.int64(1) << (8 * (np.int32(dim) & 3))) - 1)
+        for i in range(MAX_DIM // 16):  # a constant trip count (the row's own would be a loop whose trip
+            # count the static model loses between layers); words past the row read as 0
             w = sub + 4 * i
-            word = np.int32(0)
-            if w < words:
-                word = sh32[x_word + w]
-                left = dim - 4 * w
-                if left < 4:
-                    word &= np.int32((1 << (8 * left)) - 1)
-            acc = abs_sum4(word, acc)
+            word = sh32[x_word + w]
+            acc = abs_sum4(word if w < full else (word & tail if w == full else np.int32(0)), acc)
     sh32[PART + tid] = acc
     if tid < 3 * ROWS:
         sh32[DOTA + tid] = 0  # DOTA, DOTB and DOTC
     cuda.syncthreads()
-    d1 = d2 = d3 = np.int32(0)
+    d = (np.int32(0), np.int32(0), np.int32(0))
     if valid:
-        mean = max(_quad(sh32, PART, r) // dim, 1)
-        rcp = reciprocal_approx(np.float32(mean))
-        vb = _fact(sh32, MEMB, r) * n_vecs + w_at
-        nb = _fact(sh32, PAIR, r) * noise_len
-        tb = target_at + _fact(sh32, TGT, r) * dim
-        at = (vb, nb, tb, seg1, seg2, seg3, target_at, dim)
+        mean = np.int32(max(_quad(sh32, PART, r) // np.int32(dim), 1))  # 1..127
+        recip = np.uint32(np.uint32(1 << LN_RECIP_SHIFT) // np.uint32(mean) + np.uint32(1))
+        m14 = np.int32(mean << 14)
+        pair_row = np.int32(sh32[PAIR + r] * np.int32(noise_len)) + sub
+        w_el = np.int32(sh32[MEMB + r] * np.int32(n_vecs)) + np.int32(w_at) + sub
+        at = (w_el, np.int32(w_el + dim), np.int32(pair_row + seg1), np.int32(pair_row + (seg2 if seg2 >= 0 else seg1)),
+              np.int32(pair_row + (seg3 if seg3 >= 0 else seg1)),
+              np.int32((target_at + sh32[TGT + r] * dim if target_at >= 0 else 0) + sub))
+        segs = (seg2, seg3, target_at)
+        g = np.int32(r & 7)
+        x_row = _u(X_OFF + r * X_PITCH + sub)
+        h_row = _u(H_OFF + _frag_at(r, sub, H_PAIR) - (g << 4))  # _frag_at(r, j) less its chunk's offset
         for i in range(np.int32((dim + 15) >> 4)):  # four elements at a time, their loads first
+            la = _ln_loads(params, pert, at, i)
             j = sub + 16 * i
-            la = _ln_loads(params, pert, at, j)
-            lb = _ln_loads(params, pert, at, j + 4)
-            lc = _ln_loads(params, pert, at, j + 8)
-            ld = _ln_loads(params, pert, at, j + 12)
-            d1, d2, d3 = _ln_out(sh8, r, j, la, mean, rcp, at, pert, d1, d2, d3)
-            d1, d2, d3 = _ln_out(sh8, r, j + 4, lb, mean, rcp, at, pert, d1, d2, d3)
-            d1, d2, d3 = _ln_out(sh8, r, j + 8, lc, mean, rcp, at, pert, d1, d2, d3)
-            d1, d2, d3 = _ln_out(sh8, r, j + 12, ld, mean, rcp, at, pert, d1, d2, d3)
+            xi = x_row + 16 * i
+            c = _u(((2 * i) ^ g) << 4)  # elements j, j + 4 in chunk 2i ^ g, j + 8, j + 12 in the next (^ 1)
+            if j < dim:
+                d = _ln_out(sh8, xi, h_row + c, 0, la, m14, recip, segs, pert, d)
+            if j + 4 < dim:
+                d = _ln_out(sh8, xi + 4, h_row + c + 8, 1, la, m14, recip, segs, pert, d)
+            if j + 8 < dim:
+                d = _ln_out(sh8, xi + 8, h_row + (c ^ 16), 2, la, m14, recip, segs, pert, d)
+            if j + 12 < dim:
+                d = _ln_out(sh8, xi + 12, h_row + (c ^ 16) + 8, 3, la, m14, recip, segs, pert, d)
     if valid:
-        cuda.atomic.add(sh32, DOTA + r, d1)
-        cuda.atomic.add(sh32, DOTB + r, d2)
-        cuda.atomic.add(sh32, DOTC + r, d3)
+        cuda.atomic.add(sh32, DOTA + r, d[0])
+        cuda.atomic.add(sh32, DOTB + r, d[1])
+        cuda.atomic.add(sh32, DOTC + r, d[2])
     cuda.syncthreads()
 
 
@@ -1022,6 +1096,7 @@ def _prelude(params, windows, prefixes, tensors, luts, sh32, pert, v_shift, kind
     base_pair = first_member >> 1
     if tid == 0:
         sh32[N_VALID] = m_valid * steps
+        sh32[HEAD_W] = _w(tensors, EMBEDDING)
     if tid < ROWS:
         gm = m0 + min(tid // steps, m_valid - 1)
         pos = tid % steps
@@ -1029,6 +1104,7 @@ def _prelude(params, windows, prefixes, tensors, luts, sh32, pert, v_shift, kind
         sh32[TOK + tid] = windows[gm, pos]
         sh32[TGT + tid] = windows[gm, pos + 1]
         sh32[PAIR + tid] = (member >> 1) - base_pair
+        sh32[HROW + tid] = ((member >> 1) - ((first_member + m0) >> 1)) * SWEEP
         sh32[SIGN + tid] = 1 - 2 * (member & 1)
         sh32[MEMB + tid] = gm
         sh32[POS + tid] = pos
@@ -1153,14 +1229,14 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
     _ln(params, sh8, sh32, pert, _vec(tensors, FIRST_LAYER + TENSORS_PER_LAYER * n_layer), _noise(tensors, EMBEDDING),
         -1, -1, _offset(tensors, EMBEDDING, PARAM_AT), dim, tid)
     head = (_noise(tensors, EMBEDDING) + dim, s_logit, vocab, keep, steps - 1)
+    if perturbed and tid < ROWS:  # x . B of the head times the sign (seen after the first sweep's barrier)
+        sh32[DOTA + tid] *= sh32[SIGN + tid]
     for second in range(2):
         for sweep in range(np.int32(0), np.int32(vp), np.int32(SWEEP)):
             if perturbed:  # the sweep's A noise for the block's pairs into U (free now)
                 _stage_head_noise(sh8, sh32, pert, head[0], sweep, vocab, tid)
                 cuda.syncthreads()
-            n0 = sweep + 16 * warp
-            if n0 < vp:
-                _head_sweep(second == 1, sh8, sh32, w32, pert, _w(tensors, EMBEDDING), kw_dim, n0, lane, head, logits)
+            _head_sweep(second == 1, sh8, sh32, w32, pert, sh32[HEAD_W], kw_dim, sweep, vp, tid, head, logits)
         cuda.syncthreads()
 
     # each row's log-likelihood and proxy loss, then each member's sums over its rows
@@ -1168,13 +1244,16 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
         target = sh32[DOTB + tid]
         if perturbed:
             at = _fact(sh32, PAIR, tid) * noise_len + _noise(tensors, EMBEDDING) + dim + _fact(sh32, TGT, tid)
-            target += (sh32[DOTA + tid] * np.int32(noise8[at]) * sh32[SIGN + tid]) >> m_shift
+            target += (sh32[DOTA + tid] * np.int32(noise8[at])) >> m_shift  # DOTA holds the sign
         target >>= s_logit
-        exp2_sum = (np.int64(sh32[SUM2 + ROWS + tid]) << 16) + sh32[SUM2 + tid]
-        lut_sum = (np.int64(sh32[SUMLUT + ROWS + tid]) << 16) + sh32[SUMLUT + tid]
+        pad = sar32(np.int32(HEAD_PAD), s_logit)  # the padded columns' logit (HEAD_PAD), off the sums
+        top = sh32[RM + tid]
+        exp2_sum = ((np.int64(sh32[SUM2 + ROWS + tid]) << 16) + sh32[SUM2 + tid]
+                    - (vp - vocab) * sh32[EXP2T + _exp2_index(pad)])
+        lut_sum = ((np.int64(sh32[SUMLUT + ROWS + tid]) << 16) + sh32[SUMLUT + tid]
+                   - (vp - vocab) * sh32[LUT + _lut_index(top, pad)])
         sh32[ROW_LL + tid] = _clip(target) + 128 - (gpu_floor_log2_x16(exp2_sum) - 64)
-        sh32[ROW_PROXY + tid] = (8 * ((gpu_floor_log2_x16(lut_sum) >> 4) - SOFTMAX_SCALE_BIT) + sh32[RM + tid]
-                                 - target)
+        sh32[ROW_PROXY + tid] = 8 * ((gpu_floor_log2_x16(lut_sum) >> 4) - SOFTMAX_SCALE_BIT) + top - target
     cuda.syncthreads()
     if tid * steps < sh32[N_VALID]:
         loglik = proxy = np.int64(0)
@@ -1239,8 +1318,8 @@ def run_epoch(params, windows, prefixes, first_member, spec, perturbed, keep_log
     logits = cuda.device_array((members, vocab) if keep_logits else (1, 1), np.int8)
     args = (params, w32, windows, prefixes, cuda.to_device(plan.tensors),
             cuda.to_device(rope_table(steps, head_dim).astype(np.int32).ravel()), cuda.to_device(LUTS),
-            cuda.device_array(pairs * plan.noise_len if perturbed else 1, np.int8),
-            cuda.device_array(max(members * plan.n_vecs, 1), np.int8), out, logits,
+            cuda.device_array(pairs * plan.noise_len + SLACK if perturbed else 1, np.int8),
+            cuda.device_array(members * plan.n_vecs + SLACK, np.int8), out, logits,
             *(np.int64(v) for v in plan.scalars), np.int64(first_member), np.int64(members), bool(perturbed),
             bool(keep_logits))
     allow_dynamic_shared(transformer_epoch_cuda, args, SHARED_BYTES)
@@ -1302,8 +1381,8 @@ def _launches(n_layer, dim, vocab, steps, members, perturbed, head_dim=64):
     args = [{"shape": (params,), "dtype": "int8"}, {"shape": (plan.w_words,), "dtype": "int32"},
             {"shape": (members, steps + 1), "dtype": "int32"}, {"shape": (len(table),), "dtype": "int64"},
             plan.tensors, rope_table(steps, head_dim).astype(np.int32).ravel(), LUTS,
-            {"shape": (pairs * plan.noise_len if perturbed else 1,), "dtype": "int8"},
-            {"shape": (max(members * plan.n_vecs, 1),), "dtype": "int8"}, {"shape": (members, 2), "dtype": "int64"},
+            {"shape": (pairs * plan.noise_len + SLACK if perturbed else 1,), "dtype": "int8"},
+            {"shape": (members * plan.n_vecs + SLACK,), "dtype": "int8"}, {"shape": (members, 2), "dtype": "int64"},
             {"shape": (1, 1), "dtype": "int8"}, *plan.scalars, 0, members, perturbed, False]
     pad = {"kernel": f"{__name__}.pad_weights_cuda", "grid": (rows + PAD_THREADS - 1) // PAD_THREADS,
            "block": PAD_THREADS, "args": [args[0], plan.segments, args[1]]}
