@@ -808,6 +808,13 @@ def _embed(params, sh8, sh32, pert, bias_at, emb_at, emb_seg, dim, tid):
 
 
 @device_function
+def _pinned4(values, j):
+    """values[j], [j + 4], [j + 8], [j + 12] as int32, each pinned where it is loaded (opaque)."""
+    return (opaque(np.int32(values[j])), opaque(np.int32(values[j + 4])), opaque(np.int32(values[j + 8])),
+            opaque(np.int32(values[j + 12])))
+
+
+@device_function
 def _ln_loads(params, pert, at, i):
     """The global values of the thread's elements j = sub + 16 i + 4 k (k = 0..3) for _ln, by k: the
     weights, the biases, the noise of up to three B rows and the target's embedding (at: their offsets at
@@ -816,24 +823,14 @@ def _ln_loads(params, pert, at, i):
     w_at, b_at, n1_at, n2_at, n3_at, t_at = at
     noise8, vecs, _, _, _, perturbed = pert
     step = np.int32(16 * i)
-    wj, bj, tj = _u(w_at + step), _u(b_at + step), _u(t_at + step)
-    w = (opaque(np.int32(vecs[wj])), opaque(np.int32(vecs[wj + 4])), opaque(np.int32(vecs[wj + 8])),
-         opaque(np.int32(vecs[wj + 12])))
-    b = (opaque(np.int32(vecs[bj])), opaque(np.int32(vecs[bj + 4])), opaque(np.int32(vecs[bj + 8])),
-         opaque(np.int32(vecs[bj + 12])))
-    t = (opaque(np.int32(params[tj])), opaque(np.int32(params[tj + 4])), opaque(np.int32(params[tj + 8])),
-         opaque(np.int32(params[tj + 12])))
+    w, b, t = _pinned4(vecs, _u(w_at + step)), _pinned4(vecs, _u(b_at + step)), _pinned4(params, _u(t_at + step))
     z = np.int32(0)
     zeros = (z, z, z, z)
     n1 = n2 = n3 = zeros
     if perturbed:
-        n1j, n2j, n3j = _u(n1_at + step), _u(n2_at + step), _u(n3_at + step)
-        n1 = (opaque(np.int32(noise8[n1j])), opaque(np.int32(noise8[n1j + 4])), opaque(np.int32(noise8[n1j + 8])),
-              opaque(np.int32(noise8[n1j + 12])))
-        n2 = (opaque(np.int32(noise8[n2j])), opaque(np.int32(noise8[n2j + 4])), opaque(np.int32(noise8[n2j + 8])),
-              opaque(np.int32(noise8[n2j + 12])))
-        n3 = (opaque(np.int32(noise8[n3j])), opaque(np.int32(noise8[n3j + 4])), opaque(np.int32(noise8[n3j + 8])),
-              opaque(np.int32(noise8[n3j + 12])))
+        n1 = _pinned4(noise8, _u(n1_at + step))
+        n2 = _pinned4(noise8, _u(n2_at + step))
+        n3 = _pinned4(noise8, _u(n3_at + step))
     return w, b, n1, n2, n3, t
 
 
