@@ -3,10 +3,11 @@
 on a GPU the EGG epoch tests (tests/gpu) run them inside the fused kernel."""
 
 import numpy as np
+import pytest
 
 from eggnog.kernels.core.cuda_api import SIMULATED, cuda
 from eggnog.kernels.core.int_simd import abs_sum4, byte_of, dp4a, pack4, sar32
-from eggnog.kernels.core.loads import load_global_s32, store_global_s32
+from eggnog.kernels.core.loads import load_global_s32, simulated_load_s32, simulated_store_s32, store_global_s32
 
 
 @cuda.jit  # probes, not registered kernels: the registry's checks are about the package's own
@@ -52,3 +53,11 @@ def test_32_bit_loads_and_stores_move_four_bytes_at_a_byte_offset():
     _words_at_probe[1, source.size // 4](source, target)
     np.testing.assert_array_equal(target[4:], source)
     np.testing.assert_array_equal(target[:4], 0)
+
+
+def test_a_misaligned_32_bit_access_is_refused_as_on_the_gpu():
+    bytes_ = np.zeros(8, np.int8)
+    with pytest.raises(AssertionError, match="aligned"):
+        simulated_load_s32(bytes_, np.int64(0), np.int32(2))
+    with pytest.raises(AssertionError, match="aligned"):
+        simulated_store_s32(bytes_, np.int64(1), np.int32(0), np.int32(7))
