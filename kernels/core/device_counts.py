@@ -18,7 +18,7 @@ Installed once, under the simulator only, by `cuda_api`; counting outside the si
 
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -34,9 +34,7 @@ class DeviceCounts:
     by_kernel: Counter = field(default_factory=Counter)
 
     def as_dict(self):
-        return {"launches": self.launches, "allocations": self.allocations, "allocated_bytes": self.allocated_bytes,
-                "uploads": self.uploads, "uploaded_bytes": self.uploaded_bytes, "host_waits": self.host_waits,
-                "by_kernel": dict(self.by_kernel)}
+        return {**asdict(self), "by_kernel": dict(self.by_kernel)}
 
 
 _OPEN: list[DeviceCounts] = []  # the windows counting now (nested windows all count)

@@ -391,7 +391,7 @@ def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, tid):
     cuda.syncthreads()
 
 
-# ---- matmul stages: each warp covers its 8-wide output tiles for all MEMBERS rows ----------------------
+# ---- matmul stages: each warp covers its 16-wide output tiles for its half of the rows ----------------
 
 @device_function
 def _row_inputs(kind, part, noise8, vecs, states, bases, r, j0, seg_a, bias_at):
@@ -399,14 +399,15 @@ def _row_inputs(kind, part, noise8, vecs, states, bases, r, j0, seg_a, bias_at):
     the latency of the loads hides behind the k loop: 4 bytes of A (perturbed), of the bias (FORGET,
     OUTPUT) and of the carried state (OUTPUT; 0 where a document starts). `bases`: the block's first byte in
     the noise, the vectors and the layer's states. Sizes are read from the SIZES table here, not held."""
+    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = _sizes(part)
     noise_at, vecs_at, states_at = bases
     a4 = bias = state = np.int32(0)
-    if part[SIZES + 7] != 0:
+    if perturbed:
         a4 = load_global_s32(noise8, noise_at, np.int32((part[ROW_NOISE + r] >> 1) + seg_a + j0))
     if kind >= FORGET:
         bias = load_global_s32(vecs, vecs_at, np.int32(4 * part[ROW_VECS + r] + bias_at + j0))
-    if kind == OUTPUT and part[SIZES + 1] + r < part[SIZES + 2] and part[TOKENS + r] != 0:
-        state = load_global_s32(states, states_at, np.int32((r << part[SIZES + 6]) + j0))
+    if kind == OUTPUT and m0 + r < members and part[TOKENS + r] != 0:
+        state = load_global_s32(states, states_at, np.int32((r << log2_dim) + j0))
     return a4, bias, state
 
 
