@@ -12,6 +12,25 @@
                                                        # kernel may write (base int64, offset int32, 4-aligned)
     store_global_s32(bytes_, base, offset, w)          # the same, stored (STG)
 
+Asynchronous copies from global to shared memory (cp.async, LDGSTS), in groups:
+
+    copy_async_v4(shared, index, matrix, row, col, full)   # shared[index:index + 4] = matrix[row, col:col + 4],
+                                                           # zeros where not full (16 B, both 16-byte aligned)
+    copy_async_f32(shared, index, matrix, row, col, full)  # shared[index] = matrix[row, col], 0 where not full
+    copy_async_commit()                                    # close the group of this thread's copies issued since
+    copy_async_wait(n)                                     # wait until at most the newest n groups are in flight
+                                                           # (n a constant); then a barrier shows them to the block
+
+A copy that is not `full` reads nothing, but matrix[row, col] must still lie inside the matrix. On the
+simulator a copy lands at once and waiting does nothing.
+
+    v0, v1 = load_shared_tf32_v2(values, index)        # values[index:index + 2] (LDS.64) as TF32 mma operands:
+                                                       # half a TF32 unit added to the magnitude bits (IADD)
+
+The tensor core reads only the top 19 bits of a TF32 operand, so this rounds as cvt.rna.tf32.f32 does
+(nearest, ties away from zero; mma.round_tf32) at one integer add: the code ptxas emits for cvt.rna less
+its guard for inf and NaN (a NaN whose payload lies in the low 13 bits reads as inf, as in round_tf32).
+
 numba does not emit vector accesses for consecutive scalar ones, so these are inline PTX / LLVM
 vector operations; under NUMBA_ENABLE_CUDASIM=1 they are plain Python over the same elements.
 """
@@ -170,3 +189,110 @@ if SIMULATED:
 else:
     (load_global_v4, load_shared_v2, load_shared_v4, store_shared_f32x4, store_global_f32x4, load_global_s32,
      store_global_s32, load_global_rw_v4) = _build_intrinsics()
+
+
+def simulated_copy_async(n):
+    def copy(shared, index, matrix, row, col, full):
+        for k in range(n):
+            shared[index + k] = matrix[row, col + k] if full else 0
+    return copy
+
+
+def simulated_load_shared_tf32_v2(values, index):
+    bits = np.array([values[index], values[index + 1]], np.float32).view(np.uint32) + np.uint32(0x1000)
+    return tuple(np.float32(v) for v in bits.view(np.float32))
+
+
+def simulated_copy_async_commit():
+    pass
+
+
+def simulated_copy_async_wait(n):
+    pass
+
+
+def _build_async_copies():
+    from llvmlite import ir
+    from numba.core import types
+    from numba.cuda.cgutils import get_item_pointer
+    from numba.cuda.extending import intrinsic
+
+    i32 = ir.IntType(32)
+
+    def copy_async(nbytes, cache):
+        """cp.async.{cache} of nbytes from matrix[row, col] to shared[index], src-size 0 (zero fill) where
+        not full."""
+
+        @intrinsic
+        def copy(typingctx, shared, index, matrix, row, col, full):
+            sig = types.none(shared, types.int64, matrix, types.int64, types.int64, types.boolean)
+
+            def codegen(context, builder, signature, args):
+                shared_type, _, matrix_type = signature.args[:3]
+                target = get_item_pointer(context, builder, shared_type, context.make_array(shared_type)(
+                    context, builder, value=args[0]), [args[1]], wraparound=False)
+                source = get_item_pointer(context, builder, matrix_type, context.make_array(matrix_type)(
+                    context, builder, value=args[2]), list(args[3:5]), wraparound=False)
+                element = target.type.pointee
+                target = builder.ptrtoint(builder.addrspacecast(target, ir.PointerType(element, addrspace=3)), i32)
+                source = builder.addrspacecast(source, ir.PointerType(source.type.pointee, addrspace=1))
+                size = builder.select(context.cast(builder, args[5], types.boolean, types.boolean),
+                                      ir.Constant(i32, nbytes), ir.Constant(i32, 0))
+                fnty = ir.FunctionType(ir.VoidType(), [i32, source.type, i32])
+                asm = f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;"
+                builder.call(ir.InlineAsm(fnty, asm, "r,l,r,~{memory}", side_effect=True), [target, source, size])
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return copy
+
+    def statement(asm):
+        fnty = ir.FunctionType(ir.VoidType(), [])
+        return lambda builder: builder.call(ir.InlineAsm(fnty, asm, "~{memory}", side_effect=True), [])
+
+    @intrinsic
+    def copy_async_commit(typingctx):
+        def codegen(context, builder, signature, args):
+            statement("cp.async.commit_group;")(builder)
+            return context.get_dummy_value()
+
+        return types.none(), codegen
+
+    @intrinsic
+    def copy_async_wait(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            return None  # typed again with the literal
+
+        def codegen(context, builder, signature, args):
+            statement(f"cp.async.wait_group {n.literal_value};")(builder)
+            return context.get_dummy_value()
+
+        return types.none(n), codegen
+
+    @intrinsic
+    def load_shared_tf32_v2(typingctx, values, index):
+        sig = types.UniTuple(types.float32, 2)(values, types.int64)
+
+        def codegen(context, builder, signature, args):
+            array = context.make_array(signature.args[0])(context, builder, value=args[0])
+            pointer = get_item_pointer(context, builder, signature.args[0], array, [args[1]], wraparound=False)
+            pair = ir.VectorType(i32, 2)
+            pointer = builder.bitcast(builder.addrspacecast(pointer, ir.PointerType(pointer.type.pointee, addrspace=3)),
+                                      ir.PointerType(pair, addrspace=3))
+            bits = builder.add(builder.load(pointer, align=8), ir.Constant(pair, [0x1000, 0x1000]))
+            values_2 = [builder.bitcast(builder.extract_element(bits, ir.Constant(i32, k)), ir.FloatType())
+                        for k in range(2)]
+            return context.make_tuple(builder, signature.return_type, values_2)
+
+        return sig, codegen
+
+    return copy_async(16, "cg"), copy_async(4, "ca"), copy_async_commit, copy_async_wait, load_shared_tf32_v2
+
+
+if SIMULATED:
+    copy_async_v4, copy_async_f32 = simulated_copy_async(4), simulated_copy_async(1)
+    copy_async_commit, copy_async_wait = simulated_copy_async_commit, simulated_copy_async_wait
+    load_shared_tf32_v2 = simulated_load_shared_tf32_v2
+else:
+    copy_async_v4, copy_async_f32, copy_async_commit, copy_async_wait, load_shared_tf32_v2 = _build_async_copies()

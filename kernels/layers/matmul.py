@@ -16,22 +16,27 @@ import numba
 import numpy as np
 
 from eggnog.kernels.core.cpu_products import batched_product, product
-from eggnog.kernels.core.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.core.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel, require
+from eggnog.kernels.core.loads import load_global_v4, load_shared_v4, store_shared_f32x4
 from eggnog.kernels.core.registry import normal32, op
 
 THREADS = 16  # a block is THREADS x THREADS threads
 PER = 8  # each thread computes PER x PER outputs
 BLOCK = THREADS * PER  # a block's output tile is BLOCK x BLOCK
+HALF = BLOCK // 2  # a thread's outputs lie in two groups of 4 rows (columns), HALF apart
 STEP = 8  # inner-axis depth of one shared-memory stage
 PITCH = BLOCK + 4
-LOADS = STEP * BLOCK // (THREADS * THREADS)  # elements of each operand a thread stages per step
+TILE = STEP * PITCH  # words of one operand's stage
+BUFFERS = 2 * TILE  # two stages
+OUTPUTS = PER * PER  # per thread
 TOLERANCE = (1e-5, 1e-5)
 
 
 def _layer_shapes():
-    """(rows, in, out): one element, sizes that fill no tile or stage evenly, and (the last) more than one
-    block tile of rows."""
-    return ((1, 1, 1), (17, 33, 15), (130, 9, 5))
+    """(rows, in, out): one element, sizes that fill no tile or stage evenly (element-wise loads), and more
+    than one block tile of rows: element-wise, then with every operand's rows a multiple of 4 floats
+    (128-bit loads; the forward's in a whole number of stages, the weight gradient's 132 rows not)."""
+    return ((1, 1, 1), (17, 33, 15), (130, 9, 5), (132, 40, 12))
 
 
 def _matmul_cases(rng):
@@ -78,17 +83,101 @@ def cpu_matmul_backward(dy, x, w):
     return product(dy, w), product(dy.T, x)
 
 
-@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=THREADS * THREADS)
+@device_function
+def _fetch(src, along_k, base, k0, t, vector):
+    """This thread's 4 values of an operand's next slice: rows base..base+BLOCK-1 and k k0..k0+STEP-1 of
+    op(src). `along_k`: src is (rows, k), else (k, rows); either way its contiguous axis is the second, so
+    4 values along it are one 128-bit load when that axis is a multiple of 4 floats (`vector`): a vector
+    is then wholly inside src or wholly outside (zeros). Otherwise element by element."""
+    if along_k:
+        row, col = base + (t >> 1), k0 + ((t & 1) << 2)  # 2 threads per row of 8 k
+    else:
+        row, col = k0 + (t >> 5), base + ((t & 31) << 2)  # 32 threads per k, 4 rows each
+    rows, cols = src.shape
+    z = np.float32(0.0)
+    if vector:
+        if row < rows and col < cols:
+            return load_global_v4(src, row, col)
+        return z, z, z, z
+    v0 = src[row, col] if row < rows and col < cols else z
+    v1 = src[row, col + 1] if row < rows and col + 1 < cols else z
+    v2 = src[row, col + 2] if row < rows and col + 2 < cols else z
+    v3 = src[row, col + 3] if row < rows and col + 3 < cols else z
+    return v0, v1, v2, v3
+
+
+@device_function
+def _stage(tile, at, along_k, t, v0, v1, v2, v3):
+    """The values _fetch gave into a k-major stage at word `at`: 4 k of one row, or 4 rows of one k."""
+    if along_k:
+        r = at + ((t & 1) << 2) * PITCH + (t >> 1)
+        tile[r] = v0
+        tile[r + PITCH] = v1
+        tile[r + 2 * PITCH] = v2
+        tile[r + 3 * PITCH] = v3
+    else:
+        store_shared_f32x4(tile, at + (t >> 5) * PITCH + ((t & 31) << 2), v0, v1, v2, v3)
+
+
+@device_function
+def _k_product(a_tile, b_tile, a_at, b_at, acc):
+    """One k: 8 values of each operand (two LDS.128 each, HALF apart) and 64 FMA."""
+    a = cuda.local.array(PER, numba.float32)
+    b = cuda.local.array(PER, numba.float32)
+    a[0], a[1], a[2], a[3] = load_shared_v4(a_tile, a_at)
+    a[4], a[5], a[6], a[7] = load_shared_v4(a_tile, a_at + HALF)
+    b[0], b[1], b[2], b[3] = load_shared_v4(b_tile, b_at)
+    b[4], b[5], b[6], b[7] = load_shared_v4(b_tile, b_at + HALF)
+    for i in range(PER):
+        for j in range(PER):
+            acc[i * PER + j] += a[i] * b[j]
+
+
+@device_function
+def _multiply(a_tile, b_tile, a_at, b_at, acc):
+    """One staged slice, its STEP k written out (unrolled)."""
+    _k_product(a_tile, b_tile, a_at, b_at, acc)
+    _k_product(a_tile, b_tile, a_at + PITCH, b_at + PITCH, acc)
+    _k_product(a_tile, b_tile, a_at + 2 * PITCH, b_at + 2 * PITCH, acc)
+    _k_product(a_tile, b_tile, a_at + 3 * PITCH, b_at + 3 * PITCH, acc)
+    _k_product(a_tile, b_tile, a_at + 4 * PITCH, b_at + 4 * PITCH, acc)
+    _k_product(a_tile, b_tile, a_at + 5 * PITCH, b_at + 5 * PITCH, acc)
+    _k_product(a_tile, b_tile, a_at + 6 * PITCH, b_at + 6 * PITCH, acc)
+    _k_product(a_tile, b_tile, a_at + 7 * PITCH, b_at + 7 * PITCH, acc)
+
+
+@device_function
+def _slice(a, b, a_tile, b_tile, s, slices, row0, col0, a_k, b_k, a_vector, b_vector, t, ty, tx, acc):
+    """Slice s from stage s % 2: the next slice's loads fly while this one is multiplied, then are stored
+    into the other stage; one barrier."""
+    more = s + 1 < slices
+    z = np.float32(0.0)
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+    if more:
+        a0, a1, a2, a3 = _fetch(a, a_k, row0, (s + 1) * STEP, t, a_vector)
+        b0, b1, b2, b3 = _fetch(b, b_k, col0, (s + 1) * STEP, t, b_vector)
+    at = (s & 1) * TILE
+    _multiply(a_tile, b_tile, at + 4 * ty, at + 4 * tx, acc)
+    if more:
+        _stage(a_tile, TILE - at, a_k, t, a0, a1, a2, a3)
+        _stage(b_tile, TILE - at, b_k, t, b0, b1, b2, b3)
+    cuda.syncthreads()
+
+
+@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=THREADS * THREADS, launch_bounds=(THREADS * THREADS, 2))
 def matmul_cuda(a, b, c, transpose_a, transpose_b):
     """c = op(a) op(b); op transposes when asked. Register-blocked: a block of THREADS x THREADS threads
-    computes a BLOCK x BLOCK tile of c, each thread PER x PER outputs (rows ty + THREADS i, columns
-    tx + THREADS j) in registers. Each STEP-deep slice of op(a) and op(b) is staged k-major in shared
-    memory; a thread then reads PER values of each per k and issues PER * PER FMAs: 64 FMAs to 16 loads.
+    computes a BLOCK x BLOCK tile of c; thread (tx, ty) the PER x PER outputs at rows 4 ty + i and
+    HALF + 4 ty + i, columns 4 tx + j and HALF + 4 tx + j (i, j < 4), in registers. STEP-deep slices of op(a)
+    and op(b) are staged k-major in two shared buffers: the global loads of slice s + 1 are issued before
+    the FMAs of slice s and stored after them, one barrier per slice. Per k a thread reads its 8 + 8
+    values as four LDS.128 and issues 64 FMAs.
 
-    Shared memory: pitch BLOCK + 4 words (4 mod 32). Reads: a warp is 16 consecutive columns (tx) times
-    2 rows (ty) of threads, so an a_tile read has 2 addresses (broadcast) and a b_tile read 16 consecutive
-    words: conflict-free. Writes: the untransposed loads put k = t % STEP, row = t // STEP of a warp at
-    word 4k + row (mod 32), 32 distinct banks; the transposed loads write 32 consecutive words."""
+    Shared memory: pitch BLOCK + 4 words (4 mod 32). Reads: a warp is 16 consecutive columns (tx) times 2
+    rows (ty); an LDS.128 is served in phases of 8 lanes, which read one a_tile address (broadcast) or
+    32 consecutive b_tile words: conflict-free. Writes: a k-contiguous operand (a, or b transposed) puts
+    k = 4 (t % 2) + i, row t // 2 of a warp's lanes at bank 16 (t % 2) + 4i + row (mod 32): 32 banks; the
+    other layout stores 128 consecutive words per warp (STS.128)."""
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     t = ty * THREADS + tx
@@ -96,53 +185,32 @@ def matmul_cuda(a, b, c, transpose_a, transpose_b):
     inner = a.shape[0] if transpose_a else a.shape[1]
     row0 = cuda.blockIdx.y * BLOCK
     col0 = cuda.blockIdx.x * BLOCK
-    a_tile = cuda.shared.array((STEP, PITCH), numba.float32)
-    b_tile = cuda.shared.array((STEP, PITCH), numba.float32)
-    acc = cuda.local.array((PER, PER), numba.float32)
-    a_reg = cuda.local.array(PER, numba.float32)
-    b_reg = cuda.local.array(PER, numba.float32)
+    a_tile = cuda.shared.array(BUFFERS, numba.float32)
+    b_tile = cuda.shared.array(BUFFERS, numba.float32)
+    acc = cuda.local.array(OUTPUTS, numba.float32)
+    for i in range(OUTPUTS):
+        acc[i] = np.float32(0.0)
+    a_k, b_k = not transpose_a, transpose_b  # which operands are stored (rows, k)
+    a_vector, b_vector = a.shape[1] % 4 == 0, b.shape[1] % 4 == 0
+    v0, v1, v2, v3 = _fetch(a, a_k, row0, 0, t, a_vector)
+    _stage(a_tile, 0, a_k, t, v0, v1, v2, v3)
+    v0, v1, v2, v3 = _fetch(b, b_k, col0, 0, t, b_vector)
+    _stage(b_tile, 0, b_k, t, v0, v1, v2, v3)
+    cuda.syncthreads()
+    slices = (inner + STEP - 1) // STEP
+    if a_vector and b_vector:  # two loops, each with its own loads inlined
+        for s in range(slices):
+            _slice(a, b, a_tile, b_tile, s, slices, row0, col0, a_k, b_k, True, True, t, ty, tx, acc)
+    else:
+        for s in range(slices):
+            _slice(a, b, a_tile, b_tile, s, slices, row0, col0, a_k, b_k, a_vector, b_vector, t, ty, tx, acc)
     for i in range(PER):
-        for j in range(PER):
-            acc[i, j] = np.float32(0.0)
-    uty, utx = np.uint64(ty), np.uint64(tx)
-    for k0 in range(0, inner, STEP):
-        for s in range(LOADS):
-            # unsigned slot: // and % by the powers of two below are shifts and masks
-            slot = np.uint64(t + s * THREADS * THREADS)
-            # the contiguous axis of each source varies fastest over threads: coalesced global loads
-            if transpose_a:
-                k, r = np.int64(slot // BLOCK), np.int64(slot % BLOCK)
-            else:
-                k, r = np.int64(slot % STEP), np.int64(slot // STEP)
-            if row0 + r < rows and k0 + k < inner:
-                a_tile[k, r] = a[k0 + k, row0 + r] if transpose_a else a[row0 + r, k0 + k]
-            else:
-                a_tile[k, r] = np.float32(0.0)
-            if transpose_b:
-                k, r = np.int64(slot % STEP), np.int64(slot // STEP)
-            else:
-                k, r = np.int64(slot // BLOCK), np.int64(slot % BLOCK)
-            if col0 + r < cols and k0 + k < inner:
-                b_tile[k, r] = b[col0 + r, k0 + k] if transpose_b else b[k0 + k, col0 + r]
-            else:
-                b_tile[k, r] = np.float32(0.0)
-        cuda.syncthreads()
-        for k in range(STEP):
-            uk = np.uint64(k)  # unsigned indices: no negative-index wraparound code in the hot loop
-            for i in range(PER):
-                a_reg[i] = a_tile[uk, uty + np.uint64(THREADS * i)]
-                b_reg[i] = b_tile[uk, utx + np.uint64(THREADS * i)]
-            for i in range(PER):
-                for j in range(PER):
-                    acc[i, j] += a_reg[i] * b_reg[j]
-        cuda.syncthreads()
-    for i in range(PER):
-        row = row0 + ty + THREADS * i
+        row = row0 + 4 * ty + (i & 3) + (HALF if i >= 4 else 0)
         if row < rows:
             for j in range(PER):
-                col = col0 + tx + THREADS * j
+                col = col0 + 4 * tx + (j & 3) + (HALF if j >= 4 else 0)
                 if col < cols:
-                    c[row, col] = acc[i, j]
+                    c[row, col] = acc[i * PER + j]
 
 
 def tiled_product(a, b, transpose_a=False, transpose_b=False):

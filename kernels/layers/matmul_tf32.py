@@ -20,47 +20,61 @@ at most 1.3e-4 of their spread, kept every antithetic pair's sign, and the updat
 1 - cos < 1e-7. BPTT gradients stay fp32 (matmul, matmul_backward: an optimiser integrates their error
 over thousands of steps), as do validation, sampling and the LSTM input projection.
 
-Kernel: a block of 256 threads (8 warps, 2 x 4) computes a 128 x 128 tile of y; each warp a 64 x 32
-tile as 4 x 4 mma.m16n8k8 tiles (64 fp32 accumulators per thread). The k loop stages 32-wide slices of
-x and W in shared memory, converted to TF32 once on the way in; slices wholly inside both matrices
-(rows a multiple of 4 floats) move as 128-bit loads and stores. Inside each 8-deep k step, lane q holds
-the PTX ISA's k = q and q + 4 at physical columns 2q and 2q + 1, alike for A and B (a dot product does
-not depend on the order of its terms). x is stored in row pairs, x[16 t + g + 8 h, k] at word
-(8 t + g) 80 + 2 k + h, so a lane's A fragment (rows g, g + 8 at k 2q, 2q + 1) is one LDS.128 in
-register order; W is row-major with a pitch of 40 words, so a B fragment pair is one LDS.64.
+Kernel: a block of 256 threads (8 warps, 2 x 4) computes a 256 x 192 tile of y; each warp a 128 x 48 tile
+as 8 x 6 mma.m16n8k8 tiles (192 fp32 accumulators per thread, 255 registers, one block per SM). The k
+loop runs over 32-wide slices of x and W in a 3-stage ring of dynamic shared memory (215 KB): cp.async
+copies slice t + 2 while the mma consume slice t, one barrier per slice; rows a multiple of 4 floats
+move as 16-byte copies, others element by element, zeros outside x and W. Values are staged as fp32 and
+rounded as a fragment is loaded (load_shared_tf32_v2: one integer add per value, the rounding
+cvt.rna.tf32 does). Inside each 8-deep k step lane q holds the PTX ISA's k = q and q + 4 at physical
+columns 2q and 2q + 1, alike for A and B (a dot product does not depend on the order of its terms), so
+a fragment pair is one LDS.64: rows g and g + 8 for A, row g for B.
 
-Shared memory: fragment loads are conflict-free. An LDS.128 is served in four phases of 8 lanes
-(g = 2i, 2i + 1; q = 0..3): words 80 g + 16 s + 4q .. + 3, 16 banks for each g, 80 = 16 (mod 32) apart.
-An LDS.64 is served in two phases of 16 lanes (g = 0..3 or 4..7): words 40 g + 2q, + 1 at banks
-8 (g mod 4) + 2q, + 1, 32 different banks. Staging W writes 32 consecutive words of one row per phase
-(conflict-free). Staging x is 2-way conflicted: the 8 lanes of a 128-bit store phase write words 8 j .. + 3
-of one row pair (j = 0..7), and j, j + 4 share banks: each of a warp's 4 STS.128 per k slice takes 8
-wavefronts instead of 4, against the warp's 64 mma of that slice.
+Shared memory: both tiles are row-major with a pitch of 40 words. Fragment loads are conflict-free: an
+LDS.64 is served in two phases of 16 lanes (g = 0..3 or 4..7, q = 0..3), words 40 g + 2q, + 1 at banks
+8 (g mod 4) + 2q, + 1: 32 different banks. The 16-byte copies of 8 consecutive lanes fill one row's 32
+consecutive words; the element copies, 32 lanes a row, too.
+
+Speed: the block reads (1/192 + 1/256) 4 bytes from L2 per multiply-add; at the static model's L2 rate
+this, not the tensor cores, bounds the kernel (see roofline).
 """
 
 import numba
 import numpy as np
 
-from eggnog.kernels.core.cuda_api import F32_2D, cuda, device_function, f64, kernel
-from eggnog.kernels.core.loads import load_global_v4, load_shared_v2, load_shared_v4, store_shared_f32x4
-from eggnog.kernels.core.mma import mma_tf32_1688, round_tf32, to_tf32
+from eggnog.kernels.core.cuda_api import F32_2D, allow_dynamic_shared, cuda, device_function, f64, kernel
+from eggnog.kernels.core.loads import (
+    copy_async_commit,
+    copy_async_f32,
+    copy_async_v4,
+    copy_async_wait,
+    load_shared_tf32_v2,
+)
+from eggnog.kernels.core.mma import mma_tf32_1688, round_tf32
 from eggnog.kernels.core.registry import normal32, op
 from eggnog.kernels.layers.matmul import check_layer
 
-BLOCK_M = BLOCK_N = 128
-BLOCK_K = 32
-PITCH = BLOCK_K + 8  # words per shared row of W (module docstring)
-PAIR_PITCH = 2 * BLOCK_K + 16  # words per shared row pair (g, g + 8) of x
-X_WORDS = BLOCK_M // 2 * PAIR_PITCH
-W_WORDS = BLOCK_N * PITCH
+BLOCK_M, BLOCK_N, BLOCK_K = 256, 192, 32
+STAGES = 3  # k slices in flight: one computed, the next ones copied
+WAIT = STAGES - 2  # copy groups left in flight when a slice is needed
 THREADS = 256
+WARPS_N = 4  # 8 warps, 2 x 4
+WARP_M, WARP_N = BLOCK_M // 2, BLOCK_N // WARPS_N
+M_TILES, N_TILES = WARP_M // 16, WARP_N // 8  # mma tiles of a warp
+ACCUMULATORS, B_REGISTERS = M_TILES * N_TILES * 4, N_TILES * 2  # per thread
+PITCH = BLOCK_K + 8  # words per shared row (module docstring)
+X_WORDS, W_WORDS = BLOCK_M * PITCH, BLOCK_N * PITCH
+STAGE_WORDS = X_WORDS + W_WORDS
+SHARED_BYTES = 4 * STAGES * STAGE_WORDS
+CHUNKS = BLOCK_K // 4  # 16-byte pieces of a row of a slice
 TOLERANCE = (1e-5, 1e-5)  # between backends: fp32 accumulation order
 
 
 def _cases(rng):
-    """One element; sizes off the 128 x 128 block and the 32-wide k slice; rows over two blocks; one whole
-    block, whose first k slice takes the 128-bit path and its last the checked one."""
-    for rows, d_in, d_out in ((1, 1, 1), (17, 33, 15), (130, 70, 9), (128, 40, 128)):
+    """One element; one slice of 16-byte pieces; two slices element by element (all in flight before the
+    loop); two blocks of rows and three slices element by element (the ring turns); two blocks of columns
+    and four slices of 16-byte pieces, the last a k tail."""
+    for rows, d_in, d_out in ((1, 1, 1), (3, 8, 5), (17, 33, 15), (260, 70, 9), (20, 100, 200)):
         yield normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
@@ -77,122 +91,89 @@ def cpu_matmul_tf32(x, w):
 
 
 @device_function
-def _stage_checked(src, k0, tile, base, pairs, tid):
-    """Rows base..base+127, columns k0..k0+31 of src into a shared tile as TF32, element by element, with
-    zeros outside src; `pairs`: the x layout (row pairs), else the W layout (rows of PITCH)."""
+def _copy_rows(src, base, count, k0, sh, at, vector, tid):
+    """Rows base..base+count-1, columns k0..k0+BLOCK_K-1 of src to shared rows of PITCH words at `at`, as
+    asynchronous copies with zeros outside src: 16-byte pieces when rows are a multiple of 4 floats (8
+    threads a row, THREADS // 8 rows apart), else element by element (32 threads a row)."""
     rows, cols = src.shape
-    for i in range(BLOCK_M * BLOCK_K // THREADS):
-        e = i * THREADS + tid
-        r = e >> 5
-        k = e & 31
-        v = np.float32(0.0)
-        if base + r < rows and k0 + k < cols:
-            v = src[base + r, k0 + k]
-        at = ((r >> 4) * 8 + (r & 7)) * PAIR_PITCH + 2 * k + ((r >> 3) & 1) if pairs else r * PITCH + k
-        tile[at] = to_tf32(v)
+    if vector:
+        r = tid >> 3
+        k = (tid & 7) << 2
+        inside = k0 + k < cols
+        for _ in range(count * CHUNKS // THREADS):
+            full = inside and base + r < rows
+            copy_async_v4(sh, at + r * PITCH + k, src, base + r if full else 0, k0 + k if full else 0, full)
+            r += THREADS // CHUNKS
+    else:
+        r = tid >> 5
+        k = tid & 31
+        inside = k0 + k < cols
+        for _ in range(count * BLOCK_K // THREADS):
+            full = inside and base + r < rows
+            copy_async_f32(sh, at + r * PITCH + k, src, base + r if full else 0, k0 + k if full else 0, full)
+            r += THREADS // BLOCK_K
 
 
 @device_function
-def _stage_w(src, k0, tile, base, inside, tid):
-    """Rows base..base+127, columns k0..k0+31 of W into its shared tile (row-major, PITCH) as TF32.
-    `inside`: the slice lies wholly inside src, whose rows are a multiple of 4 floats: 128-bit loads and
-    stores, no bounds checks; otherwise the checked path."""
-    if not inside:
-        _stage_checked(src, k0, tile, base, False, tid)
-        return
-    for i in range(BLOCK_N * BLOCK_K // (4 * THREADS)):
-        e = i * THREADS + tid  # 8 threads per row, 4 floats each
-        r = e >> 3
-        k = (e & 7) << 2
-        v0, v1, v2, v3 = load_global_v4(src, base + r, k0 + k)
-        store_shared_f32x4(tile, r * PITCH + k, to_tf32(v0), to_tf32(v1), to_tf32(v2), to_tf32(v3))
+def _copy_slice(x, w, sh, t, stage, m_base, n_base, vector, tid):
+    """k slice t of the block's x and W rows into a stage, as this thread's group of copies."""
+    at = stage * STAGE_WORDS
+    _copy_rows(x, m_base, BLOCK_M, t * BLOCK_K, sh, at, vector, tid)
+    _copy_rows(w, n_base, BLOCK_N, t * BLOCK_K, sh, at + X_WORDS, vector, tid)
 
 
 @device_function
-def _stage_x(src, k0, tile, base, inside, tid):
-    """The same for x, into row pairs: x[16 t + g + 8 h, k] at word (8 t + g) PAIR_PITCH + 2 k + h."""
-    if not inside:
-        _stage_checked(src, k0, tile, base, True, tid)
-        return
-    for i in range(BLOCK_M * BLOCK_K // (8 * THREADS)):
-        e = i * THREADS + tid  # 8 threads per row pair, 4 floats of each row
-        p = e >> 3
-        r = base + ((p >> 3) << 4) + (p & 7)
-        k = (e & 7) << 2
-        u0, u1, u2, u3 = load_global_v4(src, r, k0 + k)
-        v0, v1, v2, v3 = load_global_v4(src, r + 8, k0 + k)
-        at = p * PAIR_PITCH + 2 * k
-        store_shared_f32x4(tile, at, to_tf32(u0), to_tf32(v0), to_tf32(u1), to_tf32(v1))
-        store_shared_f32x4(tile, at + 4, to_tf32(u2), to_tf32(v2), to_tf32(u3), to_tf32(v3))
+def _k_step(sh, at, bt, acc):
+    """One 8-deep k step: M_TILES x N_TILES mma, fragments rounded to TF32 as loaded."""
+    b = cuda.local.array(B_REGISTERS, numba.float32)
+    for j in range(N_TILES):
+        b[2 * j], b[2 * j + 1] = load_shared_tf32_v2(sh, bt + j * 8 * PITCH)
+    for i in range(M_TILES):
+        a0, a2 = load_shared_tf32_v2(sh, at + i * 16 * PITCH)  # row g at k 2q, 2q + 1
+        a1, a3 = load_shared_tf32_v2(sh, at + (i * 16 + 8) * PITCH)  # row g + 8
+        for j in range(N_TILES):
+            o = (i * N_TILES + j) * 4
+            acc[o], acc[o + 1], acc[o + 2], acc[o + 3] = mma_tf32_1688(
+                a0, a1, a2, a3, b[2 * j], b[2 * j + 1], acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
 
 
 @device_function
-def _row_tile(sa, at, b0, b1, b2, b3, b4, b5, b6, b7, c):
-    """One 16-row tile against four 8-column tiles (B fragments b0..b7): 4 mma on 16 accumulators."""
-    a0, a1, a2, a3 = load_shared_v4(sa, at)  # rows g, g + 8 at k 2q, 2q + 1 (module docstring)
-    d0, d1, d2, d3 = mma_tf32_1688(a0, a1, a2, a3, b0, b1, c[0], c[1], c[2], c[3])
-    d4, d5, d6, d7 = mma_tf32_1688(a0, a1, a2, a3, b2, b3, c[4], c[5], c[6], c[7])
-    d8, d9, d10, d11 = mma_tf32_1688(a0, a1, a2, a3, b4, b5, c[8], c[9], c[10], c[11])
-    d12, d13, d14, d15 = mma_tf32_1688(a0, a1, a2, a3, b6, b7, c[12], c[13], c[14], c[15])
-    return (d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12, d13, d14, d15)
+def _slice(x, w, sh, t, slices, stage, m_base, n_base, vector, tid, at, bt, acc):
+    """One k slice: wait for it and copy slice t + STAGES - 1 into the stage freed by slice t - 1, then its
+    4 k steps (written out: unrolled); returns the next stage."""
+    copy_async_wait(WAIT)  # slice t has landed (this thread's copies) ...
+    cuda.syncthreads()  # ... and everyone's; everyone is done with slice t - 1
+    if t + STAGES - 1 < slices:
+        _copy_slice(x, w, sh, t + STAGES - 1, stage - 1 if stage > 0 else STAGES - 1, m_base, n_base, vector, tid)
+    copy_async_commit()
+    base = stage * STAGE_WORDS
+    _k_step(sh, base + at, base + bt, acc)
+    _k_step(sh, base + at + 8, base + bt + 8, acc)
+    _k_step(sh, base + at + 16, base + bt + 16, acc)
+    _k_step(sh, base + at + 24, base + bt + 24, acc)
+    return stage + 1 if stage < STAGES - 1 else 0
 
 
 @device_function
-def _k_step(sa, sb, at, bt, c0, c1, c2, c3):
-    """One 8-deep k step of the warp's 64 x 32 tile: 16 mma."""
-    b0, b1 = load_shared_v2(sb, bt)
-    b2, b3 = load_shared_v2(sb, bt + 8 * PITCH)
-    b4, b5 = load_shared_v2(sb, bt + 16 * PITCH)
-    b6, b7 = load_shared_v2(sb, bt + 24 * PITCH)
-    c0 = _row_tile(sa, at, b0, b1, b2, b3, b4, b5, b6, b7, c0)
-    c1 = _row_tile(sa, at + 8 * PAIR_PITCH, b0, b1, b2, b3, b4, b5, b6, b7, c1)
-    c2 = _row_tile(sa, at + 16 * PAIR_PITCH, b0, b1, b2, b3, b4, b5, b6, b7, c2)
-    c3 = _row_tile(sa, at + 24 * PAIR_PITCH, b0, b1, b2, b3, b4, b5, b6, b7, c3)
-    return c0, c1, c2, c3
+def _put(y, r, j, v):
+    if r < y.shape[0] and j < y.shape[1]:
+        y[r, j] = v
 
 
 @device_function
-def _put4(y, r, j, v0, v1, v2, v3):
-    """One mma tile's c0..c3 of a lane: (r, j), (r, j + 1), (r + 8, j), (r + 8, j + 1), inside y."""
-    if j < y.shape[1]:
-        if r < y.shape[0]:
-            y[r, j] = v0
-        if r + 8 < y.shape[0]:
-            y[r + 8, j] = v2
-    if j + 1 < y.shape[1]:
-        if r < y.shape[0]:
-            y[r, j + 1] = v1
-        if r + 8 < y.shape[0]:
-            y[r + 8, j + 1] = v3
-
-
-@device_function
-def _store(y, c, r, j):
-    """A row tile's 16 accumulators (four 8-column tiles) into y."""
-    _put4(y, r, j, c[0], c[1], c[2], c[3])
-    _put4(y, r, j + 8, c[4], c[5], c[6], c[7])
-    _put4(y, r, j + 16, c[8], c[9], c[10], c[11])
-    _put4(y, r, j + 24, c[12], c[13], c[14], c[15])
-
-
-@device_function
-def _slice(x, w, sa, sb, k0, m_base, n_base, inside, tid, at, bt, c0, c1, c2, c3):
-    """One 32-deep k slice: stage x and W, then 4 k steps of 16 mma per warp (barriers inside)."""
-    _stage_x(x, k0, sa, m_base, inside, tid)
-    _stage_w(w, k0, sb, n_base, inside, tid)
-    cuda.syncthreads()
-    c0, c1, c2, c3 = _k_step(sa, sb, at, bt, c0, c1, c2, c3)
-    c0, c1, c2, c3 = _k_step(sa, sb, at + 16, bt + 8, c0, c1, c2, c3)
-    c0, c1, c2, c3 = _k_step(sa, sb, at + 32, bt + 16, c0, c1, c2, c3)
-    c0, c1, c2, c3 = _k_step(sa, sb, at + 48, bt + 24, c0, c1, c2, c3)
-    cuda.syncthreads()
-    return c0, c1, c2, c3
+def _store_row(y, acc, i, r, c):
+    """Row tile i's accumulators: (r, c + 8 j + 0, 1) and (r + 8, c + 8 j + 0, 1), inside y."""
+    for j in range(N_TILES):
+        o = (i * N_TILES + j) * 4
+        _put(y, r, c + 8 * j, acc[o])
+        _put(y, r, c + 8 * j + 1, acc[o + 1])
+        _put(y, r + 8, c + 8 * j, acc[o + 2])
+        _put(y, r + 8, c + 8 * j + 1, acc[o + 3])
 
 
 @kernel((F32_2D, F32_2D, F32_2D), tensor_cores=True, block=THREADS)
 def matmul_tf32_cuda(x, w, y):
-    sa = cuda.shared.array(X_WORDS, numba.float32)
-    sb = cuda.shared.array(W_WORDS, numba.float32)
+    sh = cuda.shared.array(0, numba.float32)
     tid = cuda.threadIdx.x
     lane = tid & 31
     warp = tid >> 5
@@ -200,26 +181,37 @@ def matmul_tf32_cuda(x, w, y):
     q = lane & 3
     m_base = cuda.blockIdx.y * BLOCK_M
     n_base = cuda.blockIdx.x * BLOCK_N
-    wm = (warp >> 2) * 64  # the warp's 64 x 32 tile inside the block's 128 x 128
-    wn = (warp & 3) * 32
-    at = (wm // 2 + g) * PAIR_PITCH + 4 * q  # row pair (wm / 16) * 8 + g, k 2q
-    bt = (wn + g) * PITCH + 2 * q
-    z = np.float32(0.0)
-    c0 = c1 = c2 = c3 = (z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z)
+    wm = (warp // WARPS_N) * WARP_M
+    wn = (warp % WARPS_N) * WARP_N
+    at = (wm + g) * PITCH + 2 * q
+    bt = X_WORDS + (wn + g) * PITCH + 2 * q
+    acc = cuda.local.array(ACCUMULATORS, numba.float32)
+    for i in range(ACCUMULATORS):
+        acc[i] = np.float32(0.0)
     d_in = x.shape[1]
-    # slices wholly inside x and W take the vector path (the hot loop); the rest, the checked one
-    inside = d_in % 4 == 0 and m_base + BLOCK_M <= x.shape[0] and n_base + BLOCK_N <= w.shape[0]
-    k_inside = d_in - d_in % BLOCK_K if inside else 0
-    for k0 in range(0, k_inside, BLOCK_K):
-        c0, c1, c2, c3 = _slice(x, w, sa, sb, k0, m_base, n_base, True, tid, at, bt, c0, c1, c2, c3)
-    for k0 in range(k_inside, d_in, BLOCK_K):
-        c0, c1, c2, c3 = _slice(x, w, sa, sb, k0, m_base, n_base, False, tid, at, bt, c0, c1, c2, c3)
+    slices = (d_in + BLOCK_K - 1) // BLOCK_K
+    vector = d_in % 4 == 0
+    for t in range(STAGES - 1):
+        if t < slices:
+            _copy_slice(x, w, sh, t, t, m_base, n_base, vector, tid)
+        copy_async_commit()
+    stage = 0
+    if vector:  # two loops, each with its own copies inlined
+        for t in range(slices):
+            stage = _slice(x, w, sh, t, slices, stage, m_base, n_base, True, tid, at, bt, acc)
+    else:
+        for t in range(slices):
+            stage = _slice(x, w, sh, t, slices, stage, m_base, n_base, False, tid, at, bt, acc)
     r = m_base + wm + g
-    j = n_base + wn + 2 * q
-    _store(y, c0, r, j)
-    _store(y, c1, r + 16, j)
-    _store(y, c2, r + 32, j)
-    _store(y, c3, r + 48, j)
+    c = n_base + wn + 2 * q
+    _store_row(y, acc, 0, r, c)  # one call per mma row tile, written out: unrolled
+    _store_row(y, acc, 1, r + 16, c)
+    _store_row(y, acc, 2, r + 32, c)
+    _store_row(y, acc, 3, r + 48, c)
+    _store_row(y, acc, 4, r + 64, c)
+    _store_row(y, acc, 5, r + 80, c)
+    _store_row(y, acc, 6, r + 96, c)
+    _store_row(y, acc, 7, r + 112, c)
 
 
 @op
@@ -227,7 +219,8 @@ def cuda_matmul_tf32(x, w):
     check_layer(x, w)
     y = cuda.device_array((x.shape[0], w.shape[0]), np.float32)
     grid = ((w.shape[0] + BLOCK_N - 1) // BLOCK_N, (x.shape[0] + BLOCK_M - 1) // BLOCK_M)
-    matmul_tf32_cuda[grid, THREADS](x, w, y)
+    allow_dynamic_shared(matmul_tf32_cuda, (x, w, y), SHARED_BYTES)
+    matmul_tf32_cuda[grid, THREADS, 0, SHARED_BYTES](x, w, y)
     return y
 
 
@@ -237,9 +230,9 @@ ROOFLINE_WORKLOADS = ("matmul 32768x1536x1536, TF32",)
 
 
 def roofline(workload, rows=32768, d_in=1536, d_out=1536):
-    """Per row of x: each 128 x 128 block reads its 128 rows of x and 128 rows of W once per k slice, so a
-    row of x is read d_out / 128 times and W rows / 128 times from L2; HBM: x read and y written once,
-    W once per launch."""
+    """Per row of x: each block reads its BLOCK_M rows of x and BLOCK_N rows of W once, so a row of x is read
+    d_out / BLOCK_N times and W rows / BLOCK_M times from L2; HBM: x read and y written once, W once per
+    launch."""
     l2 = 4 * d_in * (d_out / BLOCK_N) + 4 * d_in * d_out / BLOCK_M + 4 * d_out
     return {
         "name": f"{workload} (matmul_tf32_cuda)",
@@ -249,9 +242,10 @@ def roofline(workload, rows=32768, d_in=1536, d_out=1536):
         "compute_limit": "tf32_tensor",
         "reference_limit": "tf32_tensor",
         "bytes_per_unit": {"hbm": 4 * (d_in + d_out) + 4 * d_in * d_out / rows, "l2": l2},
-        "basis": (f"{BLOCK_M}x{BLOCK_N} output blocks, {BLOCK_K}-wide k slices staged in shared memory: each "
-                  "block reads its x and W rows once (L2); HBM: x read and y written once, W once per launch."),
-        "launches": [{"kernel": f"{__name__}.matmul_tf32_cuda", "block": THREADS,
+        "basis": (f"{BLOCK_M}x{BLOCK_N} output blocks, {BLOCK_K}-wide k slices copied asynchronously into a "
+                  f"{STAGES}-stage ring in shared memory: each block reads its x and W rows once (L2); HBM: x read "
+                  "and y written once, W once per launch."),
+        "launches": [{"kernel": f"{__name__}.matmul_tf32_cuda", "block": THREADS, "shared": SHARED_BYTES,
                       "grid": ((d_out + BLOCK_N - 1) // BLOCK_N, (rows + BLOCK_M - 1) // BLOCK_M),
                       "args": [{"shape": shape, "dtype": "float32"}
                                for shape in ((rows, d_in), (d_out, d_in), (rows, d_out))]}],
