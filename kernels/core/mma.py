@@ -241,3 +241,126 @@ if SIMULATED:
     mma_s8_16832, mma_tf32_1688, to_tf32 = simulated_mma_s8_16832, simulated_mma_tf32_1688, simulated_to_tf32
 else:
     mma_s8_16832, mma_tf32_1688, to_tf32 = _build_intrinsics()
+
+
+# ---- bf16: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 --------------------------------------
+#
+#     d0, d1, d2, d3 = mma_bf16_16816(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+#     p = pack_bf16x2(lo, hi)        # two fp32 values rounded to bf16 (cvt.rn: nearest, ties to even)
+#
+# D (16x8, fp32) = A (16x16) @ B (16x8) + C over one warp (SASS HMMA.16816.F32.BF16). A register holds
+# two bf16, the lower half first (PTX ISA, "Matrix Fragments for mma.m16n8k16", .bf16):
+#
+#     a0: A[g, 2q : 2q+2]      a1: A[g + 8, 2q : 2q+2]      a2: A[g, 2q+8 : 2q+10]    a3: A[g + 8, 2q+8 : 2q+10]
+#     b0: B[2q : 2q+2, g]      b1: B[2q+8 : 2q+10, g]       c0..c3: as for the int8 layout
+#
+# The pairs travel in float32 registers (bit patterns, never used as floats), so the float32 vector
+# loads and stores of `loads` move them. Simulated, the products of bf16 values are exact in float64 and
+# the sum is rounded to fp32 once; the hardware adds with its own order and rounding (it truncates while
+# aligning the products), so the two agree to fp32 accumulation error, as for TF32.
+
+BF16_K = 16
+
+
+def round_bf16(x):
+    """float32 values rounded to bfloat16 as cvt.rn.bf16.f32 does, returned as float32: to the nearest
+    8-bit significand, ties to even; subnormals rounded the same way (no flush), overflow past the
+    largest bf16 goes to inf, inf stays inf, every NaN becomes the canonical NaN 0x7FFF."""
+    x = np.asarray(x, np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return np.where(np.isnan(x), np.uint32(0x7FFF0000), rounded).view(np.float32)
+
+
+def _bf16_fragment_maps():
+    """Where each bf16 half of each lane's registers sits in A (16x16) and B (16x8), as index arrays in
+    (lane, register, half) order: the layout above, written once."""
+    a_rows, a_cols, b_rows, b_cols = [], [], [], []
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        for row, col in ((g, 2 * q), (g + 8, 2 * q), (g, 2 * q + 8), (g + 8, 2 * q + 8)):
+            a_rows += [row, row]
+            a_cols += [col, col + 1]
+        for k in (2 * q, 2 * q + 8):
+            b_rows += [k, k + 1]
+            b_cols += [g, g]
+    return tuple(np.array(v) for v in (a_rows, a_cols, b_rows, b_cols))
+
+
+BF16_A_ROWS, BF16_A_COLS, BF16_B_ROWS, BF16_B_COLS = _bf16_fragment_maps()
+
+
+def _halves(registers):
+    """The bf16 halves of 32-bit registers (float32 carriers, any nesting) as float64, lower half first."""
+    words = np.array(registers, np.float32).ravel().view(np.uint32)
+    pairs = np.stack([words << 16, words & 0xFFFF0000], axis=1).astype(np.uint32)
+    return pairs.view(np.float32).ravel().astype(np.float64)
+
+
+def bf16_fragments_to_matrices(a_regs, b_regs):
+    """A (16x16) and B (16x8) in float64 from the 32 lanes' bf16 pairs: a_regs (32, 4), b_regs (32, 2)."""
+    a = np.zeros((MMA_M, BF16_K))
+    b = np.zeros((BF16_K, MMA_N))
+    a[BF16_A_ROWS, BF16_A_COLS] = _halves(a_regs)
+    b[BF16_B_ROWS, BF16_B_COLS] = _halves(b_regs)
+    return a, b
+
+
+def _bf16_product(a_regs, b_regs, c_regs):
+    a, b = bf16_fragments_to_matrices(a_regs, b_regs)
+    d = a @ b
+    d[C_ROWS, C_COLS] += np.array(c_regs, dtype=np.float32).ravel()
+    return d.astype(np.float32)
+
+
+def simulated_mma_bf16_16816(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    return _warp_call(_bf16_product, (a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3))
+
+
+def simulated_pack_bf16x2(lo, hi):
+    words = round_bf16(np.array([lo, hi], np.float32)).view(np.uint32) >> 16
+    return np.uint32(words[0] | (words[1] << 16)).view(np.float32)
+
+
+def _build_bf16_intrinsics():
+    from llvmlite import ir
+    from numba.core import types
+    from numba.cuda.extending import intrinsic
+
+    i32, f32 = ir.IntType(32), ir.FloatType()
+
+    @intrinsic
+    def mma_bf16_16816(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        sig = types.UniTuple(types.float32, 4)(*([types.float32] * 10))
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4)
+            asm = ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                   "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
+            operands = [builder.bitcast(v, i32) for v in args[:6]] + list(args[6:])
+            # C tied to D, as for TF32: the accumulators stay in their registers
+            call = builder.call(ir.InlineAsm(fnty, asm, "=f,=f,=f,=f," + ",".join(["r"] * 6 + list("0123"))), operands)
+            values = [builder.extract_value(call, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def pack_bf16x2(typingctx, lo, hi):
+        sig = types.float32(types.float32, types.float32)
+
+        def codegen(context, builder, signature, args):
+            # cvt.rn.bf16x2.f32 d, a, b puts a in the upper half, b in the lower
+            fnty = ir.FunctionType(i32, [f32, f32])
+            bits = builder.call(ir.InlineAsm(fnty, "cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f"), list(args))
+            return builder.bitcast(bits, f32)
+
+        return sig, codegen
+
+    return mma_bf16_16816, pack_bf16x2
+
+
+if SIMULATED:
+    mma_bf16_16816, pack_bf16x2 = simulated_mma_bf16_16816, simulated_pack_bf16x2
+else:
+    mma_bf16_16816, pack_bf16x2 = _build_bf16_intrinsics()

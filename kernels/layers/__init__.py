@@ -2,6 +2,7 @@
 
     matmul            ops: linear layers and batched products (SIMT)
     matmul_tf32       op: a linear layer on TF32 tensor cores
+    matmul_bf16       ops: a linear layer and its two gradients on bf16 tensor cores
     lowrank           ops: the member-specific part of a low-rank perturbed layer (float EGGROLL)
     elementwise       ops: adds, biases, column sums, per-member affine maps, ...
     activations       ops: GELU, sigmoid, tanh
