@@ -3,8 +3,9 @@
     python -m bench.scan_throughput [--shapes 8x2048x512,1x65536x256] [--backend cuda]
 
 Bytes are those the operation must move: forward reads k, u and writes h (12 bytes per element);
-backward reads grad_h, k, u, h and writes dk, du (24). On a GPU the table also gives the fraction of
-the device's measured copy bandwidth; on the CPU, the speed-up over the NumPy reference.
+backward reads grad_h, k, u, h and writes dk, du (24). The outputs are allocated once and passed as
+`out=` to every timed call, so a call is its launches, not an allocation. On a GPU the table also gives
+the fraction of the device's measured copy bandwidth; on the CPU, the speed-up over the NumPy reference.
 """
 
 
@@ -32,6 +33,7 @@ def copy_bandwidth(backend, nbytes=1 << 28):
 def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(None, help="auto, cpu or cuda."),
          repeat: int = 3):
     from eggnog.kernels.core.backend import select_backend
+    from eggnog.kernels.core.registry import ops_for
     from eggnog.kernels.rnn import scan
     from eggnog.runtime.errors import BadInput
 
@@ -45,15 +47,14 @@ def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(Non
             raise BadInput(f"shape {text!r} is not BATCHxTxCHANNELS") from None
         rng = np.random.default_rng(0)
         k, u, g = (rng.normal(size=(batch, steps, channels)).astype(np.float32) for _ in range(3))
-        if chosen.name == "cuda":
-            k, u, g = (chosen.to_device(x) for x in (k, u, g))
-            forward, backward = scan.cuda_scan_forward, scan.cuda_scan_backward
-        else:
-            forward, backward = scan.cpu_scan_forward, scan.cpu_scan_backward
-        h = forward(k, u)
+        ops = ops_for("cuda" if chosen.name == "cuda" else "cpu")
+        k, u, g = (ops.to_device(x) for x in (k, u, g))
+        h, dk, du = (ops.empty((batch, steps, channels), np.float32) for _ in range(3))
+        grads = (dk, du, ops.empty((batch, channels), np.float32))
+        ops.scan_forward(k, u, out=h)
         elements = batch * steps * channels
-        for name, fn, nbytes in (("forward", lambda: forward(k, u), 12 * elements),
-                                 ("backward", lambda: backward(g, k, u, h), 24 * elements)):
+        for name, fn, nbytes in (("forward", lambda: ops.scan_forward(k, u, out=h), 12 * elements),
+                                 ("backward", lambda: ops.scan_backward(g, k, u, h, out=grads), 24 * elements)):
             seconds = median_seconds(fn, repeat=repeat, sync=chosen.synchronize)
             row = {"op": name, "shape": text, "ms": round(seconds * 1e3, 3),
                    "GB_per_s": round(nbytes / seconds / 1e9, 2)}

@@ -73,7 +73,7 @@ def test_scan_passes_stream_at_80_percent_of_hbm_or_more_by_their_roofline_rows(
 
 HEADLINE = ("EGG 6x256, population 32768: fused", "EGG 6x256, population 32768, unperturbed",
             "population 40960: tensor-core", "TF32 (matmul_tf32_cuda)", "fp32 forward (matmul_cuda)",
-            "scan 8x4096x1536 forward: fold, carry")
+            "scan 8x4096x1536 forward: scan launch")
 
 
 def test_static_model_predicts_every_measured_row_within_2x(report):

@@ -1,15 +1,19 @@
 """Properties of the MinGRU scan beyond the generated agreement tests (tests/test_kernel_ops.py):
 accuracy over 65,536 steps (forward relative error <= 1e-5 against the float64 reference; gradients
 within 1e-5 of the largest reference gradient), a carried state continues a sequence as is,
-`scan_step` equals the parallel scan, the reference gradients equal finite differences, and misshaped
-arguments are refused."""
+`scan_step` equals the parallel scan, the reference gradients equal finite differences, the CUDA
+launchers write into given outputs without allocating or uploading anything (one launch a call, or
+fold, carry and scan when T is cut into segments), and misshaped arguments are refused."""
 
 import numpy as np
 import pytest
 
 from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.cuda_api import cuda
+from eggnog.kernels.core.device_counts import counting
 from eggnog.kernels.core.registry import ops_for
-from eggnog.kernels.rnn.scan import reference_scan_backward, reference_scan_forward
+from eggnog.kernels.rnn.scan import reference_scan_backward, reference_scan_forward, reference_scan_step
+from eggnog.kernels.rnn.scan_layout import plan
 from eggnog.runtime.errors import BadInput
 
 RNG = np.random.default_rng(2026)
@@ -72,6 +76,30 @@ def test_step_by_step_equals_the_parallel_scan(backend):
         assert np.allclose(to_host(state), parallel[:, t], rtol=1e-5, atol=0)
 
 
+@pytest.mark.parametrize("shape", [(2, 70, 33), (1, 260, 5)])  # one launch; two segments of several tiles
+def test_cuda_launchers_fill_given_outputs_without_allocating_or_uploading(shape):
+    ops = ops_for("cuda")
+    batch, steps, channels = shape
+    k, u, h0 = inputs(*shape)
+    grad_h = RNG.normal(size=shape).astype(np.float32)
+    k_d, u_d, h0_d, grad_d, k0_d, u0_d = (cuda.to_device(np.ascontiguousarray(a))
+                                          for a in (k, u, h0, grad_h, k[:, 0], u[:, 0]))
+    h, dk, du = (cuda.device_array(shape, np.float32) for _ in range(3))
+    dh0, step = (cuda.device_array((batch, channels), np.float32) for _ in range(2))
+    with counting() as counts:
+        got_h = ops.scan_forward(k_d, u_d, h0_d, out=h)
+        got = ops.scan_backward(grad_d, k_d, u_d, h, h0_d, out=(dk, du, dh0))
+        got_step = ops.scan_step(k0_d, u0_d, h0_d, out=step)
+    assert got_h is h and got[0] is dk and got[1] is du and got[2] is dh0 and got_step is step
+    segmented = plan(*shape)[2] > 1
+    assert counts.allocations == counts.uploads == 0 and counts.launches == (7 if segmented else 3)
+    ref = reference_scan_forward(k, u, h0)
+    assert max_relative(h, ref) <= 1e-5
+    for g, r in zip((dk, du, dh0), reference_scan_backward(grad_h, k, u, ref.astype(np.float32), h0)):
+        assert max_scaled(g, r) <= 1e-5
+    assert max_relative(step, reference_scan_step(k[:, 0], u[:, 0], h0)) <= 1e-5
+
+
 def finite_difference(k, u, h0, weights, which, index, eps=1e-6):
     def loss(kk, uu, hh):
         return float((reference_scan_forward(kk, uu, hh) * weights).sum())
@@ -111,3 +139,7 @@ def test_misshaped_arguments_are_refused(backend):
         ops.scan_backward(d(2, 4, 3), d(2, 5, 3), d(2, 5, 3), d(2, 5, 3))
     with pytest.raises(BadInput, match="arrays of one shape with 2 axes"):
         ops.scan_step(d(2, 1, 3), d(2, 1, 3))
+    with pytest.raises(BadInput, match="the scan writes"):
+        ops.scan_forward(d(2, 5, 3), d(2, 5, 3), out=d(2, 5, 4))
+    with pytest.raises(BadInput, match="the scan writes"):
+        ops.scan_backward(d(2, 5, 3), d(2, 5, 3), d(2, 5, 3), d(2, 5, 3), out=(d(2, 5, 3), d(2, 5, 3)))

@@ -1,6 +1,9 @@
 """Recurrent cells and sequences (fp32), forward and backward.
 
     scan                  ops: the MinGRU recurrence (parallel scan on the GPU) and one step of it
+    scan_layout           how the CUDA scan cuts a sequence into blocks, tiles and segments
+    scan_cpu              the scan's CPU twin loops
+    scan_roofline         the scan's roofline workloads for the static report
     lstm                  ops: the FlashRNN-style multi-head LSTM (steps, whole sequences, projections)
     lstm_sequence_cpu     its whole-sequence CPU twin
     lstm_sequence_cuda    its whole-sequence CUDA kernels (R in shared memory)

@@ -247,10 +247,12 @@ def _projection_backward_cases(rng):
 # ---- NumPy reference (float64) ------------------------------------------------------------------
 
 def _check_rows(table, rows):
-    """The row indices are checked on the host (a kernel would read out of bounds)."""
-    rows = rows.copy_to_host() if hasattr(rows, "copy_to_host") else np.asarray(rows)
-    if rows.ndim != 2 or rows.dtype != np.int32:
+    """Host row indices are checked here (a kernel would read out of bounds); device rows are taken as
+    checked by whoever uploaded them, since reading them back would wait for the device."""
+    if len(rows.shape) != 2 or rows.dtype != np.int32:
         raise BadInput(f"LSTM input rows must be a (steps, batch) int32 array, got {rows.dtype} {rows.shape}")
+    if hasattr(rows, "copy_to_host"):
+        return
     if rows.size and (rows.min() < 0 or rows.max() >= table.shape[0]):
         raise BadInput(f"LSTM input row {int(rows.max())} is outside the table of {table.shape[0]} rows")
 
