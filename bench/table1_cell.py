@@ -89,11 +89,12 @@ def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: s
          steps: int = 5, warmup: int = 1, batch_size: int = 1024, task: str = "char_lm",
          max_seconds: float = typer.Option(900, help="Skip the cell when its estimated run time is longer."),
          backend: str = typer.Option(None, help="auto, cpu or cuda."),
-         probe_batch: int = typer.Option(1, help="CD-RGE evaluations per pass of the LSTM (as extra heads).")):
-    from eggnog.kernels.core.backend import resolve_name, select_backend
+         probe_batch: int = typer.Option(0, help="CD-RGE evaluations per pass of the LSTM (as extra heads; 0: "
+                                                   "the run chooses).")):
+    from eggnog.kernels.core.backend import select_backend
     from eggnog.runtime.errors import BadInput
     from eggnog.runtime.world import init_world
-    from eggnog.training.memory import MemoryMeter, count_device_allocations
+    from eggnog.training.memory import MemoryMeter
     from eggnog.zorn.rge_run import RgeRun, open_task_corpus
 
     if size not in SIZES or method not in METHODS:
@@ -106,8 +107,6 @@ def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: s
     if (mode == "series") != (world.size == 1):
         raise BadInput(f"mode {mode!r} on {world.size} rank(s): series runs alone, reduce/seeds under mpiexec")
     cfg = cell_config(size, method, mode, batch_size, task, steps + warmup, probe_batch)
-    if measure == "memory" and resolve_name(backend) == "cuda":
-        count_device_allocations()  # before the CUDA context exists
     chosen = select_backend(backend, world.local_rank)
     meter = MemoryMeter(chosen, trace_host=True) if measure == "memory" else None
     run = RgeRun(cfg, world, chosen, open_task_corpus(cfg, world))

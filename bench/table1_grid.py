@@ -32,7 +32,7 @@ def a40_seconds(size, method, mode):
     return None if row is None else row[list(SIZES).index(size)]
 
 
-def cell_config(size, method, mode, batch_size, task, steps, probe_batch=1):
+def cell_config(size, method, mode, batch_size, task, steps, probe_batch=0):
     hidden, heads = SIZES[size]
     probes = METHODS[method]
     return RgeRunConfig(model="lstm", solver="bptt" if probes == 0 else "cdrge", probes=max(probes, 1),

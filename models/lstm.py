@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from eggnog.kernels.core.backend import packed_to_device
 from eggnog.kernels.core.registry import BACKENDS, ops_for
-from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
 
@@ -75,10 +75,24 @@ def _ops(backend):
     return ops_for(backend)
 
 
+@dataclass(frozen=True)
+class LstmBatch:
+    """A TaskBatch on a backend in the model's time-major order (row t * B + b), put there by one upload."""
+    shape: tuple  # (B, T)
+    rows: object  # (T, B) int32 token ids, checked against the vocabulary
+    tokens: object  # the same, flat uint8 (the embedding gradient's)
+    targets: object  # (groups T B,) uint8: the targets `groups` times, a copy for each probe of a pass
+    weights: object  # (T B,) float32 mask
+    row_scale: object  # (T B,) mask T B / sum(mask): the logit gradient's row weights, of the backend's dtype
+    total: float  # sum(mask)
+    groups: int
+
+
 class LstmModel(FlatParams):
     def __init__(self, cfg: LstmConfig):
         self.cfg = cfg.check()
         super().__init__(tensor_specs(cfg))
+        self._segments, self._constants = {}, {}
 
     def architecture(self):
         return {"model": "lstm", "total_params": self.n_params,
@@ -111,22 +125,17 @@ class LstmModel(FlatParams):
             return self.views(flat)
         return self.views(ops.to_device(np.asarray(flat, ops.dtype)))
 
-    def forward(self, ops, p, inputs, keep=False):
-        """Logits (T * B, V), time-major, for token ids `inputs` (B, T); plus a cache for `backward`."""
-        cfg = self.cfg
-        batch, steps = np.asarray(inputs).shape
-        h = cfg.hidden_size
-        time_major = np.ascontiguousarray(np.asarray(inputs).T)
+    def forward(self, ops, p, rows, keep=False, tokens=None):
+        """Logits (T * B, V), time-major, for token ids `rows` (T, B) int32 (host ids are checked by the op,
+        device ids were checked when uploaded); plus, with `keep`, a cache for `backward`, which takes the
+        same ids as flat uint8 `tokens` on the backend (for the embedding gradient)."""
+        h = self.cfg.hidden_size
+        steps, batch = rows.shape
         table = ops.lstm_input_projection(p["embed"], p["W_in"])
-        # rows go as a host array: the op checks them there and copies them to the device itself
-        hs, cs, gates = ops.lstm_forward(table, time_major.astype(np.int32), p["R"],
-                                         p["b"].reshape(4 * h), p["states0"].reshape(2, h), keep)
+        hs, cs, gates = ops.lstm_forward(table, rows, p["R"], p["b"].reshape(4 * h), p["states0"].reshape(2, h), keep)
         hflat = hs[1:].reshape(steps * batch, h)
         logits = ops.add_bias(ops.matmul(hflat, p["W_proj"]), p["b_proj"])
-        cache = None
-        if keep:  # the tokens go to the device only for backward's embedding gradient
-            cache = dict(tokens=ops.to_device(time_major.astype(np.uint8).reshape(-1)), hs=hs, cs=cs, gates=gates,
-                         hflat=hflat, shape=(batch, steps))
+        cache = dict(tokens=tokens, hs=hs, cs=cs, gates=gates, hflat=hflat, shape=(batch, steps)) if keep else None
         return logits, cache
 
     def backward(self, ops, p, cache, dlogits):
@@ -153,84 +162,106 @@ class LstmModel(FlatParams):
         if not np.asarray(batch.mask, np.float64).sum() > 0:
             raise BadInput("the batch has no position with mask 1, so its loss is undefined")
 
-    @staticmethod
-    def _time_major_targets(batch):
-        """(mask float64, targets uint8) of a batch, flat in the model's time-major row order."""
-        return (np.ascontiguousarray(np.asarray(batch.mask, np.float64).T).reshape(-1),
-                np.ascontiguousarray(np.asarray(batch.targets, np.uint8).T).reshape(-1))
-
-    def _masked(self, ops, logits, batch):
-        """(loss, logit gradient of the unweighted mean, per-row weights turning it into the masked one)."""
-        mask, targets = self._time_major_targets(batch)
-        total = mask.sum()
-        rows, dlogits = ops.cross_entropy(logits, ops.to_device(targets))
-        loss = float(weighted_means(ops, rows, mask)[0])
-        return loss, dlogits, mask * (mask.size / total)
-
-    def loss(self, backend, flat, batch):
-        """Mask-weighted mean cross-entropy (bits) of a TaskBatch."""
+    def prepare(self, backend, batch, groups=1):
+        """A TaskBatch checked and put on the backend in one upload (an LstmBatch passes through when it
+        holds `groups` copies of the targets): what every loss of a step reads."""
+        if isinstance(batch, LstmBatch) and batch.groups >= groups:
+            return batch
         ops = _ops(backend)
         self._check_batch(batch)
-        logits, _ = self.forward(ops, self._params(ops, flat), batch.inputs)
-        return self._masked(ops, logits, batch)[0]
+        mask = np.ascontiguousarray(np.asarray(batch.mask, np.float64).T).reshape(-1)
+        targets = np.ascontiguousarray(np.asarray(batch.targets, np.uint8).T).reshape(-1)
+        total = float(mask.sum())
+        rows = np.ascontiguousarray(np.asarray(batch.inputs).T)
+        rows, tokens, targets, weights, row_scale = packed_to_device(
+            ops.to_device, rows.astype(np.int32), rows.astype(np.uint8).reshape(-1), np.tile(targets, groups),
+            mask.astype(np.float32), (mask * (mask.size / total)).astype(ops.dtype))
+        return LstmBatch(np.asarray(batch.inputs).shape, rows, tokens, targets, weights, row_scale, total, groups)
 
-    def probe_losses(self, backend, theta, keys, alphas, distribution, batch):
+    def _masked(self, ops, logits, batch, out=None):
+        """(loss written into `out` on the backend, logit gradient of the unweighted mean): the loss is
+        the mask-weighted mean cross-entropy in bits of an LstmBatch."""
+        per_row, dlogits = ops.cross_entropy(logits, batch.targets[:logits.shape[0]])
+        out = ops.empty(1, np.float64) if out is None else out
+        ops.weighted_row_sums(per_row.reshape(1, -1), batch.weights, out, 1.0 / batch.total)
+        return out, dlogits
+
+    def loss(self, backend, flat, batch):
+        """Mask-weighted mean cross-entropy (bits) of a TaskBatch or LstmBatch."""
+        ops = _ops(backend)
+        batch = self.prepare(backend, batch)
+        logits, _ = self.forward(ops, self._params(ops, flat), batch.rows)
+        return float(ops.to_host(self._masked(ops, logits, batch)[0])[0])
+
+    def probe_segments(self, backend):
+        """probe_copies' layout of theta (kernels/noise/probe_copies.py) on the backend: the gate-major
+        R, b and states0 as (gates, rest), so their probes land side by side as the heads of one LSTM."""
+        if backend not in self._segments:
+            leading = {"R": 4, "b": 4, "states0": 2}
+            rows = [(self.offsets[name][0], leading.get(name, 1), math.prod(shape) // leading.get(name, 1))
+                    for name, shape, *_ in self.specs]
+            self._segments[backend] = _ops(backend).to_device(np.array(rows, np.int64))
+        return self._segments[backend]
+
+    def probe_losses(self, backend, theta, keys, alphas, distribution, batch, out=None):
         """Mask-weighted mean cross-entropy (bits) at theta + alpha_i z_i for every probe i (z_i from
         stream key keys[i], kernels/noise/perturb.py), in one pass over the batch. The P probes run as the
         P N heads of one LSTM (R is block-diagonal, so they never mix) with the input tables and the
-        output projections as batched products. Each probe's tensors are drawn from its key at their
-        offsets in theta straight into (P, ...) arrays, so every loss is `loss` of that perturbed
-        vector up to fp32 summation order. Host float64 losses (P,)."""
+        output projections as batched products. Every probe's tensors come from one probe_copies launch,
+        so every loss is `loss` of that perturbed vector up to fp32 summation order. Into `out` (P,)
+        float64 on the backend where given (keys and alphas there too), else host float64 (P,)."""
         ops = _ops(backend)
-        self._check_batch(batch)
         cfg = self.cfg
         v, e, h, n, d = cfg.vocab_size, cfg.input_size, cfg.hidden_size, cfg.num_heads, cfg.head_size
         probes = len(keys)
+        batch = self.prepare(backend, batch, probes)
         if not hasattr(theta, "copy_to_host"):  # the perturbation ops take float32 on every backend
             theta = np.ascontiguousarray(theta, np.float32) if ops.name != "cuda" else ops.to_device(theta)
-        t = {}
-        for name, shape, *_ in self.specs:
-            start, _ = self.offsets[name]
-            size = math.prod(shape)
-            t[name] = ops.empty((probes, size), np.float32)
-            for i in range(probes):
-                ops.perturbed_copy(theta[start:start + size], t[name][i], (int(keys[i][0]), int(keys[i][1])),
-                                   float(alphas[i]), distribution, start)
-        inputs = np.asarray(batch.inputs)
-        rows, steps = inputs.shape
-        # probe p's head k becomes head p N + k: every [4, N, D] column block gets the probe axis after the gate
+        if ops.name == "cuda" and not hasattr(keys, "copy_to_host"):
+            keys, alphas = packed_to_device(ops.to_device, np.asarray(keys, np.int64).reshape(-1, 2),
+                                            np.asarray(alphas, np.float32))
+        copies = ops.probe_copies(theta, keys, alphas, distribution, self.probe_segments(backend))
+        t = {name: copies[probes * start:probes * (start + math.prod(shape))]
+             for name, (start, shape) in ((name, (self.offsets[name][0], shape)) for name, shape, *_ in self.specs)}
+        rows, steps = batch.shape
+        # probe p's head k becomes head p N + k: the table's [4, N, D] column blocks get the probe axis after
+        # the gate; R, b and states0 come that way from probe_copies
         table = ops.bmm(t["embed"].reshape(probes, v, e), t["W_in"].reshape(probes, e, 4 * h))
         table = ops.swap_leading(table.reshape(probes, v * 4, h)).reshape(v, 4 * probes * h)
-        r = ops.swap_leading(t["R"].reshape(probes, 4, n * d * d)).reshape(4, probes * n, d, d)
-        bias = ops.swap_leading(t["b"].reshape(probes, 4, h)).reshape(4 * probes * h)
-        states0 = ops.swap_leading(t["states0"].reshape(probes, 2, h)).reshape(2, probes * h)
-        time_major = np.ascontiguousarray(inputs.T).astype(np.int32)
-        hs, _, _ = ops.lstm_forward(table, time_major, r, bias, states0, False)
+        hs, _, _ = ops.lstm_forward(table, batch.rows, t["R"].reshape(4, probes * n, d, d),
+                                    t["b"].reshape(4 * probes * h), t["states0"].reshape(2, probes * h), False)
         hp = ops.swap_leading(hs[1:].reshape(steps * rows, probes, h))  # (P, T B, H)
         logits = ops.bmm(hp, t["W_proj"].reshape(probes, v, h), False, True)
-        logits = ops.member_affine(logits, ops.to_device(np.ones((probes, v), np.float32)),
-                                   t["b_proj"].reshape(probes, v))
-        mask, targets = self._time_major_targets(batch)
-        per_row, _ = ops.cross_entropy(logits.reshape(probes * steps * rows, v),
-                                       ops.to_device(np.tile(targets, probes)))
-        return weighted_means(ops, per_row, mask, probes)
+        logits = ops.member_affine(logits, self._ones(ops, probes), t["b_proj"].reshape(probes, v))
+        per_row, _ = ops.cross_entropy(logits.reshape(probes * steps * rows, v), batch.targets[:probes * steps * rows])
+        sums = ops.empty(probes, np.float64) if out is None else out
+        ops.weighted_row_sums(per_row.reshape(probes, steps * rows), batch.weights, sums, 1.0 / batch.total)
+        return np.asarray(ops.to_host(sums), np.float64) if out is None else out
+
+    def _ones(self, ops, probes):
+        """(P, V) ones on the backend (member_affine's scale), made once."""
+        key = (ops.name, probes)
+        if key not in self._constants:
+            self._constants[key] = ops.to_device(np.ones((probes, self.cfg.vocab_size), np.float32))
+        return self._constants[key]
 
     def loss_and_grad(self, backend, flat, batch, on_device=False):
         """(loss, flat float32 gradient) by full BPTT: on the host, or with `on_device` where the backend
         keeps it (a device array on the GPU, which `flat` may be too)."""
         ops = _ops(backend)
-        self._check_batch(batch)
+        batch = self.prepare(backend, batch)
         p = self._params(ops, flat)
-        logits, cache = self.forward(ops, p, batch.inputs, keep=True)
-        loss, dlogits, weights = self._masked(ops, logits, batch)
-        dlogits = ops.scale_rows(dlogits, ops.to_device(weights.astype(ops.dtype)))
-        grads = self.backward(ops, p, cache, dlogits)
-        return loss, self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops)
+        logits, cache = self.forward(ops, p, batch.rows, keep=True, tokens=batch.tokens)
+        loss, dlogits = self._masked(ops, logits, batch)
+        grads = self.backward(ops, p, cache, ops.scale_rows(dlogits, batch.row_scale))
+        grad = self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops)
+        return float(ops.to_host(loss)[0]), grad
 
     def logits(self, backend, flat, inputs):
         """Host logits (B, T, V) for token ids (B, T)."""
         ops = _ops(backend)
         self._check_tokens(inputs)
         batch, steps = np.asarray(inputs).shape
-        logits, _ = self.forward(ops, self._params(ops, flat), inputs)
+        rows = np.ascontiguousarray(np.asarray(inputs).T).astype(np.int32)
+        logits, _ = self.forward(ops, self._params(ops, flat), rows)
         return np.ascontiguousarray(ops.to_host(logits).reshape(steps, batch, -1).transpose(1, 0, 2))

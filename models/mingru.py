@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
 
@@ -81,10 +80,18 @@ def tensor_specs(cfg):
     return specs
 
 
+def _flat_bytes(ops, tokens):
+    """(B, T) bytes as a flat uint8 vector on the backend (uploaded where they are on the host)."""
+    if hasattr(tokens, "copy_to_host"):
+        return tokens.reshape(tokens.size)
+    return ops.to_device(np.ascontiguousarray(tokens, np.uint8).reshape(-1))
+
+
 class MinGruModel(FlatParams):
     def __init__(self, cfg: MinGruConfig):
         self.cfg = cfg.check()
         super().__init__(tensor_specs(cfg))
+        self._ones = {}
 
     def architecture(self):
         return {"model": "mingru", "total_params": self.n_params,
@@ -140,7 +147,7 @@ class MinGruModel(FlatParams):
 
     def _embed(self, ops, p, tokens, perturbation):
         batch, steps = tokens.shape
-        flat_tokens = ops.to_device(np.ascontiguousarray(tokens, np.uint8).reshape(-1))
+        flat_tokens = _flat_bytes(ops, tokens)
         x = ops.embedding(p["embed"], flat_tokens)
         noise = perturbation.matrix("embed") if perturbation is not None else None
         if noise is not None:
@@ -226,11 +233,15 @@ class MinGruModel(FlatParams):
         return g
 
     def loss_and_grad(self, ops, p, inputs, targets, states=None, recompute=False):
-        """(mean loss in bits, named gradients, new states) for one chunk: inputs and targets (B, T)."""
+        """(mean loss in bits, named gradients, new states) for one chunk: inputs and targets (B, T) bytes,
+        on the host or already on the backend."""
         logits, new_states, cache = self.forward(ops, p, inputs, states, keep=True, recompute=recompute)
-        loss, dlogits = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(targets, np.uint8).reshape(-1)))
+        loss, dlogits = ops.cross_entropy(logits, _flat_bytes(ops, targets))
         grads = self.backward(ops, p, cache, dlogits)
-        return float(weighted_means(ops, loss, np.ones(loss.size))[0]), grads, new_states
+        if (ops.name, loss.size) not in self._ones:
+            self._ones[ops.name, loss.size] = ops.to_device(np.ones(loss.size, np.float32))
+        mean = ops.weighted_row_sums(loss.reshape(1, -1), self._ones[ops.name, loss.size], None, 1.0 / loss.size)
+        return float(ops.to_host(mean)[0]), grads, new_states
 
     def step(self, ops, p, token, states):
         """Generation: logits (B, 256) for bytes `token` (B,) and the states after them."""

@@ -1,12 +1,19 @@
 """The device counts (kernels/core/device_counts.py) on the simulator: each kind of request is counted
-once, where it happens, and only inside a window."""
+once, where it happens, and only inside a window; an allocation the device cache
+(kernels/core/device_pool.py) serves from a freed block is none."""
 
 import numpy as np
 import pytest
 
 from eggnog.kernels.core.cuda_api import SIMULATED, cuda
 from eggnog.kernels.core.device_counts import counting
+from eggnog.kernels.core.device_pool import SIMULATED_CACHE
 from eggnog.kernels.optim.float_steps import sgd_step_cuda
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    SIMULATED_CACHE.clear()  # blocks freed by earlier tests would serve the requests counted here
 
 
 def _step(p, buf, grad):
@@ -20,17 +27,36 @@ def test_every_request_is_counted_once():
     with counting() as counts:
         device = cuda.to_device(host)  # an allocation and an upload
         empty = cuda.device_array((4, 2), np.float32)  # an allocation
-        cuda.device_array_like(empty)  # an allocation
+        like = cuda.device_array_like(empty)  # an allocation
         cuda.to_device(host, to=device)  # an upload into an existing array
         grad = cuda.to_device(np.ones(8, np.float32))  # an allocation and an upload
         _step(device, empty.reshape(8), grad)
         _step(device, host, grad)  # a host array: allocated, uploaded, copied back (a wait)
         device.copy_to_host()  # a wait
         cuda.synchronize()  # a wait
-    assert counts.as_dict() == {"launches": 2, "allocations": 5, "allocated_bytes": 5 * 32, "uploads": 4,
+    assert counts.as_dict() == {"launches": 2, "allocations": 5, "allocated_bytes": 5 * 256, "uploads": 4,
                                 "uploaded_bytes": 4 * 32, "host_waits": 3, "by_kernel": {"sgd_step_cuda": 2}}
     np.testing.assert_array_equal(host, 1)
     np.testing.assert_array_equal(device.copy_to_host(), -2)
+    assert like.shape == (4, 2)
+
+
+def test_a_freed_block_serves_the_next_request_of_its_size():
+    freed = cuda.device_array(64, np.float32)
+    del freed
+    with counting() as counts:
+        reused = cuda.device_array((8, 8), np.float32)  # 256 bytes: the freed block
+        reused[...] = 1
+        bigger = cuda.to_device(np.zeros(65, np.float32))  # 260 bytes: a block of 512, new
+    assert (counts.allocations, counts.allocated_bytes, counts.uploads) == (1, 512, 1)
+    view = reused[2:]
+    del reused
+    with counting() as counts:
+        other = cuda.device_array(64, np.float32)  # the view still holds the freed array's block
+        other[...] = 2
+    assert counts.allocations == 1
+    np.testing.assert_array_equal(view.copy_to_host(), 1)
+    np.testing.assert_array_equal(bigger.copy_to_host(), 0)
 
 
 def test_windows_nest_and_count_only_while_open():

@@ -39,17 +39,18 @@ def copies(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("probe_batch", [1, 4])
-def test_a_cdrge_step_copies_one_loss_per_probe_pass(copies, probe_batch):
+@pytest.mark.parametrize("probe_batch", [1, 2, 4])
+def test_a_cdrge_step_copies_its_losses_once_when_batched(copies, probe_batch):
     model = LstmModel(LstmConfig(VOCAB, 2, 4, 2))
-    batch = make_task("copy", 2, 2, seed=1).batch(0, 2)
+    batch = model.prepare("cuda", make_task("copy", 2, 2, seed=1).batch(0, 2), probe_batch)
     rge = RgeTrainer(RgeConfig(probes=2, lr=0.05, sigma=0.01, probe_batch=probe_batch), model.init_params(2), DEVICE,
                      init_world(), seed=9)
     before = rge.host_params()
     copies.clear()
     rge.step(lambda p: model.loss("cuda", p, batch), 0,
-             probes_fn=lambda theta, keys, alphas: model.probe_losses("cuda", theta, keys, alphas, "rademacher", batch))
-    assert copies and max(copies) == probe_batch  # per-token rows would be 6 a probe
+             probes_fn=lambda theta, keys, alphas, out: model.probe_losses("cuda", theta, keys, alphas, "rademacher",
+                                                                           batch, out))
+    assert copies == ([1, 1, 1, 1] if probe_batch == 1 else [4])  # per-token rows would be 6 a probe
     assert not np.array_equal(rge.host_params(), before)  # the update ran, on the device
 
 

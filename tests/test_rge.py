@@ -83,8 +83,8 @@ def test_a_non_finite_loss_stops_before_the_update():
 def test_probes_batched_in_passes_take_the_step_of_probes_one_at_a_time(overrides):
     """Passes of 3 evaluations (the last one short) as extra heads of one LSTM: the same losses, so
     the same step; the model's batched losses are checked against single ones in tests/test_lstm.py."""
-    def probes_fn(theta, keys, alphas):
-        return MODEL.probe_losses("cpu", theta, keys, alphas, one.cfg.distribution, BATCH)
+    def probes_fn(theta, keys, alphas, out):
+        return MODEL.probe_losses("cpu", theta, keys, alphas, one.cfg.distribution, BATCH, out)
 
     one = trainer(probes=5 if not overrides.get("antithetic") else 4, **overrides)
     batched = trainer(probes=one.cfg.probes, probe_batch=3, **overrides)
@@ -93,7 +93,7 @@ def test_probes_batched_in_passes_take_the_step_of_probes_one_at_a_time(override
 
 
 @pytest.mark.parametrize("overrides,ranks,message", [
-    ({"probe_batch": 0}, 1, "--probe-batch must be positive"),
+    ({"probe_batch": -1}, 1, "--probe-batch must be 0"),
     ({"sigma": 0.0}, 1, "--sigma must be a positive"),
     ({"lr": -1.0}, 1, "--lr must be a positive"),
     ({"probes": 6}, 4, "cannot be split evenly over 4 ranks"),

@@ -75,7 +75,7 @@ def test_train_rge_script_runs(tmp_path):
     (["--solver", "adjoint"], "unknown --solver"),
     (["--model", "gru"], "unknown --model"),
     (["--probes", "0"], "--probes must be positive"),
-    (["--probe-batch", "0"], "--probe-batch must be positive"),
+    (["--probe-batch", "-1"], "--probe-batch must be 0"),
     (["--model", "dnc", "--probe-batch", "4"], "--probe-batch above 1 needs --model lstm"),
 ])
 def test_train_rge_bad_input(tmp_path, args, message):

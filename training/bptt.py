@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
-from eggnog.kernels.core.backend import device_free_bytes, to_host
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.backend import device_free_bytes, packed_to_device, to_host
+from eggnog.kernels.core.registry import PRECISIONS, ops_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.errors import BadInput
@@ -43,6 +43,9 @@ class BpttRunConfig(MinGruRunConfig):
     recompute: bool = flag(False, "Recompute each block's activations in the backward pass (gradient "
                                   "checkpointing): one block's activations held instead of all; same gradients.",
                            changeable=True)
+    precision: str = flag("fp32", "Products of training: fp32; tf32 (the forward on TF32 tensor cores, gradients "
+                                  "fp32) or bf16 (forward and gradients on bf16 tensor cores), fp32 accumulation. "
+                                  "Validation stays fp32.", changeable=True)
 
     def check(self, ranks=1):
         self.model_config()
@@ -54,6 +57,8 @@ class BpttRunConfig(MinGruRunConfig):
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if self.batch_size % ranks:
             raise BadInput(f"--batch-size {self.batch_size} cannot be split evenly over {ranks} ranks")
+        if self.precision not in PRECISIONS:
+            raise BadInput(f"unknown --precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
 
     @property
     def window(self):
@@ -78,7 +83,8 @@ class BpttTrainer:
         initialisation and draw their own data)."""
         cfg.check(world.size)
         self.cfg, self.world, self.backend = cfg, world, backend
-        self.ops = ops_for(backend.name)
+        self.ops = ops_for(backend.name)  # validation and sampling: fp32
+        self.train_ops = ops_for(backend.name, cfg.precision)
         model_cfg = cfg.model_config()
         self.rows = cfg.batch_size // world.size
         # before anything is allocated (the layout of a huge --depth included): a run that cannot fit
@@ -138,11 +144,11 @@ class BpttTrainer:
     def train_step(self, clock=UNTIMED):
         """One optimiser step; returns the mean training loss (bits/byte) of its chunks. `clock`
         times its phases: forward and backward (eval), the allreduce (exchange), the optimiser (update)."""
-        cfg, ops = self.cfg, self.ops
+        cfg, ops = self.cfg, self.train_ops
         p = self.model.views(self.optimizer.train_params())
         grad, losses = None, []
         for a in range(cfg.grad_accum):
-            inputs, targets = self.chunk(self.step * cfg.grad_accum + a)
+            inputs, targets = packed_to_device(ops.to_device, *self.chunk(self.step * cfg.grad_accum + a))
             with clock.phase("eval"):
                 loss, grads, self.states = self.model.loss_and_grad(ops, p, inputs, targets, self.states,
                                                                     cfg.recompute)

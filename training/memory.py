@@ -8,9 +8,9 @@
   id (a container with its own process ids).
 - own: the arrays the process allocated itself. On the CPU only with `trace_host=True`, through
   tracemalloc: NumPy and Python allocations, not arrays made inside compiled (njit) code.
-  tracemalloc slows every allocation, so it belongs in a run that is not timed. On a GPU, the bytes
-  of live numba device allocations: their exact peak when `count_device_allocations()` ran before
-  the CUDA context was created, otherwise the largest total seen by `sample()`.
+  tracemalloc slows every allocation, so it belongs in a run that is not timed. On a GPU, the exact
+  peak of the device bytes held by arrays, as the caching memory manager (kernels/core/device_pool.py)
+  hands them out (its cached free blocks are not counted: they are in the process figure).
 
 `sources()` names the measure behind each figure, for results to record.
 """
@@ -18,52 +18,8 @@
 import os
 import re
 import tracemalloc
-import weakref
 
 from eggnog.runtime.optional import optional_import
-
-_counting_manager = None
-
-
-def counting_manager(base):
-    """A subclass of numba's memory manager `base` that also keeps the live and peak bytes it handed out."""
-
-    class CountingMemoryManager(base):
-        live = peak = 0
-
-        def memalloc(self, size):
-            memory = super().memalloc(size)
-            self.live += size
-            self.peak = max(self.peak, self.live)
-            # memalloc returns an owner over a weak proxy (which cannot be weakly referenced); the pointer
-            # numba frees is the one it has just filed in `allocations`, dropped from there when freed
-            freed = next(reversed(self.allocations.values()))
-            weakref.finalize(freed, self._freed, size)
-            return memory
-
-        def _freed(self, size):
-            self.live -= size
-
-    return CountingMemoryManager
-
-
-def _counting_manager_class():
-    """numba's own device allocator, counting (one class per process)."""
-    global _counting_manager
-    if _counting_manager is None:
-        from eggnog.kernels.core.cuda_api import cuda
-
-        _counting_manager = counting_manager(cuda.cudadrv.driver.NumbaCUDAMemoryManager)
-    return _counting_manager
-
-
-def count_device_allocations():
-    """Count this process's numba device allocations exactly (the own peak on a GPU). Takes effect
-    only for a CUDA context created after this call: call it before selecting the backend."""
-    from eggnog.kernels.core.cuda_api import SIMULATED, cuda
-
-    if not SIMULATED:
-        cuda.set_memory_manager(_counting_manager_class())
 
 
 def _reset_resident_peak():
@@ -120,38 +76,27 @@ class MemoryMeter:
             self._manager = cuda.current_context().memory_manager
             self._nvml = _nvml()
         self.nvml = self._nvml is not None
-        self.counting = self.gpu and isinstance(self._manager, _counting_manager_class())
         self.reset()
 
     def reset(self):
         """Start a new measurement window (peaks from here on)."""
         self.peak_process = self.peak_own = None
         if self.gpu:
-            if self.counting:
-                self._manager.peak = self._manager.live
+            self._manager.peak = self._manager.live
         else:
             self._resettable = _reset_resident_peak()
             if self.trace_host:
                 tracemalloc.reset_peak()
         self.sample()
 
-    def _live_device_bytes(self):
-        from eggnog.kernels.core.cuda_api import cuda
-
-        driver = cuda.cudadrv.driver
-        return sum(m.size for m in list(self._manager.allocations.values())
-                   if isinstance(m, driver.AutoFreePointer) and not isinstance(m, driver.MappedMemory))
-
     def sample(self):
-        """Take the current figures into the peaks (on a GPU the process figure and, without exact
-        counting, the own figure exist only as sampled here)."""
+        """Take the current figures into the peaks (on a GPU the process figure exists only as sampled here)."""
         if not self.gpu:
             return
         process = _nvml_process_bytes(self._nvml) if self._nvml else None
         if process is not None:
             self.peak_process = max(self.peak_process or 0, process)
-        own = self._manager.peak if self.counting else self._live_device_bytes()
-        self.peak_own = max(self.peak_own or 0, own)
+        self.peak_own = max(self.peak_own or 0, self._manager.peak)
 
     def peaks(self):
         """{"peak_process_bytes": int or None, "peak_own_bytes": int or None} of the window so far."""
@@ -164,9 +109,8 @@ class MemoryMeter:
     def sources(self):
         """What each figure measures, in words."""
         if self.gpu:
-            own = "numba device allocations, exact peak" if self.counting else \
-                "numba device allocations, largest sampled total"
-            return {"process": "NVML per-process device memory, largest sampled" if self.nvml else None, "own": own}
+            return {"process": "NVML per-process device memory, largest sampled" if self.nvml else None,
+                    "own": "device arrays, exact peak"}
         return {"process": "resident set high-water mark (VmHWM after clear_refs)" if self._resettable else None,
                 "own": "tracemalloc (NumPy and Python allocations)" if self.trace_host else None}
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.backend import packed_to_device, to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
@@ -55,9 +55,10 @@ class RgeConfig:
     antithetic: bool = flag(False, "Probes in +z/-z pairs.")
     dist_mode: str = flag("seeds", "reduce (probe sums reduced to rank 0, which broadcasts the parameters) or seeds "
                                    "(every rank applies every probe).")
-    probe_batch: int = flag(1, "Perturbed evaluations run in one pass of the model (LSTM: as extra heads); more "
-                               "amortise launches on a GPU and take that many times a forward's memory.",
-                            changeable=True)  # the same step either way
+    probe_batch: int = flag(0, "Perturbed evaluations run in one pass of the model (LSTM: as extra heads); more "
+                               "amortise launches on a GPU and take that many times a forward's memory. 0: on a GPU "
+                               "as many as 1 GiB holds (LSTM), else 1.",
+                            changeable=True)  # the same step either way, up to fp32 summation order
 
     @property
     def eps(self):
@@ -71,8 +72,8 @@ class RgeConfig:
                 raise BadInput(f"unknown --{name} {value!r}: choose one of {', '.join(choices)}")
         if self.probes < 1:
             raise BadInput(f"--probes must be positive, got {self.probes}")
-        if self.probe_batch < 1:
-            raise BadInput(f"--probe-batch must be positive, got {self.probe_batch}")
+        if self.probe_batch < 0:
+            raise BadInput(f"--probe-batch must be 0 (chosen by the run) or positive, got {self.probe_batch}")
         if self.probes % ranks:
             raise BadInput(f"--probes {self.probes} cannot be split evenly over {ranks} ranks")
         if self.antithetic and (self.probes // ranks) % 2:
@@ -139,8 +140,9 @@ class RgeTrainer:
 
     def evaluate(self, loss_fn, step, probes_fn=None):
         """(L+, L-) of this rank's probes: L- is L(theta - eps z) (cdrge) or the clean L(theta) (fdras).
-        With `probes_fn(theta, keys, alphas)` -> losses (a model that evaluates many perturbations in
-        one pass) and --probe-batch above 1, the evaluations go in passes of that many."""
+        With `probes_fn(theta, keys, alphas, out)` (a model that evaluates many perturbations in one pass,
+        writing their losses into `out` on the backend) and --probe-batch above 1, the evaluations go in
+        passes of that many."""
         cfg, ops = self.cfg, self.ops
         keys, signs = self._signed_keys(step)
         clean = loss_fn(self.theta) if cfg.solver == "fdras" else None
@@ -159,13 +161,19 @@ class RgeTrainer:
 
     def _evaluate_batched(self, probes_fn, keys, signs, clean):
         """The same (L+, L-) with the perturbed evaluations (+ then - of each probe) in passes of
-        --probe-batch: every alpha is the float32 that perturbed_copy would be given."""
+        --probe-batch: every alpha is the float32 that perturbed_copy would be given. The keys and alphas
+        go to the backend in one upload, every pass writes its losses into one vector there, and that
+        vector comes back in one copy."""
         cfg = self.cfg
         alphas = signs * np.float32(cfg.eps)
         if clean is None:
             keys, alphas = np.repeat(keys, 2, axis=0), np.stack([alphas, -alphas], axis=1).reshape(-1)
-        losses = np.concatenate([probes_fn(self.theta, keys[i:i + cfg.probe_batch], alphas[i:i + cfg.probe_batch])
-                                 for i in range(0, len(keys), cfg.probe_batch)])
+        keys, alphas = packed_to_device(self.backend.to_device, keys, alphas.astype(np.float32))
+        losses = self.backend.empty(len(alphas), np.float64)
+        for i in range(0, len(alphas), cfg.probe_batch):
+            j = i + cfg.probe_batch
+            probes_fn(self.theta, keys[i:j], alphas[i:j], losses[i:j])
+        losses = to_host(losses)
         if clean is None:
             return losses[0::2], losses[1::2]
         return losses, np.full(losses.size, clean)
@@ -243,7 +251,8 @@ class RgeTrainer:
         """theta -= lr * sum_i c_i z_i (fused), or the optimiser's step on that sum."""
         cfg, ops = self.cfg, self.ops
         if self.optimizer is None:
-            ops.apply_probes_(self.theta, keys, (-cfg.lr * coefs).astype(np.float32), cfg.distribution)
+            keys, coefs = packed_to_device(self.backend.to_device, keys, (-cfg.lr * coefs).astype(np.float32))
+            ops.apply_probes_(self.theta, keys, coefs, cfg.distribution)
             return
         grad = self.backend.zeros(self.theta.shape, np.float32)
         ops.apply_probes_(grad, keys, coefs, cfg.distribution)

@@ -20,8 +20,8 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.zorn.rge import RgeTrainer
-from eggnog.zorn.rge_memory import check_rge_fits
-from eggnog.zorn.rge_run import RESUME_FIXED, build_model, build_task
+from eggnog.zorn.rge_memory import check_rge_fits, with_probe_batch
+from eggnog.zorn.rge_run import RESUME_FIXED, build_model, build_task, probe_functions
 from eggnog.zorn.validation import Validation
 
 
@@ -31,8 +31,9 @@ class RgeIsland:
     def __init__(self, cfg, world, backend, corpus, data_seed):
         if world.size != 1:
             raise ValueError("an island trains alone: give it a world of one process (World.alone())")
-        self.cfg, self.world, self.backend, self.data_seed = cfg, world, backend, data_seed
         self.model = build_model(cfg)
+        cfg = with_probe_batch(cfg, self.model.n_params, backend.name)
+        self.cfg, self.world, self.backend, self.data_seed = cfg, world, backend, data_seed
         self.memory_line = check_rge_fits(cfg, self.model, backend)
         self.task = build_task(replace(cfg, seed=data_seed), corpus)
         self.validation = Validation(cfg, corpus)
@@ -47,11 +48,9 @@ class RgeIsland:
         return f"{self.trainer_name} island: {self.cfg.solver}, {self.cfg.probes} probes, {self.cfg.optimizer}"
 
     def train_step(self):
-        batch, name = self.task.batch(self.step, self.cfg.batch_size), self.backend.name
-        probes_fn = ((lambda theta, keys, alphas: self.model.probe_losses(name, theta, keys, alphas,
-                                                                          self.cfg.distribution, batch))
-                     if hasattr(self.model, "probe_losses") else None)
-        loss = self.rge.step(lambda p: self.model.loss(name, p, batch), self.step, probes_fn=probes_fn)
+        batch = self.task.batch(self.step, self.cfg.batch_size)
+        loss_fn, probes_fn = probe_functions(self.model, self.backend.name, self.cfg, batch)
+        loss = self.rge.step(loss_fn, self.step, probes_fn=probes_fn)
         self.step += 1
         return loss
 

@@ -13,6 +13,8 @@ counted from the arrays its code places on the device, in float32 words:
 The peak is what is held throughout plus the largest of the phases.
 """
 
+from dataclasses import replace
+
 from eggnog.kernels.core.backend import device_free_bytes
 from eggnog.models.mingru import MinGruConfig
 from eggnog.training.memory_plan import WORD, check_device_fits, device_line, mingru_forward_words, peak
@@ -20,6 +22,22 @@ from eggnog.zorn.tasks import VOCAB
 from eggnog.zorn.validation import sample_tokens, validation_bounds, validation_chunk
 
 OPTIMIZER_STATE = {"sgd": 0, "momentum": 1, "adam": 2}
+AUTO_PROBE_BYTES = 2**30  # --probe-batch 0 on a GPU: the perturbed tensors and activations of a pass
+
+
+def with_probe_batch(cfg, n_params, backend_name, ranks=1):
+    """`cfg` with --probe-batch 0 resolved: on a GPU, for the LSTM, as many of a rank's evaluations a
+    pass as AUTO_PROBE_BYTES holds (a fixed budget, not the free memory, so that a run gives the same
+    numbers on every GPU); 1 elsewhere (a pass of one probe is the CPU's fastest)."""
+    if cfg.probe_batch or cfg.solver == "bptt":
+        return cfg
+    evaluations = cfg.probes // ranks * (2 if cfg.solver == "cdrge" else 1)
+    if cfg.model != "lstm" or backend_name != "cuda":
+        return replace(cfg, probe_batch=1)
+    longest = cfg.curriculum_max or cfg.max_seq_len
+    per_probe = WORD * (n_params + cfg.batch_size * sample_tokens(cfg, longest) * forward_words(cfg, keep=False)
+                        + fixed_words(cfg, cfg.batch_size))
+    return replace(cfg, probe_batch=max(1, min(evaluations, AUTO_PROBE_BYTES // per_probe)))
 
 
 def forward_words(cfg, keep):
@@ -67,7 +85,7 @@ def rge_device_memory(cfg, n_params):
         on_device = OPTIMIZER_STATE[cfg.optimizer] if cfg.dist_mode == "seeds" else 0
         held = {"parameters, work copy and optimiser state": WORD * n * (2 + on_device)}
         dense = n if cfg.optimizer != "sgd" or cfg.dist_mode == "reduce" else 0
-        probes = cfg.probe_batch if cfg.model == "lstm" else 1
+        probes = max(1, cfg.probe_batch) if cfg.model == "lstm" else 1
         step = {f"{probes} probe(s) at once": WORD * (max(probes * (n + pass_words) if probes > 1 else pass_words,
                                                           dense))}
     rows = min(validation_chunk(cfg), cfg.val_samples)

@@ -37,7 +37,7 @@ from eggnog.training.run_schedule import PLOTS_HELP, RunSchedule
 from eggnog.zorn.curriculum import Curriculum
 from eggnog.zorn.lr_search import parse_bracket, search_lr
 from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
-from eggnog.zorn.rge_memory import check_rge_fits
+from eggnog.zorn.rge_memory import check_rge_fits, with_probe_batch
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
 from eggnog.zorn.validation import MIN_PASS_TOKENS, Validation, validation_bounds
 
@@ -142,7 +142,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
         if self.validate_every:
             tokens = max(tokens, MIN_PASS_TOKENS)
         return {"parameters, optimiser state and the estimate": 4 * 5 * n, "probe losses": 16 * self.probes,
-                "batch and activations": 4 * tokens * (width + 2 * VOCAB) * 2 * self.probe_batch}
+                "batch and activations": 4 * tokens * (width + 2 * VOCAB) * 2 * max(1, self.probe_batch)}
 
     @property
     def uses_corpus(self):
@@ -213,6 +213,18 @@ def open_task_corpus(cfg, world):
     return open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
 
 
+def probe_functions(model, backend_name, cfg, batch):
+    """(loss_fn, probes_fn) of RgeTrainer.step on `batch`, put on the backend once for all of a step's losses
+    where the model can (the LSTM: prepare)."""
+    if hasattr(model, "prepare"):
+        batch = model.prepare(backend_name, batch, cfg.probe_batch)
+    probes_fn = None
+    if hasattr(model, "probe_losses"):
+        def probes_fn(theta, keys, alphas, out):
+            return model.probe_losses(backend_name, theta, keys, alphas, cfg.distribution, batch, out)
+    return (lambda p: model.loss(backend_name, p, batch)), probes_fn
+
+
 def build_task(cfg, corpus):
     task = make_task(cfg.task, cfg.min_seq_len, cfg.max_seq_len, cfg.seed, corpus)
     return overfit_task(task, cfg.batch_size) if cfg.overfit else task
@@ -221,8 +233,9 @@ def build_task(cfg, corpus):
 class RgeRun:
     def __init__(self, cfg: RgeRunConfig, world, backend, corpus=None):
         cfg.check(world.size)
-        self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
         self.model = build_model(cfg)
+        cfg = with_probe_batch(cfg, self.model.n_params, backend.name, world.size)
+        self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
         self.memory_line = check_rge_fits(cfg, self.model, backend)
         self.lr = cfg.lr  # the rate trained with: --lr, or the one --lr-search chose
         self.lr_settled = cfg.lr_search is None
@@ -288,11 +301,8 @@ class RgeRun:
     def train_step(self, batch, clock=UNTIMED):
         name = self.backend.name
         if self.rge is not None:
-            distribution = self.cfg.distribution
-            probes_fn = ((lambda theta, keys, alphas: self.model.probe_losses(name, theta, keys, alphas, distribution,
-                                                                              batch))
-                         if hasattr(self.model, "probe_losses") else None)
-            return self.rge.step(lambda p: self.model.loss(name, p, batch), self.step, clock, probes_fn)
+            loss_fn, probes_fn = probe_functions(self.model, name, self.cfg, batch)
+            return self.rge.step(loss_fn, self.step, clock, probes_fn)
         with clock.phase("eval"):
             loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch, on_device=True)
         if not math.isfinite(loss):

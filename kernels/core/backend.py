@@ -70,6 +70,18 @@ def device_free_bytes(backend, environ=os.environ):
     return int(free)
 
 
+def packed_to_device(to_device, *arrays):
+    """Several host arrays put on the backend by one upload (`to_device`, a backend's or ops' method):
+    each at an 8-byte aligned offset of one byte buffer, returned as views of their dtypes and shapes."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    offsets = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a in arrays])
+    packed = np.zeros(int(offsets[-1]), np.uint8)
+    for a, start in zip(arrays, offsets):
+        packed[start:start + a.nbytes] = a.reshape(-1).view(np.uint8)
+    device = to_device(packed)
+    return [device[start:start + a.nbytes].view(a.dtype).reshape(a.shape) for a, start in zip(arrays, offsets)]
+
+
 def to_host(array):
     """A NumPy array from a host array, a numba device array or any `__cuda_array_interface__`."""
     if hasattr(array, "copy_to_host"):

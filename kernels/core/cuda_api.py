@@ -24,12 +24,18 @@ from numba import config, cuda  # noqa: E402
 
 # NUMBA_ENABLE_CUDASIM=1 (read by numba at import) runs kernels on the simulator.
 SIMULATED = bool(config.ENABLE_CUDASIM)
-if SIMULATED:  # allocations refuse the shapes the real target refuses, and are counted (device_counts)
+if SIMULATED:  # allocations reuse freed blocks, refuse the shapes the real target refuses, and are counted
     from eggnog.kernels.core import device_counts
+    from eggnog.kernels.core.device_pool import install_simulated
     from eggnog.kernels.core.simulator_strict import install as _strict_allocations
 
+    install_simulated(cuda)
     _strict_allocations(cuda)
     device_counts.install(cuda)
+else:  # device memory reused through numba's memory manager (before any context exists)
+    from eggnog.kernels.core.device_pool import caching_manager_class
+
+    cuda.set_memory_manager(caching_manager_class(cuda.cudadrv.driver.NumbaCUDAMemoryManager))
 
 # Signature types: C-contiguous arrays of the launchers, and the scalar types they pass.
 F32_1D, F32_2D, F32_3D, F32_4D = (numba.float32[::1], numba.float32[:, ::1], numba.float32[:, :, ::1],

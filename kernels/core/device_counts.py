@@ -7,8 +7,10 @@ simulator are the GPU's; the time each costs is not counted.
         trainer.step(...)
     counts.launches, counts.allocations, counts.uploads, counts.host_waits, counts.by_kernel
 
-- an allocation: `cuda.device_array` (and `_like`, `mapped_array`), `cuda.to_device` without `to=`, and a
-  NumPy array passed to a kernel (the launch copies it to the device);
+- an allocation: one the device cache (kernels/core/device_pool.py) cannot serve from freed blocks, by
+  `cuda.device_array` (and `_like`), `cuda.to_device` without `to=`; every `mapped_array`; and a NumPy
+  array passed to a kernel (the launch copies it to the device); their bytes are the blocks' (256-byte
+  granules);
 - an upload: `cuda.to_device`, `copy_to_device` from a host array, and a NumPy array passed to a kernel;
 - a host wait: `cuda.synchronize()` and every copy to the host (`copy_to_host`, also after a launch that
   was passed a NumPy array), which waits for the work before it.
@@ -21,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from eggnog.kernels.core.device_pool import BlockCache, block_size
 
 
 @dataclass
@@ -66,34 +70,33 @@ def note_launch(name, args):
     for counts in _OPEN:
         counts.by_kernel[name.rsplit(".", 1)[-1]] += 1
     hosted = [a for a in args if isinstance(a, np.ndarray) and a.ndim > 0]
-    nbytes = sum(a.nbytes for a in hosted)
-    _add(launches=1, allocations=len(hosted), allocated_bytes=nbytes, uploads=len(hosted), uploaded_bytes=nbytes)
+    _add(launches=1, allocations=len(hosted), allocated_bytes=sum(block_size(a.nbytes) for a in hosted),
+         uploads=len(hosted), uploaded_bytes=sum(a.nbytes for a in hosted))
 
 
-def _allocating(allocate, upload=False):
+def _counted_call(call, allocation=False, upload=False):
     def counted(*args, **kwargs):
-        array = allocate(*args, **kwargs)
-        if array is not None:  # to_device(..., to=existing) allocates nothing and uploads by copy_to_device
-            _add(allocations=1, allocated_bytes=int(array.nbytes))
-            if upload:
-                _add(uploads=1, uploaded_bytes=int(array.nbytes))
+        array = call(*args, **kwargs)
+        if array is not None:  # to_device(..., to=existing) uploads by copy_to_device, counted there
+            nbytes = int(array.nbytes)
+            _add(allocations=int(allocation), allocated_bytes=nbytes if allocation else 0,
+                 uploads=int(upload), uploaded_bytes=nbytes if upload else 0)
         return array
 
-    counted.device_counted = True
     return counted
 
 
 def install(cuda):
-    """Count through the simulated `cuda` module's allocators, copies and synchronisation; idempotent."""
+    """Count the device cache's misses and the simulated `cuda` module's mapped arrays, uploads and
+    synchronisation; idempotent."""
     global _installed
     if _installed:
         return
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    for name in ("device_array", "device_array_like", "mapped_array"):
-        if hasattr(cuda, name):
-            setattr(cuda, name, _allocating(getattr(cuda, name)))
-    cuda.to_device = _allocating(cuda.to_device, upload=True)
+    BlockCache.on_miss.append(lambda size: _add(allocations=1, allocated_bytes=size))
+    cuda.mapped_array = _counted_call(cuda.mapped_array, allocation=True)
+    cuda.to_device = _counted_call(cuda.to_device, upload=True)
     synchronize, to_host, to_device = cuda.synchronize, FakeCUDAArray.copy_to_host, FakeCUDAArray.copy_to_device
 
     def counted_synchronize():

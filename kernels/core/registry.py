@@ -94,16 +94,29 @@ def all_ops():
 _OPS_FOR = {}  # backend -> (the op names it was built from, the namespace)
 
 
-def ops_for(backend):
+# --precision of the float trainers: which ops serve `matmul` and `matmul_backward`. fp32 is exact fp32;
+# tf32 runs the forward products on TF32 tensor cores and keeps the gradients fp32; bf16 runs both on
+# bf16 tensor cores. All accumulate in fp32 (the accuracy of each: kernels/layers/matmul_tf32.py, matmul_bf16.py).
+PRECISIONS = {"fp32": {}, "tf32": {"matmul": "matmul_tf32"},
+              "bf16": {"matmul": "matmul_bf16", "matmul_backward": "matmul_backward_bf16"}}
+
+
+def ops_for(backend, precision="fp32"):
     """Every op of one backend ("numpy": float64 references, "cpu": the twins, "cuda": the kernels)
-    under its name, with `to_device`, `to_host`, `empty`, `zeros` and `dtype` for arrays there. Built
-    once a backend (again only when an op was registered since): models ask for it on every call."""
+    under its name, with `to_device`, `to_host`, `empty`, `zeros` and `dtype` for arrays there, and the
+    products of `precision` (PRECISIONS) as `matmul` and `matmul_backward`. Built once a backend and
+    precision (again only when an op was registered since): models ask for it on every call."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown kernel backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
     entries = all_ops()
-    built = _OPS_FOR.get(backend)
+    built = _OPS_FOR.get((backend, precision))
     if built is None or built[0] != tuple(entries):
-        built = _OPS_FOR[backend] = tuple(entries), _build_ops(backend, entries)
+        ops = _build_ops(backend, entries)
+        for name, replacement in PRECISIONS[precision].items():
+            setattr(ops, name, getattr(ops, replacement))
+        built = _OPS_FOR[(backend, precision)] = tuple(entries), ops
     return built[1]
 
 

@@ -1,6 +1,9 @@
 """Weighted sums of rows, accumulated in float64 where the rows live:
 
-    weighted_row_sums(x (G, N) float32, w (N,) float32) -> (G,) float64,  out[g] = sum_j x[g, j] w[j]
+    weighted_row_sums(x (G, N) float32, w (N,) float32, out=None, scale=1.0) -> (G,) float64,
+        out[g] = scale * sum_j x[g, j] w[j]
+(into `out`, a float64 (G,) array of the backend, where given: a slot of a longer vector gathers the
+sums of several calls for one copy to the host; `scale` turns sums into means there).
 
 The losses of a step (a probe's or a member's per-token cross-entropies, masked) reduce to one number
 per group on the device, so a GPU step copies G float64 scalars to the host instead of G N rows.
@@ -24,43 +27,51 @@ TOLERANCE = (1e-12, 1e-12)
 
 
 def _cases(rng):
-    """One element; a row shorter than a block; rows across several strides of the block; 0/1 masks."""
+    """One element; a row shorter than a block; rows across several strides of the block; 0/1 masks;
+    means (a scale) written into a given vector."""
     for groups, n in ((1, 1), (3, 200), (2, 1500)):
         yield normal32(rng, groups, n, scale=4.0), (rng.random(n) < 0.7).astype(np.float32)
     yield normal32(rng, 4, 700, scale=4.0), normal32(rng, 700)
+    yield normal32(rng, 3, 50), normal32(rng, 50), np.full(3, np.nan), 1 / 7  # means, into a given vector
 
 
-def _check(x, w):
+def _check(x, w, out):
     require(len(x.shape) == 2 and tuple(w.shape) == (x.shape[1],) and x.shape[1] > 0,
             f"weighted_row_sums takes rows (groups, n) with n > 0 and one weight per column, got rows "
             f"{tuple(x.shape)} and weights {tuple(w.shape)}")
+    require(out is None or (tuple(out.shape) == (x.shape[0],) and out.dtype == np.float64),
+            f"weighted_row_sums writes float64 ({x.shape[0]},), got {getattr(out, 'dtype', None)} "
+            f"{tuple(getattr(out, 'shape', ()))}")
 
 
 @op(cases=_cases, tolerance=TOLERANCE)
-def reference_weighted_row_sums(x, w):
-    _check(x, w)
-    return f64(x) @ f64(w)
+def reference_weighted_row_sums(x, w, out=None, scale=1.0):
+    _check(x, w, out)
+    if out is None:
+        return f64(x) @ f64(w) * scale
+    out[...] = f64(x) @ f64(w) * scale
+    return out
 
 
 @parallel_jit
-def _cpu_sums(x, w, out):
+def _cpu_sums(x, w, scale, out):
     for g in numba.prange(x.shape[0]):
         acc = 0.0
         for j in range(x.shape[1]):
             acc += np.float64(x[g, j]) * np.float64(w[j])
-        out[g] = acc
+        out[g] = acc * scale
 
 
 @op
-def cpu_weighted_row_sums(x, w):
-    _check(x, w)
-    out = np.empty(x.shape[0], np.float64)
-    _cpu_sums(np.ascontiguousarray(x, np.float32), np.ascontiguousarray(w, np.float32), out)
+def cpu_weighted_row_sums(x, w, out=None, scale=1.0):
+    _check(x, w, out)
+    out = np.empty(x.shape[0], np.float64) if out is None else out
+    _cpu_sums(np.ascontiguousarray(x, np.float32), np.ascontiguousarray(w, np.float32), np.float64(scale), out)
     return out
 
 
-@kernel((F32_2D, F32_1D, numba.float64[::1]), float64_free=False, block=ROW_THREADS)
-def weighted_row_sums_cuda(x, w, out):
+@kernel((F32_2D, F32_1D, numba.float64, numba.float64[::1]), float64_free=False, block=ROW_THREADS)
+def weighted_row_sums_cuda(x, w, scale, out):
     """Block g: each thread strides over row g in float64, then one tree sum.
 
     Shared memory: one float64 slot per thread; the tree sum's consecutive threads touch consecutive
@@ -74,17 +85,17 @@ def weighted_row_sums_cuda(x, w, out):
     partial[t] = acc
     total = block_sum(partial, t)
     if t == 0:
-        out[g] = total
+        out[g] = total * scale
 
 
 @op
-def cuda_weighted_row_sums(x, w):
+def cuda_weighted_row_sums(x, w, out=None, scale=1.0):
     """x and w on the device (w may come from the host); the sums stay on the device."""
-    _check(x, w)
+    _check(x, w, out)
     if not hasattr(w, "copy_to_host"):
         w = cuda.to_device(np.ascontiguousarray(w, np.float32))
-    out = cuda.device_array(x.shape[0], np.float64)
-    weighted_row_sums_cuda[x.shape[0], ROW_THREADS](x, w, out)
+    out = cuda.device_array(x.shape[0], np.float64) if out is None else out
+    weighted_row_sums_cuda[x.shape[0], ROW_THREADS](x, w, np.float64(scale), out)
     return out
 
 
