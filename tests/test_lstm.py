@@ -180,12 +180,43 @@ def test_cuda_sequence_forward_and_backward_in_every_mode(monkeypatch, budget, h
     got = lstm.cuda_lstm_forward(*(lstm.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-5
-    # the backward: one launch with the whole head in a block, else two launches per step
+    # the backward: one launch with the whole head in a block, else a tiled product per step
     dh_out = RNG.normal(0, 1, (steps, batch, hidden)).astype(np.float32)
     want = lstm.reference_lstm_backward(dh_out, r, *(w.astype(np.float32) for w in want))
     got = lstm.cuda_lstm_backward(lstm.cuda.to_device(dh_out), lstm.cuda.to_device(r), *got)
     for g, w in zip(got, want):
         assert relative(g, w) < 1e-5
+
+
+def test_tiled_backward_crosses_row_tiles_and_partial_slices(monkeypatch):
+    """The backward by tiled products (a head too big for a block: shared budget of two units): batch 130
+    over two row tiles of 128 (the second of 2 rows), a head of 9 units (each gate's d in a slice of 8 and
+    one of 1; 9 of the 80 columns), 2 steps (the fused and the unfused product), against the reference."""
+    from eggnog.kernels.rnn import lstm_sequence_cuda
+
+    monkeypatch.setattr(lstm_sequence_cuda, "SHARED_BUDGET", 16 * 2 * 9)
+    steps, batch, heads, size = 2, 130, 1, 9
+    assert not lstm_sequence_cuda.backward_fits(heads, size, batch, steps)
+    table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, heads, size, 5)
+    forward = [a.astype(np.float32) for a in lstm.reference_lstm_forward(table, rows, r, bias, states0, keep=True)]
+    dh_out = RNG.normal(0, 1, (steps, batch, heads * size)).astype(np.float32)
+    want = lstm.reference_lstm_backward(dh_out, r, *forward)
+    got = lstm.cuda_lstm_backward(*(lstm.cuda.to_device(a) for a in (dh_out, r, *forward)))
+    for g, w in zip(got, want):
+        assert relative(g, w) < 1e-5
+
+
+def test_weight_gradient_splits_fill_the_last_wave():
+    """Table 1 10M on an H100: 640 tiles on 132 SMs x 3 leave the second wave mostly idle; splitting the
+    11264 rows fills the waves better; small row counts stay whole."""
+    from eggnog.kernels.rnn.lstm_backward_cuda import MIN_SPLIT_ROWS, RESIDENT, grad_splits, grad_tiles
+
+    tiles = int(np.prod(grad_tiles(64, 150)))
+    splits = grad_splits(64, 150, 11264, 132)
+    assert tiles == 640 and splits > 1
+    waves = math.ceil(tiles * splits / (132 * RESIDENT))
+    assert tiles * splits / (waves * 132 * RESIDENT) > 0.9
+    assert grad_splits(64, 150, 2 * MIN_SPLIT_ROWS - 1, 132) == 1
 
 
 def test_the_persistent_kernel_pairs_rows_and_pads_the_head_to_eight(monkeypatch):

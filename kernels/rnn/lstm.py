@@ -21,14 +21,15 @@ Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t f
     dc_prev = dc_t f,   dh_prev = sum_g R[g, n]^T draw_g,n  (+ the output gradient of h_{t-1})
 
 and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], after the time loop: a product
-per (gate, head) over all T B rows, tiled through shared memory on the GPU, one batched matrix product
-over heads on the CPU. The GPU step needs two launches (gate gradients, then dh_prev through R^T, which
-reads every d of a head).
+per head over all T B rows, tiled through shared memory on the GPU, one batched matrix product over
+heads on the CPU. On the GPU dh_prev is per head a (B x 4D) (4D x D) product, tiled, and the gate
+gradients of the step before are element-wise in its outputs: one launch a step
+(kernels/rnn/lstm_backward_cuda.py).
 
 Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
-(kernels/rnn/rnn/lstm_sequence_cpu.py, the per-step twin's results bit for bit) and with R in shared memory on
+(kernels/rnn/lstm_sequence_cpu.py, the per-step twin's results bit for bit) and with R in shared memory on
 the GPU (kernels/rnn/lstm_sequence_cuda.py); the CUDA backward runs in one launch there too where a head's
-R fits a block, else loops over steps launching the step kernels, one thread per unit):
+R fits a block, else one tiled product a step, kernels/rnn/lstm_backward_cuda.py):
 
     lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
     lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
@@ -64,16 +65,15 @@ from eggnog.kernels.core.cuda_api import (
 )
 from eggnog.kernels.core.registry import normal32, op
 from eggnog.kernels.layers.matmul import tiled_product
+from eggnog.kernels.rnn.lstm_backward_cuda import run_backward as run_tiled_backward
+from eggnog.kernels.rnn.lstm_backward_cuda import run_weight_grad
 from eggnog.kernels.rnn.lstm_sequence_cpu import forward_sequence
-from eggnog.kernels.rnn.lstm_sequence_cuda import backward_fits, gpu_sigmoid, gpu_tanh, run_backward
+from eggnog.kernels.rnn.lstm_sequence_cuda import backward_fits, coresident_blocks, gpu_sigmoid, gpu_tanh
 from eggnog.kernels.rnn.lstm_sequence_cuda import run as run_sequence
+from eggnog.kernels.rnn.lstm_sequence_cuda import run_backward as run_sequence_backward
 from eggnog.runtime.errors import BadInput
 
 THREADS = 128
-GRAD_THREADS = 16  # recurrent_grad_cuda: a block is GRAD_THREADS x GRAD_THREADS threads,
-GRAD_TILE = 2 * GRAD_THREADS  # each thread 2 x 2 outputs of a GRAD_TILE x GRAD_TILE tile,
-GRAD_STEP = 16  # GRAD_STEP rows of (T B) staged at a time
-GRAD_PITCH = GRAD_TILE + 1
 TOLERANCE = (2e-6, 2e-6)  # fp32 against float64 at the cases' sizes
 
 
@@ -192,9 +192,10 @@ def _backward_step_cases(rng):
 
 
 def _recurrent_grad_cases(rng):
-    """Heads smaller than a tile with fewer rows than a stage; a head of 33 units over 2 x 2 tiles with
-    35 rows (three stages, the last partial)."""
-    for steps, batch, heads, size in ((3, 2, 2, 3), (2, 3, 2, 6), (5, 7, 1, 33)):
+    """Heads smaller than a tile with fewer rows than a slice; a head of 33 units (4 D = 132 rows: two row
+    tiles) over 35 rows (five slices, the last partial); 81 units (two column tiles, three row tiles);
+    72 rows of one small head, which the simulator's one SM splits in two chunks (sum_splits_cuda)."""
+    for steps, batch, heads, size in ((3, 2, 2, 3), (2, 3, 2, 6), (5, 7, 1, 33), (2, 2, 1, 81), (8, 9, 1, 5)):
         hidden = heads * size
         yield normal32(rng, steps, batch, 4 * hidden), normal32(rng, steps + 1, batch, hidden), heads
 
@@ -221,13 +222,16 @@ def _forward_cases(rng):
 
 
 def _backward_cases(rng):
-    steps, batch, heads, size = SEQUENCE
-    hidden = heads * size
-    r, bias = _weights(rng, heads, size)
-    hs, cs, gates = reference_lstm_forward(normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias,
-                                           normal32(rng, 2, hidden), True)
-    yield (normal32(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
-           gates.astype(np.float32))
+    """Heads that fit a block (the one-launch backward), and one head of 56 units whose R (50 KB) does not:
+    the tiled products, one launch a step (a block of 56 of the 80 columns, 7 slices of 8 a gate)."""
+    for (steps, batch, heads, size), scale in ((SEQUENCE, 1.0), ((2, 3, 1, 56), 0.3)):
+        hidden = heads * size
+        r, bias = _weights(rng, heads, size)
+        r = r * np.float32(scale)
+        hs, cs, gates = reference_lstm_forward(normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias,
+                                               normal32(rng, 2, hidden), True)
+        yield (normal32(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
+               gates.astype(np.float32))
 
 
 # rows x in -> 4H: each product crosses a 16-wide tile in both directions (2 x 2 tiles)
@@ -458,56 +462,6 @@ def backward_recurrent_cuda(draw, r, dh_extra, dh_prev):
         _gpu_backward_recurrent_element(draw, r, dh_extra, dh_prev, i)
 
 
-@kernel((F32_2D, F32_2D, F32_4D), block=GRAD_THREADS * GRAD_THREADS)
-def recurrent_grad_cuda(draw, hs, dr):
-    """dR[g, n] = draw[:, g, n]^T h_prev[:, n] over all T B rows x (draw (T B, 4H), h_prev (T B, H):
-    both flattened over time and batch), as a tiled product: block (tile of k, tile of d, g N + n)
-    computes a GRAD_TILE x GRAD_TILE tile of one D x D matrix, each thread 2 x 2 outputs
-    (d = ty + 16 i, k = tx + 16 j) in registers; GRAD_STEP rows of both operands are staged in shared
-    memory at a time (coalesced: consecutive threads read consecutive units).
-
-    Shared memory: tiles are [x][unit] with a pitch of GRAD_PITCH = GRAD_TILE + 1 words. A warp (16 tx
-    by 2 ty) reads 2 addresses of the draw tile (broadcast) and 16 consecutive words of the hs tile; a
-    staging write puts 32 consecutive units of one x row: conflict-free."""
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    t = ty * GRAD_THREADS + tx
-    heads, size = dr.shape[1], dr.shape[2]
-    rows, four_h = draw.shape
-    hidden = four_h // 4
-    gn = cuda.blockIdx.z
-    g, n = gn // heads, gn % heads
-    d0, k0 = cuda.blockIdx.y * GRAD_TILE, cuda.blockIdx.x * GRAD_TILE
-    draw_col, hs_col = g * hidden + n * size, n * size
-    a_tile = cuda.shared.array((GRAD_STEP, GRAD_PITCH), numba.float32)
-    b_tile = cuda.shared.array((GRAD_STEP, GRAD_PITCH), numba.float32)
-    acc00 = acc01 = acc10 = acc11 = np.float32(0.0)
-    for x0 in range(0, rows, GRAD_STEP):
-        for s in range(GRAD_STEP * GRAD_TILE // (GRAD_THREADS * GRAD_THREADS)):
-            slot = t + s * GRAD_THREADS * GRAD_THREADS
-            x, u = slot // GRAD_TILE, slot % GRAD_TILE
-            inside = x0 + x < rows
-            a_tile[x, u] = draw[x0 + x, draw_col + d0 + u] if inside and d0 + u < size else np.float32(0.0)
-            b_tile[x, u] = hs[x0 + x, hs_col + k0 + u] if inside and k0 + u < size else np.float32(0.0)
-        cuda.syncthreads()
-        for x in range(GRAD_STEP):
-            a0, a1 = a_tile[x, ty], a_tile[x, ty + GRAD_THREADS]
-            b0, b1 = b_tile[x, tx], b_tile[x, tx + GRAD_THREADS]
-            acc00 += a0 * b0
-            acc01 += a0 * b1
-            acc10 += a1 * b0
-            acc11 += a1 * b1
-        cuda.syncthreads()
-    d, k = d0 + ty, k0 + tx
-    if d < size and k < size:
-        dr[g, n, d, k] = acc00
-    if d < size and k + GRAD_THREADS < size:
-        dr[g, n, d, k + GRAD_THREADS] = acc01
-    if d + GRAD_THREADS < size and k < size:
-        dr[g, n, d + GRAD_THREADS, k] = acc10
-    if d + GRAD_THREADS < size and k + GRAD_THREADS < size:
-        dr[g, n, d + GRAD_THREADS, k + GRAD_THREADS] = acc11
-
-
 @kernel((F32_2D, F32_2D, F32_2D), block=THREADS)
 def broadcast_state_cuda(states0, h, c):
     """h[b] = states0[0], c[b] = states0[1] for every batch row."""
@@ -544,12 +498,10 @@ def cuda_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
 
 @op
 def cuda_lstm_recurrent_grad(draw, hs, heads):
+    """One batched tiled product over all T B rows (kernels/rnn/lstm_backward_cuda.py)."""
     size = draw.shape[2] // 4 // heads
     dr = cuda.device_array((4, heads, size, size), np.float32)
-    tiles = (size + GRAD_TILE - 1) // GRAD_TILE
-    steps, batch, four_h = draw.shape
-    recurrent_grad_cuda[(tiles, tiles, 4 * heads), (GRAD_THREADS, GRAD_THREADS)](
-        draw.reshape(steps * batch, four_h), hs[:steps].reshape(steps * batch, four_h // 4), dr)
+    run_weight_grad(draw, hs, heads, dr, coresident_blocks())
     return dr
 
 
@@ -576,21 +528,15 @@ def cuda_lstm_forward(table, rows, r, bias, states0, keep=False):
 @op
 def cuda_lstm_backward(dh_out, r, hs, cs, gates):
     """Device (draw, dR, dh0, dc0) of full BPTT through the stored forward (keep=True): in one launch
-    with R in shared memory where a head fits a block (kernels/rnn/lstm_sequence_cuda.py), else two
-    launches per step."""
+    with R in shared memory where a head fits a block (kernels/rnn/lstm_sequence_cuda.py), else one
+    tiled product a step with the gate gradients in its epilogue (kernels/rnn/lstm_backward_cuda.py);
+    dR by one batched tiled product after either."""
     steps, batch, hidden = dh_out.shape
     draw = cuda.device_array(gates.shape, np.float32)
     dh = cuda.device_array((batch, hidden), np.float32)
-    if backward_fits(r.shape[1], r.shape[2], batch, steps):
-        dc = cuda.device_array((batch, hidden), np.float32)  # written by the kernel
-        run_backward(on_device(dh_out), r, cs, gates, draw, dh, dc)
-        return draw, cuda_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
-    dc, zeros = device_zeros((batch, hidden)), device_zeros((batch, hidden))
-    grid = blocks(batch * hidden, THREADS)
-    for t in range(steps - 1, -1, -1):
-        # dh is read by the gate kernel before the recurrent kernel overwrites it; dc is updated in place
-        backward_gates_cuda[grid](dh_out[t] if t == steps - 1 else dh, dc, gates[t], cs[t + 1], cs[t], draw[t], dc)
-        backward_recurrent_cuda[grid](draw[t], r, dh_out[t - 1] if t > 0 else zeros, dh)
+    dc = cuda.device_array((batch, hidden), np.float32)  # written before it is read, in both paths
+    run = run_sequence_backward if backward_fits(r.shape[1], r.shape[2], batch, steps) else run_tiled_backward
+    run(on_device(dh_out), r, cs, gates, draw, dh, dc)
     return draw, cuda_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
 
 
