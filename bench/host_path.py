@@ -1,13 +1,16 @@
 """What one training step asks of the device from the host, counted on numba's simulator
 (kernels/core/device_counts.py): kernel launches, device allocations, uploads and host waits per step,
-after a warm-up step. These counts are the host path's cost on a GPU (each launch, allocation, upload or
-wait costs host time there, whatever the width), so they are counted at small widths:
+after two warm-up steps (the first fills the device cache; in the second, state carried from the first,
+as MinGRU's chunk states, is still held while its successor is allocated). These counts are the host
+path's cost on a GPU (each launch, allocation, upload or wait costs host time there, whatever the
+width), so they are counted at small widths:
 
     NUMBA_ENABLE_CUDASIM=1 python -m bench.host_path
 
 Rows: a Table 1 CD-RGE step (the Table 1 LSTM and batch, heads as at 100k, width --hidden), the same with
-BPTT, and a MinGRU BPTT step (width --dim). The launch counts grow with the probes of a step; the
-allocation, upload and wait counts say what the host path does per step.
+BPTT, and a MinGRU BPTT step (width --dim). A CD-RGE step runs its evaluations in passes of --probe-batch
+(0: the run's choice, on a GPU all of them while 1 GiB holds them), so its launches grow with the passes,
+not the probes; the allocation, upload and wait counts say what the host path does per step.
 """
 
 import os
@@ -57,12 +60,13 @@ def mingru_run(dim, batch_size):
 
 
 def counted_step(step):
-    """Counts of step 1, after an uncounted step 0."""
+    """Counts of step 2, after uncounted steps 0 and 1."""
     from eggnog.kernels.core.device_counts import counting
 
     step(0)
+    step(1)
     with counting() as counts:
-        step(1)
+        step(2)
     return counts
 
 

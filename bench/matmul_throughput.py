@@ -145,6 +145,19 @@ def gpu_tf32_baseline(device_index):
                     lambda a: torch.as_tensor(a, device=device), lambda: torch.cuda.synchronize(device), forward)
 
 
+def gpu_bf16_baseline(device_index):
+    """cuBLAS in bfloat16 through PyTorch, on operands converted once before timing (its best case: our
+    kernel converts fp32 operands itself); None when PyTorch is not importable."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    device = torch.device("cuda", device_index)
+    return Baseline(f"PyTorch {torch.__version__} matmul in bfloat16 (cuBLAS)",
+                    lambda a: torch.as_tensor(a, device=device).to(torch.bfloat16),
+                    lambda: torch.cuda.synchronize(device), lambda x, w: x @ w.T)
+
+
 # (library, precision, what runs): the library rows of the GPU table
 LIBRARY_PRODUCTS = (
     ("torch", "fp32", "torch.matmul, TF32 off (cuBLAS sgemm)"),
@@ -227,6 +240,7 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
          backend: str = typer.Option(None, help="auto, cpu or cuda."), repeat: int = 5):
     from eggnog.kernels.core.backend import select_backend
     from eggnog.kernels.layers import matmul as mm
+    from eggnog.kernels.layers import matmul_bf16 as bf16
     from eggnog.kernels.layers import matmul_tf32 as tf32
 
     if repeat < 1:
@@ -237,8 +251,10 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
     peak, extra = None, {}
     if gpu:
         forward, backward, forward_tf32 = mm.cuda_matmul, mm.cuda_matmul_backward, tf32.cuda_matmul_tf32
+        forward_bf16 = bf16.cuda_matmul_bf16
         baseline = None if chosen.simulated else gpu_baseline(chosen.device_index)
         tf32_baseline = None if chosen.simulated else gpu_tf32_baseline(chosen.device_index)
+        bf16_baseline = None if chosen.simulated else gpu_bf16_baseline(chosen.device_index)
         if not chosen.simulated:
             from eggnog.kernels.core.cuda_api import cuda
 
@@ -246,13 +262,16 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
             extra["fp32_peak_GFLOP_per_s"] = round(peak / 1e9, 1) if peak else None
     else:
         forward, backward, forward_tf32 = mm.cpu_matmul, mm.cpu_matmul_backward, tf32.cpu_matmul_tf32
+        forward_bf16 = bf16.cpu_matmul_bf16
         baseline = tf32_baseline = cpu_baseline()
+        bf16_baseline = None  # NumPy has no bfloat16 product
         # other work on the machine shows here: BLAS timings halve when a core is busy elsewhere
         extra = {"cpu_threads": os.cpu_count(), "blas_threads": blas_threads(),
                  "load_average_1min": round(os.getloadavg()[0], 2)}
-    extra["ours"] = "CUDA kernels (float_matmul, matmul_tf32)" if gpu else "CPU twins (float_matmul, matmul_tf32)"
+    extra["ours"] = ("CUDA kernels" if gpu else "CPU twins") + " (float_matmul, matmul_tf32, matmul_bf16)"
     extra["baseline"] = baseline.name if baseline else None
     extra["tf32_baseline"] = tf32_baseline.name if tf32_baseline else None
+    extra["bf16_baseline"] = bf16_baseline.name if bf16_baseline else None
     if baseline is None:
         print("no baseline on this device (neither CuPy nor PyTorch importable): timing ours only")
     rows = []
@@ -265,7 +284,9 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
                 ("forward", 2 * products, forward, forward_product, (x, w), baseline),
                 ("backward", 4 * products, backward, backward_products, (dy, x, w), baseline),
                 ("forward_tf32", 2 * products, forward_tf32, tf32_baseline and tf32_baseline.forward, (x, w),
-                 tf32_baseline)):
+                 tf32_baseline),
+                ("forward_bf16", 2 * products, forward_bf16, bf16_baseline and bf16_baseline.forward, (x, w),
+                 bf16_baseline)):
             seconds = median_seconds(lambda: ours(*args), repeat=repeat, sync=chosen.synchronize)
             row = {"op": name, "shape": text, "ours_ms": round(seconds * 1e3, 3),
                    "ours_GFLOP_per_s": round(flop / seconds / 1e9, 1),
@@ -285,6 +306,8 @@ def main(shapes: str = typer.Option(CPU_SHAPES, help="Comma-separated ROWSxINxOU
         print(f"baseline: {baseline.name}")
     if tf32_baseline and tf32_baseline is not baseline:
         print(f"forward_tf32 baseline: {tf32_baseline.name}")
+    if bf16_baseline:
+        print(f"forward_bf16 baseline: {bf16_baseline.name}")
     if gpu and not chosen.simulated:
         extra["library_rows"] = library_rows(parsed, chosen.device_index, repeat)
         library_columns = ["library", "precision", "op", "shape", "ms", "TFLOP_per_s", "note"]

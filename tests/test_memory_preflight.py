@@ -116,7 +116,7 @@ def test_rge_estimate_follows_the_allocations(device_bytes, settings):
             pass
     if cfg.validate_every:
         run.validation.score(run.model, SIM, run.host_params(), init_world())
-    assert within_factor(rge_device_memory(cfg, run.model.n_params), device_bytes["peak"])
+    assert within_factor(rge_device_memory(run.cfg, run.model.n_params), device_bytes["peak"])  # probe batch chosen
 
 
 # ---- refusals in process ----------------------------------------------------------------------------
