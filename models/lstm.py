@@ -178,13 +178,11 @@ class LstmModel(FlatParams):
             mask.astype(np.float32), (mask * (mask.size / total)).astype(ops.dtype))
         return LstmBatch(np.asarray(batch.inputs).shape, rows, tokens, targets, weights, row_scale, total, groups)
 
-    def _masked(self, ops, logits, batch, out=None):
-        """(loss written into `out` on the backend, logit gradient of the unweighted mean): the loss is
-        the mask-weighted mean cross-entropy in bits of an LstmBatch."""
+    def _masked(self, ops, logits, batch):
+        """(loss (1,) on the backend, logit gradient of the unweighted mean): the loss is the mask-weighted
+        mean cross-entropy in bits of an LstmBatch."""
         per_row, dlogits = ops.cross_entropy(logits, batch.targets[:logits.shape[0]])
-        out = ops.empty(1, np.float64) if out is None else out
-        ops.weighted_row_sums(per_row.reshape(1, -1), batch.weights, out, 1.0 / batch.total)
-        return out, dlogits
+        return ops.weighted_row_sums(per_row.reshape(1, -1), batch.weights, None, 1.0 / batch.total), dlogits
 
     def loss(self, backend, flat, batch):
         """Mask-weighted mean cross-entropy (bits) of a TaskBatch or LstmBatch."""
@@ -221,8 +219,10 @@ class LstmModel(FlatParams):
             keys, alphas = packed_to_device(ops.to_device, np.asarray(keys, np.int64).reshape(-1, 2),
                                             np.asarray(alphas, np.float32))
         copies = ops.probe_copies(theta, keys, alphas, distribution, self.probe_segments(backend))
-        t = {name: copies[probes * start:probes * (start + math.prod(shape))]
-             for name, (start, shape) in ((name, (self.offsets[name][0], shape)) for name, shape, *_ in self.specs)}
+        t = {}
+        for name, shape, *_ in self.specs:
+            start = probes * self.offsets[name][0]
+            t[name] = copies[start:start + probes * math.prod(shape)]
         rows, steps = batch.shape
         # probe p's head k becomes head p N + k: the table's [4, N, D] column blocks get the probe axis after
         # the gate; R, b and states0 come that way from probe_copies
