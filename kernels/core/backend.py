@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.core.cuda_api import SIMULATED, cuda
+from eggnog.kernels.core.cuda_api import SIMULATED, cuda, device_zeros
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.optional import optional_import
 
@@ -49,7 +49,7 @@ class Backend:
         return cuda.device_array(shape, dtype=dtype) if self.name == "cuda" else np.empty(shape, dtype=dtype)
 
     def zeros(self, shape, dtype):
-        return self.to_device(np.zeros(shape, dtype=dtype))
+        return device_zeros(shape, dtype) if self.name == "cuda" else np.zeros(shape, dtype=dtype)
 
     def synchronize(self):
         if self.name == "cuda":

@@ -129,7 +129,14 @@ def on_device(a, dtype=None):
 
 
 def device_zeros(shape, dtype=np.float32):
-    return cuda.to_device(np.zeros(shape, dtype))
+    """Zeros made on the device (a memset), not uploaded from the host."""
+    array = cuda.device_array(shape, dtype)
+    if array.size:
+        if SIMULATED:
+            array[...] = 0  # the simulator's device array is host memory
+        else:
+            array.gpu_data.memset(0)
+    return array
 
 
 def f64(a):

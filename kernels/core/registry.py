@@ -128,7 +128,7 @@ def _build_ops(backend, entries):
     if missing:
         raise RuntimeError(f"ops without a {backend} implementation: {', '.join(missing)}")
     if backend == "cuda":
-        from eggnog.kernels.core.cuda_api import cuda
+        from eggnog.kernels.core.cuda_api import cuda, device_zeros
 
         dtype = np.float32
 
@@ -148,6 +148,8 @@ def _build_ops(backend, entries):
             return np.empty(shape, dtype)
 
     def zeros(shape, dtype=dtype):
+        if backend == "cuda":
+            return device_zeros(shape, dtype)
         return to_device(np.zeros(shape, dtype))
 
     return SimpleNamespace(name=backend, dtype=dtype, to_device=to_device, to_host=to_host, empty=empty,

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
-from eggnog.kernels.core.cuda_api import F32_2D, U8_1D, cuda, f64, grid2, kernel, require
+from eggnog.kernels.core.cuda_api import F32_2D, U8_1D, cuda, device_zeros, f64, grid2, kernel, require
 from eggnog.kernels.core.registry import op
 
 
@@ -112,6 +112,6 @@ def cuda_embedding(table, tokens):
 @op
 def cuda_embedding_backward(dout, tokens, vocab):
     _check_gradient(dout, tokens)
-    grad = cuda.to_device(np.zeros((vocab, dout.shape[1]), np.float32))
+    grad = device_zeros((vocab, dout.shape[1]))
     embedding_backward_cuda[grid2(dout.shape[1], tokens.shape[0])](dout, tokens, grad)
     return grad
