@@ -129,7 +129,8 @@ def on_device(a, dtype=None):
 
 
 def device_zeros(shape, dtype=np.float32):
-    """Zeros made on the device (a memset), not uploaded from the host."""
+    """Zeros made on the device (a memset), not uploaded from the host; any integer shape."""
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
     array = cuda.device_array(shape, dtype)
     if array.size:
         if SIMULATED:
