@@ -185,6 +185,25 @@ def simulated_to_tf32(x):
     return np.float32(round_tf32(x))
 
 
+def _float_mma_codegen(instruction):
+    """The codegen of a float `mma.sync` instruction with fp32 accumulators: A (4) and B (2) registers arrive
+    as float32 bit patterns; C is tied to D ("0".."3"), so the accumulators stay in their registers from one
+    mma to the next."""
+    from llvmlite import ir
+
+    i32, f32 = ir.IntType(32), ir.FloatType()
+    asm = instruction + " {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};"
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4)
+        operands = [builder.bitcast(v, i32) for v in args[:6]] + list(args[6:])
+        call = builder.call(ir.InlineAsm(fnty, asm, "=f,=f,=f,=f," + ",".join(["r"] * 6 + list("0123"))), operands)
+        values = [builder.extract_value(call, i) for i in range(4)]
+        return context.make_tuple(builder, signature.return_type, values)
+
+    return codegen
+
+
 def _build_intrinsics():
     from llvmlite import ir
     from numba.core import types
@@ -210,18 +229,7 @@ def _build_intrinsics():
     def mma_tf32_1688(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         sig = types.UniTuple(types.float32, 4)(*([types.float32] * 10))
 
-        def codegen(context, builder, signature, args):
-            f32 = ir.FloatType()
-            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4)
-            asm = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                   "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
-            operands = [builder.bitcast(v, i32) for v in args[:6]] + list(args[6:])
-            # C tied to D ("0".."3"): the accumulators stay in their registers from one mma to the next
-            call = builder.call(ir.InlineAsm(fnty, asm, "=f,=f,=f,=f," + ",".join(["r"] * 6 + list("0123"))), operands)
-            values = [builder.extract_value(call, i) for i in range(4)]
-            return context.make_tuple(builder, signature.return_type, values)
-
-        return sig, codegen
+        return sig, _float_mma_codegen("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
 
     @intrinsic
     def to_tf32(typingctx, x):
@@ -333,17 +341,7 @@ def _build_bf16_intrinsics():
     def mma_bf16_16816(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         sig = types.UniTuple(types.float32, 4)(*([types.float32] * 10))
 
-        def codegen(context, builder, signature, args):
-            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4)
-            asm = ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                   "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
-            operands = [builder.bitcast(v, i32) for v in args[:6]] + list(args[6:])
-            # C tied to D, as for TF32: the accumulators stay in their registers
-            call = builder.call(ir.InlineAsm(fnty, asm, "=f,=f,=f,=f," + ",".join(["r"] * 6 + list("0123"))), operands)
-            values = [builder.extract_value(call, i) for i in range(4)]
-            return context.make_tuple(builder, signature.return_type, values)
-
-        return sig, codegen
+        return sig, _float_mma_codegen("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 
     @intrinsic
     def pack_bf16x2(typingctx, lo, hi):
