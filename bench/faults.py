@@ -1,11 +1,13 @@
 """The fault suite as tables: what each failure costs. First a coordinator run over TCP on this machine
 (processes on localhost, a tiny model, jobs padded to a fixed time); per case: steps missing from the
 log, work done again, wall time against the undisturbed run (process start-up included), and whether
-the final parameters equal the synchronous trainer's bit for bit. Then runs under MPI (MPICH ends the
-whole job when a rank dies): how fast the job ends, what --resume redoes, and gossip's stop signals.
+the final parameters equal the synchronous trainer's bit for bit. Then gossip islands over TCP
+(bench/fault_cases_gossip.py): steps lost, work redone, training time and final fitness against an
+undisturbed run. Then runs under MPI (MPICH ends the whole job when a rank dies): how fast the job
+ends, what --resume redoes, and gossip's stop signals.
 
     python -m bench.faults
-    python -m bench.faults --case slow --case gossip-sigint
+    python -m bench.faults --case slow --case gossip-sigint --case gossip-partition --partition-seconds 10
 """
 
 import signal
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import typer
 
+from bench import fault_cases_gossip as gossip
 from bench import fault_cases_mpi as mpi
 from bench import fault_cases_tcp as tcp
 from bench.report import print_table, write_result
@@ -29,6 +32,11 @@ CASES = {"undisturbed": tcp.undisturbed, "one-killed": tcp.one_of_three_killed,
 LOST = {"undisturbed": "nothing", "one-killed": "its chunk in progress",
         "two-killed-two-joined": "their chunks in progress", "slow": "its chunks, redone by others",
         "coordinator-killed": "steps since the checkpoint", "bad-messages": "nothing"}
+GOSSIP_CASES = {"gossip-undisturbed": gossip.undisturbed, "gossip-killed-mid-transfer": gossip.killed_mid_transfer,
+                "gossip-two-of-six-killed": gossip.two_of_six_killed_one_restarted,
+                "gossip-partition": gossip.partitioned, "gossip-slow": gossip.slow_island,
+                "gossip-bad-messages": gossip.bad_messages}
+GOSSIP_REDONE = {"gossip-two-of-six-killed": "steps since the restarted island's checkpoint"}
 MPI_CASES = {"mpi-sync-rank-killed": lambda d, data: mpi.es_rank_killed(d, data, mode="sync"),
              "mpi-coordinator-rank-killed": lambda d, data: mpi.es_rank_killed(d, data, mode="coordinator"),
              "gossip-sigint": lambda d, data: mpi.gossip_stopped(d, data, signal.SIGINT),
@@ -58,14 +66,27 @@ def mpi_row(name, result):
             "resumed_once_each_step": result.get("steps_logged_once")}
 
 
+def gossip_row(name, result):
+    fitness = ("-" if "fitness_gap" not in result else
+               f"{result['fitness_gap']:+.4f} ({'within' if result['fitness_within_noise'] else 'outside'} "
+               f"{result['fitness_noise']:.4f})")
+    return {"case": result["case"], "steps_lost": result["steps_lost"],
+            "work_redone": f"{result['work_redone']} steps" if result["work_redone"] else "none",
+            "time_vs_undisturbed": result.get("time_vs_undisturbed", 1.0), "final_fitness_vs_undisturbed": fitness,
+            "refused": result["refused"], "exits": " ".join(str(v) for v in result["status"].values())}
+
+
 @app.command(help=cli_help(__doc__))
 @user_errors
-def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all): {', '.join([*CASES, *MPI_CASES])}.")):
-    chosen = case or [*CASES, *MPI_CASES]
-    unknown = [c for c in chosen if c not in CASES and c not in MPI_CASES]
+def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all): "
+                                                   f"{', '.join([*CASES, *GOSSIP_CASES, *MPI_CASES])}."),
+         partition_seconds: float = typer.Option(30.0, help="How long gossip-partition cuts its island off.")):
+    every = [*CASES, *GOSSIP_CASES, *MPI_CASES]
+    chosen = case or every
+    unknown = [c for c in chosen if c not in every]
     if unknown:
-        raise BadInput(f"unknown case {unknown[0]!r}: choose from {', '.join([*CASES, *MPI_CASES])}")
-    results, mpi_results = {}, {}
+        raise BadInput(f"unknown case {unknown[0]!r}: choose from {', '.join(every)}")
+    results, gossip_results, mpi_results = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data, other = corpus(tmp, "json", "json"), corpus(tmp, "html", "html")
@@ -75,22 +96,33 @@ def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all)
                 extra = (other,) if name == "bad-messages" else ()
                 results[name] = CASES[name](tmp / name, data, reference, *extra)
                 print(f"{name}: {results[name]}", flush=True)
+        if any(c in GOSSIP_CASES for c in chosen):
+            base = gossip.undisturbed(tmp / "gossip-undisturbed", data)
+            gossip_results["gossip-undisturbed"] = base
+            for name in [c for c in chosen if c in GOSSIP_CASES and c != "gossip-undisturbed"]:
+                options = {"seconds": partition_seconds} if name == "gossip-partition" else {}
+                gossip_results[name] = gossip.compared(GOSSIP_CASES[name](tmp / name, data, **options), base)
+                print(f"{name}: {gossip_results[name]}", flush=True)
         for name in [c for c in chosen if c in MPI_CASES]:
             (tmp / name).mkdir()
             mpi_results[name] = {k: v for k, v in MPI_CASES[name](tmp / name, data).items() if "output" not in k}
             print(f"{name}: {mpi_results[name]}", flush=True)
     rows = [row(name, results[name], results["undisturbed"]["wall_s"]) for name in results]
+    gossip_rows = [gossip_row(name, gossip_results[name]) for name in gossip_results]
     mpi_rows = [mpi_row(name, mpi_results[name]) for name in mpi_results]
-    for table in (rows, mpi_rows):
+    for table in (rows, gossip_rows, mpi_rows):
         if table:
             print_table(table, list(table[0]))
             print()
-    extra = {"steps": tcp.STEPS, "details": results, "mpi": mpi_rows, "mpi_details": mpi_results,
-             "note": "TCP: the slow case's time is the median step time against the same 4 workers at equal speed; "
-                     "the others compare wall time with the undisturbed run's. MPI: MPICH ends the whole job when "
-                     "a rank dies; --resume redoes the steps since the last checkpoint"}
+    extra = {"steps": tcp.STEPS, "details": results, "gossip": gossip_rows, "gossip_details": gossip_results,
+             "mpi": mpi_rows, "mpi_details": mpi_results,
+             "note": "TCP coordinator: the slow case's time is the median step time against the same 4 workers at "
+                     "equal speed; the others compare wall time with the undisturbed run's. TCP gossip: islands' "
+                     "time from their first step to their last (start-up left out) against the undisturbed run's, "
+                     "steps padded to 50 ms; fitness noise is twice the spread of the undisturbed islands' final "
+                     "fitness. MPI: MPICH ends the whole job when a rank dies; --resume redoes the steps since the "
+                     "last checkpoint"}
     print(f"wrote {write_result('faults', 'cpu', rows, extra)}")
-
 
 if __name__ == "__main__":
     app()

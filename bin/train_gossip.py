@@ -8,6 +8,9 @@ fitness, and the loser takes the winner's model (clonal copy or recombination).
     mpiexec -n 4 python bin/train_gossip.py --trainer egg --population 256 --group-size 32
     mpiexec -n 4 python bin/train_gossip.py --trainer rge --task copy --lr 0.3 --sigma 0.01
     srun --mpi=pmi2 python -m mpi4py bin/train_gossip.py --params 100m --gossip-mixing-rate 0.002
+    srun python bin/train_gossip.py --transport tcp --run-dir runs/g1    # islands over TCP, peers from SLURM
+    python bin/train_gossip.py --transport tcp --island 1 --run-dir runs/g1 --rendezvous runs/g1/peers \
+        --listen 127.0.0.1:0                                               # or by hand, found in a shared folder
 """
 
 from functools import partial
@@ -17,6 +20,7 @@ import typer
 from eggnog.evolution.egg_island import EggIsland
 from eggnog.evolution.gossip_config import GossipEggRunConfig, GossipRunConfig
 from eggnog.evolution.gossip_run import GossipRun
+from eggnog.evolution.gossip_tcp_run import launch_tcp
 from eggnog.runtime.cli import cli_help
 from eggnog.training.cli import config_command
 from eggnog.training.island import BpttIsland
@@ -37,7 +41,10 @@ ISLANDS = {GossipRunConfig: BpttIsland, GossipEggRunConfig: EggIsland, GossipRge
                 choose="trainer", choose_help="bptt (MinGRU LM, truncated BPTT), egg (integer EGG, EGGROLL) or "
                                               "rge (zero-order RNN on a task, CD-RGE).")
 def main(config_cls, flags):
-    launch(config_cls, partial(GossipRun, island_cls=ISLANDS[config_cls]), flags, SCRIPT)
+    if flags.get("transport") == "tcp":  # islands as plain processes, peer to peer
+        launch_tcp(config_cls, ISLANDS[config_cls], flags, SCRIPT)
+    else:
+        launch(config_cls, partial(GossipRun, island_cls=ISLANDS[config_cls]), flags, SCRIPT)
 
 
 if __name__ == "__main__":

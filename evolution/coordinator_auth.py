@@ -59,6 +59,7 @@ def config_hash(cfg, corpus):
     node-local ones) and the corpus's content."""
     values = asdict(cfg)
     fixed = {k: values[k] for k in type(cfg).fixed_on_resume() if k not in LOCAL_FIELDS}
-    text = json.dumps({"model": cfg.model_name, "config": fixed, "corpus": corpus_fingerprint(corpus)},
+    model = getattr(cfg, "model_name", type(cfg).__name__)  # gossip configs: the island trainer's class
+    text = json.dumps({"model": model, "config": fixed, "corpus": corpus_fingerprint(corpus)},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -71,6 +71,19 @@ def json_number(value):
     return value if math.isfinite(value) else None
 
 
+def merge_into(cfg, mine, theirs, merge, island, fitness, events, base):
+    """The loser's side of a tournament, whatever carried the model: merge, load, log mix_merge."""
+    before = fitness.fitness
+    new, reset = merged(mine, theirs, merge, cfg.gossip_recombination_alpha, cfg.gossip_optimizer_merge)
+    island.load(new.params, None if reset else new.arrays, None if reset else new.scalars)
+    if merge == "clonal":
+        fitness.inherit(theirs.fitness)
+    events.write(event="mix_merge", **base, merge=merge,
+                 alpha=cfg.gossip_recombination_alpha if merge == "recombination" else 1.0,
+                 optimizer=("copy" if merge == "clonal" else cfg.gossip_optimizer_merge),
+                 fitness_before=json_number(before), fitness_after=json_number(fitness.fitness))
+
+
 def wait_quietly(requests, pause=0.002, poll=None):
     """Complete non-blocking requests, sleeping between polls rather than spinning; `poll()` is called
     at each (a stop signal is heard while waiting: evolution/gossip_stop.py)."""
@@ -119,20 +132,8 @@ class Gossip:
             return {"won": True, "merge": pairing.merge, "peer": peer}
         theirs, seconds, size = self._receive(mine, peer, with_state)
         self.events.write(event="mix_receive", **base, bytes=size, seconds=round(seconds, 6))
-        before = fitness.fitness
-        self.apply(mine, theirs, pairing.merge, island, fitness)
-        self.events.write(event="mix_merge", **base, merge=pairing.merge,
-                          alpha=self.cfg.gossip_recombination_alpha if pairing.merge == "recombination" else 1.0,
-                          optimizer=("copy" if pairing.merge == "clonal" else self.cfg.gossip_optimizer_merge),
-                          fitness_before=json_number(before), fitness_after=json_number(fitness.fitness))
+        merge_into(self.cfg, mine, theirs, pairing.merge, island, fitness, self.events, base)
         return {"won": False, "merge": pairing.merge, "peer": peer}
-
-    def apply(self, mine, theirs, merge, island, fitness):
-        cfg = self.cfg
-        new, reset = merged(mine, theirs, merge, cfg.gossip_recombination_alpha, cfg.gossip_optimizer_merge)
-        island.load(new.params, None if reset else new.arrays, None if reset else new.scalars)
-        if merge == "clonal":
-            fitness.inherit(theirs.fitness)
 
     # ---- messages -----------------------------------------------------------------------------
     def _swap_fitness(self, round_number, peer, own):

@@ -21,6 +21,7 @@ def percentiles(fitness):
     """Each rank's place, 0 for the fittest and 1 for the least fit (ties to the lower rank); 0.5
     for a population of one."""
     fitness = np.asarray(fitness, dtype=np.float64)
+    fitness = np.where(np.isnan(fitness), -np.inf, fitness)  # an island not heard from ranks last
     n = fitness.size
     if n == 1:
         return np.array([0.5])
@@ -41,21 +42,22 @@ def finite_or_none(value):
 
 
 def summary_record(table, round_number, elapsed):
-    """The metrics.jsonl line of a population table (ranks x FIELDS)."""
+    """The metrics.jsonl line of a population table (ranks x FIELDS; a row of NaN: an island not
+    heard from, over TCP)."""
     column = {name: table[:, i] for i, name in enumerate(FIELDS)}
     fitness = column["fitness"]
     finite = fitness[np.isfinite(fitness)]
     record = {"round": round_number, "elapsed_s": round(elapsed, 3),
-              "steps": [int(s) for s in column["step"]],
+              "steps": [None if np.isnan(s) else int(s) for s in column["step"]],
               "fitness": [finite_or_none(round(f, 5)) for f in fitness],
               "best_fitness": finite_or_none(finite.max()) if finite.size else None,
               "mean_fitness": finite_or_none(finite.mean()) if finite.size else None,
-              "best_rank": int(np.argmax(fitness)),
+              "best_rank": int(np.argmax(np.where(np.isnan(fitness), -np.inf, fitness))),
               "train_bpb": [finite_or_none(round(v, 5)) for v in column["train_bpb"]],
               "val_bpb": [finite_or_none(round(v, 5)) for v in column["val_bpb"]]}
     # each pairing is counted by both of its ranks
-    record["tournaments"] = int(column["mixes"].sum()) // 2
-    record.update({name: int(column[name].sum()) for name in ("clonal", "recombination", "saves", "rejuvenations")})
+    record["tournaments"] = int(np.nansum(column["mixes"])) // 2
+    record.update({name: int(np.nansum(column[name])) for name in ("clonal", "recombination", "saves", "rejuvenations")})
     return record
 
 

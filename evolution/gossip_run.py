@@ -63,10 +63,12 @@ def agreed(world, fn):
 class GossipRun:
     island_checkpoints = True  # each rank-NN island resumes from its own checkpoints (restore)
 
-    def __init__(self, cfg, world, backend, corpus, island_cls):
+    def __init__(self, cfg, world, backend, corpus, island_cls, number=None):
+        """number: the island's (its rank-NN folder, data stream and draws); the MPI rank by default."""
         cfg.check(world.size)
         self.cfg, self.world, self.backend = cfg, world, backend
-        self.island = island_cls(cfg, world.alone(), backend, corpus, island_data_seed(cfg.seed, world.rank))
+        self.number = world.rank if number is None else number
+        self.island = island_cls(cfg, world.alone(), backend, corpus, island_data_seed(cfg.seed, self.number))
         self.fitness = FitnessEma(cfg.gossip_fitness_decay)
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.last_loss = self.last_val = math.nan
@@ -100,7 +102,7 @@ class GossipRun:
 
     def draw(self, round_number, purpose):
         """A random number of this rank, round and purpose (the same after a resume)."""
-        return np.random.default_rng([self.cfg.seed, self.world.rank, round_number, purpose]).random()
+        return np.random.default_rng([self.cfg.seed, self.number, round_number, purpose]).random()
 
     def run(self, run_dir):
         cfg, world, island = self.cfg, self.world, self.island
@@ -205,7 +207,7 @@ class GossipRun:
         if outcome is not None:
             record["tournament"] = "won" if outcome["won"] else outcome["merge"]
         steps_log.write(**record, elapsed_s=round(self.elapsed(), 3))
-        percentile = self.population.percentile(self.world.rank)
+        percentile = self.population.percentile(self.number)
         if island.step == cfg.steps:
             self.save(round_number, "final")
         elif self.draw(round_number, SAVE_DRAW) < save_probability(cfg.checkpoint_every,
@@ -216,7 +218,7 @@ class GossipRun:
         started = time.perf_counter()
         self.counters["saves"] += 1
         self.unsaved = False
-        meta = {"gossip": {"rank": self.world.rank, "round": round_number, "ema_loss": self.fitness.ema,
+        meta = {"gossip": {"rank": self.number, "round": round_number, "ema_loss": self.fitness.ema,
                            "counters": dict(self.counters)}}
         path = self.island.save(self.home / "checkpoints", checkpoint_name(self.island.step, self.fitness.loss), meta)
         self.events.write(event="save", round=round_number, step=self.island.step, reason=reason,
@@ -230,7 +232,7 @@ class GossipRun:
         cfg = self.cfg
         if cfg.rejuvenation_rate == 0 or self.draw(round_number, REJUVENATION_DRAW) >= cfg.rejuvenation_rate:
             return
-        percentile = self.population.percentile(self.world.rank)
+        percentile = self.population.percentile(self.number)
         if percentile < cfg.rejuvenation_threshold:
             return
         base = {"round": round_number, "step": self.island.step, "percentile": percentile}

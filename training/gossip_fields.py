@@ -3,12 +3,14 @@ configs of every island trainer (evolution/gossip_config.py, zorn/rge_gossip_con
 trainer's run config among the bases. Flags that only decide what is logged, kept or summarised may
 change on resume."""
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run_config import flag, option_name
 
 MERGES = ("clonal", "recombination", "mixed")
+TRANSPORTS = ("mpi", "tcp")
 OPTIMIZER_MERGES = ("interpolate", "reset")
 
 
@@ -50,12 +52,34 @@ class GossipFields:
                                                "rejuvenated.")
     population_every: int = flag(10, "Steps between population summaries (fitness ranking, metrics.jsonl line, "
                                      "checkpoint links and removal).", changeable=True)
+    # peer to peer over TCP (evolution/gossip_tcp.py); every island may set these differently
+    transport: str = flag("mpi", "mpi (islands are the ranks of one MPI job) or tcp (islands are plain processes "
+                                 "that find each other by --peers or --rendezvous and survive each other's failures).",
+                          changeable=True)
+    island: int | None = flag(None, "TCP: this island's number (its rank-NN folder and data stream).",
+                              default_text="$SLURM_PROCID", changeable=True)
+    listen: str = flag("0.0.0.0:29500", "TCP: HOST:PORT this island listens on; the island with node-local id L "
+                                        "listens on PORT + L (port 0: any free port, for --rendezvous).",
+                       changeable=True)
+    peers: str | None = flag(None, "TCP: slurm (every host of SLURM_JOB_NODELIST, ports by the --listen rule) or "
+                                   "HOST:PORT,... .", default_text="slurm under SLURM without --rendezvous",
+                             changeable=True)
+    rendezvous: str | None = flag(None, "TCP: a folder on a shared filesystem where every island writes its address "
+                                        "and reads the others'.", default_text="none", changeable=True)
+    token_file: str | None = flag(None, "TCP: file holding the token every island shares.",
+                                  default_text="$EGGNOG_TOKEN", changeable=True)
+    peer_timeout: float = flag(30.0, "TCP: seconds an exchange may wait for a peer's answer; a peer that does not "
+                                     "answer in time is dropped, and retried after as long again.", changeable=True)
+    catch_up_steps: int = flag(1000, "TCP: an island this many steps behind the furthest island loads that "
+                                     "island's newest checkpoint (0: never).", changeable=True)
 
     def host_memory(self, ranks):
         return super().host_memory(1)  # an island holds its whole population or batch
 
     def check(self, ranks=1):
-        super().check(1)  # every island trains alone, on its whole batch or population
+        # every island trains alone, on its whole batch or population; --transport is gossip's here
+        super(GossipFields, replace(self, transport="mpi")).check(1)
+        self.check_transport(ranks)
         if self.gossip_merge not in MERGES:
             raise BadInput(f"unknown --gossip-merge {self.gossip_merge!r}: choose {', '.join(MERGES)}")
         if self.gossip_optimizer_merge not in OPTIMIZER_MERGES:
@@ -71,7 +95,37 @@ class GossipFields:
         if not self.elite_checkpoint_multiplier >= 1:
             raise BadInput(f"--elite-checkpoint-multiplier must be at least 1, got {self.elite_checkpoint_multiplier}")
 
+    def check_transport(self, ranks):
+        if self.transport not in TRANSPORTS:
+            raise BadInput(f"unknown --transport {self.transport!r}: choose mpi or tcp")
+        if self.transport == "mpi":
+            return
+        if ranks != 1:
+            raise BadInput(f"--transport tcp runs each island as a process of its own, not {ranks} MPI ranks: start "
+                           "them with srun (no --mpi) or by hand")
+        if self.island_number() < 0:
+            raise BadInput(f"--island must be 0 or more, got {self.island_number()}")
+        host, _, port = self.listen.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise BadInput(f"--listen {self.listen!r} is not HOST:PORT")
+        if self.peers and self.rendezvous:
+            raise BadInput("--peers and --rendezvous are two ways to find the islands: give one")
+        if not self.peer_timeout > 0:
+            raise BadInput(f"--peer-timeout must be positive, got {self.peer_timeout}")
+        if self.catch_up_steps < 0:
+            raise BadInput(f"--catch-up-steps must be 0 (never) or more, got {self.catch_up_steps}")
+
+    def island_number(self, environ=os.environ):
+        """--island, else SLURM_PROCID; BadInput when neither is given."""
+        if self.island is not None:
+            return self.island
+        if environ.get("SLURM_PROCID", "").isdigit():
+            return int(environ["SLURM_PROCID"])
+        raise BadInput("--transport tcp needs --island N (each island its own number), or SLURM_PROCID under srun")
+
     def layout(self, world):
+        if self.transport == "tcp":
+            return f"gossip over TCP, island {self.island_number()}"
         return f"gossip, {world.size} island(s)"
 
     def tournaments_line(self):

@@ -1,0 +1,225 @@
+"""The fault cases of gossip over TCP, each a function that runs islands on this machine
+(bench/gossip_cluster.py) and returns what the failure cost: steps lost, work redone, the survivors'
+training time against an undisturbed run, and their final fitness against its noise.
+tests/faults asserts on them; bench/faults.py tabulates them."""
+
+import statistics
+
+import numpy as np
+import zmq
+
+from bench.fault_cluster import TOKEN
+from bench.gossip_cluster import GossipCluster
+from eggnog import CODE_VERSION
+from eggnog.evolution import gossip_tcp_wire as wire
+from eggnog.evolution.coordinator_auth import UNSIGNED, config_hash, tag, token_key
+from eggnog.evolution.gossip_config import GossipRunConfig
+from eggnog.runtime.rundir import config_from, read_config
+
+STEPS = 60
+INTRUDER = 99  # the island number the bad messages claim
+
+
+def run_case(directory, data, body, steps=STEPS, **options):
+    cluster = GossipCluster(directory, data, steps, **options)
+    try:
+        return body(cluster)
+    finally:
+        cluster.stop_all()
+
+
+def training_seconds(cluster, number):
+    """An island's time from its first step to its last (start-up and the first step's compiles left
+    out)."""
+    records = cluster.step_records(number)
+    return records[-1]["elapsed_s"] - records[0]["elapsed_s"]
+
+
+def outcome(name, cluster, statuses, survivors, **extra):
+    finals = [cluster.final_fitness(n) for n in survivors]
+    lost = {n: cluster.steps - len({r["step"] for r in cluster.step_records(n)}) for n in survivors}
+    merges = {n: sum(e["event"] == "mix_merge" for e in cluster.events(n)) for n in survivors}
+    refused = sum(e["event"] == "refused" for n in survivors for e in cluster.events(n))
+    return {"case": name, "steps": cluster.steps, "status": statuses, "steps_lost": sum(lost.values()), "final_fitness": finals,
+            "mean_final_fitness": round(statistics.mean(finals), 5),
+            "training_s": round(statistics.mean(training_seconds(cluster, n) for n in survivors), 3),
+            "merges": merges, "refused": refused, **extra}
+
+
+def compared(result, base):
+    """The result with its training time set against the undisturbed run's and, for a run of as many
+    steps, its survivors' mean final fitness against the undisturbed islands' (noise: twice their
+    spread, at least 0.01)."""
+    result = {**result, "time_vs_undisturbed": round(result["training_s"] / base["training_s"], 2)}
+    if result["steps"] != base["steps"]:
+        return result
+    noise = max(2 * (max(base["final_fitness"]) - min(base["final_fitness"])), 0.01)
+    gap = result["mean_final_fitness"] - base["mean_final_fitness"]
+    return {**result, "fitness_gap": round(gap, 5), "fitness_noise": round(noise, 5),
+            "fitness_within_noise": abs(gap) <= noise}
+
+
+def undisturbed(directory, data, islands=4):
+    """4 islands, nothing goes wrong: the run every case is compared with."""
+    def body(cluster):
+        for n in range(islands):
+            cluster.start(n)
+        statuses = cluster.finish(range(islands))
+        return outcome("undisturbed, 4 islands", cluster, statuses, range(islands), work_redone=0)
+    return run_case(directory, data, body)
+
+
+def full_model_bytes(cluster, survivors):
+    sizes = {e["bytes"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_send"}
+    return max(sizes, default=None)
+
+
+def killed_mid_transfer(directory, data):
+    """kill -9 of one island of 4 the moment its third model is on the socket (it kills itself, so the
+    kill lands inside a transfer). The other three finish; every model they merged arrived whole."""
+    def body(cluster):
+        victim = 3
+        for n in range(3):
+            cluster.start(n)
+        cluster.start(victim, EGGNOG_TEST_GOSSIP_DIE_IN_SEND="3")
+        statuses = cluster.finish(range(4))
+        survivors = [0, 1, 2]
+        full = full_model_bytes(cluster, survivors)
+        received = [e["bytes"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_receive"]
+        from_victim = sum(e["event"] == "mix_merge" and e["peer"] == victim for n in survivors
+                          for e in cluster.events(n))
+        return outcome("kill -9 of 1 of 4 in mid-transfer", cluster, statuses, survivors, work_redone=0,
+                       victim_died_at=cluster.step_of(victim), partial_models_merged=sum(b != full for b in received),
+                       merges_from_victim=from_victim,
+                       timeouts=sum(e["event"] == "peer_lost" for n in survivors for e in cluster.events(n)))
+    return run_case(directory, data, body)
+
+
+def events_after_restart(cluster, number):
+    events = cluster.events(number)
+    starts = [i for i, e in enumerate(events) if e["event"] == "start"]
+    return events[starts[-1]:], events[starts[-1]]
+
+
+def two_of_six_killed_one_restarted(directory, data, steps=200):
+    """6 islands; kill -9 of islands 4 and 5 at step 20; island 4 started again with the same
+    command. It continues from its own checkpoint and receives models again; 5 stays dead. (A run
+    long enough that the others still train while the restarted process starts.)"""
+    def body(cluster):
+        for n in range(6):
+            cluster.start(n)
+        cluster.wait_for_step(4, 20)
+        killed_at = {n: cluster.step_of(n) for n in (4, 5)}
+        for n in (4, 5):
+            cluster.kill(n)
+        cluster.start(4)
+        statuses = cluster.finish([0, 1, 2, 3, 4])
+        after, start = events_after_restart(cluster, 4)
+        resumed_from = start["step"]
+        return outcome("2 of 6 killed, one restarted", cluster, statuses, [0, 1, 2, 3, 4],
+                       work_redone=killed_at[4] - resumed_from, restarted_from=start["origin"],
+                       models_received_after_restart=sum(e["event"] == "mix_receive" for e in after),
+                       dead_island_steps_lost=cluster.steps - killed_at[5])
+    return run_case(directory, data, body, steps=steps, peer_timeout=2.0)
+
+
+def partitioned(directory, data, seconds=30.0, steps=None):
+    """Island 3 of 4 drops every message, in and out, for `seconds` from step 10. The rest go on
+    (they drop it after --peer-timeout) and take it back after."""
+    pace = 0.05
+    steps = steps or int((seconds + 6) / pace)
+
+    def body(cluster):
+        for n in range(3):
+            cluster.start(n)
+        cluster.start(3, EGGNOG_TEST_GOSSIP_DEAF=f"10:{seconds}")
+        statuses = cluster.finish(range(4))
+        events = cluster.events(3)
+        heard = next(i for i, e in enumerate(events) if e["event"] == "hearing")
+        deaf_step, hearing_step = next(e["step"] for e in events if e["event"] == "deaf"), events[heard]["step"]
+        mixes_after = sum(e["event"] in ("mix_send", "mix_merge") for e in events[heard:])
+        others_during = {n: sum(e["event"] in ("mix_send", "mix_merge") and deaf_step < e["step"] < hearing_step
+                                for e in cluster.events(n)) for n in range(3)}
+        return outcome(f"1 of 4 partitioned for {seconds:g} s", cluster, statuses, range(4), work_redone=0,
+                       deaf_steps=[deaf_step, hearing_step], partitioned_mixes_after=mixes_after,
+                       others_mixes_during=others_during)
+    return run_case(directory, data, body, steps=steps, step_seconds=pace, peer_timeout=2.0)
+
+
+def slow_island(directory, data):
+    """Island 3 of 4 runs 10x slower. The others finish in the undisturbed time; the slow one, when
+    --catch-up-steps behind, loads the furthest island's newest checkpoint, and is stopped (SIGTERM)
+    once the others are done."""
+    def body(cluster):
+        for n in range(3):
+            cluster.start(n)
+        cluster.start(3, slowdown=10.0)
+        statuses = cluster.finish(range(3))
+        cluster.kill(3, signum=15)
+        statuses[3] = cluster.islands[3].returncode
+        catch_ups = sum(e["event"] == "catch_up" for e in cluster.events(3))
+        return outcome("1 of 4 10x slower", cluster, statuses, [0, 1, 2], work_redone=0,
+                       slow_island_steps=cluster.step_of(3), slow_island_catch_ups=catch_ups)
+    return run_case(directory, data, body, catch_up_steps=20)
+
+
+def signed(key, body):
+    return [tag(key, body), body]
+
+
+def ask(socket, frames, timeout_s=20):
+    """Send and wait for one answer (None: none came)."""
+    socket.send_multipart(frames)
+    if socket.poll(int(timeout_s * 1000)):
+        return socket.recv_multipart()
+    return None
+
+
+def bad_messages(directory, data):
+    """2 islands; an intruder sends island 0 a wrong token, a corrupted message, another
+    configuration's hash, an unreadable record and a model cut short (after an OFFER it won). Each is
+    refused and counted; no weights are sent to it and none of its bytes is merged."""
+    def body(cluster):
+        for n in range(2):
+            cluster.start(n)
+        address = cluster.address(0)
+        cfg = config_from(GossipRunConfig, read_config(cluster.run_dir), {})
+        right = config_hash(cfg, cfg.open_data(cfg.data))
+        key, wrong_key = token_key(environ={"EGGNOG_TOKEN": TOKEN}), token_key(environ={"EGGNOG_TOKEN": "not-it"})
+        record = {"island": INTRUDER, "address": "127.0.0.1:9", "version": CODE_VERSION, "fitness": 1e9,
+                  "merge": "clonal", "with_state": True}
+        offer = wire.encode(wire.OFFER, 7, {**record, "hash": right})
+        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(f"tcp://{address}")
+        answers = {}
+        try:
+            answers["wrong token"] = ask(socket, signed(wrong_key, offer))
+            answers["corrupted"] = ask(socket, [tag(key, offer), offer[:-1] + b"x"])
+            answers["another configuration"] = ask(socket, signed(key, wire.encode(wire.OFFER, 8,
+                                                                                   {**record, "hash": "0" * 64})))
+            broken = bytearray(offer)
+            broken[8 * wire.HEADER_FIELDS] = ord("[")  # the record no longer parses as JSON
+            answers["unreadable record"] = ask(socket, signed(key, bytes(broken)))
+            answers["offer"] = ask(socket, signed(key, offer))  # fitness 1e9: the island loses and asks for ours
+            short = wire.encode(wire.MODEL, 7, {**record, "hash": right}, np.zeros(2), np.zeros(10, np.float32))
+            socket.send_multipart(signed(key, short))
+        finally:
+            socket.close()
+        statuses = cluster.finish(range(2))
+        kinds = {name: describe_answer(frames) for name, frames in answers.items()}
+        merged = sum(e["event"] == "mix_merge" and e["peer"] == INTRUDER for e in cluster.events(0))
+        counts = next(e for e in reversed(cluster.events(0)) if e["event"] == "gossip_counts")
+        return outcome("bad messages", cluster, statuses, [0, 1], work_redone=0, answers=kinds,
+                       intruder_merges=merged, refusals_counted=counts["refused"],
+                       refusal_reasons=[e["reason"] for e in cluster.events(0) if e["event"] == "refused"])
+    return run_case(directory, data, body, steps=120)
+
+
+def describe_answer(frames):
+    if frames is None:
+        return "no answer"
+    if len(frames) == 2 and frames[0] == UNSIGNED:
+        return "refused"
+    return wire.KINDS.get(int(np.frombuffer(frames[1][:8], np.int64)[0]), "unknown")
+
