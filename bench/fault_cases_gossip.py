@@ -28,11 +28,11 @@ def run_case(directory, data, body, steps=STEPS, **options):
         cluster.stop_all()
 
 
-def training_seconds(cluster, number):
-    """An island's time from its first step to its last (start-up and the first step's compiles left
-    out)."""
+def step_seconds(cluster, number):
+    """An island's mean time per step from its first step to its last (start-up and the first step's
+    compiles left out)."""
     records = cluster.step_records(number)
-    return records[-1]["elapsed_s"] - records[0]["elapsed_s"]
+    return (records[-1]["elapsed_s"] - records[0]["elapsed_s"]) / max(len(records) - 1, 1)
 
 
 def outcome(name, cluster, statuses, survivors, **extra):
@@ -42,15 +42,15 @@ def outcome(name, cluster, statuses, survivors, **extra):
     refused = sum(e["event"] == "refused" for n in survivors for e in cluster.events(n))
     return {"case": name, "steps": cluster.steps, "status": statuses, "steps_lost": sum(lost.values()), "final_fitness": finals,
             "mean_final_fitness": round(statistics.mean(finals), 5),
-            "training_s": round(statistics.mean(training_seconds(cluster, n) for n in survivors), 3),
+            "step_s": round(statistics.mean(step_seconds(cluster, n) for n in survivors), 4),
             "merges": merges, "refused": refused, **extra}
 
 
 def compared(result, base):
-    """The result with its training time set against the undisturbed run's and, for a run of as many
-    steps, its survivors' mean final fitness against the undisturbed islands' (noise: twice their
+    """The result with its survivors' time per step set against the undisturbed run's and, for a run of
+    as many steps, their mean final fitness against the undisturbed islands' (noise: twice their
     spread, at least 0.01)."""
-    result = {**result, "time_vs_undisturbed": round(result["training_s"] / base["training_s"], 2)}
+    result = {**result, "time_vs_undisturbed": round(result["step_s"] / base["step_s"], 2)}
     if result["steps"] != base["steps"]:
         return result
     noise = max(2 * (max(base["final_fitness"]) - min(base["final_fitness"])), 0.01)
@@ -69,11 +69,6 @@ def undisturbed(directory, data, islands=4):
     return run_case(directory, data, body)
 
 
-def full_model_bytes(cluster, survivors):
-    sizes = {e["bytes"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_send"}
-    return max(sizes, default=None)
-
-
 def killed_mid_transfer(directory, data):
     """kill -9 of one island of 4 the moment its third model is on the socket (it kills itself, so the
     kill lands inside a transfer). The other three finish; every model they merged arrived whole."""
@@ -84,8 +79,8 @@ def killed_mid_transfer(directory, data):
         cluster.start(victim, EGGNOG_TEST_GOSSIP_DIE_IN_SEND="3")
         statuses = cluster.finish(range(4))
         survivors = [0, 1, 2]
-        full = full_model_bytes(cluster, survivors)
-        received = [e["bytes"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_receive"]
+        full = max(e["values"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_send")
+        received = [e["values"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_receive"]
         from_victim = sum(e["event"] == "mix_merge" and e["peer"] == victim for n in survivors
                           for e in cluster.events(n))
         return outcome("kill -9 of 1 of 4 in mid-transfer", cluster, statuses, survivors, work_redone=0,

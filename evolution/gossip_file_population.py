@@ -28,22 +28,22 @@ class FilePopulation:
 
     def post(self, record):
         """Write this island's record and read every island's: (table, live) with one row per island
-        number up to the highest seen (NaN for islands with no fresh record)."""
+        number up to the highest rank-NN folder (NaN for islands with no fresh record)."""
         values = [None if not math.isfinite(v) else float(v) for v in record]
         status = {"island": self.number, "time": time.time(), "record": values}
         write_atomic(rank_dir(self.run_dir, self.number) / STATUS, json.dumps(status).encode())
         return self.read()
 
     def read(self):
-        now, rows = time.time(), {}
-        for number in island_ranks(self.run_dir):
+        now, rows, numbers = time.time(), {}, island_ranks(self.run_dir)
+        for number in numbers:
             try:
                 status = json.loads((rank_dir(self.run_dir, number) / STATUS).read_text())
             except (OSError, ValueError):
                 continue  # not written yet, or being replaced
             if now - float(status.get("time", 0)) <= self.stale_s:
                 rows[number] = [math.nan if v is None else v for v in status["record"]]
-        size = max([*rows, self.number]) + 1
+        size = max([*numbers, self.number]) + 1
         table = np.full((size, len(FIELDS)), np.nan)
         for number, values in rows.items():
             table[number] = values

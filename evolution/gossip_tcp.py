@@ -249,7 +249,7 @@ class TcpGossip:
         if self.die_after and self.counts["sent_models"] >= self.die_after:
             os.kill(os.getpid(), signal.SIGKILL)  # test hook: die while the model is on its way
         self.events.write(event="mix_send", round=self.step, step=self.step, peer=exchange.peer, bytes=len(body),
-                          seconds=round(time.perf_counter() - started, 6))
+                          values=buffer.size, seconds=round(time.perf_counter() - started, 6))
         self.outcomes.append({"won": True, "merge": exchange.merge, "peer": exchange.peer})
 
     def receive_model(self, exchange, message):
@@ -262,7 +262,7 @@ class TcpGossip:
             return
         theirs = mine.unpack(np.array(message.buffer), np.array(message.scalars), exchange.with_state)
         base = {"round": self.step, "step": self.step, "peer": exchange.peer}
-        self.events.write(event="mix_receive", **base, bytes=message.size, seconds=0.0)
+        self.events.write(event="mix_receive", **base, bytes=message.size, values=message.buffer.size, seconds=0.0)
         merge_into(self.cfg, mine, theirs, exchange.merge, self.island, self.fitness, self.events, base)
         self.outcomes.append({"won": False, "merge": exchange.merge, "peer": exchange.peer})
 

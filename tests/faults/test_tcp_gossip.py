@@ -1,0 +1,95 @@
+"""Gossip islands over TCP, as processes on this machine, through the failures of bench/faults.py:
+a kill in mid-transfer, islands killed and one restarted, a partition, a slow island, bad messages.
+The partition lasts 6 s here (30 s in the bench)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from bench import fault_cases_gossip as cases
+from bench.fault_cluster import quiet_env
+from bench.gossip_cluster import RUN, GossipCluster
+from eggnog.runtime.rundir import read_jsonl
+from tests.helpers import ROOT
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory, fault_corpus):
+    return cases.undisturbed(tmp_path_factory.mktemp("undisturbed"), fault_corpus)
+
+
+def assert_finished(result, islands):
+    assert all(result["status"][n] == 0 for n in islands), result
+    assert result["steps_lost"] == 0, result
+
+
+def test_four_islands_meet_and_merge(undisturbed):
+    assert_finished(undisturbed, range(4))
+    assert all(count > 0 for count in undisturbed["merges"].values()), undisturbed
+    assert undisturbed["refused"] == 0
+
+
+def test_a_kill_in_mid_transfer_leaves_the_others_to_finish_with_whole_models_only(tmp_path, fault_corpus,
+                                                                                   undisturbed):
+    result = cases.compared(cases.killed_mid_transfer(tmp_path, fault_corpus), undisturbed)
+    assert_finished(result, range(3))
+    assert result["status"][3] == -9, result
+    assert result["partial_models_merged"] == 0 and result["refused"] == 0, result
+    assert result["fitness_within_noise"], result
+
+
+def test_two_of_six_killed_and_the_restarted_one_rejoins_from_its_checkpoint(tmp_path, fault_corpus):
+    result = cases.two_of_six_killed_one_restarted(tmp_path, fault_corpus)
+    assert_finished(result, range(5))
+    assert result["restarted_from"].startswith("from its own checkpoint"), result
+    assert result["models_received_after_restart"] >= 1, result
+
+
+def test_a_partitioned_island_is_dropped_and_comes_back(tmp_path, fault_corpus):
+    result = cases.partitioned(tmp_path, fault_corpus, seconds=6.0)
+    assert_finished(result, range(4))
+    assert all(count > 0 for count in result["others_mixes_during"].values()), result
+    assert result["partitioned_mixes_after"] > 0, result
+
+
+def test_the_others_do_not_wait_for_a_slow_island_and_it_catches_up_from_disk(tmp_path, fault_corpus):
+    result = cases.slow_island(tmp_path, fault_corpus)
+    assert_finished(result, range(3))
+    assert result["status"][3] == 143, result  # stopped by SIGTERM, saved
+    assert result["slow_island_steps"] < cases.STEPS // 2, result  # the others finished long before it
+    assert result["slow_island_catch_ups"] >= 1, result
+
+
+def test_bad_messages_are_refused_counted_and_never_merged(tmp_path, fault_corpus):
+    result = cases.bad_messages(tmp_path, fault_corpus)
+    assert_finished(result, range(2))
+    assert result["answers"] == {"wrong token": "refused", "corrupted": "refused", "another configuration": "refused",
+                                 "unreadable record": "refused", "offer": "send-me"}, result
+    assert result["intruder_merges"] == 0
+    assert result["refusals_counted"] == 5, result
+    assert "not this island's" in result["refusal_reasons"][-1]
+
+
+def test_the_tcp_events_log_has_the_mpi_runs_kinds_of_events(tmp_path, fault_corpus):
+    """The same tournament events, with at least the MPI run's fields, as a 4-rank MPI run's log."""
+    cluster = GossipCluster(tmp_path / "tcp", fault_corpus, 30)
+    try:
+        for n in range(4):
+            cluster.start(n)
+        assert cluster.finish(range(4)) == {0: 0, 1: 0, 2: 0, 3: 0}
+        tcp_events = [e for n in range(4) for e in cluster.events(n)]
+    finally:
+        cluster.stop_all()
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in RUN.items() if k not in ("catch_up_steps",)]
+    mpi_run = tmp_path / "mpi"
+    subprocess.run(["mpiexec", "-n", "4", sys.executable, f"{ROOT}/bin/train_gossip.py", *flags, "--steps=30",
+                    f"--data={fault_corpus}", "--backend=cpu", "--no-plots", f"--run-dir={mpi_run}"],
+                   env=quiet_env(), check=True, capture_output=True, timeout=300)
+    mpi_events = [e for n in range(4) for e in read_jsonl(mpi_run / f"rank-{n:02d}" / "events.jsonl")]
+    tournament = {"start", "mix_attempt", "mix_decision", "mix_send", "mix_receive", "mix_merge", "save"}
+    for kind in tournament:
+        mpi_keys = set().union(*(e.keys() for e in mpi_events if e["event"] == kind))
+        tcp_keys = set().union(*(e.keys() for e in tcp_events if e["event"] == kind))
+        assert mpi_keys and mpi_keys <= tcp_keys, (kind, mpi_keys - tcp_keys)
+    assert {e["event"] for e in mpi_events} <= {e["event"] for e in tcp_events} | {"stop"}
