@@ -40,7 +40,8 @@ def outcome(name, cluster, statuses, survivors, **extra):
     lost = {n: cluster.steps - len({r["step"] for r in cluster.step_records(n)}) for n in survivors}
     merges = {n: sum(e["event"] == "mix_merge" for e in cluster.events(n)) for n in survivors}
     refused = sum(e["event"] == "refused" for n in survivors for e in cluster.events(n))
-    return {"case": name, "steps": cluster.steps, "status": statuses, "steps_lost": sum(lost.values()), "final_fitness": finals,
+    return {"case": name, "steps": cluster.steps, "status": statuses, "steps_lost": sum(lost.values()),
+            "final_fitness": finals,
             "mean_final_fitness": round(statistics.mean(finals), 5),
             "step_s": round(statistics.mean(step_seconds(cluster, n) for n in survivors), 4),
             "merges": merges, "refused": refused, **extra}

@@ -21,19 +21,21 @@ RUN = dict(dim=16, depth=1, chunk_size=8, context_chunks=2, batch_size=2, val_ro
 
 
 class GossipCluster:
-    def __init__(self, directory, data, steps, step_seconds=0.05, peer_timeout=3.0, **flags):
+    def __init__(self, directory, data, steps, step_seconds=0.05, peer_timeout=3.0, base=RUN, **flags):
+        """base: the island trainer's flags (RUN: --trainer bptt); data None: a run without a corpus."""
         self.directory, self.data, self.steps, self.step_seconds = Path(directory), data, steps, step_seconds
         self.directory.mkdir(parents=True, exist_ok=True)
         self.run_dir = self.directory / "run"
         self.token_file = self.directory / "token"
         self.token_file.write_text(TOKEN)
-        self.flags = {**RUN, "peer_timeout": peer_timeout, **flags}
+        self.flags = {**base, "peer_timeout": peer_timeout, **flags}
         self.islands, self.logs, self.started, self.ended = {}, [], {}, {}
 
     def args(self, number):
         flags = [f"--{k.replace('_', '-')}={v}" for k, v in self.flags.items()]
-        return [str(ROOT / "bin" / "train_gossip.py"), *flags, f"--steps={self.steps}", f"--data={self.data}",
-                "--backend=cpu", "--no-plots", "--transport=tcp", f"--island={number}", f"--run-dir={self.run_dir}",
+        data = [f"--data={self.data}"] if self.data else []
+        return [str(ROOT / "bin" / "train_gossip.py"), *flags, f"--steps={self.steps}", *data, "--backend=cpu",
+                "--no-plots", "--transport=tcp", f"--island={number}", f"--run-dir={self.run_dir}",
                 f"--rendezvous={self.run_dir / 'peers'}", "--listen=127.0.0.1:0", f"--token-file={self.token_file}"]
 
     def start(self, number, slowdown=1.0, **env):

@@ -57,7 +57,8 @@ def summary_record(table, round_number, elapsed):
               "val_bpb": [finite_or_none(round(v, 5)) for v in column["val_bpb"]]}
     # each pairing is counted by both of its ranks
     record["tournaments"] = int(np.nansum(column["mixes"])) // 2
-    record.update({name: int(np.nansum(column[name])) for name in ("clonal", "recombination", "saves", "rejuvenations")})
+    record.update({name: int(np.nansum(column[name]))
+                   for name in ("clonal", "recombination", "saves", "rejuvenations")})
     return record
 
 

@@ -34,6 +34,14 @@ def check_launch(size, environ=os.environ):
                        "mpich wheel, srun --mpi=pmix for Open MPI; `srun --mpi=list` shows the choices)")
 
 
+LAUNCHER_RANK_VARS = ("SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK")
+
+
+def launcher_rank(environ=os.environ):
+    """The task number a launcher gave a process that does not use MPI (None when none did)."""
+    return next((int(environ[v]) for v in LAUNCHER_RANK_VARS if environ.get(v, "").isdigit()), None)
+
+
 LOCAL_RANK_VARS = ("SLURM_LOCALID", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK")
 LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_LOCAL_SIZE")
 

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, replace
 
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.world import launcher_rank
 from eggnog.training.run_config import flag, option_name
 
 MERGES = ("clonal", "recombination", "mixed")
@@ -57,7 +58,7 @@ class GossipFields:
                                  "that find each other by --peers or --rendezvous and survive each other's failures).",
                           changeable=True)
     island: int | None = flag(None, "TCP: this island's number (its rank-NN folder and data stream).",
-                              default_text="$SLURM_PROCID", changeable=True)
+                              default_text="the launcher's task number, $SLURM_PROCID", changeable=True)
     listen: str = flag("0.0.0.0:29500", "TCP: HOST:PORT this island listens on; the island with node-local id L "
                                         "listens on PORT + L (port 0: any free port, for --rendezvous).",
                        changeable=True)
@@ -116,12 +117,14 @@ class GossipFields:
             raise BadInput(f"--catch-up-steps must be 0 (never) or more, got {self.catch_up_steps}")
 
     def island_number(self, environ=os.environ):
-        """--island, else SLURM_PROCID; BadInput when neither is given."""
+        """--island, else the launcher's task number (SLURM_PROCID under srun); BadInput when neither."""
         if self.island is not None:
             return self.island
-        if environ.get("SLURM_PROCID", "").isdigit():
-            return int(environ["SLURM_PROCID"])
-        raise BadInput("--transport tcp needs --island N (each island its own number), or SLURM_PROCID under srun")
+        number = launcher_rank(environ)
+        if number is None:
+            raise BadInput("--transport tcp needs --island N (each island its own number), or a launcher that numbers "
+                           "its tasks (srun: SLURM_PROCID)")
+        return number
 
     def layout(self, world):
         if self.transport == "tcp":

@@ -71,6 +71,25 @@ def test_bad_messages_are_refused_counted_and_never_merged(tmp_path, fault_corpu
     assert "not this island's" in result["refusal_reasons"][-1]
 
 
+EGG = dict(trainer="egg", depth=1, dim=8, population=8, group_size=2, tokens_per_update=8, validate_every=4,
+           checkpoint_every=4, val_rows=4, val_tokens=16, seed=3, gossip_mixing_rate=0.5)
+RGE = dict(trainer="rge", max_seq_len=8, hidden_size=8, num_heads=2, batch_size=4, probes=4, checkpoint_every=4, seed=3,
+           gossip_mixing_rate=0.5)
+
+
+@pytest.mark.parametrize("base,corpus", [(EGG, True), (RGE, False)], ids=["egg", "rge"])
+def test_egg_and_cd_rge_islands_gossip_over_tcp_too(tmp_path, fault_corpus, base, corpus):
+    cluster = GossipCluster(tmp_path, fault_corpus if corpus else None, 12, step_seconds=0.1, base=base)
+    try:
+        for n in range(2):
+            cluster.start(n)
+        assert cluster.finish(range(2)) == {0: 0, 1: 0}, cluster.log(0) + cluster.log(1)
+        assert sum(e["event"] == "mix_merge" for n in range(2) for e in cluster.events(n)) > 0
+        assert all(cluster.step_of(n) == 12 for n in range(2))
+    finally:
+        cluster.stop_all()
+
+
 def test_the_tcp_events_log_has_the_mpi_runs_kinds_of_events(tmp_path, fault_corpus):
     """The same tournament events, with at least the MPI run's fields, as a 4-rank MPI run's log."""
     cluster = GossipCluster(tmp_path / "tcp", fault_corpus, 30)
