@@ -71,6 +71,22 @@ def test_bad_messages_are_refused_counted_and_never_merged(tmp_path, fault_corpu
     assert "not this island's" in result["refusal_reasons"][-1]
 
 
+def test_an_island_without_checkpoints_of_its_own_starts_from_the_populations_best(tmp_path, fault_corpus):
+    cluster = GossipCluster(tmp_path, fault_corpus, 12, peer_timeout=0.5)
+    try:
+        for n in range(2):
+            cluster.start(n)
+        assert cluster.finish(range(2)) == {0: 0, 1: 0}
+        cluster.start(2)  # a new island, with the others gone
+        assert cluster.finish([2]) == {2: 0}, cluster.log(2)
+    finally:
+        cluster.stop_all()
+    start = cluster.events(2)[0]
+    best = (cluster.run_dir / "checkpoints" / "best").resolve().name
+    assert start["event"] == "start" and start["origin"] == f"from the population's best checkpoint ({best})"
+    assert start["fitness"] is not None  # the best checkpoint's fitness came with it
+
+
 EGG = dict(trainer="egg", depth=1, dim=8, population=8, group_size=2, tokens_per_update=8, validate_every=4,
            checkpoint_every=4, val_rows=4, val_tokens=16, seed=3, gossip_mixing_rate=0.5)
 RGE = dict(trainer="rge", max_seq_len=8, hidden_size=8, num_heads=2, batch_size=4, probes=4, checkpoint_every=4, seed=3,
