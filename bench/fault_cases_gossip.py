@@ -60,17 +60,17 @@ def compared(result, base):
             "fitness_within_noise": abs(gap) <= noise}
 
 
-def undisturbed(directory, data, islands=4):
+def undisturbed(directory, data, islands=4, steps=STEPS):
     """4 islands, nothing goes wrong: the run every case is compared with."""
     def body(cluster):
         for n in range(islands):
             cluster.start(n)
         statuses = cluster.finish(range(islands))
         return outcome("undisturbed, 4 islands", cluster, statuses, range(islands), work_redone=0)
-    return run_case(directory, data, body)
+    return run_case(directory, data, body, steps=steps)
 
 
-def killed_mid_transfer(directory, data):
+def killed_mid_transfer(directory, data, steps=STEPS):
     """kill -9 of one island of 4 the moment its third model is on the socket (it kills itself, so the
     kill lands inside a transfer). The other three finish; every model they merged arrived whole."""
     def body(cluster):
@@ -88,7 +88,7 @@ def killed_mid_transfer(directory, data):
                        victim_died_at=cluster.step_of(victim), partial_models_merged=sum(b != full for b in received),
                        merges_from_victim=from_victim,
                        timeouts=sum(e["event"] == "peer_lost" for n in survivors for e in cluster.events(n)))
-    return run_case(directory, data, body)
+    return run_case(directory, data, body, steps=steps)
 
 
 def events_after_restart(cluster, number):
@@ -145,17 +145,19 @@ def partitioned(directory, data, seconds=30.0, steps=None):
 def slow_island(directory, data):
     """Island 3 of 4 runs 10x slower. The others finish in the undisturbed time; the slow one, when
     --catch-up-steps behind, loads the furthest island's newest checkpoint, and is stopped (SIGTERM)
-    once the others are done."""
+    once the others are done and it has caught up (or a minute has passed)."""
     def body(cluster):
         for n in range(3):
             cluster.start(n)
         cluster.start(3, slowdown=10.0)
         statuses = cluster.finish(range(3))
+        at_the_end = cluster.step_of(3)
+        cluster.wait_until(lambda: any(e["event"] == "catch_up" for e in cluster.events(3)), 60)
         cluster.kill(3, signum=15)
         statuses[3] = cluster.islands[3].returncode
         catch_ups = sum(e["event"] == "catch_up" for e in cluster.events(3))
         return outcome("1 of 4 10x slower", cluster, statuses, [0, 1, 2], work_redone=0,
-                       slow_island_steps=cluster.step_of(3), slow_island_catch_ups=catch_ups)
+                       slow_island_steps=at_the_end, slow_island_catch_ups=catch_ups)
     return run_case(directory, data, body, catch_up_steps=20)
 
 

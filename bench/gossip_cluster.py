@@ -92,6 +92,11 @@ class GossipCluster:
         records = self.step_records(number)
         return records[-1]["fitness"] if records else None
 
+    def wait_until(self, condition, timeout):
+        deadline = time.monotonic() + timeout
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def wait_for_step(self, number, step, timeout=180):
         deadline = time.monotonic() + timeout
         while self.step_of(number) < step:

@@ -142,22 +142,23 @@ def test_gossip_islands_over_tcp_find_each_other_from_the_node_list_and_continue
     """Two islands on one node (mpiexec only starts the processes; they number themselves from PMI_RANK
     and MPI_LOCALRANKID as they would from srun's SLURM_PROCID and SLURM_LOCALID), peers from SLURM's
     node list and the port rule."""
-    env = job_env(tmp_path, 72, "eggnog-gossip-tcp", STEPS=6, EGGNOG_ARGS=GOSSIP + " --gossip-mixing-rate 1",
+    # steps padded to 0.3 s (a test hook): both islands train at once, however unevenly they start
+    env = job_env(tmp_path, 72, "eggnog-gossip-tcp", STEPS=20, EGGNOG_ARGS=GOSSIP + " --gossip-mixing-rate 1",
                   EGGNOG_TOKEN="t0ken", EGGNOG_GOSSIP_PORT=free_port(), SLURM_JOB_NODELIST="localhost",
-                  SLURM_TASKS_PER_NODE="2", SLURMD_NODENAME="localhost")
+                  SLURM_TASKS_PER_NODE="2", SLURMD_NODENAME="localhost", EGGNOG_TEST_GOSSIP_STEP_SECONDS=0.3)
     first = sbatch_body("gossip_tcp.sbatch", env)
     assert first.returncode == 0, first.stdout + first.stderr
     run = tmp_path / "runs" / "eggnog-gossip-tcp-72"
     merges = 0
     for rank in ("rank-00", "rank-01"):
-        assert steps_of(run / rank / "metrics.jsonl")[-1] == 6
+        assert steps_of(run / rank / "metrics.jsonl")[-1] == 20
         merges += sum(e["event"] == "mix_merge" for e in read_jsonl(run / rank / "events.jsonl"))
     assert merges > 0
-    again = sbatch_body("gossip_tcp.sbatch", dict(env, STEPS="8"))
+    again = sbatch_body("gossip_tcp.sbatch", dict(env, STEPS="22"))
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.count("from its own checkpoint at step 6") == 2, again.stdout
+    assert again.stdout.count("from its own checkpoint at step 20") == 2, again.stdout
     for rank in ("rank-00", "rank-01"):
-        assert steps_of(run / rank / "metrics.jsonl")[-1] == 8
+        assert steps_of(run / rank / "metrics.jsonl")[-1] == 22
 
 
 def test_zero_order_run(tmp_path):
