@@ -1,73 +1,85 @@
-"""The embedded default corpus: stdlib sources only, built once, rebuilt when damaged."""
+"""The embedded default corpus: the same bytes on every Python (the file shipped, its hash pinned),
+unpacked once, unpacked again when damaged, refused in one sentence when the shipped file is broken
+or the cache cannot be written. CI runs this file on Python 3.11 and 3.12."""
 
+import hashlib
+import json
 import os
+import stat
+from pathlib import Path
 
 import pytest
 
 from eggnog.corpus import default
-from eggnog.corpus.reader import open_corpus
+from eggnog.corpus.default_freeze import stdlib_files
 from eggnog.runtime.errors import BadInput
 
-
-@pytest.fixture
-def fake_stdlib(tmp_path):
-    root = tmp_path / "lib"
-    for rel, text in {
-        "abc.py": "import os\n",
-        "json/__init__.py": "def dumps(x):\n    return str(x)\n",
-        "json/decoder.py": "class Decoder:\n    pass\n",
-        "site-packages/numpy/core.py": "not stdlib\n",
-        "test/test_abc.py": "a test\n",
-        "os.pyc": "binary",
-        "z.py": "last = True\n",
-    }.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+PINNED = "426e4b85c91f6c55b26a60b829ac5eaa206215dbe15965ed9a15b1dcb8902c39"
 
 
-def test_stdlib_files_are_sorted_sources_only(fake_stdlib):
-    rels = [p.relative_to(fake_stdlib).as_posix() for p in default.stdlib_files(fake_stdlib)]
-    assert rels == ["abc.py", "json/__init__.py", "json/decoder.py", "z.py"]
+def test_the_corpus_is_the_pinned_bytes_on_this_python(tmp_path):
+    assert default.SHA256 == PINNED
+    corpus = default.default_corpus(tmp_path)
+    assert default.file_sha256(corpus.path) == PINNED and corpus.verify()
+    assert corpus.meta["documents"] == {"train": 713, "val": 21}
+    val = corpus.meta["splits"]["val"]
+    assert (val["bytes"], round(val["unigram_bpb"], 3), round(val["bigram_bpb"], 3)) == (242883, 4.531, 3.434)
+    assert corpus.meta["sources"][0] == "__future__.py"  # paths relative to the library: nothing of this machine
+    assert (default.DATA / "LICENSE-PSF.txt").read_text().startswith("A. HISTORY OF THE SOFTWARE")
 
 
-def test_built_once_then_reused(fake_stdlib, tmp_path):
-    cache = tmp_path / "cache"
-    corpus = default.default_corpus(fake_stdlib, cache)
-    text = bytes(corpus.train[:]) + bytes(corpus.val[:])
-    for piece in (b"import os\n", b"class Decoder:", b"last = True\n"):
-        assert piece in text
-    assert b"not stdlib" not in text and b"a test" not in text
-    assert corpus.meta["splits"]["train"]["sha256"]
-    path = corpus.path
-    mtime = os.stat(path).st_mtime_ns
-    again = default.default_corpus(fake_stdlib, cache)
-    assert again.path == path and os.stat(path).st_mtime_ns == mtime
-
-
-def test_damaged_cache_is_rebuilt(fake_stdlib, tmp_path):
-    cache = tmp_path / "cache"
-    corpus = default.default_corpus(fake_stdlib, cache)
-    original = bytes(corpus.train[:])
+def test_unpacked_once_then_reused_and_again_when_damaged(tmp_path):
+    corpus = default.default_corpus(tmp_path)
+    mtime = os.stat(corpus.path).st_mtime_ns
+    assert default.default_corpus(tmp_path).path == corpus.path and os.stat(corpus.path).st_mtime_ns == mtime
     with open(corpus.path, "r+b") as f:
         f.write(b"#")
-    assert not open_corpus(corpus.path).verify()
-    rebuilt = default.default_corpus(fake_stdlib, cache)
-    assert bytes(rebuilt.train[:]) == original and rebuilt.verify()
+    again = default.default_corpus(tmp_path)
+    assert default.file_sha256(again.path) == PINNED
+    Path(corpus.path).with_suffix(".bin.json").unlink()
+    assert default.default_corpus(tmp_path).verify()
 
 
-def test_name_follows_the_file_list(fake_stdlib, tmp_path):
-    first, _ = default.default_corpus_path(fake_stdlib, tmp_path)
-    (fake_stdlib / "new.py").write_text("x = 1\n")
-    second, _ = default.default_corpus_path(fake_stdlib, tmp_path)
-    assert first != second
+def test_a_broken_shipped_file_and_an_unwritable_cache_are_one_sentence(tmp_path, monkeypatch):
+    broken = tmp_path / "data"
+    broken.mkdir()
+    (broken / f"{default.NAME}.bin.xz").write_bytes(b"not xz")
+    (broken / f"{default.NAME}.json").write_text("{}")
+    monkeypatch.setattr(default, "DATA", broken)
+    with pytest.raises(BadInput, match="cannot be read .* reinstall eggnog, or pass --data"):
+        default.default_corpus(tmp_path / "cache")
+    monkeypatch.undo()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who may write anywhere")
+        with pytest.raises(BadInput, match="cannot unpack the default corpus into .*EGGNOG_CACHE_DIR"):
+            default.default_corpus(locked / "cache")
+    finally:
+        locked.chmod(stat.S_IRWXU)
+
+
+def test_the_freezer_keeps_sources_only_in_sorted_order(tmp_path):
+    root = tmp_path / "lib"
+    for rel in ("abc.py", "json/__init__.py", "json/decoder.py", "site-packages/numpy/core.py", "test/test_abc.py",
+                "os.pyc", "z.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n" * 50)
+    assert [p.relative_to(root).as_posix() for p in stdlib_files(root)] == [
+        "abc.py", "json/__init__.py", "json/decoder.py", "z.py"]
+    from eggnog.corpus.default_freeze import freeze
+
+    digest = freeze(root, tmp_path / "out", "lib")
+    meta = json.loads((tmp_path / "out" / "lib.json").read_text())
+    assert meta["sources"] == ["abc.py", "json/__init__.py", "json/decoder.py", "z.py"]
+    import lzma
+
+    assert hashlib.sha256(lzma.decompress((tmp_path / "out" / "lib.bin.xz").read_bytes())).hexdigest() == digest
 
 
 def test_cache_dir_from_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("EGGNOG_CACHE_DIR", str(tmp_path / "here"))
     assert default.cache_dir() == tmp_path / "here"
-
-
-def test_empty_stdlib_is_bad_input(tmp_path):
-    with pytest.raises(BadInput, match="no Python source files"):
-        default.default_corpus_path(tmp_path, tmp_path)
+    assert default.default_corpus_path() == tmp_path / "here" / f"{default.NAME}-{PINNED[:12]}.bin"

@@ -52,7 +52,7 @@ def baselines(run_dir):
         config = json.loads((Path(run_dir) / "config.json").read_text())
         if config.get("task", "char_lm") != "char_lm":
             return None
-        path = config.get("data") or default_corpus_path()[0]
+        path = config.get("data") or default_corpus_path()
         val = open_corpus(path).meta["splits"]["val"]
         return val["unigram_bpb"], val["bigram_bpb"]
     except (OSError, ValueError, KeyError, BadInput):

@@ -24,15 +24,8 @@ def test_run_directory_is_created_once_and_logged_by_rank_zero(world, shared_dir
 
 
 def test_default_corpus_built_once_and_shared(world, shared_dir, parallel_assert, tmp_path):
-    stdlib = os.path.join(shared_dir, "lib")
-    if world.is_root:
-        os.makedirs(stdlib)
-        for i in range(5):
-            with open(os.path.join(stdlib, f"m{i}.py"), "w") as f:
-                f.write(f"value_{i} = {i}\n" * 20)
-    world.barrier()
     cache = os.path.join(shared_dir, "cache")
-    corpus = world.root_first(lambda: default_corpus(stdlib, cache))
+    corpus = world.root_first(lambda: default_corpus(cache))
     digests = world.allgather_array(np.frombuffer(bytes.fromhex(corpus.meta["splits"]["train"]["sha256"]),
                                                   dtype=np.uint8))
     parallel_assert(len(set(digests.reshape(world.size, 32).tobytes()[i * 32:(i + 1) * 32]
