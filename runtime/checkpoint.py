@@ -91,9 +91,19 @@ def unreadable(path, error):
     except OSError as e:
         return BadInput(f"cannot read checkpoint {str(path)!r} ({e.strerror or e})")
     if zipped:
-        return BadInput(f"checkpoint {str(path)!r} is damaged ({error}); resume from an earlier step-*.npz "
-                        "of its folder")
+        earlier = earlier_checkpoint(path)
+        if earlier is None:
+            return BadInput(f"checkpoint {str(path)!r} is damaged ({error}), and its folder holds no earlier one")
+        return BadInput(f"checkpoint {str(path)!r} is damaged ({error}); use the one before it: --resume {earlier} "
+                        f"continues the run from it, and generate.py or evaluate.py take {earlier} in place of the run")
     return BadInput(f"{str(path)!r} is not an eggnog checkpoint (not a zip file)")
+
+
+def earlier_checkpoint(path):
+    """The newest step-*.npz of the folder of `path` before it (None: there is none)."""
+    path = Path(path).resolve()
+    steps = sorted(p for p in path.parent.glob("step-*.npz") if p.name < path.name)
+    return steps[-1] if steps else None
 
 
 def checkpoint_step(path):

@@ -3,6 +3,7 @@
 checkpoints/, and the lock of the process running it."""
 
 import json
+import os
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -23,13 +24,15 @@ def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name=
     error, path = None, None
     if world.is_root:
         path = Path(run_dir) if run_dir else Path(runs_root) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if resume and not (path / "config.json").is_file():
+        if path.exists() and not path.is_dir():
+            error = f"run directory {str(path)!r} is a file, not a folder; choose another"
+        elif resume and not (path / "config.json").is_file():
             error = f"cannot resume: {str(path)!r} is not a run directory (no config.json)"
         elif not resume and path.exists() and any(path.iterdir()):
             error = f"run directory {str(path)!r} already exists and is not empty; pass --resume or choose another"
         else:
-            (path / "checkpoints").mkdir(parents=True, exist_ok=True)
             try:
+                check_writable(path / "checkpoints")  # made here; refused before step 1, not at the first save
                 acquire_lock(path)
             except BadInput as e:
                 error = str(e)
@@ -43,6 +46,17 @@ def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name=
     if answer["error"]:
         raise BadInput(answer["error"])
     return Path(answer["path"])
+
+
+def check_writable(folder):
+    """BadInput unless a file can be written in `folder` (and the folder made)."""
+    probe = Path(folder) / f".write-test-{os.getpid()}"
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"cannot write in {str(folder)!r} ({e.strerror or e}), where the run's checkpoints go") from None
 
 
 # Config keys of runs written before the flags were renamed, and their names now.

@@ -11,6 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 from eggnog.runtime.cli import user_errors
 from eggnog.runtime.errors import BadInput
@@ -117,6 +118,36 @@ def stored_label(configs, resume):
     return closest[0]
 
 
+class ArgsKeepingCommand(TyperCommand):
+    """Keeps the raw arguments (ctx.meta["raw_args"]): click lets the last of two names of one option
+    win in silence, where they must be refused instead."""
+
+    def parse_args(self, ctx, args):
+        ctx.meta["raw_args"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def spellings(name, spec):
+    """Every way of writing the option `name` on a command line."""
+    names = [option_name(name)] + [option_name(a) for a in spec.get("aliases", ())]
+    if spec.get("type") is bool:
+        names.append(option_name(spec.get("off") or "no_" + name))
+    return names
+
+
+def check_no_conflicts(raw_args, specs):
+    """BadInput when one setting is given under two of its names (`--steps 10 --epochs 20`), or with
+    both --resume and --run-dir. The same name given twice is not refused: the last one wins, which
+    the sbatch scripts' EGGNOG_ARGS rely on to override their own flags."""
+    words = [a.split("=", 1)[0] for a in raw_args if a.startswith("--")]
+    for name, spec in specs.items():
+        used = list(dict.fromkeys(w for w in words if w in spellings(name, spec)))
+        if len(used) > 1:
+            raise BadInput(f"{' and '.join(used)} set the same thing: give one of them")
+    if "--resume" in words and "--run-dir" in words:
+        raise BadInput("--resume continues a run in its own folder: --run-dir does not apply with it (give one)")
+
+
 def config_command(app, configs, choose=None, choose_help=None):
     """Decorator registering fn(config_cls, flags) as `app`'s command. `configs`: one run config class,
     or {label: class} with `choose` naming the option that picks one (the first by default). flags:
@@ -138,6 +169,7 @@ def config_command(app, configs, choose=None, choose_help=None):
         def command(context, **options):
             if options.pop("rank") is not None:
                 raise BadInput(RANK_REFUSED)
+            check_no_conflicts(context.meta.get("raw_args", []), specs)
             label = options.pop(choose) if choose else labels[0]
             if choose and options.get("resume") is not None and context.get_parameter_source(choose).name == "DEFAULT":
                 label = stored_label(configs, options["resume"]) or label  # a resumed run keeps its choice
@@ -154,7 +186,7 @@ def config_command(app, configs, choose=None, choose_help=None):
             + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
                for name, (kind, option) in params.items()])
         command.__name__ = fn.__name__
-        app.command(help=app.info.help)(command)
+        app.command(help=app.info.help, cls=ArgsKeepingCommand)(command)
         return fn
 
     return register

@@ -54,6 +54,15 @@ def open_run_corpus(cfg, world):
     return cfg.open_data(cfg.data) if cfg.data else world.root_first(default_corpus)
 
 
+def split_resume(resume):
+    """(run folder, what to restore from) of --resume: a run folder (its `latest`), or one of its
+    checkpoint files, RUN/checkpoints/step-*.npz (the run then continues from that step)."""
+    path = Path(resume)
+    if path.is_file() and path.parent.name == "checkpoints" and (path.parent.parent / "config.json").is_file():
+        return path.parent.parent, path
+    return path, path
+
+
 def resume_point(trainer, cfg, resume):
     """Restore the trainer from the run at `resume`. A run that never saved starts from step 0 with
     its stored config; a finished run is refused unless --steps gives it more to do. Trainers whose
@@ -61,14 +70,14 @@ def resume_point(trainer, cfg, resume):
     if getattr(trainer, "island_checkpoints", False):
         trainer.restore(resume)
         return "resumed"
-    if not (Path(resume) / "checkpoints" / "latest").is_file():
+    if Path(resume).is_dir() and not (Path(resume) / "checkpoints" / "latest").is_file():
         return "no checkpoint yet: starting it from step 0 with its stored configuration"
     trainer.restore(resume)  # first: it refuses changed fields, and writes nothing
     step = checkpoint_step(resume)
     if step >= cfg.steps:
         raise BadInput(f"run {str(resume)!r} already finished at step {step}; pass --steps N with N > {step} to "
                        "continue it")
-    return f"resumed from step {step}"
+    return f"resumed from step {step}" + (f" ({Path(resume).name})" if Path(resume).is_file() else "")
 
 
 def closing_lines(cfg, path, script, corpus):
@@ -103,14 +112,16 @@ def launch(config_cls, trainer_cls, flags, script):
     recorded in the run's config.json. Returns the trainer's summary."""
     world = init_world()
     resume, run_dir = flags.get("resume"), flags.get("run_dir")
+    checkpoint = None
     if resume is not None:
+        resume, checkpoint = split_resume(resume)
         check_script(resume, script)
     cfg = resolve(config_cls, flags, world.size, resume)
     chosen = select_backend(flags.get("backend"), world.local_rank)
     threads = set_threads(flags.get("threads"), world)
     corpus = open_run_corpus(cfg, world) if cfg.uses_corpus else None
     trainer = trainer_cls(cfg, world, chosen, corpus)
-    start = resume_point(trainer, cfg, resume) if resume is not None else None
+    start = resume_point(trainer, cfg, checkpoint) if resume is not None else None
     path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=cfg.run_name,
                           script=script)
     try:

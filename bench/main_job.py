@@ -1,0 +1,69 @@
+"""The README's bare commands, run as a newcomer runs them (no flags; the embedded default corpus),
+each in a fresh run folder: wall time (process start and the first step's compiles included), the
+median tokens/s of the steps after the first, and the final validation bits/byte. Run it under each
+Python whose figures the README quotes; the file it writes names the Python.
+
+    python -m bench.main_job
+    python -m bench.main_job --job train_es --job train_bptt
+"""
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import typer
+
+from bench.report import print_table, write_result
+from eggnog.corpus.default import SHA256
+from eggnog.runtime.cli import cli_help, user_errors
+from eggnog.runtime.errors import BadInput
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS = {"train_es": ["bin/train_es.py"], "train_bptt": ["bin/train_bptt.py"],
+        "train_es_mingru": ["bin/train_es.py", "--model", "mingru"]}
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+def run_job(name, directory):
+    run_dir = Path(directory) / name
+    script, *flags = JOBS[name]
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, str(ROOT / script), *flags, "--run-dir", str(run_dir)],
+                          capture_output=True, text=True, env={**os.environ, "EGGNOG_PROGRESS": "0"})
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rates = [r["tokens_per_s"] for r in records[1:] if "tokens_per_s" in r]
+    val = [r["val_bpb"] for r in records if "val_bpb" in r]
+    return {"job": " ".join([Path(script).name, *flags]), "steps": records[-1]["step"], "wall_s": round(wall, 1),
+            "tokens_per_s": round(statistics.median(rates)) if rates else None,
+            "val_bpb": round(val[-1], 3), "best_val_bpb": round(min(val), 3)}
+
+
+@app.command(help=cli_help(__doc__))
+@user_errors
+def main(job: list[str] = typer.Option(None, help=f"Jobs to run (default: train_es): {', '.join(JOBS)}.")):
+    chosen = job or ["train_es"]
+    unknown = [j for j in chosen if j not in JOBS]
+    if unknown:
+        raise BadInput(f"unknown job {unknown[0]!r}: choose from {', '.join(JOBS)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for name in chosen:
+            rows.append(run_job(name, tmp))
+            print(rows[-1], flush=True)
+    print_table(rows, list(rows[0]))
+    python = platform.python_version()
+    extra = {"python": python, "corpus_sha256": SHA256}
+    print(f"wrote {write_result('main_job', f'cpu-py{python}', rows, extra)}")
+
+
+if __name__ == "__main__":
+    app()
