@@ -51,6 +51,16 @@ def mingru_loss(meta, arrays, data, split, rows, tokens, backend):
     return loss, corpus, rows, tokens, "bits/byte"
 
 
+def recorded_corpus(meta):
+    """The corpus the run trained on (None: the default corpus); BadInput when it is no longer there."""
+    from eggnog.runtime.errors import BadInput
+
+    recorded = meta.get("config", {}).get("data")
+    if recorded and not Path(recorded).exists():
+        raise BadInput(f"the run trained on {recorded!r}, which is not there from here: pass --data")
+    return Path(recorded) if recorded else None
+
+
 def open_default():
     from eggnog.corpus.default import default_corpus
 
@@ -77,7 +87,7 @@ def fitted(stream, rows, tokens):
 def main(
     checkpoint: Path = typer.Argument(..., help="Run directory (its latest checkpoint) or checkpoint file."),
     data: Path = typer.Option(None, help="Corpus (.bin/.h5/.zarr, or d-eggs' token folder).",
-                              show_default="the embedded stdlib corpus"),
+                              show_default="the corpus the run trained on"),
     split: str = typer.Option("val", help="val or train."),
     rows: int = typer.Option(64, help="Rows read, each from a zero state."),
     tokens: int = typer.Option(256, help="Bytes scored per row."),
@@ -95,6 +105,7 @@ def main(
     arrays, record = load_checkpoint(checkpoint)
     meta = record.get("meta", {})
     kind = meta.get("model")
+    data = data or recorded_corpus(meta)
     chosen = select_backend(backend)
     if kind in ("egg", "transformer"):
         loss, corpus, rows, tokens, unit = es_loss(kind, meta, arrays, record, data, split, rows, tokens, chosen)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from eggnog.corpus.layout import MIN_SPLIT_BYTES
 from eggnog.corpus.prepare_hf import prepare_sources
 from eggnog.runtime.cli import cli_help, user_errors
 
@@ -36,7 +37,8 @@ def main(
                                              "(instead of --val-fraction of --split)."),
     text_field: str = typer.Option(None, help="hf: the field holding each row's text [default: text]."),
 ):
-    meta = prepare_sources(sources, out, val_fraction, separator, seed, force, split, val_split, text_field)
+    meta = prepare_sources(sources, out, val_fraction, separator, seed, force, split, val_split, text_field,
+                           min_split=MIN_SPLIT_BYTES)
     if "hf" in meta:
         hf = meta["hf"]
         skipped = sum(hf["empty_rows_skipped"].values())

@@ -17,6 +17,9 @@ META_ATTR = "eggnog"
 
 def format_of(path):
     suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS and Path(path).is_dir():
+        raise BadInput(f"{str(path)!r} is a folder without input.bin: give a corpus file (.bin, .h5 or .zarr, "
+                       "written by bin/prepare_data.py) or a d-eggs data folder (input.bin and decoding.bin)")
     if suffix not in FORMATS:
         raise BadInput(f"unknown corpus suffix {suffix or '(none)'!r} in {str(path)!r}: use .bin, .h5 or .zarr")
     return FORMATS[suffix]

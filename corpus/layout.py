@@ -49,7 +49,20 @@ class SplitPlan:
                     yield block
 
 
-def plan_splits(files, sizes, val_fraction, seed, separator):
+MIN_SPLIT_BYTES = 101  # one training window of the default EGG run: --tokens-per-update 100 and its target
+
+
+def checked(train, val, min_split):
+    """The two plans, refused when a split is shorter than `min_split` bytes (an empty validation
+    split is allowed: --val-fraction 0)."""
+    for name, plan in (("training", train), ("validation", val)):
+        if (plan.pieces or name == "training") and plan.size < min_split:
+            raise BadInput(f"the {name} split would hold {plan.size} bytes, shorter than one window "
+                           f"({min_split} bytes): give more text or change --val-fraction")
+    return train, val
+
+
+def plan_splits(files, sizes, val_fraction, seed, separator, min_split=1):
     """Assign whole documents to the validation split, in an order fixed by (seed, document index),
     until it holds val_fraction of the bytes; train keeps at least one document. A single document
     is split by bytes instead: its last val_fraction forms the validation split."""
@@ -61,13 +74,13 @@ def plan_splits(files, sizes, val_fraction, seed, separator):
     train, val = SplitPlan(separator=separator), SplitPlan(separator=separator)
     if val_fraction == 0.0:
         train.pieces = [Piece(str(f), 0, s) for f, s in zip(files, sizes)]
-        return train, val
+        return checked(train, val, min_split)
     if len(files) == 1:
         n_val = max(1, int(round(total * val_fraction)))
         if n_val >= total:
             raise BadInput(f"the single source of {total} bytes is too small for a validation split")
-        return (SplitPlan([Piece(str(files[0]), 0, total - n_val)], separator),
-                SplitPlan([Piece(str(files[0]), total - n_val, n_val)], separator))
+        return checked(SplitPlan([Piece(str(files[0]), 0, total - n_val)], separator),
+                       SplitPlan([Piece(str(files[0]), total - n_val, n_val)], separator), min_split)
     order = np.argsort(bits(stream_key(seed, 0, 0, 0), 0, len(files)), kind="stable")
     chosen, val_bytes = set(), 0
     for index in order[:-1]:
@@ -77,4 +90,4 @@ def plan_splits(files, sizes, val_fraction, seed, separator):
         val_bytes += sizes[index]
     for i, (f, s) in enumerate(zip(files, sizes)):
         (val if i in chosen else train).pieces.append(Piece(str(f), 0, s))
-    return train, val
+    return checked(train, val, min_split)

@@ -11,8 +11,9 @@ from eggnog.runtime.errors import BadInput
 FORMAT_NAME = "eggnog-bytes"
 
 
-def prepare(sources, out, val_fraction=0.02, separator=True, seed=0, force=False):
-    """Join the documents named by `sources` into a corpus at `out`; returns its metadata."""
+def prepare(sources, out, val_fraction=0.02, separator=True, seed=0, force=False, min_split=1):
+    """Join the documents named by `sources` into a corpus at `out`; returns its metadata. A split
+    shorter than `min_split` bytes is refused."""
     out_paths = output_paths(out)  # rejects an unknown suffix before any work
     if not force:
         for p in out_paths:
@@ -24,7 +25,7 @@ def prepare(sources, out, val_fraction=0.02, separator=True, seed=0, force=False
     except OSError as e:
         raise BadInput(f"cannot read source file {e.filename!r}: {e.strerror}") from None
     sep = 0 if separator else None
-    train, val = plan_splits(files, sizes, val_fraction, seed, sep)
+    train, val = plan_splits(files, sizes, val_fraction, seed, sep, min_split)
     meta = {
         "format": FORMAT_NAME,
         "version": 1,

@@ -130,7 +130,7 @@ def prepare_hf(source, out, split=None, val_split=None, text_field=None, val_fra
 
 
 def prepare_sources(sources, out, val_fraction=None, separator=True, seed=0, force=False, split=None, val_split=None,
-                    text_field=None):
+                    text_field=None, min_split=1):
     """prepare_data's dispatch: files, directories and globs (`prepare`), or one hf: source (`prepare_hf`)."""
     if any(is_hf_source(s) for s in sources):
         if len(sources) > 1:
@@ -140,4 +140,5 @@ def prepare_sources(sources, out, val_fraction=None, separator=True, seed=0, for
     if split is not None or val_split is not None or text_field is not None:
         raise BadInput("--split, --val-split and --text-field apply to hf: sources only")
     fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction
-    return prepare(sources, out, val_fraction=fraction, separator=separator, seed=seed, force=force)
+    return prepare(sources, out, val_fraction=fraction, separator=separator, seed=seed, force=force,
+                   min_split=min_split)

@@ -94,6 +94,9 @@ def write_corpus(path, plans, meta, force=False):
         _replace(tmp, path)
         if kind == "bin":  # written last: a .bin without its sidecar does not open
             write_atomic(sidecar_of(path), text.encode())
+    except OSError as e:
+        raise BadInput(f"cannot write the corpus in {str(path.parent)!r} ({e.strerror or e}); nothing was "
+                       "written") from None
     finally:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -27,7 +27,6 @@ on it while it drew (bin/plot.py draws them).
 
 import os
 import signal
-import sys
 import time
 from collections import deque
 from statistics import median
@@ -38,6 +37,7 @@ from eggnog.evolution import coordinator_wire as wire
 from eggnog.evolution.eggroll import snapshot_arrays
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
 from eggnog.runtime.checkpoint import encode_checkpoint, prune_checkpoints, save_checkpoint
+from eggnog.runtime.commands import this_program
 from eggnog.runtime.files import temp_name
 from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.stop_signals import StopSignals, exit_status
@@ -333,7 +333,7 @@ class Coordinator:
         print("coordinator: " + ", ".join(f"{v} {k}" for k, v in self.totals.items()), flush=True)
         if status:
             print(f"\nstopped by {signal.Signals(self.stop_signal).name} after step {self.step}: checkpoint "
-                  f"{run_dir}/checkpoints/latest; continue with: python {sys.argv[0]} --resume {run_dir}",
+                  f"{run_dir}/checkpoints/latest; continue with: {this_program()} --resume {run_dir}",
                   flush=True)
         self.status = status
         return time.perf_counter() - self.started

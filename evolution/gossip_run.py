@@ -20,7 +20,6 @@ import json
 import math
 import os
 import signal
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -33,6 +32,7 @@ from eggnog.evolution.gossip_fitness import FitnessEma, fitness_of_loss
 from eggnog.evolution.gossip_merge import blend
 from eggnog.evolution.gossip_population import COUNTERS, FIELDS, Population, save_probability, summary_record
 from eggnog.evolution.gossip_stop import StopAgreement
+from eggnog.runtime.commands import this_program
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
 from eggnog.runtime.loggers import open_island
@@ -142,7 +142,7 @@ class GossipRun:
         if signum:
             if world.is_root:
                 print(f"\nstopped by {signal.Signals(signum).name} at round {last}: every island saved "
-                      f"(rank-NN/checkpoints/latest); continue with: python {sys.argv[0]} --resume {run_dir}",
+                      f"(rank-NN/checkpoints/latest); continue with: {this_program()} --resume {run_dir}",
                       flush=True)
             raise SystemExit(exit_status(signum))
         return {"steps": cfg.steps, "elapsed_s": self.elapsed(), "first": self.first_summary, "final": self.final}

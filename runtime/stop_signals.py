@@ -3,10 +3,11 @@ after its current step with a checkpoint; a second one acts at once (Python's de
 ranks agree on the step: the signal may reach them during different steps."""
 
 import signal
-import sys
 import threading
 
 import numpy as np
+
+from eggnog.runtime.commands import this_program
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -61,5 +62,5 @@ def stop_if_signalled(signals, world, step, run_dir, save):
         save()
     if world.is_root:
         print(f"\nstopped by {signal.Signals(stop).name} after step {step}: checkpoint {run_dir}/checkpoints/latest; "
-              f"continue with: python {sys.argv[0]} --resume {run_dir}", flush=True)
+              f"continue with: {this_program()} --resume {run_dir}", flush=True)
     raise SystemExit(exit_status(stop))

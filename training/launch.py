@@ -9,6 +9,7 @@ from pathlib import Path
 from eggnog.corpus.default import default_corpus
 from eggnog.kernels.core.backend import select_backend
 from eggnog.runtime.checkpoint import checkpoint_step
+from eggnog.runtime.commands import command
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.loggers import chosen_loggers, close_run, open_run
 from eggnog.runtime.run_lock import release_lock
@@ -92,12 +93,12 @@ def closing_lines(cfg, path, script, corpus):
         if target.exists():
             lines.append(f"{link}: {target.resolve()}")
     if (path / "plots" / "loss.png").exists():
-        lines.append(f"plots: {path / 'plots'} (redraw or compare runs: python bin/plot.py {path})")
+        lines.append(f"plots: {path / 'plots'} (redraw or compare runs: {command('plot.py')} {path})")
     if cfg.generates:
-        lines.append(f"generate: python bin/generate.py {path} --length 300")
+        lines.append(f"generate: {command('generate.py')} {path} --length 300")
         data = f" --data {cfg.data}" if getattr(cfg, "data", None) else ""
-        lines.append(f"evaluate: python bin/evaluate.py {path}{data}")
-    lines.append(f"continue: python bin/{script} --resume {path} --steps N")
+        lines.append(f"evaluate: {command('evaluate.py')} {path}{data}")
+    lines.append(f"continue: {command(script)} --resume {path} --steps N")
     loggers = chosen_loggers(getattr(cfg, "log", None))
     if "tensorboard" in loggers and (path / "tb").is_dir():
         lines.append(f"tensorboard: tensorboard --logdir {path / 'tb'}")
@@ -138,7 +139,7 @@ def launch(config_cls, trainer_cls, flags, script):
                 print(f"validation baselines: unigram {val['unigram_bpb']:.3f}, bigram {val['bigram_bpb']:.3f} "
                       "bits/byte")
             # now, not at the end: a rank killed from outside ends the whole MPI job before anyone can print
-            print(f"if it stops, continue with: python bin/{script} --resume {path}", flush=True)
+            print(f"if it stops, continue with: {command(script)} --resume {path}", flush=True)
         summary = trainer.run(path)
         if world.is_root:
             print(cfg.summarize(summary))
