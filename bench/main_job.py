@@ -44,7 +44,8 @@ def run_job(name, directory):
     val = [r["val_bpb"] for r in records if "val_bpb" in r]
     return {"job": " ".join([Path(script).name, *flags]), "steps": records[-1]["step"], "wall_s": round(wall, 1),
             "tokens_per_s": round(statistics.median(rates)) if rates else None,
-            "val_bpb": round(val[-1], 3), "best_val_bpb": round(min(val), 3)}
+            "val_bpb": round(val[-1], 3), "best_val_bpb": round(min(val), 3),
+            "val_curve": {r["step"]: round(r["val_bpb"], 3) for r in records if "val_bpb" in r}}
 
 
 @app.command(help=cli_help(__doc__))
@@ -59,7 +60,7 @@ def main(job: list[str] = typer.Option(None, help=f"Jobs to run (default: train_
         for name in chosen:
             rows.append(run_job(name, tmp))
             print(rows[-1], flush=True)
-    print_table(rows, list(rows[0]))
+    print_table(rows, [k for k in rows[0] if k != "val_curve"])
     python = platform.python_version()
     extra = {"python": python, "corpus_sha256": SHA256}
     print(f"wrote {write_result('main_job', f'cpu-py{python}', rows, extra)}")

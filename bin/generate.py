@@ -24,8 +24,8 @@ def main(
     prompt: str = typer.Option("", help="Prompt text."),
     prompt_file: Path = typer.Option(None, help="Read the prompt bytes from this file instead."),
     length: int = typer.Option(256, help="Bytes to generate."),
-    temperature: float = typer.Option(0.6),
-    min_p: float = typer.Option(0.08, help="Drop bytes below min-p times the most likely one."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature (0: the most likely byte)."),
+    min_p: float = typer.Option(0.03, help="Drop bytes below min-p times the most likely one."),
     presence_penalty: float = typer.Option(0.2, help="Subtracted from the logit (nats) of bytes already seen."),
     top_k: int = typer.Option(0, help="Keep the k most likely bytes (0: all)."),
     top_p: float = typer.Option(1.0, help="Keep the smallest set with this much probability."),
@@ -89,8 +89,9 @@ def main(
         sys.stdout.write("".join(map(escape_byte, decode(token))))
         sys.stdout.flush()
     sys.stdout.write("\n")
-    if degenerate(produced):
-        print(f"note: the sample is one token repeated ({decode(produced[0])!r}); a young model's best guess "
+    unit = degenerate(produced)
+    if unit is not None:
+        print(f"note: the sample ends repeating {b''.join(map(decode, unit))!r}; a young model's best guess "
               "often is: try a higher --temperature, a lower --min-p or a larger --presence-penalty",
               file=sys.stderr)
 

@@ -17,8 +17,8 @@ def egg_logits_to_nats(logits):
 
 @dataclass(frozen=True)
 class Sampler:
-    temperature: float = 0.6
-    min_p: float = 0.08
+    temperature: float = 1.0
+    min_p: float = 0.03
     presence_penalty: float = 0.2
     top_k: int = 0
     top_p: float = 1.0
@@ -61,6 +61,15 @@ def escape_byte(b):
     return f"\\x{b:02x}"
 
 
-def degenerate(tokens):
-    """A sample of at least 8 tokens that repeats one token (e.g. only spaces): worth a note."""
-    return len(tokens) >= 8 and len(set(tokens)) == 1
+def degenerate(tokens, longest_unit=4):
+    """The unit (1 to `longest_unit` tokens) a sample of at least 8 tokens ends repeating over at least
+    its last half (e.g. "YT" then spaces), or None: such a sample is worth a note."""
+    n = len(tokens)
+    if n < 8:
+        return None
+    tail = list(tokens[n - n // 2:])
+    for size in range(1, longest_unit + 1):
+        unit = tail[-size:]
+        if all(token == unit[(i - len(tail)) % size] for i, token in enumerate(tail)):
+            return tuple(unit)
+    return None

@@ -75,6 +75,6 @@ def test_a_degenerate_sample_gets_a_note_with_the_sampling_flags(tmp_path):
                            record["meta"], name="flat.npz")  # equal logits: argmax repeats one byte
     sample = run_script("generate.py", flat, "--temperature", "0", "--presence-penalty", "0", "--length", "20")
     assert sample.returncode == 0, sample.stderr
-    assert "note: the sample is one token repeated" in sample.stderr and "--temperature" in sample.stderr
+    assert "note: the sample ends repeating" in sample.stderr and "--temperature" in sample.stderr
     varied = run_script("generate.py", flat, "--temperature", "1", "--min-p", "0", "--length", "20")
     assert varied.returncode == 0 and "note:" not in varied.stderr

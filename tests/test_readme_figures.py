@@ -1,0 +1,56 @@
+"""Figures the README quotes from runs and benchmarks, checked against the files of bench/results/ they
+come from: a benchmark run again and its figures not carried over fails here. Also every results file
+the README names must exist."""
+
+import json
+import re
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+README = (Path(ROOT) / "README.md").read_text()
+RESULTS = Path(ROOT) / "bench" / "results"
+
+
+def paragraph_citing(name):
+    """The README paragraph (blank-line separated) that names the results file `name`."""
+    found = [p for p in README.split("\n\n") if name in p]
+    assert found, f"the README no longer cites {name}"
+    return found[0]
+
+
+def result(name):
+    return json.loads((RESULTS / name).read_text())
+
+
+def test_every_results_file_the_readme_names_exists():
+    named = set(re.findall(r"bench/results/([\w.\-]+\.(?:json|png|md|log|csv))", README))
+    assert named
+    missing = sorted(n for n in named if not (RESULTS / n).exists())
+    assert not missing, missing
+
+
+def test_the_main_jobs_figures_are_its_benchmark_files():
+    py311, py312 = (result(f"main_job-cpu-py{v}-2026-11-28.json")["rows"][0] for v in ("3-11-7", "3-12-1"))
+    text = " ".join(paragraph_citing("main_job-cpu-py3-11-7-2026-11-28.json").split())
+    assert f"1000 epochs in {py311['wall_s']} s on Python 3.11 and {py312['wall_s']} s on 3.12" in text
+    assert f"{py311['tokens_per_s']:,} and {py312['tokens_per_s']:,} tokens/s" in text
+    assert py311["val_bpb"] == py312["val_bpb"] and f"**{py311['val_bpb']:.3f} bits/byte** on both" in text
+    curve = py311["val_curve"]
+    assert (f"{curve['25']:.2f} after 25 epochs, {curve['125']:.2f} after 125, {curve['325']:.2f} after 325, "
+            f"{curve['625']:.2f} after 625") in text
+    row = next(line for line in README.splitlines() if line.startswith("| `train_es.py` (integer EGG 1×64"))
+    assert f"| {py311['wall_s']} s | {py311['val_bpb']:.3f} |" in row
+
+
+def test_the_gossip_fault_table_is_its_benchmark_file():
+    rows = result("faults-cpu-2026-11-28.json")["gossip"][1:]  # the undisturbed run is the yardstick
+    start = README.index("| case (gossip over TCP) |")
+    table = [line for line in README[start:].splitlines()[2:] if line.startswith("|")][:len(rows)]
+    assert len(table) == len(rows)
+    for line, row in zip(table, rows):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[2] == str(row["steps_lost"]) and float(cells[4]) == row["time_vs_undisturbed"], (line, row)
+        gap = row["final_fitness_vs_undisturbed"]
+        if gap != "-":
+            assert cells[5] == gap.replace("within ", "noise "), (line, row)
