@@ -93,13 +93,14 @@ def test_an_unwritable_checkpoint_folder_is_refused_before_step_one(tmp_path, es
 
 def test_corpus_messages_name_what_is_wrong(tmp_path):
     make_docs(tmp_path / "src", count=3, binary=False)
-    refused(run_script("prepare_data.py", tmp_path / "src", "--out", "/proc/x.bin"), "cannot write the corpus in '/proc'")
+    refused(run_script("prepare_data.py", tmp_path / "src", "--out", "/proc/x.bin"),
+            "cannot write the corpus in '/proc'")
     refused(run_script("train_es.py", "--data", tmp_path, "--steps", "1", "--run-dir", tmp_path / "r"),
             "is a folder without input.bin: give a corpus file (.bin, .h5 or .zarr, written by bin/prepare_data.py) "
             "or a d-eggs data folder")
     (tmp_path / "tiny.txt").write_bytes(b"x" * 25)
     refused(run_script("prepare_data.py", tmp_path / "tiny.txt", "--out", tmp_path / "t.bin"),
-            "split would hold 1 bytes, shorter than one window (101 bytes)")
+            "split would hold 24 bytes, shorter than one window (101 bytes)")
     assert not (tmp_path / "t.bin").exists()
 
 

@@ -193,6 +193,6 @@ def test_without_datasets_one_line_says_how_to_get_it(tmp_path):
     result = run_script("prepare_data.py", f"hf:{tmp_path / 'saved'}", "--out", tmp_path / "o.bin", env=env)
     assert_user_error(result, "need the datasets package", "pip install -e '.[hf]'", "pip install datasets")
     assert not (tmp_path / "o.bin").exists()
-    (tmp_path / "doc.txt").write_text("files need no datasets package " * 20)
+    (tmp_path / "doc.txt").write_text("files need no datasets package " * 200)
     files = run_script("prepare_data.py", tmp_path / "doc.txt", "--out", tmp_path / "f.bin", env=env)
     assert files.returncode == 0 and "datasets" not in files.stderr, files.stderr
