@@ -4,7 +4,7 @@ median tokens/s of the steps after the first, and the final validation bits/byte
 Python whose figures the README quotes; the file it writes names the Python.
 
     python -m bench.main_job
-    python -m bench.main_job --job train_es --job train_bptt
+    python -m bench.main_job --job train_es --job train_bptt --job train_es_mingru --job train_rge_overfit
 """
 
 import json
@@ -26,7 +26,9 @@ from eggnog.runtime.errors import BadInput
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = {"train_es": ["bin/train_es.py"], "train_bptt": ["bin/train_bptt.py"],
-        "train_es_mingru": ["bin/train_es.py", "--model", "mingru"]}
+        "train_es_mingru": ["bin/train_es.py", "--model", "mingru"],
+        "train_rge_overfit": ["bin/train_rge.py", "--overfit", "--lr", "0.3", "--sigma", "0.01", "--target-loss",
+                              "0.1"]}
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
@@ -42,9 +44,12 @@ def run_job(name, directory):
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     rates = [r["tokens_per_s"] for r in records[1:] if "tokens_per_s" in r]
     val = [r["val_bpb"] for r in records if "val_bpb" in r]
+    first = records[0].get("train_bpb", records[0].get("loss"))
+    last = records[-1].get("train_bpb", records[-1].get("loss"))  # bits/byte, or bits/token on a task
     return {"job": " ".join([Path(script).name, *flags]), "steps": records[-1]["step"], "wall_s": round(wall, 1),
             "tokens_per_s": round(statistics.median(rates)) if rates else None,
-            "val_bpb": round(val[-1], 3), "best_val_bpb": round(min(val), 3),
+            "first_train_loss": round(first, 4), "final_train_loss": round(last, 4),
+            "val_bpb": round(val[-1], 3) if val else None, "best_val_bpb": round(min(val), 3) if val else None,
             "val_curve": {r["step"]: round(r["val_bpb"], 3) for r in records if "val_bpb" in r}}
 
 

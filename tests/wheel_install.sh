@@ -71,6 +71,12 @@ tiny=(--backend cpu --depth 1 --dim 8 --population 8 --group-size 2 --tokens-per
       --checkpoint-every 1 --val-rows 4 --val-tokens 16 --seed 3)
 eggnog-train-es --data corpus.bin --run-dir run "${tiny[@]}" --steps 2 > train.log
 expect_steps run "1 2"
+# the commands it prints are the installed ones
+grep -q "^continue: eggnog-train-es --resume run" train.log && grep -q "^generate: eggnog-generate run" train.log \
+    || { echo "printed commands are not the installed ones:"; cat train.log; exit 1; }
+# the default corpus ships in the wheel, the pinned bytes
+EGGNOG_CACHE_DIR="$work/cache" "$py" -c 'from eggnog.corpus.default import SHA256, default_corpus, file_sha256
+c = default_corpus(); assert file_sha256(c.path) == SHA256, c.path; print("default corpus:", c.path)'
 eggnog-evaluate run --data corpus.bin --rows 4 --tokens 16 --json > evaluate.json
 "$py" -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["step"] == 2 and r["loss"] > 0, r' evaluate.json
 eggnog-train-es --resume run --steps 3 --backend cpu > resume.log
