@@ -54,3 +54,27 @@ def test_the_gossip_fault_table_is_its_benchmark_file():
         gap = row["final_fitness_vs_undisturbed"]
         if gap != "-":
             assert cells[5] == gap.replace("within ", "noise "), (line, row)
+
+
+MEASURED = re.compile(r"(?<![-\w.])\d[\d.,]*\s*(?:bits/byte|bits per token|bits/token|member-tokens/s|tokens/s|rows/s|s/step|"
+                      r"s a step|ms\b|min \d+ s\b|s\b)")
+SOURCE = re.compile(r"bench/results/[\w.\-*]+|python -m bench\.\w+|bench/\w+\.py|`bench\.\w+`")
+
+
+def blocks():
+    """The README's paragraphs, a table or an indented continuation joined to the paragraph before
+    it, fenced code left out (commands and time limits, not measurements)."""
+    text = re.sub(r"```.*?```", "", README, flags=re.S)
+    joined = []
+    for part in (p for p in text.split("\n\n") if p.strip()):
+        if joined and part.startswith(("|", "  ")):
+            joined[-1] += "\n\n" + part
+        else:
+            joined.append(part)
+    return joined
+
+
+def test_every_measured_figure_names_where_it_comes_from():
+    """A paragraph quoting a time, a rate or a loss names its benchmark or results file."""
+    unsourced = [b[:160] for b in blocks() if MEASURED.search(b) and not SOURCE.search(b)]
+    assert not unsourced, "\n\n".join(unsourced)
