@@ -47,14 +47,14 @@ class TcpGossipRun(GossipRun):
         super().__init__(cfg, world, backend, corpus, island_cls, number=number)
         self.key = token_key(cfg.token_file)
         self.config_hash = config_hash(cfg, corpus)
-        host, _, port = cfg.listen.rpartition(":")
-        port = int(port) + world.local_rank if int(port) else 0
-        self.router, port = bind_router(host, port)  # a taken port is refused before the run folder is touched
+        host, _, base = cfg.listen.rpartition(":")
+        base = int(base)
+        # a taken port is refused before the run folder is touched
+        self.router, port = bind_router(host, base + world.local_rank if base else 0)
         self.address = advertised(host, port)
         rendezvous = Rendezvous(cfg.rendezvous) if cfg.rendezvous else None
         peers = cfg.peers or ("slurm" if rendezvous is None else None)
-        fixed = (slurm_peers(int(cfg.listen.rpartition(":")[2])) if peers == "slurm"
-                 else listed_peers(peers) if peers else None)
+        fixed = slurm_peers(base) if peers == "slurm" else listed_peers(peers) if peers else None
         self.book, self.rendezvous = PeerBook(self.address, fixed, rendezvous), rendezvous
         self.start_note = "from the shared initialisation"
 
@@ -182,10 +182,6 @@ class TcpGossipRun(GossipRun):
         self.events.write(event="catch_up", step=self.island.step, source=str(newest.path.relative_to(
             self.run_dir.resolve())), behind=step - self.island.step, fitness_before=json_number(before),
             fitness_after=json_number(self.fitness.fitness))
-
-    def elapsed(self):
-        return time.perf_counter() - self.started
-
 
 def join_run_dir(run_dir, config, fixed, script):
     """This island's place in the shared run folder. The first island to come writes config.json;

@@ -30,17 +30,39 @@ def test_every_results_file_the_readme_names_exists():
     assert not missing, missing
 
 
-def test_the_main_jobs_figures_are_its_benchmark_files():
-    py311, py312 = (result(f"main_job-cpu-py{v}-2026-11-28.json")["rows"][0] for v in ("3-11-7", "3-12-1"))
-    text = " ".join(paragraph_citing("main_job-cpu-py3-11-7-2026-11-28.json").split())
+MAIN_JOB = re.compile(r"main_job-(\w+)-cpu-py([\d-]+)-(\d{4}-\d\d-\d\d)\.json")
+
+
+def job_row(job, python="3-11-7"):
+    return result(f"main_job-{job}-cpu-py{python}-2026-11-28.json")["rows"][0]
+
+
+def test_the_main_job_gives_the_same_figure_on_python_3_11_and_3_12():
+    py311, py312 = job_row("train_es"), job_row("train_es", "3-12-1")
+    text = " ".join(paragraph_citing("main_job-train_es-cpu-py3-12-1-2026-11-28.json").split())
     assert f"1000 epochs in {py311['wall_s']} s on Python 3.11 and {py312['wall_s']} s on 3.12" in text
     assert f"{py311['tokens_per_s']:,} and {py312['tokens_per_s']:,} tokens/s" in text
     assert py311["val_bpb"] == py312["val_bpb"] and f"**{py311['val_bpb']:.3f} bits/byte** on both" in text
     curve = py311["val_curve"]
     assert (f"{curve['25']:.2f} after 25 epochs, {curve['125']:.2f} after 125, {curve['325']:.2f} after 325, "
             f"{curve['625']:.2f} after 625") in text
-    row = next(line for line in README.splitlines() if line.startswith("| `train_es.py` (integer EGG 1×64"))
-    assert f"| {py311['wall_s']} s | {py311['val_bpb']:.3f} |" in row
+
+
+def test_each_cited_bare_run_is_its_benchmark_file():
+    checked = 0
+    for block in blocks():
+        text = " ".join(block.split())
+        for job, python, date in set(MAIN_JOB.findall(block)):
+            row = result(f"main_job-{job}-cpu-py{python}-{date}.json")["rows"][0]
+            assert f"{row['wall_s']} s" in text, (job, row["wall_s"])
+            if row["val_bpb"] is not None:
+                assert f"{row['val_bpb']:.3f}" in text, (job, row["val_bpb"])
+            checked += 1
+    assert checked >= 5
+    for job, start in (("train_bptt", "| `train_bptt.py`"), ("train_es_mingru", "| `train_es.py --model mingru`"),
+                       ("train_es", "| `train_es.py` (integer EGG")):
+        row, line = job_row(job), next(line for line in README.splitlines() if line.startswith(start))
+        assert f"| {row['wall_s']} s | {row['val_bpb']:.3f}" in line, (line, row)
 
 
 def test_the_gossip_fault_table_is_its_benchmark_file():
@@ -56,8 +78,8 @@ def test_the_gossip_fault_table_is_its_benchmark_file():
             assert cells[5] == gap.replace("within ", "noise "), (line, row)
 
 
-MEASURED = re.compile(r"(?<![-\w.])\d[\d.,]*\s*(?:bits/byte|bits per token|bits/token|member-tokens/s|tokens/s|rows/s|s/step|"
-                      r"s a step|ms\b|min \d+ s\b|s\b)")
+MEASURED = re.compile(r"(?<![-\w.])\d[\d.,]*\s*(?:bits/byte|bits per token|bits/token|member-tokens/s|tokens/s|"
+                      r"rows/s|s/step|s a step|ms\b|min \d+ s\b|s\b)")
 SOURCE = re.compile(r"bench/results/[\w.\-*]+|python -m bench\.\w+|bench/\w+\.py|`bench\.\w+`")
 
 
@@ -78,3 +100,10 @@ def test_every_measured_figure_names_where_it_comes_from():
     """A paragraph quoting a time, a rate or a loss names its benchmark or results file."""
     unsourced = [b[:160] for b in blocks() if MEASURED.search(b) and not SOURCE.search(b)]
     assert not unsourced, "\n\n".join(unsourced)
+
+
+def test_the_compile_cache_figures_are_its_benchmark_file():
+    text = " ".join(paragraph_citing("compile_cache-cpu-2026-11-28.json").split())
+    for row in result("compile_cache-cpu-2026-11-28.json")["rows"]:
+        name = "--model transformer" if "transformer" in row["run"] else row["run"]
+        assert f"`{name}` {row['first_start_s']} → {row['second_start_s']} s" in text, (name, row)
