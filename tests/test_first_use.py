@@ -135,3 +135,11 @@ def test_printed_commands_follow_how_the_run_was_started():
     assert command("evaluate.py", "/somewhere/else/tool.py") == "python bin/evaluate.py"
     assert this_program("/venv/bin/eggnog-gossip") == "eggnog-gossip"
     assert this_program("bin/train_gossip.py") == "python bin/train_gossip.py"
+
+
+def test_the_console_names_are_pyprojects():
+    tomllib = pytest.importorskip("tomllib")
+    from eggnog.runtime.commands import CONSOLE
+
+    scripts = tomllib.loads((Path(ROOT) / "pyproject.toml").read_text())["project"]["scripts"]
+    assert {f"{target.split(':')[0].rsplit('.', 1)[1]}.py": name for name, target in scripts.items()} == CONSOLE
