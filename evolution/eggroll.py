@@ -204,7 +204,8 @@ class IntEggroll:
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
         threshold = self.cfg.threshold_at(self.epoch)
         device_fitness = self.backend.to_device(np.asarray(fitness, dtype=np.int8))
-        before = self.host_params()
+        # the adaptive-noise overlay is updated on the host; without it, the moved count stays on the device
+        before = self.host_params() if self.overlay is not None else self.backend.copy(self.params)
         views = self.model.views(self.params)
         cfg = self.cfg
         for t in self.model.tensors:
@@ -224,7 +225,8 @@ class IntEggroll:
             self.ops.quantized_adamw_(self.params[flat], votes.reshape(t.size), m, v, acc, lr,
                                       cfg.beta1, cfg.beta2, ADAM_EPS, cfg.weight_decay)
         self.epoch += 1
+        if self.overlay is None:
+            return self.ops.count_changed(before, self.params) / self.model.n_params
         after = self.host_params()
-        if self.overlay is not None:
-            self.set_overlay(updated_overlay(self.overlay, self.model, before, after))
+        self.set_overlay(updated_overlay(self.overlay, self.model, before, after))
         return np.count_nonzero(after != before) / self.model.n_params

@@ -51,6 +51,14 @@ class Backend:
     def zeros(self, shape, dtype):
         return device_zeros(shape, dtype) if self.name == "cuda" else np.zeros(shape, dtype=dtype)
 
+    def copy(self, array):
+        """A copy of a backend array on the same backend (device to device on a GPU)."""
+        if self.name != "cuda":
+            return np.array(array, copy=True)
+        out = cuda.device_array_like(array)
+        out.copy_to_device(array)
+        return out
+
     def synchronize(self):
         if self.name == "cuda":
             cuda.synchronize()

@@ -5,6 +5,7 @@
     member_ops        ops: the element- and row-wise steps of the model per member
     int_matmul        op: int8 matmul with the EGGROLL rank-1 perturbation fused in
     int_update        ops: the integer EGGROLL update and d-eggs' vote
+    changed           op: how many parameters an update moved, counted on the device
     epoch             op: a whole evaluation epoch in one call (reference, dispatch)
     epoch_cpu         its CPU twin: prange over member tiles, bytes and layers inside
     epoch_cuda        its CUDA kernel: a block carries a member tile through the window on int8 tensor cores
