@@ -17,6 +17,7 @@ from eggnog.evolution.gossip_config import GossipRunConfig
 from eggnog.runtime.rundir import config_from, read_config
 
 STEPS = 60
+FITNESS_DECAY = 0.995  # --gossip-fitness-decay's default, which the cases keep
 INTRUDER = 99  # the island number the bad messages claim
 
 
@@ -40,21 +41,30 @@ def outcome(name, cluster, statuses, survivors, **extra):
     lost = {n: cluster.steps - len({r["step"] for r in cluster.step_records(n)}) for n in survivors}
     merges = {n: sum(e["event"] == "mix_merge" for e in cluster.events(n)) for n in survivors}
     refused = sum(e["event"] == "refused" for n in survivors for e in cluster.events(n))
+    tails = [r["train_bpb"] for n in survivors for r in cluster.step_records(n)[-50:]]
     return {"case": name, "steps": cluster.steps, "status": statuses, "steps_lost": sum(lost.values()),
-            "final_fitness": finals,
+            "final_fitness": finals, "train_bpb_std": round(statistics.pstdev(tails), 5),
             "mean_final_fitness": round(statistics.mean(finals), 5),
             "step_s": round(statistics.mean(step_seconds(cluster, n) for n in survivors), 4),
             "merges": merges, "refused": refused, **extra}
 
 
+def fitness_noise(base):
+    """How far an undisturbed run's mean final fitness moves by chance: the larger of twice its islands'
+    spread and three standard deviations of a fitness average (the training loss's step-to-step spread
+    over its last 50 steps, through the moving average: sqrt((1 - d) / (1 + d)) of it)."""
+    spread = max(base["final_fitness"]) - min(base["final_fitness"])
+    average = base["train_bpb_std"] * ((1 - FITNESS_DECAY) / (1 + FITNESS_DECAY)) ** 0.5
+    return max(2 * spread, 3 * average)
+
+
 def compared(result, base):
     """The result with its survivors' time per step set against the undisturbed run's and, for a run of
-    as many steps, their mean final fitness against the undisturbed islands' (noise: twice their
-    spread, at least 0.01)."""
+    as many steps, their mean final fitness against the undisturbed run's, within its noise."""
     result = {**result, "time_vs_undisturbed": round(result["step_s"] / base["step_s"], 2)}
     if result["steps"] != base["steps"]:
         return result
-    noise = max(2 * (max(base["final_fitness"]) - min(base["final_fitness"])), 0.01)
+    noise = fitness_noise(base)
     gap = result["mean_final_fitness"] - base["mean_final_fitness"]
     return {**result, "fitness_gap": round(gap, 5), "fitness_noise": round(noise, 5),
             "fitness_within_noise": abs(gap) <= noise}

@@ -124,8 +124,8 @@ def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all)
              "note": "TCP coordinator: the slow case's time is the median step time against the same 4 workers at "
                      "equal speed; the others compare wall time with the undisturbed run's. TCP gossip: islands' "
                      "time per step from their first step to their last (start-up left out) against the undisturbed "
-                     "run's, steps padded to 50 ms; fitness noise is twice the spread of the undisturbed islands' "
-                     "final fitness. MPI: MPICH ends the whole job when a rank dies; --resume redoes the steps since "
+                     "run's, steps padded to 50 ms; fitness noise as bench/fault_cases_gossip.py:fitness_noise "
+                     "says. MPI: MPICH ends the whole job when a rank dies; --resume redoes the steps since "
                      "the last checkpoint"}
     print(f"wrote {write_result('faults', 'cpu', rows, extra)}")
 

@@ -118,7 +118,7 @@ def test_chunked_zarr_without_zarr_is_bad_input(monkeypatch, tmp_path):
 
 
 def test_prepare_script_without_zarr_is_one_sentence(tmp_path):
-    (tmp_path / "a").write_bytes(b"some bytes")
+    (tmp_path / "a").write_bytes(b"some bytes\n" * 600)  # splits longer than one window
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "zarr.py").write_text("raise ImportError('not installed, for a test')\n")

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,8 +43,9 @@ def test_a_finished_run_asks_for_more_steps_then_continues(tmp_path, corpus, scr
     first = run_script(script, "--run-dir", run, "--steps", "2", *data, *SCRIPTS[script])
     assert first.returncode == 0, first.stderr
     assert f"latest: {(run / 'checkpoints' / 'step-00000002.npz').resolve()}" in first.stdout
-    assert f"continue: python bin/{script} --resume {run} --steps N" in first.stdout
-    assert ("generate: python bin/generate.py" in first.stdout) == (script != "train_rge.py")
+    scripts = Path(ROOT) / "bin"  # the printed commands follow how the run was started: by its path here
+    assert f"continue: python {scripts / script} --resume {run} --steps N" in first.stdout
+    assert (f"generate: python {scripts / 'generate.py'}" in first.stdout) == (script != "train_rge.py")
     assert ("baselines of the validation split: unigram" in first.stdout) == (script != "train_rge.py")
     assert_user_error(run_script(script, "--resume", run), "already finished at step 2", "--steps N with N > 2")
     more = run_script(script, "--resume", run, "--steps", "3")
