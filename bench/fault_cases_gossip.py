@@ -29,23 +29,24 @@ def run_case(directory, data, body, steps=STEPS, **options):
         cluster.stop_all()
 
 
-def step_seconds(cluster, number):
+def step_seconds(records):
     """An island's mean time per step from its first step to its last (start-up and the first step's
-    compiles left out)."""
-    records = cluster.step_records(number)
+    compiles left out), from its step records."""
     return (records[-1]["elapsed_s"] - records[0]["elapsed_s"]) / max(len(records) - 1, 1)
 
 
 def outcome(name, cluster, statuses, survivors, **extra):
-    finals = [cluster.final_fitness(n) for n in survivors]
-    lost = {n: cluster.steps - len({r["step"] for r in cluster.step_records(n)}) for n in survivors}
-    merges = {n: sum(e["event"] == "mix_merge" for e in cluster.events(n)) for n in survivors}
-    refused = sum(e["event"] == "refused" for n in survivors for e in cluster.events(n))
-    tails = [r["train_bpb"] for n in survivors for r in cluster.step_records(n)[-50:]]
+    records = {n: cluster.step_records(n) for n in survivors}  # each island's files read once
+    events = {n: cluster.events(n) for n in survivors}
+    finals = [records[n][-1]["fitness"] for n in survivors]
+    lost = {n: cluster.steps - len({r["step"] for r in records[n]}) for n in survivors}
+    merges = {n: sum(e["event"] == "mix_merge" for e in events[n]) for n in survivors}
+    refused = sum(e["event"] == "refused" for n in survivors for e in events[n])
+    tails = [r["train_bpb"] for n in survivors for r in records[n][-50:]]
     return {"case": name, "steps": cluster.steps, "status": statuses, "steps_lost": sum(lost.values()),
             "final_fitness": finals, "train_bpb_std": round(statistics.pstdev(tails), 5),
             "mean_final_fitness": round(statistics.mean(finals), 5),
-            "step_s": round(statistics.mean(step_seconds(cluster, n) for n in survivors), 4),
+            "step_s": round(statistics.mean(step_seconds(records[n]) for n in survivors), 4),
             "merges": merges, "refused": refused, **extra}
 
 
@@ -90,14 +91,14 @@ def killed_mid_transfer(directory, data, steps=STEPS):
         cluster.start(victim, EGGNOG_TEST_GOSSIP_DIE_IN_SEND="3")
         statuses = cluster.finish(range(4))
         survivors = [0, 1, 2]
-        full = max(e["values"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_send")
-        received = [e["values"] for n in survivors for e in cluster.events(n) if e["event"] == "mix_receive"]
-        from_victim = sum(e["event"] == "mix_merge" and e["peer"] == victim for n in survivors
-                          for e in cluster.events(n))
+        events = [e for n in survivors for e in cluster.events(n)]
+        full = max(e["values"] for e in events if e["event"] == "mix_send")
+        received = [e["values"] for e in events if e["event"] == "mix_receive"]
+        from_victim = sum(e["event"] == "mix_merge" and e["peer"] == victim for e in events)
         return outcome("kill -9 of 1 of 4 in mid-transfer", cluster, statuses, survivors, work_redone=0,
                        victim_died_at=cluster.step_of(victim), partial_models_merged=sum(b != full for b in received),
                        merges_from_victim=from_victim,
-                       timeouts=sum(e["event"] == "peer_lost" for n in survivors for e in cluster.events(n)))
+                       timeouts=sum(e["event"] == "peer_lost" for e in events))
     return run_case(directory, data, body, steps=steps)
 
 

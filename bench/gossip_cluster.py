@@ -88,10 +88,6 @@ class GossipCluster:
         path = self.home(number) / "events.jsonl"
         return read_jsonl(path) if path.exists() else []
 
-    def final_fitness(self, number):
-        records = self.step_records(number)
-        return records[-1]["fitness"] if records else None
-
     def wait_until(self, condition, timeout):
         deadline = time.monotonic() + timeout
         while not condition() and time.monotonic() < deadline:

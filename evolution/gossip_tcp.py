@@ -167,7 +167,7 @@ class TcpGossip:
                 self.receive_model(exchange, message)
             elif message.kind == wire.SEND_ME:
                 self.decided(exchange, won=True, peer_fitness=message.info.get("fitness"))
-                self.send_model(exchange, lambda body: socket.send_multipart([tag(self.key, body), body]))
+                self.send_model(exchange, lambda body: socket.send_multipart(self.signed(body)))
 
     def admit(self, frames, refuse):
         """The message, or None when it is refused (the reason counted, logged and given to `refuse`)."""
@@ -221,19 +221,20 @@ class TcpGossip:
                             time.monotonic() + self.timeout)
         base = {"round": self.step, "step": self.step, "peer": exchange.peer}
         self.events.write(event="mix_attempt", **base, initiator=False, merge=merge, fitness=json_number(mine))
-        self.events.write(event="mix_decision", **base, won=won, fitness=json_number(mine),
-                          peer_fitness=json_number(theirs), merge=merge)
+        self.decided(exchange, won, json_number(theirs))
         if won:
-            self.send_model(exchange, lambda body: self.router.send_multipart([route, tag(self.key, body), body]))
+            self.send_model(exchange, lambda body: self.router.send_multipart([route, *self.signed(body)]))
             return
         self.awaiting[(exchange.peer, message.exchange)] = exchange
-        body = wire.encode(wire.SEND_ME, message.exchange, self.record())
-        self.router.send_multipart([route, tag(self.key, body), body])
+        self.router.send_multipart([route, *self.signed(wire.encode(wire.SEND_ME, message.exchange, self.record()))])
 
     def decided(self, exchange, won, peer_fitness):
-        mine = self.fitness.fitness
         self.events.write(event="mix_decision", round=self.step, step=self.step, peer=exchange.peer, won=won,
-                          fitness=json_number(mine), peer_fitness=peer_fitness, merge=exchange.merge)
+                          fitness=json_number(self.fitness.fitness), peer_fitness=peer_fitness, merge=exchange.merge)
+
+    def signed(self, body):
+        """The frames of a message: its keyed tag, then its body."""
+        return [tag(self.key, body), body]
 
     def snapshot(self, with_state):
         island = self.island
@@ -289,7 +290,7 @@ class TcpGossip:
         self.started[exchange_id] = Exchange(exchange_id, address, -1, merge, with_state, now + self.timeout)
         self.dropped.pop(address, None)
         body = wire.encode(wire.OFFER, exchange_id, self.record(merge=merge, with_state=with_state))
-        self.dealer(address).send_multipart([tag(self.key, body), body])
+        self.dealer(address).send_multipart(self.signed(body))
         self.events.write(event="mix_attempt", round=step, step=step, peer=None, address=address, initiator=True,
                           merge=merge, fitness=json_number(self.fitness.fitness))
 

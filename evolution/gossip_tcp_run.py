@@ -10,7 +10,6 @@ or replaced island joins at the front), else from the shared initialisation. An 
 --catch-up-steps behind the furthest one loads that island's newest checkpoint. A stop signal stops
 this island alone, saved; the others go on."""
 
-import json
 import os
 import signal
 import time
@@ -28,10 +27,9 @@ from eggnog.evolution.gossip_population import summary_record
 from eggnog.evolution.gossip_run import ARCHIVE_DRAW, GossipRun, drop_steps_after
 from eggnog.evolution.gossip_tcp import TcpGossip, bind_router
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.files import write_atomic
 from eggnog.runtime.loggers import open_island
 from eggnog.runtime.progress import progress
-from eggnog.runtime.rundir import SCRIPT_KEY, JsonLog, check_resume, check_script, read_config
+from eggnog.runtime.rundir import JsonLog, check_resume, check_script, read_config, write_config
 from eggnog.runtime.stop_signals import StopSignals, exit_status
 
 # Test hooks, read only by tests and bench/faults.py: each step lasts at least this many seconds
@@ -198,7 +196,7 @@ def join_run_dir(run_dir, config, fixed, script):
     except FileExistsError:
         first = False
     if first:
-        write_atomic(stored, (json.dumps({**config, SCRIPT_KEY: script}, indent=1, sort_keys=True) + "\n").encode())
+        write_config(path, config, script)
         return path
     deadline = time.monotonic() + 10
     while not stored.is_file():  # the first island is writing it

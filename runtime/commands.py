@@ -11,9 +11,14 @@ CONSOLE = {"train_es.py": "eggnog-train-es", "train_bptt.py": "eggnog-train-bptt
            "print_arch.py": "eggnog-print-arch", "selfcheck.py": "eggnog-selfcheck"}
 
 
+def started_as(argv0=None):
+    """The program this process was started as (sys.argv[0] unless given)."""
+    return Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else ""))
+
+
 def command(script, argv0=None):
     """How to run bin/`script` (e.g. "generate.py") the way this process was run."""
-    started = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else ""))
+    started = started_as(argv0)
     if started.name in CONSOLE.values():
         return CONSOLE[script]
     if started.suffix == ".py" and (started.parent / script).is_file():
@@ -23,5 +28,5 @@ def command(script, argv0=None):
 
 def this_program(argv0=None):
     """How to run this process's own program again."""
-    started = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else ""))
+    started = started_as(argv0)
     return started.name if started.name in CONSOLE.values() else f"python {started}"

@@ -40,12 +40,17 @@ def create_run_dir(world, run_dir, config, resume=False, runs_root="runs", name=
                 for stale in path.rglob(".*.tmp-*"):
                     stale.unlink(missing_ok=True)
             if error is None and not resume:
-                stored = {**config, **({SCRIPT_KEY: script} if script else {})}
-                write_atomic(path / "config.json", (json.dumps(stored, indent=1, sort_keys=True) + "\n").encode())
+                write_config(path, config, script)
     answer = world.bcast_json({"error": error, "path": str(path) if path else None})
     if answer["error"]:
         raise BadInput(answer["error"])
     return Path(answer["path"])
+
+
+def write_config(path, config, script=None):
+    """RUN/config.json: the config's fields, and the script that started the run."""
+    stored = {**config, **({SCRIPT_KEY: script} if script else {})}
+    write_atomic(Path(path) / "config.json", (json.dumps(stored, indent=1, sort_keys=True) + "\n").encode())
 
 
 def check_writable(folder):
