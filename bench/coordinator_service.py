@@ -14,13 +14,13 @@ import numpy as np
 import zmq
 
 from bench.fault_cluster import free_port
-from eggnog import CODE_VERSION
-from eggnog.evolution import coordinator_wire as wire
-from eggnog.evolution.coordinated_trainer import tcp_link
-from eggnog.evolution.coordinator import Coordinator
-from eggnog.evolution.coordinator_auth import tag, token_key
-from eggnog.evolution.coordinator_tcp import bind
+from eggnog import code_version
+from eggnog.evolution.coordinator import wire
+from eggnog.evolution.coordinator.coordinator import Coordinator
+from eggnog.evolution.coordinator.tcp import bind
+from eggnog.evolution.coordinator.trainer import tcp_link
 from eggnog.evolution.fitness import pack_ternary
+from eggnog.runtime.auth import tag, token_key
 from eggnog.runtime.rundir import JsonLog
 from eggnog.runtime.world import World
 
@@ -54,7 +54,7 @@ def coordinator_for(cfg, corpus, address, key, directory):
 
 def admit(c, workers, cfg_hash):
     for w in workers:
-        hello = json.dumps({"worker": w.socket.getsockopt(zmq.ROUTING_ID).decode(), "version": CODE_VERSION})
+        hello = json.dumps({"worker": w.socket.getsockopt(zmq.ROUTING_ID).decode(), "version": code_version()})
         w.send(wire.encode([wire.HELLO], np.frombuffer(hello.encode(), np.uint8)))
         timed_serve(c)
         w.receive()
@@ -75,7 +75,7 @@ def timed_serve(c):
 def measure(cfg, corpus, workers=8, steps=3):
     """Median seconds the coordinator spends on one request (answered with a job) and on one result,
     and per step on its closing work, for `cfg`'s chunk size."""
-    from eggnog.evolution.coordinator_auth import config_hash
+    from eggnog.runtime.auth import config_hash
 
     key = token_key(environ={"EGGNOG_TOKEN": "scale-model"})
     address = f"127.0.0.1:{free_port()}"

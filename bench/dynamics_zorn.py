@@ -168,7 +168,7 @@ def eggnog_curve(cell, problem, init, method, lr, objective, bptt_lr, eval_every
     from eggnog.models.lstm import LstmConfig, LstmModel
     from eggnog.runtime.world import init_world
     from eggnog.training.optimizers import AdamW
-    from eggnog.zorn.rge import RgeConfig, RgeTrainer
+    from eggnog.zorn.rge.trainer import RgeConfig, RgeTrainer
 
     backend = select_backend("cpu")
     model = LstmModel(LstmConfig(100, cell.embed, cell.hidden, 1))

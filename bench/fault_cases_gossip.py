@@ -10,11 +10,11 @@ import zmq
 
 from bench.fault_cluster import TOKEN
 from bench.gossip_cluster import GossipCluster
-from eggnog import CODE_VERSION
-from eggnog.evolution import gossip_tcp_wire as wire
-from eggnog.evolution.coordinator_auth import UNSIGNED, config_hash, tag, token_key
-from eggnog.evolution.gossip_config import GossipRunConfig
+from eggnog import code_version
+from eggnog.runtime.auth import UNSIGNED, config_hash, tag, token_key
 from eggnog.runtime.rundir import config_from, read_config
+from eggnog.training.gossip import tcp_wire as wire
+from eggnog.training.mingru.island import GossipRunConfig
 
 STEPS = 60
 FITNESS_DECAY = 0.995  # --gossip-fitness-decay's default, which the cases keep
@@ -195,7 +195,7 @@ def bad_messages(directory, data):
         cfg = config_from(GossipRunConfig, read_config(cluster.run_dir), {})
         right = config_hash(cfg, cfg.open_data(cfg.data))
         key, wrong_key = token_key(environ={"EGGNOG_TOKEN": TOKEN}), token_key(environ={"EGGNOG_TOKEN": "not-it"})
-        record = {"island": INTRUDER, "address": "127.0.0.1:9", "version": CODE_VERSION, "fitness": 1e9,
+        record = {"island": INTRUDER, "address": "127.0.0.1:9", "version": code_version(), "fitness": 1e9,
                   "merge": "clonal", "with_state": True}
         offer = wire.encode(wire.OFFER, 7, {**record, "hash": right})
         socket = zmq.Context.instance().socket(zmq.DEALER)

@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from eggnog.evolution.gossip_checkpoints import NAME_RE, island_ranks, rank_dir
 from eggnog.runtime.checkpoint import checkpoint_step, load_checkpoint
+from eggnog.training.gossip.checkpoints import NAME_RE, island_ranks, rank_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 # the mpiexec beside this interpreter (a virtual environment's, matching its mpi4py), else the PATH's

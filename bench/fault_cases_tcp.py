@@ -11,9 +11,9 @@ import numpy as np
 import zmq
 
 from bench.fault_cluster import TOKEN, Cluster, reference_params
-from eggnog import CODE_VERSION
-from eggnog.evolution import coordinator_wire as wire
-from eggnog.evolution.coordinator_auth import tag, token_key
+from eggnog import code_version
+from eggnog.evolution.coordinator import wire
+from eggnog.runtime.auth import tag, token_key
 
 STEPS = 24
 VICTIM_JOB_SECONDS = 1.0  # a worker to be killed computes nearly all the time, so it dies holding a chunk
@@ -137,7 +137,7 @@ def intruders(address, key):
     """Messages a stray or broken process could send, each on a connection of its own: a wrong token,
     a corrupted message, a truncated one, a HELLO of another code version, a result before admission."""
     wrong = token_key(environ={"EGGNOG_TOKEN": "not-the-token"})
-    hello = json.dumps({"worker": "intruder", "version": CODE_VERSION}).encode()
+    hello = json.dumps({"worker": "intruder", "version": code_version()}).encode()
     old = json.dumps({"worker": "old", "version": "0.0.1+0000"}).encode()
     result = wire.encode([wire.RESULT, 0, 0, 0, 0, 1], np.zeros(40, np.uint8))
     corrupted = signed(key, wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8)))

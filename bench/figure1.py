@@ -36,7 +36,7 @@ COLORS = {"bptt": "C0", "cdrge": "C1", "fdras": "C2"}
 
 
 def method_config(method, scale, probes, seq_length, batch, lr_rge, lr_sgd, seed):
-    from eggnog.zorn.rge_run import RgeRunConfig
+    from eggnog.zorn.rge.run import RgeRunConfig
 
     width = max(2, round(128 * scale))
     return RgeRunConfig(model="dnc", solver=method, input_size=32, hidden_size=width, memory_size=width,
@@ -49,7 +49,7 @@ def run_method(cfg, steps, backend):
     """(losses per step, seconds since the start at each step, peak bytes) of one method."""
     from eggnog.runtime.world import init_world
     from eggnog.training.memory import MemoryMeter
-    from eggnog.zorn.rge_run import RgeRun
+    from eggnog.zorn.rge.run import RgeRun
     from eggnog.zorn.tasks import make_task
 
     run = RgeRun(cfg, init_world(), backend)

@@ -6,7 +6,7 @@ islands (numpy only, no MPI, no model). Writes JSON and a PNG to bench/results/.
     python -m bench.gossip_scale --islands 64,512 --rates 1,0.1 --win-probabilities 1 --seeds 5
 
 A round is what every rank of a gossip run does at a step boundary under --gossip-merge clonal: the
-matching of `round_pairs` (evolution/gossip.py: a permutation of the ranks drawn from (--seed, round),
+matching of `round_pairs` (training/gossip/mpi.py: a permutation of the ranks drawn from (--seed, round),
 cut into pairs, each pair meeting with probability --gossip-mixing-rate), the winner by
 `initiator_wins` (the higher fitness, the initiator on ties), the loser copying the winner's genome
 (and fitness). Round 0: island 0 holds the good genome, the others an ordinary one. A fitness is the
@@ -27,9 +27,9 @@ import numpy as np
 import typer
 
 from bench.report import print_table, write_result
-from eggnog.evolution.gossip import GOSSIP_STREAM, initiator_wins
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
+from eggnog.training.gossip.mpi import GOSSIP_STREAM, initiator_wins
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 

@@ -180,7 +180,7 @@ def table1_host(top: int = 25):
     from eggnog.kernels.core import kernel_timer
     from eggnog.runtime.step_clock import StepClock
     from eggnog.runtime.world import init_world
-    from eggnog.zorn.rge_run import RgeRun, open_task_corpus
+    from eggnog.zorn.rge.run import RgeRun, open_task_corpus
 
     backend, cuda = gpu()
     world = init_world()

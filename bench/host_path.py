@@ -31,7 +31,7 @@ def table1_run(method, hidden, batch_size, probes):
     from bench.table1_grid import SIZES, cell_config
     from eggnog.kernels.core.backend import Backend
     from eggnog.runtime.world import init_world
-    from eggnog.zorn.rge_run import RgeRun, open_task_corpus
+    from eggnog.zorn.rge.run import RgeRun, open_task_corpus
 
     cfg = cell_config("100k", method, "series", batch_size, "char_lm", 2)
     heads = SIZES["100k"][1]
@@ -47,11 +47,11 @@ def table1_run(method, hidden, batch_size, probes):
 
 
 def mingru_run(dim, batch_size):
-    """A MinGRU LM BPTT trainer (training/bptt.py) on the default corpus at width `dim`."""
+    """A MinGRU LM BPTT trainer (training/mingru/bptt.py) on the default corpus at width `dim`."""
     from eggnog.corpus.default import default_corpus
     from eggnog.kernels.core.backend import Backend
     from eggnog.runtime.world import init_world
-    from eggnog.training.bptt import BpttRunConfig, BpttTrainer
+    from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer
 
     cfg = BpttRunConfig(dim=dim, depth=2, batch_size=batch_size, chunk_size=16, steps=2, val_rows=2,
                         val_tokens=32).resolved()

@@ -95,7 +95,7 @@ def main(size: str = typer.Option(...), method: str = typer.Option(...), mode: s
     from eggnog.runtime.errors import BadInput
     from eggnog.runtime.world import init_world
     from eggnog.training.memory import MemoryMeter
-    from eggnog.zorn.rge_run import RgeRun, open_task_corpus
+    from eggnog.zorn.rge.run import RgeRun, open_task_corpus
 
     if size not in SIZES or method not in METHODS:
         raise BadInput(f"unknown cell {size}/{method}: sizes {', '.join(SIZES)}; methods {', '.join(METHODS)}")

@@ -5,7 +5,7 @@ skip cells that cannot fit."""
 import math
 import os
 
-from eggnog.zorn.rge_run import RgeRunConfig
+from eggnog.zorn.rge.run import RgeRunConfig
 
 # name: (hidden_size, num_heads); input_size = vocab = 100
 SIZES = {"100k": (240, 12), "1M": (1600, 32), "10M": (9600, 64), "100M": (66000, 220), "1.1B": (297500, 350)}

@@ -57,7 +57,7 @@ COLORS = {"cdrge": "C1", "bptt": "C0"}
 
 
 def cell_config(grid, size, task, method, steps, seed):
-    from eggnog.zorn.rge_run import RgeRunConfig
+    from eggnog.zorn.rge.run import RgeRunConfig
 
     hidden, heads, embed, batch, lr = grid["sizes"][size]
     low, high, val_low, val_high = grid["lengths"]
@@ -75,7 +75,7 @@ def skip_reason(cfg, backend, budget):
     from eggnog.runtime.errors import BadInput
     from eggnog.runtime.world import init_world
     from eggnog.training.memory_plan import check_host_fits
-    from eggnog.zorn.rge_run import RgeRun
+    from eggnog.zorn.rge.run import RgeRun
 
     try:
         check_host_fits(cfg.host_memory(1))
@@ -95,7 +95,7 @@ def run_cell(cfg, backend):
 
     from eggnog.runtime.rundir import read_jsonl
     from eggnog.runtime.world import init_world
-    from eggnog.zorn.rge_run import RgeRun
+    from eggnog.zorn.rge.run import RgeRun
     from eggnog.zorn.validation import Validation
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,7 +203,7 @@ def main(preset: str = typer.Option("cpu", help="cpu (about 25 minutes on 2 core
 
 
 def table_row(cell, cfg):
-    from eggnog.zorn.rge_run import build_model
+    from eggnog.zorn.rge.run import build_model
 
     row = {"size": cell["size"], "params": build_model(cfg).n_params, "task": cell["task"],
            "method": cell["method"], "logged loss": "-", "train loss": "-", "train acc": "-", "val loss": "-",

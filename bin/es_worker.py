@@ -28,7 +28,7 @@ def main(
     reconnect_timeout: float = typer.Option(600.0, help="Seconds to keep asking a coordinator that is down or "
                                                         "restarting before giving up."),
 ):
-    from eggnog.evolution.tcp_worker import serve
+    from eggnog.evolution.coordinator.tcp_worker import serve
 
     raise SystemExit(serve(connect, token_file, backend, threads, data, reconnect_timeout))
 

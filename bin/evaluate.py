@@ -42,7 +42,7 @@ def mingru_loss(meta, arrays, data, split, rows, tokens, backend):
     from eggnog.models.mingru import MinGruModel
     from eggnog.models.mingru_eval import val_bpb, val_windows
     from eggnog.runtime.world import init_world
-    from eggnog.training.mingru_run import model_config_of
+    from eggnog.training.mingru.run import model_config_of
 
     corpus = open_corpus(data) if data else open_default()
     windows = val_windows(split_of(corpus, split), rows, tokens)  # shrunk to a small split as validation does

@@ -40,7 +40,7 @@ def main(
     from eggnog.runtime.checkpoint import load_checkpoint
     from eggnog.runtime.errors import BadInput
     from eggnog.runtime.rundir import current_names
-    from eggnog.training.mingru_run import model_config_of
+    from eggnog.training.mingru.run import model_config_of
 
     sampler = Sampler(temperature, min_p, presence_penalty, top_k, top_p)
     sampler.check()

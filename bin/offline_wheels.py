@@ -20,8 +20,8 @@ from pathlib import Path
 
 import typer
 
+from eggnog.bin.wheel_folder import fetch, install, load_pyproject, this_platform
 from eggnog.runtime.cli import cli_help, user_errors
-from eggnog.runtime.wheels import fetch, install, load_pyproject, this_platform
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 

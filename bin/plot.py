@@ -22,7 +22,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
 def main(runs: list[Path] = typer.Argument(..., help="Run directories."),
          out: Path = typer.Option(None, help="Folder of the figures.", show_default="RUN/plots")):
     from eggnog.runtime.errors import BadInput
-    from eggnog.training.run_plots import islands, plot_runs
+    from eggnog.training.run.plots import islands, plot_runs
 
     for run in runs:
         if not (run / "metrics.jsonl").is_file() and not islands(run):

@@ -9,7 +9,7 @@ import sys
 import typer
 
 from eggnog.runtime.cli import cli_help, user_errors
-from eggnog.training.mingru_run import DEFAULT_DEPTH, DEFAULT_DIM, MinGruRunConfig
+from eggnog.training.mingru.run import DEFAULT_DEPTH, DEFAULT_DIM, MinGruRunConfig
 
 # plain click help: rich truncates long flag names at 80 columns
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)

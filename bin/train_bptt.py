@@ -7,9 +7,9 @@
 import typer
 
 from eggnog.runtime.cli import cli_help
-from eggnog.training.bptt import BpttRunConfig, BpttTrainer
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
+from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer
 
 SCRIPT = "train_bptt.py"  # recorded in each run's config.json: a resume with another script is refused
 

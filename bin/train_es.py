@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
+from eggnog.evolution.coordinator.trainer import CoordinatedEsTrainer
 from eggnog.evolution.es_trainer import EsRunConfig, EsTrainer
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig, with_preset

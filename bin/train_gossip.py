@@ -17,16 +17,14 @@ from functools import partial
 
 import typer
 
-from eggnog.evolution.egg_island import EggIsland
-from eggnog.evolution.gossip_config import GossipEggRunConfig, GossipRunConfig
-from eggnog.evolution.gossip_run import GossipRun
-from eggnog.evolution.gossip_tcp_run import launch_tcp
+from eggnog.evolution.egg_island import EggIsland, GossipEggRunConfig
 from eggnog.runtime.cli import cli_help
 from eggnog.training.cli import config_command
-from eggnog.training.island import BpttIsland
+from eggnog.training.gossip.run import GossipRun
+from eggnog.training.gossip.tcp_run import launch_tcp
 from eggnog.training.launch import launch
-from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig
-from eggnog.zorn.rge_island import RgeIsland
+from eggnog.training.mingru.island import BpttIsland, GossipRunConfig
+from eggnog.zorn.rge.island import GossipRgeRunConfig, RgeIsland
 
 SCRIPT = "train_gossip.py"  # recorded in each run's config.json: a resume with another script is refused
 

@@ -12,7 +12,7 @@ import typer
 from eggnog.runtime.cli import cli_help
 from eggnog.training.cli import config_command
 from eggnog.training.launch import launch
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
 
 SCRIPT = "train_rge.py"  # recorded in each run's config.json: a resume with another script is refused
 

@@ -1,5 +1,5 @@
 """The integer EGG trained by EGGROLL (evolution/es_trainer.py) as a gossip island (the interface of
-training/island.py): one EGGROLL step per optimiser step, its whole population on the island's own
+training/mingru/island.py): one EGGROLL step per optimiser step, its whole population on the island's own
 process.
 
 The flat vector a tournament moves is the int8 weights as float32; the optimiser state is nothing for
@@ -13,15 +13,25 @@ Islands share the initialisation (--seed); each reads the training streams from 
 draws its own perturbations (both keyed by `data_seed`, so island 0 trains as bin/train_es.py would).
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS, OVERLAY_ARRAY, IntEggroll
-from eggnog.evolution.es_trainer import EsTrainer, optimizer_state_of, read_es_checkpoint, write_es_checkpoint
+from eggnog.evolution.es_trainer import (
+    EsRunConfig,
+    EsTrainer,
+    optimizer_state_of,
+    read_es_checkpoint,
+    write_es_checkpoint,
+)
 from eggnog.evolution.fitness import bits_per_byte
 from eggnog.kernels.core.backend import to_host
 from eggnog.runtime.checkpoint import save_checkpoint
+from eggnog.runtime.errors import BadInput
+from eggnog.training.gossip.fields import GossipFields
+from eggnog.training.run.config import flag
 
 INT8_LIMIT = 127
 
@@ -110,3 +120,24 @@ class EggIsland:
     def checkpoint_parameters(self, path):
         arrays, record = read_es_checkpoint(path, self.cfg, self.model)
         return arrays["params"].astype(np.float32), record["meta"]
+
+
+@dataclass(frozen=True)
+class GossipEggRunConfig(GossipFields, EsRunConfig):
+    """Islands training the integer EGG by EGGROLL (`--trainer egg`), each with a population of its own
+    on its own process."""
+
+    population: int = flag(512, "Population of each island (all of it evaluated on the island's process).")
+
+    def check(self, ranks=1):
+        if self.mode != "sync":
+            raise BadInput(f"--mode {self.mode} does not apply to a gossip run: each island evaluates its whole "
+                           "population itself (--mode sync)")
+        super().check(ranks)
+
+    def describe(self, run):
+        cfg = self
+        return [f"EGG {cfg.depth}x{cfg.dim}: {run.island.n_params:,} int8 parameters",
+                f"each island: population {cfg.population} (groups of {cfg.group_size}), {cfg.tokens_per_update} "
+                f"bytes per member per step; {run.island.describe()}",
+                self.tournaments_line()]

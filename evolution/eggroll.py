@@ -23,7 +23,7 @@ from eggnog.evolution.fitness import Z_SCALE, check_population
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
 from eggnog.kernels.core.registry import ops_for
 from eggnog.runtime.errors import BadInput
-from eggnog.training.run_config import flag
+from eggnog.training.run.config import flag
 
 MAX_ALPHA = 64
 WARM_UP = 200  # adamw: d-eggs' 4x and 2x learning-rate steps end here

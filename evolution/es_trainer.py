@@ -15,9 +15,9 @@ from eggnog.runtime import rundir
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.training.memory_plan import HEADROOM, check_device_fits, device_line, linear_in_depth, most_that_fit
-from eggnog.training.run_config import RunConfig, flag, redefault
-from eggnog.training.run_loop import run_steps
-from eggnog.training.run_schedule import RunSchedule
+from eggnog.training.run.config import RunConfig, flag, redefault
+from eggnog.training.run.loop import run_steps
+from eggnog.training.run.schedule import RunSchedule
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from eggnog.evolution.fitness import check_population
 from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.kernels.noise.scalar_math import prefix_key
 from eggnog.runtime.errors import BadInput
-from eggnog.training.run_config import flag
+from eggnog.training.run.config import flag
 
 FITNESS_MODES = ("global", "group")
 PRECISIONS = ("auto", "tf32", "fp32")

@@ -16,9 +16,9 @@ from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
 from eggnog.training.memory_plan import check_device_fits, device_line, linear_in_depth
-from eggnog.training.mingru_run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
-from eggnog.training.run_config import flag, redefault
-from eggnog.training.run_loop import run_steps
+from eggnog.training.mingru.run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
+from eggnog.training.run.config import flag, redefault
+from eggnog.training.run.loop import run_steps
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.kernels.transformer.layout import NOISE_KINDS
 from eggnog.runtime.errors import BadInput
-from eggnog.training.run_config import flag, redefault
+from eggnog.training.run.config import flag, redefault
 
 # d-eggs' config.h, as flags (applied before the user's own, which win)
 PRESETS = {"d-eggs": ["--model", "transformer", "--depth", "4", "--dim", "256", "--head-dim", "64",

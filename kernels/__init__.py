@@ -82,3 +82,7 @@ import os
 # product threads need (MinGRU BPTT, 256 x 4 on 2 cores: 1.10 -> 0.96 s a step); libgomp reads this
 # when numba first loads it. A policy the user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from eggnog.kernels.core.compile_cache import use_compile_cache  # noqa: E402  (after the wait policy)
+
+use_compile_cache()

@@ -11,8 +11,8 @@
     stop_signals    SIGINT and SIGTERM stop a training loop after its step, with a checkpoint
     divergence      a finite loss grown far past where it started stops the run
     threads         the kernels' CPU threads per process, shared out over the ranks of a node
+    auth            shared-token tags of TCP frames and the config hash peers must share
     errors          BadInput, the one exception type for user mistakes
     cli             user mistakes and refused writes as one sentence on stderr, exit status 2
     optional        packages eggnog can run without: imported, or what is lost said once
-    wheels          wheels for a GPU node with no package index (bin/offline_wheels.py)
 """

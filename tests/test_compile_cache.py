@@ -7,9 +7,12 @@ import sys
 
 from tests.helpers import ROOT
 
-PROBE = ("import eggnog, numba, numpy as np\n"
+PROBE = ("import os, numba, numpy as np\n"
+         "from numba.cuda.core import config as cuda_config\n"
          "from eggnog.kernels.core.registry import ops_for\n"
          "ops_for('cpu').egg_clip_add(np.ones((2, 3), np.int8), np.ones((2, 3), np.int8))\n"
+         "assert cuda_config.CACHE_DIR == numba.config.CACHE_DIR, 'the CUDA cache is elsewhere'\n"
+         "assert os.environ['NUMBA_CACHE_DIR'] != numba.config.CACHE_DIR, 'the environment was changed'\n"
          "print(numba.config.CACHE_DIR)\n")
 
 

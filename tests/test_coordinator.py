@@ -5,9 +5,9 @@ tests/mpi/test_coordinator_mpi.py."""
 import numpy as np
 import pytest
 
-from eggnog.evolution import coordinator_wire as wire
-from eggnog.evolution.chunk_shaping import ternary_fitness
-from eggnog.evolution.coordinator import Coordinator, history_from
+from eggnog.evolution.coordinator import wire
+from eggnog.evolution.coordinator.chunk_shaping import ternary_fitness
+from eggnog.evolution.coordinator.coordinator import Coordinator, history_from
 from eggnog.evolution.fitness import pack_ternary, pair_signs, unpack_ternary
 from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.errors import BadInput

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from bench.fault_cluster import free_port
-from eggnog.evolution import coordinator_wire as wire
-from eggnog.evolution.coordinator_auth import config_hash, token_key
-from eggnog.evolution.coordinator_tcp import TcpCoordinatorLink, bind
-from eggnog.evolution.coordinator_tcp_worker import LinkLost, Refused, RunOver, TcpWorkerLink
+from eggnog.evolution.coordinator import wire
+from eggnog.evolution.coordinator.tcp import TcpCoordinatorLink, bind
+from eggnog.evolution.coordinator.tcp_worker_link import LinkLost, Refused, RunOver, TcpWorkerLink
+from eggnog.runtime.auth import config_hash, token_key
 from eggnog.runtime.errors import BadInput
 from tests.es_helpers import tiny_config, tiny_corpus
 from tests.helpers import assert_user_error, run_script

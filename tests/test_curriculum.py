@@ -9,7 +9,7 @@ from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
 from eggnog.zorn.curriculum import Curriculum
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
 from tests.helpers import assert_user_error, run_script
 
 CPU = Backend("cpu")

@@ -15,8 +15,8 @@ from eggnog.models.lstm import LstmConfig, LstmModel
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.runtime.world import init_world
 from eggnog.training.optimizers import make_optimizer
-from eggnog.zorn.rge import RgeConfig, RgeTrainer
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.trainer import RgeConfig, RgeTrainer
 from eggnog.zorn.tasks import VOCAB, make_task
 
 DEVICE = Backend("cuda", simulated=True)

@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 
 from eggnog.corpus.reader import open_corpus
-from eggnog.evolution.egg_island import EggIsland, to_int8
+from eggnog.evolution.egg_island import EggIsland, GossipEggRunConfig, to_int8
 from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS
-from eggnog.evolution.gossip_config import GossipEggRunConfig
 from eggnog.kernels.core.backend import Backend, to_host
 from eggnog.runtime.world import init_world
-from eggnog.training.island import island_data_seed
+from eggnog.training.mingru.island import island_data_seed
 from tests.es_helpers import TINY, tiny_corpus
 from tests.helpers import assert_user_error, run_script
 

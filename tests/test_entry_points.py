@@ -19,6 +19,7 @@ BIN = os.path.join(ROOT, "bin")
 NOT_COMMANDS = {
     "__init__.py": "the package's own file",
     "offline_wheels.py": "reads the checkout's pyproject.toml, so it runs from a checkout",
+    "wheel_folder.py": "the library of offline_wheels.py",
 }
 
 

@@ -11,16 +11,17 @@ from dataclasses import asdict, fields, replace
 import pytest
 from typer.testing import CliRunner
 
+from eggnog.evolution.egg_island import GossipEggRunConfig
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig
-from eggnog.evolution.gossip_config import GossipEggRunConfig, GossipRunConfig
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import RENAMED, check_resume
-from eggnog.training.bptt import BpttRunConfig
 from eggnog.training.launch import given_fields, resolve
-from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig
-from eggnog.zorn.rge_run import RgeRunConfig
+from eggnog.training.mingru.bptt import BpttRunConfig
+from eggnog.training.mingru.island import GossipRunConfig
+from eggnog.zorn.rge.island import GossipRgeRunConfig
+from eggnog.zorn.rge.run import RgeRunConfig
 from tests.helpers import ROOT, assert_user_error, run_script
 
 SCRIPTS = {

@@ -13,17 +13,16 @@ import pytest
 from typer.testing import CliRunner
 
 from eggnog.corpus.reader import open_corpus
-from eggnog.evolution.gossip import initiator_wins, pairing_of, round_pairs
-from eggnog.evolution.gossip_checkpoints import checkpoint_name, elite_entries, tidy
-from eggnog.evolution.gossip_config import GossipRunConfig
-from eggnog.evolution.gossip_fitness import FitnessEma
-from eggnog.evolution.gossip_merge import Snapshot, blend, merged, needs_state
-from eggnog.evolution.gossip_population import FIELDS, percentiles, save_probability, summary_record
-from eggnog.evolution.gossip_run import GossipRun
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import save_checkpoint
 from eggnog.runtime.world import init_world
-from eggnog.training.island import BpttIsland
+from eggnog.training.gossip.checkpoints import checkpoint_name, elite_entries, tidy
+from eggnog.training.gossip.fitness import FitnessEma
+from eggnog.training.gossip.merge import Snapshot, blend, merged, needs_state
+from eggnog.training.gossip.mpi import initiator_wins, pairing_of, round_pairs
+from eggnog.training.gossip.population import FIELDS, percentiles, save_probability, summary_record
+from eggnog.training.gossip.run import GossipRun
+from eggnog.training.mingru.island import BpttIsland, GossipRunConfig
 from tests.es_helpers import tiny_corpus
 from tests.test_flags import load_script
 

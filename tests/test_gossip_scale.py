@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.gossip_scale import matching, rounds_to, simulate
-from eggnog.evolution.gossip import round_pairs
+from eggnog.training.gossip.mpi import round_pairs
 from tests.helpers import assert_user_error, run_bench
 
 

@@ -10,15 +10,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from eggnog.evolution import gossip_tcp_wire as wire
-from eggnog.evolution.coordinator_auth import UNSIGNED, tag, token_key
-from eggnog.evolution.gossip_config import GossipRunConfig
-from eggnog.evolution.gossip_file_population import FilePopulation
-from eggnog.evolution.gossip_fitness import FitnessEma
-from eggnog.evolution.gossip_peers import PeerBook, Rendezvous, advertised, expand_nodelist, listed_peers, slurm_peers
-from eggnog.evolution.gossip_population import FIELDS
-from eggnog.evolution.gossip_tcp import TcpGossip, bind_router
+from eggnog.runtime.auth import UNSIGNED, tag, token_key
 from eggnog.runtime.errors import BadInput
+from eggnog.training.gossip import tcp_wire as wire
+from eggnog.training.gossip.file_population import FilePopulation
+from eggnog.training.gossip.fitness import FitnessEma
+from eggnog.training.gossip.peers import PeerBook, Rendezvous, advertised, expand_nodelist, listed_peers, slurm_peers
+from eggnog.training.gossip.population import FIELDS
+from eggnog.training.gossip.tcp import TcpGossip, bind_router
+from eggnog.training.mingru.island import GossipRunConfig
 from tests.test_gossip import assert_refused, invoke
 
 HASH = "ab" * 32

@@ -34,8 +34,8 @@ def test_a_cdrge_step_and_a_mingru_bptt_step_after_warm_up():
     from bench.host_path import counted_step
     from eggnog.kernels.core.backend import Backend
     from eggnog.runtime.world import init_world
-    from eggnog.training.bptt import BpttRunConfig, BpttTrainer
-    from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+    from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer
+    from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
 
     device = Backend("cuda", simulated=True)
     cfg = RgeRunConfig(hidden_size=4, num_heads=2, input_size=2, batch_size=1, probes=2, min_seq_len=1,

@@ -88,3 +88,31 @@ def test_block_sizes_do_not_shrink_on_the_simulator():
                  if "SIMULATED" in open(path).read()
                  and not path.startswith(core) and not path.endswith("ptx_compile.py")]
     assert not offenders, offenders
+
+
+# a prefix shared by several modules of one folder is a sub-package in disguise
+PREFIXED = {"evolution": ("coordinat", "gossip", "tcp_"), "training": ("gossip", "run_", "mingru_", "bptt", "island"),
+            "zorn": ("rge",)}
+
+
+@pytest.mark.parametrize("package", sorted(PREFIXED))
+def test_subsystems_live_in_their_sub_packages(package):
+    top = sorted(f for f in os.listdir(os.path.join(ROOT, package)) if f.endswith(".py"))
+    offenders = [f"{package}/{f}" for f in top if f.startswith(PREFIXED[package])]
+    assert not offenders, offenders
+
+
+def sub_packages():
+    """Every folder below the top-level parts that is a package, as `part/sub/`."""
+    return sorted(f"{os.path.relpath(dirpath, ROOT)}/" for part in PACKAGES
+                  for dirpath, _, files in os.walk(os.path.join(ROOT, part))
+                  if "__init__.py" in files and os.path.relpath(dirpath, ROOT) != part)
+
+
+def test_readme_layout_names_every_sub_package():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    table = readme[readme.index("## Layout"):]
+    missing = [sub for sub in sub_packages()
+               if f"`{sub}`" not in table and f"`{sub.split('/', 1)[1]}`" not in table]
+    assert sub_packages() and not missing, missing

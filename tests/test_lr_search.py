@@ -12,7 +12,7 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
 from eggnog.zorn.lr_search import parse_bracket, search_lr
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
 from tests.helpers import assert_user_error, run_script
 
 CPU = Backend("cpu")

@@ -330,7 +330,7 @@ def test_masked_positions_change_neither_loss_nor_gradient(backend):
 def test_probes_as_extra_heads_give_each_perturbed_vectors_loss(backend):
     """probe_losses (P probes as P N heads of one LSTM) against `loss` of each perturbed copy."""
     from eggnog.kernels.core.registry import ops_for
-    from eggnog.zorn.rge import probe_keys
+    from eggnog.zorn.rge.trainer import probe_keys
 
     model = LstmModel(LstmConfig(7, 5, 6, 2))
     theta = model.init_params(0) + RNG.normal(0, 0.1, model.n_params).astype(np.float32)

@@ -17,9 +17,9 @@ from eggnog.kernels.core.cuda_api import cuda
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.step_clock import UNTIMED
 from eggnog.runtime.world import init_world
-from eggnog.zorn.rge import NonFiniteLoss
-from eggnog.zorn.rge_memory import rge_device_memory
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.memory import rge_device_memory
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.trainer import NonFiniteLoss
 from tests.es_helpers import tiny_config, tiny_corpus
 from tests.helpers import assert_user_error, run_script
 

@@ -12,7 +12,7 @@ from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
-from eggnog.training.bptt import BpttRunConfig, BpttTrainer
+from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer
 from tests.es_helpers import tiny_corpus
 
 CPU = Backend("cpu")

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eggnog.runtime import wheels
+from eggnog.bin import wheel_folder as wheels
+from eggnog.bin.wheel_folder import SpecifierSet
 from eggnog.runtime.errors import BadInput
-from eggnog.runtime.wheels import SpecifierSet
 from tests.helpers import ROOT, assert_user_error, run_script
 
 PROJECT = wheels.load_pyproject(Path(ROOT, "pyproject.toml"))
@@ -189,7 +189,7 @@ def test_install_into_a_target_folder(folder, tmp_path, node):
 
 def test_packaging_falls_back_to_pips_copy():
     code = ("import sys; sys.modules['packaging'] = None\n"
-            "from eggnog.runtime import wheels; print(wheels.Requirement.__module__)")
+            "from eggnog.bin import wheel_folder as wheels; print(wheels.Requirement.__module__)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.stdout.strip() == "pip._vendor.packaging.requirements", result.stderr
 

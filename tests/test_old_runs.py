@@ -8,7 +8,7 @@ import numpy as np
 
 from eggnog.runtime.checkpoint import META_KEY, load_checkpoint, save_checkpoint
 from eggnog.runtime.rundir import read_jsonl
-from eggnog.training.run_plots import run_series
+from eggnog.training.run.plots import run_series
 from tests.es_helpers import tiny_corpus
 from tests.helpers import run_script
 

@@ -38,7 +38,7 @@ def test_the_loss_figure_has_both_axes_and_the_baselines(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from eggnog.training import run_plots
+    from eggnog.training.run import plots as run_plots
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "metrics.jsonl").write_text("".join(
@@ -63,7 +63,7 @@ def test_plot_refuses_a_folder_without_metrics(tmp_path):
 
 
 def test_a_zero_order_run_s_validation_is_its_val_series(tmp_path):
-    from eggnog.training.run_plots import run_series
+    from eggnog.training.run.plots import run_series
 
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 6.5, "s_per_step": 0.5}\n'
                                             '{"step": 2, "loss": 6.1, "s_per_step": 0.5, "val_loss": 6.3}\n')
@@ -77,7 +77,7 @@ def test_a_cdrge_run_plots_the_probe_mean_and_the_clean_loss(tmp_path, monkeypat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from eggnog.training import run_plots
+    from eggnog.training.run import plots as run_plots
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "metrics.jsonl").write_text("".join(
@@ -114,7 +114,7 @@ def test_a_synthetic_task_run_has_no_corpus_baselines(tmp_path):
     them; a char_lm run (and a run whose config names no task) keeps them."""
     import json
 
-    from eggnog.training import run_plots
+    from eggnog.training.run import plots as run_plots
 
     corpus = str(tiny_corpus(tmp_path))
     for task, drawn in (("copy", False), ("char_lm", True), (None, True)):

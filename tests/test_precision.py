@@ -14,7 +14,7 @@ import pytest
 from eggnog.kernels.core.registry import PRECISIONS, ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.runtime.errors import BadInput
-from eggnog.training.bptt import BpttRunConfig
+from eggnog.training.mingru.bptt import BpttRunConfig
 
 TOLERANCE = {"tf32": (2e-4, 5e-3, 7e-5), "bf16": (1e-3, 3e-2, 6e-4)}  # loss, gradient, least gradient change
 

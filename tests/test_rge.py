@@ -12,7 +12,7 @@ from eggnog.kernels.core.backend import Backend
 from eggnog.models.lstm import LstmConfig, LstmModel
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.world import init_world
-from eggnog.zorn.rge import NonFiniteLoss, RgeConfig, RgeTrainer
+from eggnog.zorn.rge.trainer import NonFiniteLoss, RgeConfig, RgeTrainer
 from eggnog.zorn.tasks import VOCAB, make_task
 
 CPU = Backend("cpu")

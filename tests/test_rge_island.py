@@ -8,9 +8,8 @@ import pytest
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.world import init_world
-from eggnog.training.island import island_data_seed
-from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig
-from eggnog.zorn.rge_island import RgeIsland
+from eggnog.training.mingru.island import island_data_seed
+from eggnog.zorn.rge.island import GossipRgeRunConfig, RgeIsland
 from tests.helpers import assert_user_error, run_script
 
 TINY = dict(input_size=8, hidden_size=8, num_heads=2, batch_size=4, probes=4, lr=0.3, sigma=0.01, seed=4)

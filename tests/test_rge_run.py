@@ -12,7 +12,7 @@ from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
 from tests.helpers import assert_user_error, run_script
 
 CPU = Backend("cpu")
@@ -112,7 +112,7 @@ def test_a_checkpoint_from_before_validation_and_the_curriculum_resumes(tmp_path
 def test_validations_log_the_clean_loss_of_the_unperturbed_parameters(tmp_path, solver):
     """`loss` of a CD-RGE step is the probes' mean at theta +- eps z; `clean_loss`, at each validation, is
     the loss of the parameters validated (those checkpointed at that step) on the step's own batch."""
-    from eggnog.zorn.rge_run import build_model
+    from eggnog.zorn.rge.run import build_model
     from eggnog.zorn.tasks import make_task
 
     cfg = RgeRunConfig(**{**TINY, "overfit": False, "validate_every": 2, "checkpoint_every": 2, "val_samples": 4,

@@ -10,7 +10,7 @@ from eggnog.runtime.checkpoint import load_checkpoint
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
 from eggnog.zorn.batch import TaskBatch
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig, build_model
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig, build_model
 from eggnog.zorn.tasks import SYNTHETIC, decode, make_task, validation_task
 from eggnog.zorn.validation import Validation, score_rows, validation_bounds
 

@@ -9,8 +9,8 @@ from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import read_jsonl
 from eggnog.runtime.world import init_world
-from eggnog.training.bptt import BpttRunConfig, BpttTrainer
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
 from tests.es_helpers import tiny_config, tiny_corpus
 
 CPU = Backend("cpu")

@@ -9,7 +9,7 @@ from dataclasses import replace
 from bench.table1_grid import cell_config
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.world import init_world
-from eggnog.zorn.rge_run import RgeRun, open_task_corpus
+from eggnog.zorn.rge.run import RgeRun, open_task_corpus
 from tests.es_helpers import tiny_corpus
 
 STEPS, BATCH = 6, 8

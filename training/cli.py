@@ -16,7 +16,7 @@ from typer.core import TyperCommand
 from eggnog.runtime.cli import user_errors
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import read_config
-from eggnog.training.run_config import option_name
+from eggnog.training.run.config import option_name
 
 RANK_REFUSED = ("--rank is not a flag here: an MPI program's ranks are its processes; the rank of a "
                 "perturbation is --perturbation-rank")

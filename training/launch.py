@@ -17,7 +17,7 @@ from eggnog.runtime.rundir import check_script, config_from, create_run_dir, rea
 from eggnog.runtime.threads import set_threads
 from eggnog.runtime.world import init_world
 from eggnog.training.memory_plan import check_host_fits
-from eggnog.training.run_config import check_values, option_name
+from eggnog.training.run.config import check_values, option_name
 
 
 def given_fields(config_cls, flags, ranks):

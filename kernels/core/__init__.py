@@ -1,5 +1,6 @@
 """What every kernel family shares; no ops of its own.
 
+    compile_cache     numba's on-disk cache in a folder keyed by the sources (set when kernels are imported)
     registry          @op, the per-backend namespaces (`ops_for`), the family discovery
     cuda_api          numba.cuda for the kernels, `kernel` (signatures, launch traits), grid helpers
     backend           where arrays live (cpu / cuda), chosen once per process; BLAS thread caps

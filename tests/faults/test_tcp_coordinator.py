@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bench import fault_cases_tcp as cases
 from eggnog.corpus.prepare import prepare
-from eggnog.evolution import coordinator_wire as wire
+from eggnog.evolution.coordinator import wire
 from tests.faults.test_tcp_workers import assert_undamaged
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from eggnog.corpus.reader import open_corpus
-from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
-from eggnog.evolution.coordinator import CRASH_VAR, CheckpointInterrupted
-from eggnog.evolution.coordinator_worker import SLOW_WORKER_VAR
+from eggnog.evolution.coordinator.coordinator import CRASH_VAR, CheckpointInterrupted
+from eggnog.evolution.coordinator.trainer import CoordinatedEsTrainer
+from eggnog.evolution.coordinator.worker import SLOW_WORKER_VAR
 from eggnog.evolution.es_trainer import EsTrainer
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.checkpoint import load_checkpoint

@@ -10,15 +10,14 @@ import numpy as np
 import pytest
 
 from eggnog.corpus.reader import open_corpus
-from eggnog.evolution.egg_island import EggIsland, to_int8
-from eggnog.evolution.gossip import Gossip, round_pairs
-from eggnog.evolution.gossip_config import GossipEggRunConfig
-from eggnog.evolution.gossip_fitness import FitnessEma
-from eggnog.evolution.gossip_merge import blend
-from eggnog.evolution.gossip_run import GossipRun
+from eggnog.evolution.egg_island import EggIsland, GossipEggRunConfig, to_int8
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import create_run_dir, read_jsonl
-from eggnog.training.island import island_data_seed
+from eggnog.training.gossip.fitness import FitnessEma
+from eggnog.training.gossip.merge import blend
+from eggnog.training.gossip.mpi import Gossip, round_pairs
+from eggnog.training.gossip.run import GossipRun
+from eggnog.training.mingru.island import island_data_seed
 from tests.es_helpers import TINY, tiny_corpus
 
 RANKS = 4

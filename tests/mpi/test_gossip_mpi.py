@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 
 from eggnog.corpus.reader import open_corpus
-from eggnog.evolution.gossip import Gossip, round_pairs
-from eggnog.evolution.gossip_config import GossipRunConfig
-from eggnog.evolution.gossip_fitness import FitnessEma
-from eggnog.evolution.gossip_merge import blend, blend_scalar
-from eggnog.evolution.gossip_run import DELAY_VAR, GossipRun
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import create_run_dir, read_jsonl
-from eggnog.training.island import BpttIsland, island_data_seed
+from eggnog.training.gossip.fitness import FitnessEma
+from eggnog.training.gossip.merge import blend, blend_scalar
+from eggnog.training.gossip.mpi import Gossip, round_pairs
+from eggnog.training.gossip.run import DELAY_VAR, GossipRun
+from eggnog.training.mingru.island import BpttIsland, GossipRunConfig, island_data_seed
 from tests.es_helpers import tiny_corpus
 
 RANKS = 4

@@ -8,15 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eggnog.evolution.gossip import Gossip
-from eggnog.evolution.gossip_fitness import FitnessEma
-from eggnog.evolution.gossip_merge import blend, blend_scalar
-from eggnog.evolution.gossip_run import GossipRun
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.rundir import create_run_dir, read_jsonl
-from eggnog.training.island import island_data_seed
-from eggnog.zorn.rge_gossip_config import GossipRgeRunConfig
-from eggnog.zorn.rge_island import RgeIsland
+from eggnog.training.gossip.fitness import FitnessEma
+from eggnog.training.gossip.merge import blend, blend_scalar
+from eggnog.training.gossip.mpi import Gossip
+from eggnog.training.gossip.run import GossipRun
+from eggnog.training.mingru.island import island_data_seed
+from eggnog.zorn.rge.island import GossipRgeRunConfig, RgeIsland
 
 RANKS = 4
 TINY = dict(input_size=8, hidden_size=8, num_heads=2, batch_size=4, probes=4, lr=0.3, sigma=0.01, seed=6,

@@ -10,7 +10,7 @@ import pytest
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.float_es_trainer import FloatEsRunConfig, FloatEsTrainer
 from eggnog.kernels.core.backend import Backend
-from eggnog.training.bptt import BpttRunConfig, BpttTrainer
+from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer
 from tests.es_helpers import tiny_corpus
 
 SMALL = dict(dim=8, depth=1, val_rows=4, val_tokens=16, seed=4, validate_every=2, checkpoint_every=2)

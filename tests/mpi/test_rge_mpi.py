@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from eggnog.kernels.core.backend import Backend
-from eggnog.zorn.rge_run import RgeRun, RgeRunConfig
+from eggnog.zorn.rge.run import RgeRun, RgeRunConfig
 
 CFG = dict(hidden_size=8, num_heads=2, input_size=4, batch_size=4, probes=8, lr=0.05, sigma=0.01, steps=3,
            checkpoint_every=3, overfit=True)

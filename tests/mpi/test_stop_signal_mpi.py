@@ -58,8 +58,8 @@ def test_a_signal_on_one_rank_stops_all_after_the_same_step(world, shared_dir, p
 
 def test_a_signal_on_a_worker_stops_a_coordinated_run_after_a_saved_step(world, shared_dir, parallel_assert,
                                                                         monkeypatch):
-    from eggnog.evolution.coordinated_trainer import CoordinatedEsTrainer
-    from eggnog.evolution.coordinator_worker import Worker
+    from eggnog.evolution.coordinator.trainer import CoordinatedEsTrainer
+    from eggnog.evolution.coordinator.worker import Worker
 
     corpus_path = world.root_first(lambda: tiny_corpus(shared_dir))
     run_dir = fresh_run_dir(world, shared_dir, "coordinated")

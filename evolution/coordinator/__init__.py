@@ -1,0 +1,13 @@
+"""d-eggs' coordinator: one process hands out chunks of the population to workers, re-queues a
+straggler's chunk and applies the update, over MPI or TCP.
+
+    coordinator       the coordinator's books: chunks handed out, fitness gathered, steps, checkpoints
+    wire              the messages between coordinator and workers, as flat arrays (no pickle)
+    mpi               the MPI links of both ends
+    tcp               the coordinator's TCP link (ZeroMQ, signed frames, admission)
+    tcp_worker_link   a worker's TCP link
+    worker            a worker: evaluates the chunks it is given, ternary-packed fitness back
+    chunk_shaping     a chunk's fitness as ternary signs (d-eggs' shaping)
+    trainer           bin/train_es.py --mode coordinated: the coordinator and workers of one MPI job
+    tcp_worker        bin/es_worker.py: a worker process joining a coordinator over TCP
+"""

@@ -1,0 +1,67 @@
+"""`bin/es_worker.py`: a coordinator's worker over TCP, on any node, started at any time.
+
+It is admitted with the token, its code version and the hash of the configuration it builds from
+the coordinator's WELCOME (its corpus included: `--data` may name another copy of the same file). It
+keeps its replica across a lost coordinator: when the connection goes quiet it asks to be admitted
+again, for up to --reconnect-timeout seconds, and catches up from wherever the coordinator (resumed
+from a checkpoint) is."""
+
+from eggnog.evolution.coordinator.tcp_worker_link import LinkLost, RunOver, TcpWorkerLink
+from eggnog.evolution.coordinator.worker import Worker
+from eggnog.evolution.es_trainer import EsRunConfig, val_sample
+from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
+from eggnog.kernels.core.backend import device_free_bytes, select_backend
+from eggnog.runtime.auth import config_hash, token_key
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.rundir import config_from
+from eggnog.runtime.threads import set_threads
+from eggnog.runtime.world import world_without_mpi
+from eggnog.training.launch import open_run_corpus
+
+CONFIGS = {cls.model_name: cls for cls in (EsRunConfig, TransformerEsRunConfig)}
+JOIN_WAIT_S = 10.0  # for an answer to HELLO, before the run's own --heartbeat-timeout is known
+
+
+def config_of(welcome, data):
+    cls = CONFIGS.get(welcome.get("model"))
+    if cls is None:
+        raise BadInput(f"the coordinator runs a {welcome.get('model')!r} model, which this worker cannot")
+    stored = welcome["config"]
+    return config_from(cls, stored, {"data": data} if data else {})
+
+
+def serve(address, token_file=None, backend=None, threads=None, data=None, reconnect_timeout=600.0):
+    """Work for the coordinator at `address` (HOST:PORT) until it says STOP; returns the exit status."""
+    link = TcpWorkerLink(address, token_key(token_file), JOIN_WAIT_S)
+    try:
+        return work(link, address, backend, threads, data, reconnect_timeout)
+    except RunOver as e:  # it joined as the run ended
+        print(f"worker: {e}", flush=True)
+        return e.status
+    finally:
+        link.close()
+
+
+def work(link, address, backend, threads, data, reconnect_timeout):
+    world, worker = world_without_mpi(), None
+    while True:
+        cfg = config_of(link.join(reconnect_timeout), data)
+        link.timeout = cfg.heartbeat_timeout
+        link.beat.interval = cfg.heartbeat_timeout / 5
+        if worker is None:
+            chosen = select_backend(backend, world.local_rank)
+            count = set_threads(threads, world)
+            corpus = open_run_corpus(cfg, world)
+            model = cfg.build_model()
+            memory = cfg.memory_line(model, cfg.population_chunk, device_free_bytes(chosen))  # or BadInput
+            worker = Worker(cfg, link, chosen, corpus, model, model.init_params(cfg.seed), 0, val_sample(cfg, corpus))
+            worker.warm_up()
+            print(f"worker {link.name.decode()[:12]}: coordinator {address}  backend: {chosen.name} "
+                  f"({chosen.device_name})  threads: {count}" + (f"  {memory}" if memory else ""), flush=True)
+        else:  # a resumed coordinator may change what a run may change on resume
+            worker.cfg, (worker.val_rows, worker.val_tokens) = cfg, val_sample(cfg, corpus)
+        try:
+            link.ready(config_hash(cfg, corpus))
+            return worker.run()
+        except LinkLost as e:
+            print(f"worker: {e}; asking to be admitted again", flush=True)

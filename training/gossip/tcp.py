@@ -1,0 +1,340 @@
+"""Gossip tournaments peer to peer over TCP (ZeroMQ), as gruboros runs them: no MPI world, no rank 0,
+and no island ever waits for another.
+
+Each island binds one ROUTER socket (where others reach it) and opens one DEALER per peer it meets.
+Everything happens at its own step boundaries, on the training thread; ZeroMQ's I/O thread queues
+what arrives meanwhile. An exchange, between an initiator A and a responder B:
+1. A, with probability --gossip-mixing-rate at a boundary, picks a live peer at random and sends an
+   OFFER: its fitness, the merge drawn (for --gossip-merge mixed) and its configuration hash.
+2. B, at its next boundary, admits the OFFER (token tag, the same configuration hash: otherwise a
+   REFUSE, counted, and no weights move) and decides: A wins if its fitness is at least B's (the
+   initiator wins ties, as over MPI). B won: it answers with its MODEL. A won: B answers SEND_ME.
+3. A, at a later boundary, merges B's MODEL, or answers SEND_ME with its own MODEL, which B merges at
+   its next boundary.
+A model is merged only when its message is complete (ZeroMQ delivers a message whole or not at all),
+carries the token's tag over all its bytes, belongs to an exchange still open, and has exactly the
+receiver's own layout; anything else is refused and counted. An exchange not answered within
+--peer-timeout seconds ends: the peer is dropped from the peer set, and taken back when a message of
+its own arrives or --peer-timeout after the drop (a restarted island comes back)."""
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from eggnog import code_version
+from eggnog.runtime.auth import UNSIGNED, tag, tag_matches
+from eggnog.runtime.errors import BadInput
+from eggnog.training.gossip import tcp_wire as wire
+from eggnog.training.gossip.merge import Snapshot, needs_state
+from eggnog.training.gossip.mpi import json_number, merge_into
+
+GOSSIP_STREAM = 0x7C9  # keeps this transport's draws apart from other uses of --seed
+MAX_LOGGED_REFUSALS = 100
+# Test hooks, read only by tests and bench/faults.py: drop every message for a while from a step
+# ("STEP:SECONDS"), and SIGKILL this island the moment it has handed its N-th model to the socket.
+DEAF_VAR, DIE_IN_SEND_VAR = "EGGNOG_TEST_GOSSIP_DEAF", "EGGNOG_TEST_GOSSIP_DIE_IN_SEND"
+
+
+def bind_router(host, port):
+    """(ROUTER socket, the port bound): port 0 takes a free one."""
+    import zmq
+
+    socket = zmq.Context.instance().socket(zmq.ROUTER)
+    socket.setsockopt(zmq.LINGER, 0)
+    try:
+        if port == 0:
+            port = socket.bind_to_random_port(f"tcp://{host}")
+        else:
+            socket.bind(f"tcp://{host}:{port}")
+    except zmq.ZMQError as e:
+        socket.close()
+        raise BadInput(f"cannot listen on {host}:{port} ({e.strerror})") from None
+    return socket, port
+
+
+@dataclass
+class Exchange:
+    id: int
+    address: str  # where the peer listens (initiator side) or "" (responder side)
+    peer: int  # its island number
+    merge: str
+    with_state: bool
+    deadline: float
+
+
+class TcpGossip:
+    def __init__(self, cfg, island_number, address, router, book, key, config_hash, events, timeout):
+        self.cfg, self.number, self.address, self.router, self.book = cfg, island_number, address, router, book
+        self.key, self.config_hash, self.events, self.timeout = key, config_hash, events, timeout
+        self.dealers = {}  # peer address -> DEALER
+        self.started = {}  # exchange id -> Exchange this island initiated
+        self.awaiting = {}  # (peer island, exchange id) -> Exchange where this island must receive a MODEL
+        self.dropped = {}  # peer address -> when it was dropped
+        self.counts = {"refused": 0, "timeouts": 0, "stale": 0, "sent_models": 0}
+        self.step = 0
+        self.deaf = parse_deaf(os.environ.get(DEAF_VAR, ""))
+        self.die_after = int(os.environ.get(DIE_IN_SEND_VAR, "0") or 0)
+
+    # ---- one boundary --------------------------------------------------------------------------
+    def boundary(self, step, island, fitness):
+        """Handle what arrived, end exchanges past their time, maybe start one; returns the outcomes
+        ({"won", "merge", "peer"}) of the tournaments that ended here."""
+        now = time.monotonic()
+        if self.is_deaf(step, now):
+            self.drain()
+            self.expire(step, now)
+            return []
+        self.step, self.island, self.fitness, self.outcomes = step, island, fitness, []
+        self.serve()
+        for address in list(self.dealers):
+            self.hear(address)
+        self.expire(step, now)
+        self.maybe_start(step)
+        return self.outcomes
+
+    def is_deaf(self, step, now):
+        if self.deaf is None:
+            return False
+        from_step, seconds, began = self.deaf
+        if began is None:
+            if step < from_step:
+                return False
+            self.deaf = (from_step, seconds, now)
+            self.events.write(event="deaf", step=step, seconds=seconds)
+            return True
+        if now - began < seconds:
+            return True
+        self.deaf = None
+        self.events.write(event="hearing", step=step)
+        return False
+
+    def drain(self):
+        """Drop every message waiting (a partition: nothing in or out)."""
+        import zmq
+
+        for socket in [self.router, *self.dealers.values()]:
+            while socket.poll(0, zmq.POLLIN):
+                socket.recv_multipart()
+
+    # ---- receiving -----------------------------------------------------------------------------
+    def serve(self):
+        """Messages on the ROUTER: OFFERs, and MODELs answering this island's SEND_ME."""
+        import zmq
+
+        while self.router.poll(0, zmq.POLLIN):
+            frames = self.router.recv_multipart(copy=False)
+            route = frames[0].bytes
+            message = self.admit(frames[1:], lambda reason, r=route: self.refuse_on_router(r, reason))
+            if message is None:
+                continue
+            if message.kind == wire.OFFER:
+                self.offered(route, message)
+            elif message.kind == wire.MODEL:
+                exchange = self.awaiting.pop((int(message.info["island"]), message.exchange), None)
+                if exchange is None:
+                    self.counts["stale"] += 1
+                else:
+                    self.receive_model(exchange, message)
+            else:
+                self.refuse_on_router(route, f"a {wire.KINDS[message.kind]} message where an offer or a model "
+                                             "was expected")
+
+    def hear(self, address):
+        """Answers on the DEALER to `address`: a MODEL, SEND_ME or REFUSE for an exchange this island started."""
+        import zmq
+
+        socket = self.dealers.get(address)
+        while socket is not None and socket.poll(0, zmq.POLLIN):
+            frames = socket.recv_multipart(copy=False)
+            if len(frames) == 2 and frames[0].bytes == UNSIGNED:  # a refusal from a peer that would not admit us
+                self.refused_by(address, frames[1].bytes)
+                socket = self.dealers.get(address)
+                continue
+            message = self.admit(frames, lambda reason: None)
+            if message is None:
+                continue
+            exchange = self.started.pop(message.exchange, None)
+            if exchange is None or exchange.address != address:
+                self.counts["stale"] += 1
+                continue
+            self.dropped.pop(address, None)
+            exchange.peer = int(message.info["island"])
+            if message.kind == wire.MODEL:
+                self.decided(exchange, won=False, peer_fitness=message.info.get("fitness"))
+                self.receive_model(exchange, message)
+            elif message.kind == wire.SEND_ME:
+                self.decided(exchange, won=True, peer_fitness=message.info.get("fitness"))
+                self.send_model(exchange, lambda body: socket.send_multipart(self.signed(body)))
+
+    def admit(self, frames, refuse):
+        """The message, or None when it is refused (the reason counted, logged and given to `refuse`)."""
+        if len(frames) != 2:
+            return self.refused(refuse, f"a message of {len(frames)} frames, not 2")
+        body = frames[1].buffer
+        if not tag_matches(self.key, frames[0].bytes, body):
+            return self.refused(refuse, "wrong token or a corrupted message")
+        try:
+            message = wire.decode(body)
+        except wire.Malformed as e:
+            return self.refused(refuse, str(e))
+        info = message.info
+        if info.get("version") != code_version():
+            return self.refused(refuse, f"eggnog {info.get('version')} differs from this island's {code_version()}")
+        if info.get("hash") != self.config_hash:
+            return self.refused(refuse, f"another configuration or corpus (hash {str(info.get('hash'))[:12]}, this "
+                                        f"run's {self.config_hash[:12]})")
+        if not isinstance(info.get("island"), int):
+            return self.refused(refuse, "a message without its island number")
+        if info.get("address") in self.dropped:
+            self.dropped.pop(info["address"])
+            self.events.write(event="peer_back", step=self.step, peer=info["island"], address=info["address"])
+        return message
+
+    def refused(self, refuse, reason):
+        self.counts["refused"] += 1
+        if self.counts["refused"] <= MAX_LOGGED_REFUSALS:
+            self.events.write(event="refused", step=self.step, reason=reason, refusals=self.counts["refused"])
+        refuse(reason)
+        return None
+
+    def refuse_on_router(self, route, reason):
+        self.router.send_multipart([route, UNSIGNED, reason.encode()])
+
+    def refused_by(self, address, reason):
+        """A peer refused this island: it runs something else, so it leaves the peer set for good."""
+        self.events.write(event="refused_by_peer", step=self.step, address=address,
+                          reason=reason.decode(errors="replace"))
+        self.started = {x: e for x, e in self.started.items() if e.address != address}
+        self.close_dealer(address)
+        self.dropped[address] = float("inf")
+
+    # ---- the exchange --------------------------------------------------------------------------
+    def offered(self, route, message):
+        info = message.info
+        theirs, mine = float(info["fitness"]), self.fitness.fitness
+        won = not theirs >= mine  # the initiator wins ties
+        merge, with_state = str(info["merge"]), bool(info["with_state"])
+        exchange = Exchange(message.exchange, "", int(info["island"]), merge, with_state,
+                            time.monotonic() + self.timeout)
+        base = {"round": self.step, "step": self.step, "peer": exchange.peer}
+        self.events.write(event="mix_attempt", **base, initiator=False, merge=merge, fitness=json_number(mine))
+        self.decided(exchange, won, json_number(theirs))
+        if won:
+            self.send_model(exchange, lambda body: self.router.send_multipart([route, *self.signed(body)]))
+            return
+        self.awaiting[(exchange.peer, message.exchange)] = exchange
+        self.router.send_multipart([route, *self.signed(wire.encode(wire.SEND_ME, message.exchange, self.record()))])
+
+    def decided(self, exchange, won, peer_fitness):
+        self.events.write(event="mix_decision", round=self.step, step=self.step, peer=exchange.peer, won=won,
+                          fitness=json_number(self.fitness.fitness), peer_fitness=peer_fitness, merge=exchange.merge)
+
+    def signed(self, body):
+        """The frames of a message: its keyed tag, then its body."""
+        return [tag(self.key, body), body]
+
+    def snapshot(self, with_state):
+        island = self.island
+        return Snapshot(island.parameters(), *(island.optimizer_state() if with_state else ({}, {})),
+                        self.fitness.fitness)
+
+    def send_model(self, exchange, send):
+        started = time.perf_counter()
+        buffer, scalars = self.snapshot(exchange.with_state).pack(exchange.with_state)
+        body = wire.encode(wire.MODEL, exchange.id, self.record(), scalars, buffer)
+        send(body)
+        self.counts["sent_models"] += 1
+        if self.die_after and self.counts["sent_models"] >= self.die_after:
+            os.kill(os.getpid(), signal.SIGKILL)  # test hook: die while the model is on its way
+        self.events.write(event="mix_send", round=self.step, step=self.step, peer=exchange.peer, bytes=len(body),
+                          values=buffer.size, seconds=round(time.perf_counter() - started, 6))
+        self.outcomes.append({"won": True, "merge": exchange.merge, "peer": exchange.peer})
+
+    def receive_model(self, exchange, message):
+        mine = self.snapshot(exchange.with_state)
+        count, scalar_count = mine.wire_sizes(exchange.with_state)
+        if message.buffer.size != count or message.scalars.size != scalar_count:
+            self.refused(lambda reason: None, f"a model of {message.buffer.size:,} values and "
+                                              f"{message.scalars.size} scalars, not this island's {count:,} and "
+                                              f"{scalar_count}")
+            return
+        theirs = mine.unpack(np.array(message.buffer), np.array(message.scalars), exchange.with_state)
+        base = {"round": self.step, "step": self.step, "peer": exchange.peer}
+        self.events.write(event="mix_receive", **base, bytes=message.size, values=message.buffer.size, seconds=0.0)
+        merge_into(self.cfg, mine, theirs, exchange.merge, self.island, self.fitness, self.events, base)
+        self.outcomes.append({"won": False, "merge": exchange.merge, "peer": exchange.peer})
+
+    def record(self, **extra):
+        return {"island": self.number, "address": self.address, "hash": self.config_hash, "version": code_version(),
+                "fitness": json_number(self.fitness.fitness), **extra}
+
+    # ---- starting and ending exchanges -----------------------------------------------------------
+    def maybe_start(self, step):
+        cfg = self.cfg
+        rng = np.random.default_rng([GOSSIP_STREAM, cfg.seed, self.number, step])
+        if self.started or rng.random() >= cfg.gossip_mixing_rate:
+            return
+        now = time.monotonic()
+        live = [a for a in self.book.addresses() if now - self.dropped.get(a, -np.inf) >= self.timeout]
+        if not live:
+            return
+        address = live[int(rng.integers(len(live)))]
+        merge = cfg.gossip_merge
+        if merge == "mixed":
+            merge = "recombination" if rng.random() < cfg.gossip_recombination_prob else "clonal"
+        with_state = needs_state(merge, cfg.gossip_optimizer_merge)
+        exchange_id = int.from_bytes(os.urandom(7), "little")
+        self.started[exchange_id] = Exchange(exchange_id, address, -1, merge, with_state, now + self.timeout)
+        self.dropped.pop(address, None)
+        body = wire.encode(wire.OFFER, exchange_id, self.record(merge=merge, with_state=with_state))
+        self.dealer(address).send_multipart(self.signed(body))
+        self.events.write(event="mix_attempt", round=step, step=step, peer=None, address=address, initiator=True,
+                          merge=merge, fitness=json_number(self.fitness.fitness))
+
+    def expire(self, step, now):
+        for exchange_id, exchange in list(self.started.items()):
+            if now >= exchange.deadline:
+                del self.started[exchange_id]
+                self.timed_out(step, exchange, exchange.address)
+        for key, exchange in list(self.awaiting.items()):
+            if now >= exchange.deadline:
+                del self.awaiting[key]
+                self.timed_out(step, exchange, None)
+
+    def timed_out(self, step, exchange, address):
+        self.counts["timeouts"] += 1
+        self.events.write(event="peer_lost", step=step, peer=exchange.peer, address=address,
+                          detail=f"no answer for {self.timeout:g} s")
+        if address is not None:
+            self.close_dealer(address)  # what was queued for it is dropped with the socket
+            self.dropped[address] = time.monotonic()
+
+    def dealer(self, address):
+        import zmq
+
+        if address not in self.dealers:
+            socket = zmq.Context.instance().socket(zmq.DEALER)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(f"tcp://{address}")
+            self.dealers[address] = socket
+        return self.dealers[address]
+
+    def close_dealer(self, address):
+        socket = self.dealers.pop(address, None)
+        if socket is not None:
+            socket.close()
+
+    def close(self):
+        for address in list(self.dealers):
+            self.close_dealer(address)
+        self.router.close()
+
+
+def parse_deaf(text):
+    if not text:
+        return None
+    step, _, seconds = text.partition(":")
+    return int(step), float(seconds), None

@@ -1,0 +1,63 @@
+"""The messages of gossip over TCP: one body each, an int64 header [kind, exchange id, JSON bytes,
+float64 count, float32 count], then a small JSON record (who sends, its configuration hash, its
+fitness...), the float64 scalars and the float32 buffer of a model (training/gossip/merge.py's wire
+form). Nothing is pickled. On the socket a body travels after its keyed tag
+(runtime/auth.py), so a message without the token, corrupted or cut short is refused
+before it is read."""
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OFFER = 30  # an initiator's fitness: "meet me"
+SEND_ME = 31  # the responder lost: the initiator is to send its model
+MODEL = 32  # a winner's model (after an OFFER the responder won, or a SEND_ME)
+KINDS = {OFFER: "offer", SEND_ME: "send-me", MODEL: "model"}
+HEADER_FIELDS = 5
+EMPTY64, EMPTY32 = np.empty(0, np.float64), np.empty(0, np.float32)
+
+
+class Malformed(ValueError):
+    """A body whose size or fields do not agree with its header."""
+
+
+@dataclass
+class Message:
+    kind: int
+    exchange: int
+    info: dict
+    scalars: np.ndarray = field(default_factory=lambda: EMPTY64)
+    buffer: np.ndarray = field(default_factory=lambda: EMPTY32)
+    size: int = 0  # bytes of the body
+
+
+def encode(kind, exchange, info, scalars=EMPTY64, buffer=EMPTY32):
+    meta = json.dumps(info).encode()
+    scalars = np.ascontiguousarray(scalars, np.float64)
+    buffer = np.ascontiguousarray(buffer, np.float32)
+    head = np.array([kind, exchange, len(meta), scalars.size, buffer.size], np.int64)
+    return b"".join([head.tobytes(), meta, scalars.tobytes(), buffer.tobytes()])
+
+
+def decode(body):
+    body = memoryview(body)
+    if len(body) < 8 * HEADER_FIELDS:
+        raise Malformed(f"a message of {len(body)} bytes is shorter than its header")
+    kind, exchange, n_meta, n64, n32 = (int(v) for v in np.frombuffer(body[:8 * HEADER_FIELDS], np.int64))
+    if kind not in KINDS:
+        raise Malformed(f"unknown message kind {kind}")
+    if min(n_meta, n64, n32) < 0 or len(body) != 8 * HEADER_FIELDS + n_meta + 8 * n64 + 4 * n32:
+        raise Malformed(f"a {KINDS[kind]} message of {len(body)} bytes, not the size its header gives "
+                        "(cut short or padded)")
+    start = 8 * HEADER_FIELDS
+    try:
+        info = json.loads(bytes(body[start:start + n_meta]).decode())
+    except (UnicodeDecodeError, ValueError):
+        raise Malformed(f"a {KINDS[kind]} message whose record is not JSON") from None
+    if not isinstance(info, dict):
+        raise Malformed(f"a {KINDS[kind]} message whose record is not a JSON object")
+    start += n_meta
+    scalars = np.frombuffer(body[start:start + 8 * n64], np.float64)
+    buffer = np.frombuffer(body[start + 8 * n64:], np.float32)
+    return Message(kind, exchange, info, scalars, buffer, len(body))

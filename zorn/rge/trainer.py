@@ -1,0 +1,260 @@
+"""CD-RGE (central-difference random gradient estimation) and its one-sided variant FDRAS, series or
+split over MPI ranks, on one flat float32 parameter vector.
+
+For probe i with direction z_i (Rademacher, normal or uniform, regenerated from a counter-based key
+of (seed, step, i), never stored) and the same batch for every probe:
+    cdrge:  g = (1/n) sum_i (L(theta + eps z_i) - L(theta - eps z_i)) / (2 eps) z_i
+    fdras:  g = (1/n) sum_i (L(theta + eps z_i) - L(theta)) / eps z_i      (one clean pass per step;
+            with `antithetic`, probes come in pairs z, -z)
+The step is SGD (theta -= lr g, applied as one fused pass over theta with all n probes), SGD with
+momentum, or Adam (on g built the same way into a zeroed buffer). eps is tied to lr unless given,
+as the authors ran it (their update theta -= eps g is this one with lr = eps).
+
+The master parameters are never perturbed in place: every probe writes theta +- eps z into a work
+copy in one pass (kernels/noise/perturb.py), so the master comes back bit for bit.
+
+Distribution over ranks (`dist_mode`, named in every log line and result):
+- "reduce": the authors' layout: each rank sums c_i z_i of its own probes, a Reduce brings the sum
+  to rank 0, rank 0 steps and broadcasts theta (O(parameters) traffic per step).
+- "seeds": each rank evaluates its probes, an allgather shares (probe, L+, L-), every rank applies
+  the fused update of all probes itself; only 3 numbers per probe travel, and theta is identical on
+  every rank and for every rank count.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from eggnog.kernels.core.backend import packed_to_device, to_host
+from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.noise.scalar_math import stream_key
+from eggnog.runtime.errors import BadInput
+from eggnog.runtime.step_clock import UNTIMED
+from eggnog.training.optimizers import AdamW, Sgd
+from eggnog.training.run.config import flag
+
+SOLVERS = ("cdrge", "fdras")
+DIST_MODES = ("reduce", "seeds")
+DISTRIBUTIONS = ("rademacher", "normal", "uniform")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+PROBE_TENSOR_ID = 0x50524F42  # "PROB": noise tensor id of CD-RGE probe directions
+
+
+@dataclass(frozen=True)
+class RgeConfig:
+    solver: str = flag("cdrge", "cdrge or fdras.")
+    probes: int = flag(32, "Probes per step over all ranks.", per_rank=("probes_per_rank", "meta_perturbations"))
+    lr: float = flag(0.1, "Learning rate.")
+    sigma: float | None = flag(None, "Perturbation size.", aliases=("epsilon",),
+                               default_text="tied to --lr, as the authors ran it")
+    optimizer: str = flag("sgd", "sgd, momentum or adam on the estimate.")
+    beta1: float = flag(0.9, "Momentum / Adam first moment.")
+    beta2: float = flag(0.999, "Adam second moment.")
+    distribution: str = flag("rademacher", "Probe directions: rademacher, normal or uniform.")
+    antithetic: bool = flag(False, "Probes in +z/-z pairs.")
+    dist_mode: str = flag("seeds", "reduce (probe sums reduced to rank 0, which broadcasts the parameters) or seeds "
+                                   "(every rank applies every probe).")
+    probe_batch: int = flag(0, "Perturbed evaluations run in one pass of the model (LSTM: as extra heads); more "
+                               "amortise launches on a GPU and take that many times a forward's memory. 0: on a GPU "
+                               "as many as 1 GiB holds (LSTM), else 1.",
+                            changeable=True)  # the same step either way, up to fp32 summation order
+
+    @property
+    def eps(self):
+        return self.lr if self.sigma is None else self.sigma
+
+    def check(self, ranks=1):
+        for name, value, choices in (("solver", self.solver, SOLVERS), ("dist-mode", self.dist_mode, DIST_MODES),
+                                     ("distribution", self.distribution, DISTRIBUTIONS),
+                                     ("optimizer", self.optimizer, OPTIMIZERS)):
+            if value not in choices:
+                raise BadInput(f"unknown --{name} {value!r}: choose one of {', '.join(choices)}")
+        if self.probes < 1:
+            raise BadInput(f"--probes must be positive, got {self.probes}")
+        if self.probe_batch < 0:
+            raise BadInput(f"--probe-batch must be 0 (chosen by the run) or positive, got {self.probe_batch}")
+        if self.probes % ranks:
+            raise BadInput(f"--probes {self.probes} cannot be split evenly over {ranks} ranks")
+        if self.antithetic and (self.probes // ranks) % 2:
+            raise BadInput(f"antithetic probes come in pairs: each of {ranks} rank(s) needs an even share of "
+                           f"--probes {self.probes}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise BadInput(f"--lr must be a positive number, got {self.lr}")
+        if not (self.eps > 0 and math.isfinite(self.eps)):
+            raise BadInput(f"--sigma must be a positive number, got {self.eps}")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise BadInput(f"betas must lie in [0, 1), got {self.beta1}, {self.beta2}")
+
+
+def step_optimizer(cfg, params):
+    """The optimiser of --optimizer over `params` (updated in place where they live, host or device):
+    SGD (with momentum beta1 for "momentum"), or Adam without weight decay."""
+    if cfg.optimizer == "adam":
+        return AdamW(params, cfg.lr, (cfg.beta1, cfg.beta2), weight_decay=0.0)
+    return Sgd(params, cfg.lr, cfg.beta1 if cfg.optimizer == "momentum" else 0.0)
+
+
+class NonFiniteLoss(Exception):
+    """A probe loss was NaN or infinite; the parameters are still those before the step."""
+
+    def __init__(self, step):
+        super().__init__(f"non-finite loss at step {step}")
+        self.step = step
+
+
+def probe_keys(seed, step, probes):
+    """(n, 2) int64 stream keys of the given probe indices at a step."""
+    return np.array([stream_key(seed, PROBE_TENSOR_ID, step, int(i)) for i in probes], np.int64).reshape(-1, 2)
+
+
+class RgeTrainer:
+    """One estimator-and-update step at a time over `loss_fn(params) -> float` (params on the
+    backend). Holds the master parameters (`theta`, on the backend), a work copy and the optimiser."""
+
+    def __init__(self, cfg: RgeConfig, params, backend, world, seed):
+        cfg.check(world.size)
+        self.cfg, self.backend, self.world, self.seed = cfg, backend, world, seed
+        self.ops = ops_for(backend.name)
+        self.theta = backend.to_device(np.array(params, np.float32))
+        self.work = backend.empty(self.theta.shape, np.float32)
+        self.per_rank = cfg.probes // world.size
+        self.mine = np.arange(world.rank * self.per_rank, (world.rank + 1) * self.per_rank)
+        # plain SGD is fused into the probe pass; momentum and Adam keep their state beside theta (in
+        # "reduce" mode on the host of rank 0, which steps and broadcasts)
+        self.optimizer = None
+        if cfg.optimizer != "sgd":
+            self.optimizer = step_optimizer(cfg, self.theta if cfg.dist_mode == "seeds" else
+                                            np.array(params, np.float32))
+
+    def host_params(self):
+        return to_host(self.theta).copy()
+
+    def _signed_keys(self, step):
+        """Keys of this rank's probes and the sign each direction carries (antithetic pairs share a key)."""
+        cfg = self.cfg
+        if not cfg.antithetic:
+            return probe_keys(self.seed, step, self.mine), np.ones(self.mine.size, np.float32)
+        keys = probe_keys(self.seed, step, self.mine // 2)
+        return keys, np.where(self.mine % 2 == 0, 1.0, -1.0).astype(np.float32)
+
+    def evaluate(self, loss_fn, step, probes_fn=None):
+        """(L+, L-) of this rank's probes: L- is L(theta - eps z) (cdrge) or the clean L(theta) (fdras).
+        With `probes_fn(theta, keys, alphas, out)` (a model that evaluates many perturbations in one pass,
+        writing their losses into `out` on the backend) and --probe-batch above 1, the evaluations go in
+        passes of that many."""
+        cfg, ops = self.cfg, self.ops
+        keys, signs = self._signed_keys(step)
+        clean = loss_fn(self.theta) if cfg.solver == "fdras" else None
+        if probes_fn is not None and cfg.probe_batch > 1:
+            return self._evaluate_batched(probes_fn, keys, signs, clean)
+        plus, minus = np.empty(self.mine.size), np.empty(self.mine.size)
+        for i in range(self.mine.size):
+            ops.perturbed_copy(self.theta, self.work, keys[i], float(signs[i] * cfg.eps), cfg.distribution)
+            plus[i] = loss_fn(self.work)
+            if clean is None:
+                ops.perturbed_copy(self.theta, self.work, keys[i], float(-signs[i] * cfg.eps), cfg.distribution)
+                minus[i] = loss_fn(self.work)
+            else:
+                minus[i] = clean
+        return plus, minus
+
+    def _evaluate_batched(self, probes_fn, keys, signs, clean):
+        """The same (L+, L-) with the perturbed evaluations (+ then - of each probe) in passes of
+        --probe-batch: every alpha is the float32 that perturbed_copy would be given. The keys and alphas
+        go to the backend in one upload, every pass writes its losses into one vector there, and that
+        vector comes back in one copy."""
+        cfg = self.cfg
+        alphas = signs * np.float32(cfg.eps)
+        if clean is None:
+            keys, alphas = np.repeat(keys, 2, axis=0), np.stack([alphas, -alphas], axis=1).reshape(-1)
+        keys, alphas = packed_to_device(self.backend.to_device, keys, alphas.astype(np.float32))
+        losses = self.backend.empty(len(alphas), np.float64)
+        for i in range(0, len(alphas), cfg.probe_batch):
+            j = i + cfg.probe_batch
+            probes_fn(self.theta, keys[i:j], alphas[i:j], losses[i:j])
+        losses = to_host(losses)
+        if clean is None:
+            return losses[0::2], losses[1::2]
+        return losses, np.full(losses.size, clean)
+
+    def coefficients(self, plus, minus, signs):
+        """c_i with g = sum_i c_i z_i (sign of antithetic members folded in)."""
+        cfg = self.cfg
+        scale = 2.0 * cfg.eps if cfg.solver == "cdrge" else cfg.eps
+        return ((plus - minus) / (scale * cfg.probes) * signs).astype(np.float32)
+
+    def step(self, loss_fn, step, clock=UNTIMED, probes_fn=None):
+        """One training step; returns the mean of the probe losses (as the authors report it).
+        Raises NonFiniteLoss before touching the parameters when any probe loss is NaN or infinite.
+        `clock` times its phases: the probes (eval), the collectives (exchange), the rest (update)."""
+        cfg, world, ops = self.cfg, self.world, self.ops
+        with clock.phase("eval"):
+            plus, minus = self.evaluate(loss_fn, step, probes_fn)
+        with clock.phase("exchange"):
+            table = self._gather(plus, minus)
+        if not np.isfinite(table[:, 1:]).all():
+            raise NonFiniteLoss(step)
+        if cfg.dist_mode == "seeds":
+            with clock.phase("update"):
+                self._update(*self._all_probes(table, step))
+        else:
+            with clock.phase("update"):
+                keys, signs = self._signed_keys(step)
+                partial = self.backend.zeros(self.theta.shape, np.float32)
+                ops.apply_probes_(partial, keys, self.coefficients(plus, minus, signs), cfg.distribution)
+                partial = to_host(partial)
+            with clock.phase("exchange"):
+                total = world.reduce_sum(partial)
+            with clock.phase("update"):
+                host = self.host_params() if world.is_root else np.empty(self.theta.shape, np.float32)
+                if world.is_root:
+                    if self.optimizer is None:
+                        host -= np.float32(cfg.lr) * total
+                    else:
+                        self.optimizer.step(total)
+                        host = self.optimizer.train_params()
+            with clock.phase("exchange"):
+                world.bcast_array(host)
+            with clock.phase("update"):
+                if self.optimizer is not None and not world.is_root:
+                    self.optimizer.train_params()[...] = host
+                self.theta = self.backend.to_device(host)
+        losses = table[:, 1:] if cfg.solver == "cdrge" else table[:, 1]
+        return float(losses.mean())
+
+    def _evaluate_all(self, loss_fn, step):
+        """This rank's (L+, L-) and the (probe, L+, L-) table of every rank's probes."""
+        plus, minus = self.evaluate(loss_fn, step)
+        return plus, minus, self._gather(plus, minus)
+
+    def _gather(self, plus, minus):
+        return self.world.allgather_array(np.stack([self.mine.astype(np.float64), plus, minus], axis=1))
+
+    def _all_probes(self, table, step):
+        """Keys and coefficients of every probe from the gathered (probe, L+, L-) table."""
+        probes = table[:, 0].astype(np.int64)
+        signs = np.where(probes % 2 == 0, 1.0, -1.0).astype(np.float32) if self.cfg.antithetic else \
+            np.ones(probes.size, np.float32)
+        keys = probe_keys(self.seed, step, probes // 2 if self.cfg.antithetic else probes)
+        return keys, self.coefficients(table[:, 1], table[:, 2], signs)
+
+    def estimate(self, loss_fn, step):
+        """The gradient estimate g of all probes (host float32), parameters untouched."""
+        _, _, table = self._evaluate_all(loss_fn, step)
+        keys, coefs = self._all_probes(table, step)
+        grad = self.backend.zeros(self.theta.shape, np.float32)
+        self.ops.apply_probes_(grad, keys, coefs, self.cfg.distribution)
+        return to_host(grad)
+
+    def _update(self, keys, coefs):
+        """theta -= lr * sum_i c_i z_i (fused), or the optimiser's step on that sum."""
+        cfg, ops = self.cfg, self.ops
+        if self.optimizer is None:
+            keys, coefs = packed_to_device(self.backend.to_device, keys, (-cfg.lr * coefs).astype(np.float32))
+            ops.apply_probes_(self.theta, keys, coefs, cfg.distribution)
+            return
+        grad = self.backend.zeros(self.theta.shape, np.float32)
+        ops.apply_probes_(grad, keys, coefs, cfg.distribution)
+        self.optimizer.step(grad)  # theta, in place, on the backend
+
