@@ -30,7 +30,7 @@ The third curve is eggnog with Schedule-Free AdamW (training/optimizers.py) at t
 Curves: training bits/byte of every step (the loss the step's gradient came from) and validation
 bits/byte every --val-every steps and at the end. Verdict per config, on the final validation figure:
 "match" when eggnog-AdamW is within --tolerance bits/byte of the peer (default 0.05, a little above the
-spread between seeds of one side measured at 64x2, see the README), else "eggnog better" or "peer
+spread between seeds of one side measured at 64x2, see docs/originals.md), else "eggnog better" or "peer
 better". Writes bench/results/dynamics_mingru-cpu-<date>.json and a .png beside it.
 """
 

@@ -12,7 +12,7 @@ The default took 8 min 42 s on 2 cores with another job running, --quick 2 min 2
 (1000 steps, the peer's 1.4 to 2.2 s a step on one core being the long pole) took 43 minutes.
 
 The peer's environment: `python3 -m venv ENV && ENV/bin/pip install torch numpy` and a checkout of
-sisl/zero_order_rnn (the figures in the README: HEAD 49cddcf); bench/zorn_torch_train.py drives it.
+sisl/zero_order_rnn (the figures in docs/originals.md: HEAD 49cddcf); bench/zorn_torch_train.py drives it.
 
 Cells. "copy" is Table 2's CPU cell in the authors' flags (--task copy --seq_length 4 --hidden_size 32
 --num_heads 4 --head_size 8 --input_size 16 --micro_batch_size 64 --num_perturbations 96 --distribution
@@ -20,7 +20,7 @@ rad): training lengths 2-4, validation 5-54 (the authors' split, seq_length + 1 
 README's Table 1 workload (overfit one fixed batch, --overfit_to_one_batch_flag, at the tiny LSTM's
 lr = eps 0.1) scaled to this machine: hidden 64, embedding 32, 64 copy samples of lengths 2-10 (the
 tiny width, 240, costs ~10 s a step on either side here); the claim is that the loss on that batch falls
-fast (the README's runs stop below 0.1 nats).
+fast (the runs of docs/originals.md stop below 0.1 nats).
 
 Without FlashRNN (any CPU) the authors' LSTM is their fallback, a dense nn.LSTM + nn.Linear with torch's
 default initialisation (heads are ignored); eggnog trains its LSTM with one head (the same dense

@@ -197,7 +197,7 @@ def gossip_stopped(directory, data, signum=signal.SIGINT, to_rank=None, ranks=2,
 
 
 def gossip_island_killed(directory, data, ranks=3, killed=1):
-    """kill -9 of one island. MPICH ends the whole job (peers cannot go on without it, see the README);
+    """kill -9 of one island. MPICH ends the whole job (peers cannot go on without it, see docs/cluster.md);
     lost: each island's steps since its own last checkpoint, redone by `--resume`."""
     run_dir, job = gossip_job(directory, "gossip-killed", ranks, data, "--checkpoint-every", "3")
     wait_until(lambda: all((rank_dir(run_dir, r) / "checkpoints" / "latest").is_file() for r in range(ranks)),

@@ -1,9 +1,9 @@
-"""The README's bare commands, run as a newcomer runs them (no flags but the job's own; the embedded
-default corpus), each in a fresh run folder with an empty compile cache: wall time (process start and
-every kernel's compilation included, as on a first run), time in the steps, the median tokens/s of
-the steps after the first, the first and last training loss, and the validation bits/byte (final,
-best, and at every validation). Each job writes its own file, named after the job and the Python, so
-run it under each Python whose figures the README quotes.
+"""The bare commands of the README and docs/training.md, run as a newcomer runs them (no flags but the
+job's own; the embedded default corpus), each in a fresh run folder with an empty compile cache:
+wall time (process start and every kernel's compilation included, as on a first run), time in the
+steps, the median tokens/s of the steps after the first, the first and last training loss, and the
+validation bits/byte (final, best, and at every validation). Each job writes its own file, named
+after the job and the Python, so run it under each Python whose figures the docs quote.
 
     python -m bench.main_job
     python -m bench.main_job --job train_es --job train_bptt --job train_es_transformer

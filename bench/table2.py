@@ -45,7 +45,7 @@ BPTT_BETAS = (0.99, 0.999)  # the authors' AdamW
 # size: (hidden, heads, embedding, batch, CD-RGE lr)
 GRIDS = {
     # CPU: the authors' rate at this size (lr = eps 0.1) over their 1000 steps; 0.3, the rate this grid
-    # had, ends worse after 1000 steps (bench/dynamics_zorn.py, README "zero_order_rnn")
+    # had, ends worse after 1000 steps (bench/dynamics_zorn.py, docs/originals.md "zero_order_rnn")
     "cpu": {"sizes": {"h32": (32, 4, 16, 64, 0.1), "h64": (64, 4, 16, 64, 0.1)},
             "lengths": (2, 4, 5, 54), "steps": 1000, "val_samples": 128, "budget": 600.0},
     "paper": {"sizes": {"tiny": (240, 12, 100, 2048, 0.1), "small": (1600, 32, 100, 2048, 0.1),

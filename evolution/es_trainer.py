@@ -41,7 +41,7 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
                             metavar="<path>")
     mode: str = flag("sync", "sync (every rank evaluates its slice and all exchange fitness each step) or "
-                             "coordinator (rank 0 hands population chunks to the other ranks; see README).",
+                             "coordinator (rank 0 hands population chunks to the other ranks; see docs/cluster.md).",
                      changeable=True)
     population_chunk: int = flag(64, "Coordinator: members per chunk of work (d-eggs' CHUNK_SIZE).")
     straggler_timeout: float = flag(90.0, "Coordinator: seconds before a chunk not returned goes to another "

@@ -46,7 +46,7 @@ class TransformerEsRunConfig(EsRunConfig):
     depth: int = redefault(EsRunConfig, "depth", 1)
     dim: int = redefault(EsRunConfig, "dim", 32)
     tokens_per_update: int = flag(32, "Tokens each member reads per step (d-eggs' SEQ_LEN).", aliases=("seq_len",))
-    # laptop size (README, "What mattered at laptop size"): no weight decay (d-eggs' 0.01 shrinks every
+    # laptop size (docs/training.md, "What mattered at laptop size"): no weight decay (d-eggs' 0.01 shrinks every
     # weight to |w| ~ 3 when the votes are noise), a quarter of d-eggs' vector noise, twice its matrix
     # noise and learning rate, the rate falling to 0 over the run; --preset d-eggs sets its own
     steps: int = redefault(EsRunConfig, "steps", 4000)

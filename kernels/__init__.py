@@ -29,7 +29,7 @@ All three take the same arguments and return the same things (or write the same 
 (none: bit-identical). `registry.ops_for("numpy" | "cpu" | "cuda")` gives every op of one backend by
 name. `numba.cuda` and the launch helpers (signature types, `blocks`, `grid2`, `f64`) come from
 `core.cuda_api`; block reductions from `core.reductions`. Adding an op is writing these three functions
-in one module of a family and naming the op in that module's row of the README's kernel table
+in one module of a family and naming the op in that module's row of the kernel table of docs/kernels.md
 (tests/test_docs.py checks it); no other code is touched. A complete example:
 
     import numba

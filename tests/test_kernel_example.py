@@ -1,4 +1,4 @@
-"""The example op family of the README (and of the kernels package docstring) is real: it registers,
+"""The example op family of docs/kernels.md (and of the kernels package docstring) is real: it registers,
 and its three implementations agree on its own cases."""
 
 import os
@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def readme_example():
-    text = open(os.path.join(ROOT, "README.md")).read()
+    text = open(os.path.join(ROOT, "docs", "kernels.md")).read()
     section = text.split("**Adding an op**", 1)[1]
     return re.search(r"```python\n(.*?)\n```", section, re.S).group(1)
 

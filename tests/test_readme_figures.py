@@ -1,6 +1,6 @@
-"""Figures the README quotes from runs and benchmarks, checked against the files of bench/results/ they
-come from: a benchmark run again and its figures not carried over fails here. Also every results file
-the README names must exist."""
+"""Figures the README and the pages of docs/ quote from runs and benchmarks, checked against the files
+of bench/results/ they come from: a benchmark run again and its figures not carried over fails here.
+Also every results file they name must exist."""
 
 import json
 import re
@@ -8,14 +8,16 @@ from pathlib import Path
 
 from tests.helpers import ROOT
 
-README = (Path(ROOT) / "README.md").read_text()
+# the README and every page of docs/, one after the other: a paragraph never spans two files
+PAGES = [Path(ROOT) / "README.md", *sorted((Path(ROOT) / "docs").glob("*.md"))]
+DOCS = "\n\n".join(path.read_text() for path in PAGES)
 RESULTS = Path(ROOT) / "bench" / "results"
 
 
 def paragraph_citing(name):
-    """The README paragraph (blank-line separated) that names the results file `name`."""
-    found = [p for p in README.split("\n\n") if name in p]
-    assert found, f"the README no longer cites {name}"
+    """The paragraph (blank-line separated) that names the results file `name`."""
+    found = [p for p in DOCS.split("\n\n") if name in p]
+    assert found, f"the docs no longer cite {name}"
     return found[0]
 
 
@@ -24,7 +26,7 @@ def result(name):
 
 
 def test_every_results_file_the_readme_names_exists():
-    named = set(re.findall(r"bench/results/([\w.\-]+\.(?:json|png|md|log|csv))", README))
+    named = set(re.findall(r"bench/results/([\w.\-]+\.(?:json|png|md|log|csv))", DOCS))
     assert named
     missing = sorted(n for n in named if not (RESULTS / n).exists())
     assert not missing, missing
@@ -61,14 +63,14 @@ def test_each_cited_bare_run_is_its_benchmark_file():
     assert checked >= 5
     for job, start in (("train_bptt", "| `train_bptt.py`"), ("train_es_mingru", "| `train_es.py --model mingru`"),
                        ("train_es", "| `train_es.py` (integer EGG")):
-        row, line = job_row(job), next(line for line in README.splitlines() if line.startswith(start))
+        row, line = job_row(job), next(line for line in DOCS.splitlines() if line.startswith(start))
         assert f"| {row['wall_s']} s | {row['val_bpb']:.3f}" in line, (line, row)
 
 
 def test_the_gossip_fault_table_is_its_benchmark_file():
     rows = result("faults-cpu-2026-11-28.json")["gossip"][1:]  # the undisturbed run is the yardstick
-    start = README.index("| case (gossip over TCP) |")
-    table = [line for line in README[start:].splitlines()[2:] if line.startswith("|")][:len(rows)]
+    start = DOCS.index("| case (gossip over TCP) |")
+    table = [line for line in DOCS[start:].splitlines()[2:] if line.startswith("|")][:len(rows)]
     assert len(table) == len(rows)
     for line, row in zip(table, rows):
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -84,9 +86,9 @@ SOURCE = re.compile(r"bench/results/[\w.\-*]+|python -m bench\.\w+|bench/\w+\.py
 
 
 def blocks():
-    """The README's paragraphs, a table or an indented continuation joined to the paragraph before
+    """The paragraphs of the docs, a table or an indented continuation joined to the paragraph before
     it, fenced code left out (commands and time limits, not measurements)."""
-    text = re.sub(r"```.*?```", "", README, flags=re.S)
+    text = re.sub(r"```.*?```", "", DOCS, flags=re.S)
     joined = []
     for part in (p for p in text.split("\n\n") if p.strip()):
         if joined and part.startswith(("|", "  ")):
