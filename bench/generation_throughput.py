@@ -14,6 +14,7 @@ import numpy as np
 import typer
 
 from bench.report import print_table, write_result
+from eggnog.kernels.transformer.decode import transformer_decode
 from eggnog.runtime.cli import cli_help, user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
@@ -52,7 +53,7 @@ def main(depth: int = 1, dim: int = 32, head_dim: int = 16, vocab: int = 256, co
     for n in range(reread_tokens):  # generation without a cache: the whole context again for every token
         keys = device_backend.zeros((depth, window, dim), np.int8)
         values = device_backend.zeros((depth, window, dim), np.int8)
-        ops.transformer_decode(device_params, np.array(text[n:n + window], np.int32), keys, values, 0, model.spec)
+        transformer_decode(ops, device_params, np.array(text[n:n + window], np.int32), keys, values, 0, model.spec)
     device_backend.synchronize()
     reread = reread_tokens / (time.perf_counter() - start)
 

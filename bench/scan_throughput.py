@@ -8,11 +8,11 @@ backward reads grad_h, k, u, h and writes dk, du (24). The outputs are allocated
 the fraction of the device's measured copy bandwidth; on the CPU, the speed-up over the NumPy reference.
 """
 
-
 import numpy as np
 import typer
 
 from bench.report import median_seconds, print_table, write_result
+from eggnog.kernels.rnn.scan import scan_backward, scan_forward
 from eggnog.runtime.cli import cli_help, user_errors
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
@@ -51,10 +51,10 @@ def main(shapes: str = "4x2048x256,1x16384x128", backend: str = typer.Option(Non
         k, u, g = (ops.to_device(x) for x in (k, u, g))
         h, dk, du = (ops.empty((batch, steps, channels), np.float32) for _ in range(3))
         grads = (dk, du, ops.empty((batch, channels), np.float32))
-        ops.scan_forward(k, u, out=h)
+        scan_forward(ops, k, u, out=h)
         elements = batch * steps * channels
-        for name, fn, nbytes in (("forward", lambda: ops.scan_forward(k, u, out=h), 12 * elements),
-                                 ("backward", lambda: ops.scan_backward(g, k, u, h, out=grads), 24 * elements)):
+        for name, fn, nbytes in (("forward", lambda: scan_forward(ops, k, u, out=h), 12 * elements),
+                                 ("backward", lambda: scan_backward(ops, g, k, u, h, out=grads), 24 * elements)):
             seconds = median_seconds(fn, repeat=repeat, sync=chosen.synchronize)
             row = {"op": name, "shape": text, "ms": round(seconds * 1e3, 3),
                    "GB_per_s": round(nbytes / seconds / 1e9, 2)}

@@ -38,7 +38,7 @@ def es_loss(kind, meta, arrays, record, data, split, rows, tokens, backend):
 
 def mingru_loss(meta, arrays, data, split, rows, tokens, backend):
     from eggnog.corpus.reader import open_corpus
-    from eggnog.kernels.core.registry import ops_for
+    from eggnog.kernels.core.registry import kernels_for
     from eggnog.models.mingru import MinGruModel
     from eggnog.models.mingru_eval import val_bpb, val_windows
     from eggnog.runtime.world import init_world
@@ -47,7 +47,8 @@ def mingru_loss(meta, arrays, data, split, rows, tokens, backend):
     corpus = open_corpus(data) if data else open_default()
     windows = val_windows(split_of(corpus, split), rows, tokens)  # shrunk to a small split as validation does
     rows, tokens = windows.shape[0], windows.shape[1] - 1
-    loss = val_bpb(MinGruModel(model_config_of(meta)), ops_for(backend.name), arrays["params"], windows, init_world())
+    model = MinGruModel(model_config_of(meta))
+    loss = val_bpb(model, kernels_for(backend.name), arrays["params"], windows, init_world())
     return loss, corpus, rows, tokens, "bits/byte"
 
 

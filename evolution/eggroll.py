@@ -21,7 +21,10 @@ import numpy as np
 
 from eggnog.evolution.fitness import Z_SCALE, check_population
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.egg.changed import count_changed
+from eggnog.kernels.egg.int_update import int_update, int_vote
+from eggnog.kernels.optim.quantized_adamw import quantized_adamw_
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run.config import flag
 
@@ -144,7 +147,7 @@ class IntEggroll:
         (64 everywhere when absent)."""
         self.model, self.cfg, self.seed, self.epoch = model, cfg, seed, epoch
         self.backend = backend  # kernels.backend.Backend
-        self.ops = ops_for(backend.name)
+        self.ops = kernels_for(backend.name)
         self.first_member = first_member
         self.members = cfg.population if members is None else members
         self.params = backend.to_device(np.array(params, dtype=np.int8))  # flat, on the backend
@@ -211,22 +214,22 @@ class IntEggroll:
         for t in self.model.tensors:
             kind = "vector" if t.kind == "vector" else "matrix"
             if cfg.optimizer == "ztest":
-                self.ops.int_update(views[t.name], device_fitness, prefixes[t.name], kind, threshold, cfg.use_clt,
+                int_update(self.ops, views[t.name], device_fitness, prefixes[t.name], kind, threshold, cfg.use_clt,
                                     self.model.noise_kind)
                 continue
             if not self.optimizer_state:
                 self.optimizer_state = {name: self.backend.zeros((self.model.n_params,), np.float32)
                                         for name in OPTIMIZER_ARRAYS}
-            votes = self.ops.int_vote(views[t.name], device_fitness, prefixes[t.name], kind, cfg.use_clt,
+            votes = int_vote(self.ops, views[t.name], device_fitness, prefixes[t.name], kind, cfg.use_clt,
                                       self.model.noise_kind)
             flat = slice(t.offset, t.offset + t.size)
             m, v, acc = (self.optimizer_state[name][flat] for name in OPTIMIZER_ARRAYS)
             lr = cfg.lr_at(self.epoch) * self.model.lr_scale.get(t.name, 1.0)
-            self.ops.quantized_adamw_(self.params[flat], votes.reshape(t.size), m, v, acc, lr,
+            quantized_adamw_(self.ops, self.params[flat], votes.reshape(t.size), m, v, acc, lr,
                                       cfg.beta1, cfg.beta2, ADAM_EPS, cfg.weight_decay)
         self.epoch += 1
         if self.overlay is None:
-            return self.ops.count_changed(before, self.params) / self.model.n_params
+            return count_changed(self.ops, before, self.params) / self.model.n_params
         after = self.host_params()
         self.set_overlay(updated_overlay(self.overlay, self.model, before, after))
         return np.count_nonzero(after != before) / self.model.n_params

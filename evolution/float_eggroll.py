@@ -25,12 +25,16 @@ TF32 tensor cores on a GPU unless --forward-precision says otherwise.
 
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
 from eggnog.evolution.fitness import check_population
+from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.layers.elementwise import add_bias, scale_rows
+from eggnog.kernels.layers.losses import cross_entropy
+from eggnog.kernels.layers.lowrank import lowrank_sum
 from eggnog.kernels.layers.weighted_sums import weighted_means
+from eggnog.kernels.noise.normal_rows import normal_rows
 from eggnog.kernels.noise.scalar_math import prefix_key
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run.config import flag
@@ -130,8 +134,7 @@ class FloatEggroll:
         self.members = cfg.population if members is None else members
         # the population forward's products: TF32 moves member losses by well under their spread
         # (bench/tf32_fitness.py); gradients, validation and sampling keep fp32
-        self.forward_ops = (SimpleNamespace(**{**vars(ops), "matmul": ops.matmul_tf32}) if cfg.uses_tf32(ops.name)
-                            else ops)
+        self.forward_ops = kernels_for(ops.name, "tf32") if cfg.uses_tf32(ops.name) else ops
         self.tensor_ids = {name: TENSOR_ID_BASE + i for i, (name, _, _, _) in enumerate(model.specs)}
         self.kinds = {name: (shape, kind) for name, shape, kind, _ in model.specs}
 
@@ -148,10 +151,10 @@ class FloatEggroll:
         prefix = prefix_key(self.seed, self.tensor_ids[name], self.cfg.noise_epoch(self.epoch))
         pairs = np.asarray(pairs, np.int64)
         if kind != "matrix":
-            return self.ops.normal_rows(prefix, pairs, 0, shape[0])
+            return normal_rows(self.ops, prefix, pairs, 0, shape[0])
         # a pair's stream holds B, then A: two draws at their offsets give both contiguous
-        b = self.ops.normal_rows(prefix, pairs, 0, shape[1] * r).reshape(len(pairs), shape[1], r)
-        a = self.ops.normal_rows(prefix, pairs, shape[1] * r, shape[0] * r).reshape(len(pairs), shape[0], r)
+        b = normal_rows(self.ops, prefix, pairs, 0, shape[1] * r).reshape(len(pairs), shape[1], r)
+        a = normal_rows(self.ops, prefix, pairs, shape[1] * r, shape[0] * r).reshape(len(pairs), shape[0], r)
         return a, b
 
     def perturbation(self):
@@ -169,7 +172,7 @@ class FloatEggroll:
                 matrices[name] = (a, b, coef)
             elif not cfg.freeze_vectors:
                 eps = self.pair_noise(name, member_pairs)
-                vectors[name] = ops.add_bias(ops.scale_rows(eps, scale), views[name])
+                vectors[name] = add_bias(ops, scale_rows(ops, eps, scale), views[name])
         return Perturbation(ops, self.members, matrices, vectors)
 
     def evaluate(self, windows):
@@ -179,7 +182,7 @@ class FloatEggroll:
         windows = np.ascontiguousarray(windows, np.uint8)
         p = self.model.views(ops.to_device(self.params))
         logits, _, _ = self.model.forward(self.forward_ops, p, windows[:, :-1], perturbation=self.perturbation())
-        loss, _ = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(windows[:, 1:]).reshape(-1)))
+        loss, _ = cross_entropy(ops, logits, ops.to_device(np.ascontiguousarray(windows[:, 1:]).reshape(-1)))
         return weighted_means(ops, loss, np.ones(loss.size // windows.shape[0]), windows.shape[0])
 
     def gradient(self, losses):
@@ -199,10 +202,10 @@ class FloatEggroll:
         for name, (shape, kind) in self.kinds.items():
             if kind == "matrix":
                 a, b = self.pair_noise(name, pairs)
-                grads[name] = ops.lowrank_sum(matrix_weight, a, b)
+                grads[name] = lowrank_sum(ops, matrix_weight, a, b)
             elif not cfg.freeze_vectors:
                 eps = self.pair_noise(name, pairs)
-                grads[name] = ops.lowrank_sum(vector_weight, ones, eps.reshape(pairs.size, shape[0], 1))
+                grads[name] = lowrank_sum(ops, vector_weight, ones, eps.reshape(pairs.size, shape[0], 1))
         return self.model.flatten_on(grads, ops)
 
     def tell(self, losses):

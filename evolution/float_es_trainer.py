@@ -10,7 +10,7 @@ from eggnog.corpus.samplers import RandomWindows
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
 from eggnog.evolution.float_es_memory import float_eggroll_memory
 from eggnog.kernels.core.backend import device_free_bytes
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.registry import kernels_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.errors import BadInput
@@ -65,7 +65,7 @@ class FloatEsTrainer:
     def __init__(self, cfg: FloatEsRunConfig, world, backend, corpus):
         cfg.check(world.size)
         self.cfg, self.world, self.backend = cfg, world, backend
-        self.ops = ops_for(backend.name)
+        self.ops = kernels_for(backend.name)
         self.model = MinGruModel(cfg.model_config())
         self.members = cfg.population // world.size
         self.first = world.rank * self.members

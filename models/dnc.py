@@ -45,8 +45,22 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.layers.elementwise import accumulate, add, add_bias, column_sum, scale_rows
+from eggnog.kernels.layers.embedding import embedding, embedding_backward
+from eggnog.kernels.layers.losses import cross_entropy
+from eggnog.kernels.layers.matmul import matmul, matmul_backward
+from eggnog.kernels.layers.norms import layernorm, layernorm_backward
 from eggnog.kernels.layers.weighted_sums import weighted_means
+from eggnog.kernels.rnn.dnc_addressing import (
+    content_address,
+    content_address_backward,
+    content_read,
+    content_read_backward,
+)
+from eggnog.kernels.rnn.dnc_interface import dnc_interface, dnc_interface_backward
+from eggnog.kernels.rnn.dnc_memory import memory_write, memory_write_backward
+from eggnog.kernels.rnn.lstm_cell import lstm_cell, lstm_cell_backward
 from eggnog.models.dnc_windows import concat_columns, put_rows, take_columns, take_rows
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
@@ -168,35 +182,35 @@ class DncModel(FlatParams):
         h, m, w, r = cfg.hidden_size, cfg.memory_size, cfg.head_size, cfg.num_reads
         rw = r * w
         tokens = ops.to_device(np.ascontiguousarray(np.asarray(inputs).T, np.uint8).reshape(-1))
-        x_all = ops.embedding(p["embed.weight"], tokens)
-        bias = ops.add(p["controller.bias_ih"], p["controller.bias_hh"])
+        x_all = embedding(ops, p["embed.weight"], tokens)
+        bias = add(ops, p["controller.bias_ih"], p["controller.bias_hh"])
         hid, cell, reads = ops.zeros((batch, h)), ops.zeros((batch, h)), ops.zeros((batch, rw))
         if memory0 is None:
             mem = ops.zeros((batch * m, w))
         else:
             mem = ops.to_device(np.ascontiguousarray(np.asarray(memory0).reshape(batch * m, w), ops.dtype))
-        mem_ln = ops.layernorm(mem, p["memory_norm.weight"], p["memory_norm.bias"])
+        mem_ln = layernorm(ops, mem, p["memory_norm.weight"], p["memory_norm.bias"])
         hn_all, reads_all = ops.empty((steps * batch, h)), ops.empty((steps * batch, rw))
         cache = {"tokens": tokens, "steps": [], "mem0": mem, "mem0_ln": mem_ln}
         for t in range(steps):
             x = take_rows(ops, x_all, t * batch, batch)
             u = concat_columns(ops, [x, reads])
-            un, u_mean, u_rstd = ops.layernorm(u, p["input_norm.weight"], p["input_norm.bias"])
-            pre = ops.matmul(un, p["controller.weight_ih"])
-            ops.accumulate(pre, ops.matmul(hid, p["controller.weight_hh"]))
-            gates = ops.add_bias(pre, bias)
-            h_new, c_new = ops.lstm_cell(gates, cell)
-            hn, h_mean, h_rstd = ops.layernorm(h_new, p["controller_norm.weight"], p["controller_norm.bias"])
-            iface = ops.add_bias(ops.matmul(hn, p["heads.weight"]), p["heads.bias"])
-            rk, wk, erase, add, strength = ops.dnc_interface(iface, w)
+            un, u_mean, u_rstd = layernorm(ops, u, p["input_norm.weight"], p["input_norm.bias"])
+            pre = matmul(ops, un, p["controller.weight_ih"])
+            accumulate(ops, pre, matmul(ops, hid, p["controller.weight_hh"]))
+            gates = add_bias(ops, pre, bias)
+            h_new, c_new = lstm_cell(ops, gates, cell)
+            hn, h_mean, h_rstd = layernorm(ops, h_new, p["controller_norm.weight"], p["controller_norm.bias"])
+            iface = add_bias(ops, matmul(ops, hn, p["heads.weight"]), p["heads.bias"])
+            rk, wk, erase, added, strength = dnc_interface(ops, iface, w)
             # write, addressed on the memory before it
-            wkn = ops.layernorm(wk, p["write_keys_norm.weight"], p["write_keys_norm.bias"])
-            pw = ops.content_address(wkn[0].reshape(batch, 1, w), mem_ln[0].reshape(batch, m, w)).reshape(batch, m)
-            mem_new = ops.memory_write(mem.reshape(batch, m, w), pw, strength, erase, add).reshape(batch * m, w)
-            mem_new_ln = ops.layernorm(mem_new, p["memory_norm.weight"], p["memory_norm.bias"])
+            wkn = layernorm(ops, wk, p["write_keys_norm.weight"], p["write_keys_norm.bias"])
+            pw = content_address(ops, wkn[0].reshape(batch, 1, w), mem_ln[0].reshape(batch, m, w)).reshape(batch, m)
+            mem_new = memory_write(ops, mem.reshape(batch, m, w), pw, strength, erase, added).reshape(batch * m, w)
+            mem_new_ln = layernorm(ops, mem_new, p["memory_norm.weight"], p["memory_norm.bias"])
             # read, addressed on the memory after it
-            rkn = ops.layernorm(rk.reshape(batch * r, w), p["read_keys_norm.weight"], p["read_keys_norm.bias"])
-            pr, reads = ops.content_read(rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w),
+            rkn = layernorm(ops, rk.reshape(batch * r, w), p["read_keys_norm.weight"], p["read_keys_norm.bias"])
+            pr, reads = content_read(ops, rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w),
                                          mem_new.reshape(batch, m, w))
             pr, reads = pr.reshape(batch * r, m), reads.reshape(batch, rw)
             put_rows(ops, hn_all, t * batch, hn)
@@ -204,12 +218,12 @@ class DncModel(FlatParams):
             if keep:
                 cache["steps"].append(dict(
                     u=u, un=un, u_stats=(u_mean, u_rstd), h_prev=hid, c_prev=cell, gates=gates, h=h_new, c=c_new,
-                    hn=hn, h_stats=(h_mean, h_rstd), rk=rk, wk=wk, erase=erase, add=add, strength=strength, wkn=wkn,
+                    hn=hn, h_stats=(h_mean, h_rstd), rk=rk, wk=wk, erase=erase, add=added, strength=strength, wkn=wkn,
                     pw=pw, mem_prev=mem, mem_prev_ln=mem_ln, mem=mem_new, mem_ln=mem_new_ln, rkn=rkn, pr=pr))
             hid, cell, mem, mem_ln = h_new, c_new, mem_new, mem_new_ln
         out = concat_columns(ops, [hn_all, reads_all])
-        on, o_mean, o_rstd = ops.layernorm(out, p["pre_output_norm.weight"], p["pre_output_norm.bias"])
-        logits = ops.add_bias(ops.matmul(on, p["fc_proj.weight"]), p["fc_proj.bias"])
+        on, o_mean, o_rstd = layernorm(ops, out, p["pre_output_norm.weight"], p["pre_output_norm.bias"])
+        logits = add_bias(ops, matmul(ops, on, p["fc_proj.weight"]), p["fc_proj.bias"])
         cache.update(out=out, on=on, o_stats=(o_mean, o_rstd), shape=(batch, steps))
         return logits, (cache if keep else None)
 
@@ -225,18 +239,18 @@ class DncModel(FlatParams):
 
         def acc(name, value):
             if name in g:
-                ops.accumulate(g[name], value)
+                accumulate(ops, g[name], value)
             else:
                 g[name] = value
 
         def ln_back(dy, x, stats, norm):
-            dx, dw, db = ops.layernorm_backward(dy, x, p[norm + ".weight"], *stats)
+            dx, dw, db = layernorm_backward(ops, dy, x, p[norm + ".weight"], *stats)
             acc(norm + ".weight", dw)
             acc(norm + ".bias", db)
             return dx
 
-        don, g["fc_proj.weight"] = ops.matmul_backward(dlogits, cache["on"], p["fc_proj.weight"])
-        g["fc_proj.bias"] = ops.column_sum(dlogits)
+        don, g["fc_proj.weight"] = matmul_backward(ops, dlogits, cache["on"], p["fc_proj.weight"])
+        g["fc_proj.bias"] = column_sum(ops, dlogits)
         dout = ln_back(don, cache["out"], cache["o_stats"], "pre_output_norm")
         dhn_all, dreads_all = take_columns(ops, dout, 0, h), take_columns(ops, dout, h, rw)
         dh, dc, dr = ops.zeros((batch, h)), ops.zeros((batch, h)), ops.zeros((batch, rw))
@@ -248,18 +262,18 @@ class DncModel(FlatParams):
             mem3 = s["mem"].reshape(batch, m, w)
             # read
             dreads = take_rows(ops, dreads_all, t * batch, batch)
-            ops.accumulate(dreads, dr)
-            drkn, dmem_ln_read, dmem_read = ops.content_read_backward(
+            accumulate(ops, dreads, dr)
+            drkn, dmem_ln_read, dmem_read = content_read_backward(ops,
                 dreads.reshape(batch, r, w), s["pr"].reshape(batch, r, m), s["rkn"][0].reshape(batch, r, w),
                 s["mem_ln"][0].reshape(batch, m, w), mem3)
-            ops.accumulate(dmem, dmem_read)
-            ops.accumulate(dmem_ln, dmem_ln_read)
+            accumulate(ops, dmem, dmem_read)
+            accumulate(ops, dmem_ln, dmem_ln_read)
             dm = ln_back(dmem_ln.reshape(batch * m, w), s["mem"], s["mem_ln"][1:], "memory_norm")
-            ops.accumulate(dmem, dm.reshape(batch, m, w))
+            accumulate(ops, dmem, dm.reshape(batch, m, w))
             # write
-            dmem_prev, dpw, dstrength, derase, dadd = ops.memory_write_backward(
+            dmem_prev, dpw, dstrength, derase, dadd = memory_write_backward(ops,
                 dmem, s["mem_prev"].reshape(batch, m, w), s["pw"], s["strength"], s["erase"], s["add"])
-            dwkn, dmem_ln = ops.content_address_backward(dpw.reshape(batch, 1, m), s["pw"].reshape(batch, 1, m),
+            dwkn, dmem_ln = content_address_backward(ops, dpw.reshape(batch, 1, m), s["pw"].reshape(batch, 1, m),
                                                          s["wkn"][0].reshape(batch, 1, w),
                                                          s["mem_prev_ln"][0].reshape(batch, m, w))
             dwkn = dwkn.reshape(batch, w)
@@ -267,19 +281,19 @@ class DncModel(FlatParams):
             # heads
             drk = ln_back(drkn.reshape(batch * r, w), s["rk"].reshape(batch * r, w), s["rkn"][1:], "read_keys_norm")
             dwk = ln_back(dwkn, s["wk"], s["wkn"][1:], "write_keys_norm")
-            diface = ops.dnc_interface_backward(drk.reshape(batch, rw), dwk, derase, dadd, dstrength.reshape(batch),
+            diface = dnc_interface_backward(ops, drk.reshape(batch, rw), dwk, derase, dadd, dstrength.reshape(batch),
                                                 s["erase"], s["add"], s["strength"])
-            dhn, dheads = ops.matmul_backward(diface, s["hn"], p["heads.weight"])
+            dhn, dheads = matmul_backward(ops, diface, s["hn"], p["heads.weight"])
             acc("heads.weight", dheads)
-            acc("heads.bias", ops.column_sum(diface))
+            acc("heads.bias", column_sum(ops, diface))
             # controller
-            ops.accumulate(dhn, take_rows(ops, dhn_all, t * batch, batch))
+            accumulate(ops, dhn, take_rows(ops, dhn_all, t * batch, batch))
             dh_total = ln_back(dhn, s["h"], s["h_stats"], "controller_norm")
-            ops.accumulate(dh_total, dh)
-            dgates, dc = ops.lstm_cell_backward(dh_total, dc, s["gates"], s["c_prev"], s["c"])
-            acc("controller.bias_ih", ops.column_sum(dgates))
-            dun, dwih = ops.matmul_backward(dgates, s["un"], p["controller.weight_ih"])
-            dh, dwhh = ops.matmul_backward(dgates, s["h_prev"], p["controller.weight_hh"])
+            accumulate(ops, dh_total, dh)
+            dgates, dc = lstm_cell_backward(ops, dh_total, dc, s["gates"], s["c_prev"], s["c"])
+            acc("controller.bias_ih", column_sum(ops, dgates))
+            dun, dwih = matmul_backward(ops, dgates, s["un"], p["controller.weight_ih"])
+            dh, dwhh = matmul_backward(ops, dgates, s["h_prev"], p["controller.weight_hh"])
             acc("controller.weight_ih", dwih)
             acc("controller.weight_hh", dwhh)
             du = ln_back(dun, s["u"], s["u_stats"], "input_norm")
@@ -288,7 +302,7 @@ class DncModel(FlatParams):
         # LN_mem of the zero memory at the start still feeds the first write's addressing
         ln_back(dmem_ln.reshape(batch * m, w), cache["mem0"], cache["mem0_ln"][1:], "memory_norm")
         g["controller.bias_hh"] = g["controller.bias_ih"]
-        g["embed.weight"] = ops.embedding_backward(dx_all, cache["tokens"], cfg.vocab_size)
+        g["embed.weight"] = embedding_backward(ops, dx_all, cache["tokens"], cfg.vocab_size)
         return g
 
     def flatten(self, grads, ops, dtype=np.float32):
@@ -311,7 +325,7 @@ class DncModel(FlatParams):
             raise BadInput(f"memory0 must have shape (B, M, W) = {expected}")
         logits, cache = self.forward(ops, p, inputs, keep, memory0)
         tgt = ops.to_device(np.ascontiguousarray(targets.T, np.uint8).reshape(-1))
-        rows, dlogits = ops.cross_entropy(logits, tgt)
+        rows, dlogits = cross_entropy(ops, logits, tgt)
         weights = np.ascontiguousarray(mask.T, np.float64).reshape(-1)
         total = weights.sum()
         loss = float(weighted_means(ops, rows, weights)[0])
@@ -319,11 +333,11 @@ class DncModel(FlatParams):
 
     def loss(self, backend, flat, batch, memory0=None):
         """Mask-weighted mean cross-entropy in bits; backend "numpy" (float64), "cpu" or "cuda"."""
-        return self._loss_parts(ops_for(backend), flat, batch, False, memory0)[0]
+        return self._loss_parts(kernels_for(backend), flat, batch, False, memory0)[0]
 
     def logits(self, backend, flat, inputs):
         """Host logits (B, T, V) for token ids (B, T)."""
-        ops = ops_for(backend)
+        ops = kernels_for(backend)
         inputs = np.asarray(inputs)
         if inputs.ndim != 2 or inputs.size == 0 or int(inputs.max()) >= self.cfg.vocab_size:
             raise BadInput(f"DNC inputs must be a non-empty (B, T) array of ids below {self.cfg.vocab_size}")
@@ -336,9 +350,9 @@ class DncModel(FlatParams):
         """(loss, gradient as a host vector in storage order) by BPTT; float32 unless `dtype` asks
         otherwise (float64 keeps the "numpy" reference exact, for finite-difference checks). With
         `on_device`, the gradient stays where the backend keeps it (a device array on the GPU)."""
-        ops = ops_for(backend)
+        ops = kernels_for(backend)
         loss, p, cache, dlogits, weights, total = self._loss_parts(ops, flat, batch, True, memory0)
         # cross_entropy's gradient is that of the plain mean over rows: reweight rows to the masked mean
         scale = ops.to_device(np.ascontiguousarray(weights * (weights.size / total), ops.dtype))
-        grads = self.backward(ops, p, cache, ops.scale_rows(dlogits, scale))
+        grads = self.backward(ops, p, cache, scale_rows(ops, dlogits, scale))
         return loss, self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops, dtype)

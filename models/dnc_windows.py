@@ -2,11 +2,13 @@
 `copy_window` kernel: the DNC cuts its interface vector into heads, joins reads to inputs and stores
 each step's rows of a sequence."""
 
+from eggnog.kernels.layers.elementwise import copy_window
+
 
 def take_columns(ops, x, start, width):
     """x[:, start:start + width] as a new contiguous array."""
     out = ops.empty((x.shape[0], width), ops.dtype)
-    ops.copy_window(x, out, 0, start, 0, 0, x.shape[0], width)
+    copy_window(ops, x, out, 0, start, 0, 0, x.shape[0], width)
     return out
 
 
@@ -15,7 +17,7 @@ def concat_columns(ops, parts):
     out = ops.empty((parts[0].shape[0], sum(p.shape[1] for p in parts)), ops.dtype)
     col = 0
     for part in parts:
-        ops.copy_window(part, out, 0, 0, 0, col, part.shape[0], part.shape[1])
+        copy_window(ops, part, out, 0, 0, 0, col, part.shape[0], part.shape[1])
         col += part.shape[1]
     return out
 
@@ -23,10 +25,10 @@ def concat_columns(ops, parts):
 def take_rows(ops, x, start, count):
     """x[start:start + count] as a new contiguous array."""
     out = ops.empty((count, x.shape[1]), ops.dtype)
-    ops.copy_window(x, out, start, 0, 0, 0, count, x.shape[1])
+    copy_window(ops, x, out, start, 0, 0, 0, count, x.shape[1])
     return out
 
 
 def put_rows(ops, dst, start, src):
     """dst[start:start + len(src)] = src, in place."""
-    ops.copy_window(src, dst, 0, 0, start, 0, src.shape[0], src.shape[1])
+    copy_window(ops, src, dst, 0, 0, start, 0, src.shape[0], src.shape[1])

@@ -17,7 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eggnog.kernels.egg.epoch import egg_epoch
+from eggnog.kernels.egg.int_matmul import int_matmul
 from eggnog.kernels.egg.layout import VOCAB, egg_layout
+from eggnog.kernels.egg.member_ops import (
+    egg_clip_add,
+    egg_embedding,
+    egg_gru_forget,
+    egg_gru_output,
+    egg_l1_norm,
+    egg_reset,
+    egg_vector,
+)
 from eggnog.kernels.noise.reference import gaussian_int8
 from eggnog.kernels.noise.scalar_math import EGG_NOISE, prefix_key, stream_key
 from eggnog.runtime.errors import BadInput
@@ -106,7 +117,7 @@ class EggModel(IntTensorModel):
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
         """Each member's summed log-likelihood over its window (kernels/egg/epoch.py); `cfg`: the
         strategy's (IntEggrollConfig)."""
-        return ops.egg_epoch(params, windows, states, prefix_ids, first_member, cfg.sigma_shift, perturbed, gains)
+        return egg_epoch(ops, params, windows, states, prefix_ids, first_member, cfg.sigma_shift, perturbed, gains)
 
     def init_params(self, seed):
         """Matrices ~ round(16 * N(0,1)) from the noise hash, L1-norm weights 16, biases 0."""
@@ -121,7 +132,7 @@ class EggModel(IntTensorModel):
 
     def member_vectors(self, ops, params, prefixes, first_member, count, sigma_shift, perturbed):
         """Each member's (perturbed) copy of every vector parameter: constant over an epoch."""
-        return {t.name: ops.egg_vector(params[t.name], prefixes[t.name], first_member, count, sigma_shift, perturbed)
+        return {t.name: egg_vector(ops, params[t.name], prefixes[t.name], first_member, count, sigma_shift, perturbed)
                 for t in self.tensors if t.kind == "vector"}
 
     def step(self, ops, params, vectors, tokens, states, prefixes, first_member, sigma_shift, perturbed):
@@ -129,21 +140,21 @@ class EggModel(IntTensorModel):
         array per layer) are replaced by the new hidden states."""
 
         def mm(x, name):
-            return ops.int_matmul(x, params[name], prefixes[name], first_member, sigma_shift, perturbed)
+            return int_matmul(ops, x, params[name], prefixes[name], first_member, sigma_shift, perturbed)
 
         for state in states:
-            ops.egg_reset(state, tokens)
-        x = ops.egg_embedding(tokens, params["embedding"], prefixes["embedding"], first_member, sigma_shift, perturbed)
+            egg_reset(ops, state, tokens)
+        x = egg_embedding(ops, tokens, params["embedding"], prefixes["embedding"], first_member, sigma_shift, perturbed)
         for layer in range(self.cfg.n_layer):
             p = f"layers.{layer}."
             s = states[layer]
-            h_in = ops.egg_l1_norm(x, vectors[p + "ln1"])
-            f, fh = ops.egg_gru_forget(mm(h_in, p + "gru.wf"), mm(s, p + "gru.uf"), vectors[p + "gru.bf"], s)
-            h = ops.egg_gru_output(mm(h_in, p + "gru.wh"), mm(fh, p + "gru.uh"), vectors[p + "gru.bh"], f, s)
+            h_in = egg_l1_norm(ops, x, vectors[p + "ln1"])
+            f, fh = egg_gru_forget(ops, mm(h_in, p + "gru.wf"), mm(s, p + "gru.uf"), vectors[p + "gru.bf"], s)
+            h = egg_gru_output(ops, mm(h_in, p + "gru.wh"), mm(fh, p + "gru.uh"), vectors[p + "gru.bh"], f, s)
             states[layer] = h
-            x = ops.egg_clip_add(x, h)
-            x = ops.egg_clip_add(x, mm(mm(ops.egg_l1_norm(x, vectors[p + "ln2"]), p + "mlp.up"), p + "mlp.down"))
-        return mm(ops.egg_l1_norm(x, vectors["ln_out"]), "head")
+            x = egg_clip_add(ops, x, h)
+            x = egg_clip_add(ops, x, mm(mm(egg_l1_norm(ops, x, vectors[p + "ln2"]), p + "mlp.up"), p + "mlp.down"))
+        return mm(egg_l1_norm(ops, x, vectors["ln_out"]), "head")
 
     def architecture(self):
         """Per-tensor table and resolved configuration, for print_arch."""

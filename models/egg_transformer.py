@@ -18,6 +18,7 @@ import numpy as np
 
 from eggnog.kernels.noise.reference import uniform_int8
 from eggnog.kernels.noise.scalar_math import stream_key
+from eggnog.kernels.transformer.epoch import transformer_epoch
 from eggnog.kernels.transformer.layout import NOISE_KINDS, make_spec, transformer_layout
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
@@ -104,7 +105,7 @@ class TransformerModel(IntTensorModel):
     def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
         """Each member's summed (log-likelihood, d-eggs proxy loss) over its window
         (kernels/transformer/epoch.py)."""
-        return ops.transformer_epoch(params, windows, prefix_ids, first_member, self.spec, perturbed)
+        return transformer_epoch(ops, params, windows, prefix_ids, first_member, self.spec, perturbed)
 
     def architecture(self):
         """Per-tensor table and resolved configuration, for print_arch."""

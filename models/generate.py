@@ -12,10 +12,11 @@ checkpoint), each yielding `length` sampled tokens after a prompt:
 import numpy as np
 
 from eggnog.kernels.core.backend import to_host
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.registry import kernels_for
 from eggnog.kernels.noise.reference import bits
 from eggnog.kernels.noise.scalar_math import stream_key
-from eggnog.kernels.transformer.sampler import sampler_settings
+from eggnog.kernels.transformer.decode import transformer_decode
+from eggnog.kernels.transformer.sampler import sample_token, sampler_settings
 from eggnog.models.sampling import egg_logits_to_nats
 
 MAX_CONTEXT = 256
@@ -25,7 +26,7 @@ SAMPLE_STREAM = (1 << 31) - 7  # a tensor id of no parameter: the sampler's own 
 
 def generate_egg(model, flat_params, prompt: bytes, length, sampler, seed, backend):
     """Yield `length` sampled bytes after `prompt` (unperturbed model, zero initial state)."""
-    ops = ops_for(backend.name)
+    ops = kernels_for(backend.name)
     params = model.views(backend.to_device(flat_params))
     prefixes = model.prefixes(0, 0)  # unused without perturbation
     vectors = model.member_vectors(ops, params, prefixes, 0, 1, 0, False)
@@ -48,7 +49,7 @@ def generate_egg(model, flat_params, prompt: bytes, length, sampler, seed, backe
 
 def generate_mingru(model, flat_params, prompt: bytes, length, sampler, seed, backend):
     """Yield `length` sampled bytes after `prompt` (zero initial state; logits are in nats)."""
-    ops = ops_for(backend.name)
+    ops = kernels_for(backend.name)
     params = model.views(ops.to_device(np.asarray(flat_params, np.float32)))
     rng = np.random.default_rng(seed)
     context = np.frombuffer(prompt or b"\0", np.uint8)  # an empty prompt starts a document
@@ -67,7 +68,7 @@ def generate_mingru(model, flat_params, prompt: bytes, length, sampler, seed, ba
 def generate_transformer(model, flat_params, prompt, length, sampler, seed, backend):
     """Yield `length` sampled tokens after `prompt` (a sequence of tokens); the sampler's top-k and
     top-p are not d-eggs' and are not used (bin/generate.py refuses them)."""
-    ops = ops_for(backend.name)
+    ops = kernels_for(backend.name)
     params = backend.to_device(np.asarray(flat_params, np.int8))
     temperature, floor_weight, penalty = sampler_settings(sampler.temperature, sampler.min_p,
                                                           sampler.presence_penalty)
@@ -78,14 +79,14 @@ def generate_transformer(model, flat_params, prompt, length, sampler, seed, back
     values = backend.zeros((model.cfg.n_layer, cache, model.cfg.dim), np.int8)
 
     def read(tokens, position):
-        return ops.transformer_decode(params, np.array(tokens, np.int32), keys, values, position, model.spec)
+        return transformer_decode(ops, params, np.array(tokens, np.int32), keys, values, position, model.spec)
 
     window = context[-cache:]
     logits, position = read(window, 0), len(window)
     for step in range(length):
         counts = np.bincount(context[-PENALTY_HISTORY:], minlength=model.cfg.vocab).astype(np.int64)
         hi, lo = (int(b) for b in bits(key, 2 * step, 2))
-        token = int(ops.sample_token(np.asarray(to_host(logits), np.int64), counts, temperature, floor_weight,
+        token = int(sample_token(ops, np.asarray(to_host(logits), np.int64), counts, temperature, floor_weight,
                                      penalty, ((hi << 32) | lo) >> 1))
         context.append(token)
         yield token

@@ -29,7 +29,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from eggnog.kernels.core.backend import packed_to_device
-from eggnog.kernels.core.registry import BACKENDS, ops_for
+from eggnog.kernels.core.registry import BACKENDS, kernels_for
+from eggnog.kernels.layers.elementwise import add_bias, column_sum, member_affine, scale_rows, swap_leading
+from eggnog.kernels.layers.embedding import embedding_backward
+from eggnog.kernels.layers.losses import cross_entropy
+from eggnog.kernels.layers.matmul import bmm, matmul, matmul_backward
+from eggnog.kernels.layers.weighted_sums import weighted_row_sums
+from eggnog.kernels.noise.probe_copies import probe_copies
+from eggnog.kernels.rnn.lstm import lstm_backward, lstm_forward, lstm_input_projection, lstm_input_projection_backward
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
 
@@ -72,7 +79,7 @@ def tensor_specs(cfg):
 def _ops(backend):
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend {backend!r}: choose numpy, cpu or cuda")
-    return ops_for(backend)
+    return kernels_for(backend)
 
 
 @dataclass(frozen=True)
@@ -131,10 +138,10 @@ class LstmModel(FlatParams):
         same ids as flat uint8 `tokens` on the backend (for the embedding gradient)."""
         h = self.cfg.hidden_size
         steps, batch = rows.shape
-        table = ops.lstm_input_projection(p["embed"], p["W_in"])
-        hs, cs, gates = ops.lstm_forward(table, rows, p["R"], p["b"].reshape(4 * h), p["states0"].reshape(2, h), keep)
+        table = lstm_input_projection(ops, p["embed"], p["W_in"])
+        hs, cs, gates = lstm_forward(ops, table, rows, p["R"], p["b"].reshape(4 * h), p["states0"].reshape(2, h), keep)
         hflat = hs[1:].reshape(steps * batch, h)
-        logits = ops.add_bias(ops.matmul(hflat, p["W_proj"]), p["b_proj"])
+        logits = add_bias(ops, matmul(ops, hflat, p["W_proj"]), p["b_proj"])
         cache = dict(tokens=tokens, hs=hs, cs=cs, gates=gates, hflat=hflat, shape=(batch, steps)) if keep else None
         return logits, cache
 
@@ -143,15 +150,15 @@ class LstmModel(FlatParams):
         cfg = self.cfg
         batch, steps = cache["shape"]
         h = cfg.hidden_size
-        g = {"b_proj": ops.column_sum(dlogits)}
-        dh_out, g["W_proj"] = ops.matmul_backward(dlogits, cache["hflat"], p["W_proj"])
-        draw, g["R"], dh0, dc0 = ops.lstm_backward(dh_out.reshape(steps, batch, h), p["R"], cache["hs"],
+        g = {"b_proj": column_sum(ops, dlogits)}
+        dh_out, g["W_proj"] = matmul_backward(ops, dlogits, cache["hflat"], p["W_proj"])
+        draw, g["R"], dh0, dc0 = lstm_backward(ops, dh_out.reshape(steps, batch, h), p["R"], cache["hs"],
                                                    cache["cs"], cache["gates"])
         draw = draw.reshape(steps * batch, 4 * h)
-        g["b"] = ops.column_sum(draw)
-        g["states0"] = (ops.column_sum(dh0), ops.column_sum(dc0))  # its two rows, as parts (flat_params)
-        dtable = ops.embedding_backward(draw, cache["tokens"], cfg.vocab_size)
-        g["embed"], g["W_in"] = ops.lstm_input_projection_backward(dtable, p["embed"], p["W_in"])
+        g["b"] = column_sum(ops, draw)
+        g["states0"] = (column_sum(ops, dh0), column_sum(ops, dc0))  # its two rows, as parts (flat_params)
+        dtable = embedding_backward(ops, draw, cache["tokens"], cfg.vocab_size)
+        g["embed"], g["W_in"] = lstm_input_projection_backward(ops, dtable, p["embed"], p["W_in"])
         return g
 
     def _check_batch(self, batch):
@@ -181,8 +188,8 @@ class LstmModel(FlatParams):
     def _masked(self, ops, logits, batch):
         """(loss (1,) on the backend, logit gradient of the unweighted mean): the loss is the mask-weighted
         mean cross-entropy in bits of an LstmBatch."""
-        per_row, dlogits = ops.cross_entropy(logits, batch.targets[:logits.shape[0]])
-        return ops.weighted_row_sums(per_row.reshape(1, -1), batch.weights, None, 1.0 / batch.total), dlogits
+        per_row, dlogits = cross_entropy(ops, logits, batch.targets[:logits.shape[0]])
+        return weighted_row_sums(ops, per_row.reshape(1, -1), batch.weights, None, 1.0 / batch.total), dlogits
 
     def loss(self, backend, flat, batch):
         """Mask-weighted mean cross-entropy (bits) of a TaskBatch or LstmBatch."""
@@ -218,7 +225,7 @@ class LstmModel(FlatParams):
         if ops.name == "cuda" and not hasattr(keys, "copy_to_host"):
             keys, alphas = packed_to_device(ops.to_device, np.asarray(keys, np.int64).reshape(-1, 2),
                                             np.asarray(alphas, np.float32))
-        copies = ops.probe_copies(theta, keys, alphas, distribution, self.probe_segments(backend))
+        copies = probe_copies(ops, theta, keys, alphas, distribution, self.probe_segments(backend))
         t = {}
         for name, shape, *_ in self.specs:
             start = probes * self.offsets[name][0]
@@ -226,16 +233,16 @@ class LstmModel(FlatParams):
         rows, steps = batch.shape
         # probe p's head k becomes head p N + k: the table's [4, N, D] column blocks get the probe axis after
         # the gate; R, b and states0 come that way from probe_copies
-        table = ops.bmm(t["embed"].reshape(probes, v, e), t["W_in"].reshape(probes, e, 4 * h))
-        table = ops.swap_leading(table.reshape(probes, v * 4, h)).reshape(v, 4 * probes * h)
-        hs, _, _ = ops.lstm_forward(table, batch.rows, t["R"].reshape(4, probes * n, d, d),
+        table = bmm(ops, t["embed"].reshape(probes, v, e), t["W_in"].reshape(probes, e, 4 * h))
+        table = swap_leading(ops, table.reshape(probes, v * 4, h)).reshape(v, 4 * probes * h)
+        hs, _, _ = lstm_forward(ops, table, batch.rows, t["R"].reshape(4, probes * n, d, d),
                                     t["b"].reshape(4 * probes * h), t["states0"].reshape(2, probes * h), False)
-        hp = ops.swap_leading(hs[1:].reshape(steps * rows, probes, h))  # (P, T B, H)
-        logits = ops.bmm(hp, t["W_proj"].reshape(probes, v, h), False, True)
-        logits = ops.member_affine(logits, self._ones(ops, probes), t["b_proj"].reshape(probes, v))
-        per_row, _ = ops.cross_entropy(logits.reshape(probes * steps * rows, v), batch.targets[:probes * steps * rows])
+        hp = swap_leading(ops, hs[1:].reshape(steps * rows, probes, h))  # (P, T B, H)
+        logits = bmm(ops, hp, t["W_proj"].reshape(probes, v, h), False, True)
+        logits = member_affine(ops, logits, self._ones(ops, probes), t["b_proj"].reshape(probes, v))
+        per_row, _ = cross_entropy(ops, logits.reshape(probes * steps * rows, v), batch.targets[:probes * steps * rows])
         sums = ops.empty(probes, np.float64) if out is None else out
-        ops.weighted_row_sums(per_row.reshape(probes, steps * rows), batch.weights, sums, 1.0 / batch.total)
+        weighted_row_sums(ops, per_row.reshape(probes, steps * rows), batch.weights, sums, 1.0 / batch.total)
         return np.asarray(ops.to_host(sums), np.float64) if out is None else out
 
     def _ones(self, ops, probes):
@@ -253,7 +260,7 @@ class LstmModel(FlatParams):
         p = self._params(ops, flat)
         logits, cache = self.forward(ops, p, batch.rows, keep=True, tokens=batch.tokens)
         loss, dlogits = self._masked(ops, logits, batch)
-        grads = self.backward(ops, p, cache, ops.scale_rows(dlogits, batch.row_scale))
+        grads = self.backward(ops, p, cache, scale_rows(ops, dlogits, batch.row_scale))
         grad = self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops)
         return float(ops.to_host(loss)[0]), grad
 

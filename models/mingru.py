@@ -24,6 +24,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from eggnog.kernels.layers.activations import gelu, gelu_backward
+from eggnog.kernels.layers.elementwise import add, add_bias, column_sum, last_step, member_affine
+from eggnog.kernels.layers.embedding import embedding, embedding_backward
+from eggnog.kernels.layers.losses import cross_entropy
+from eggnog.kernels.layers.lowrank import lowrank_expand, lowrank_project, lowrank_project_rows
+from eggnog.kernels.layers.matmul import matmul, matmul_backward
+from eggnog.kernels.layers.norms import rmsnorm, rmsnorm_backward
+from eggnog.kernels.layers.weighted_sums import weighted_row_sums
+from eggnog.kernels.rnn.scan import scan_backward, scan_forward, scan_step
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
 
@@ -117,7 +126,7 @@ class MinGruModel(FlatParams):
 
     # ---- building blocks (perturbation-aware) ---------------------------------------------------
     def _linear(self, ops, p, name, x, batch, perturbation):
-        y = ops.matmul(x, p[name])
+        y = matmul(ops, x, p[name])
         if perturbation is None:
             return y
         noise = perturbation.matrix(name)
@@ -125,35 +134,35 @@ class MinGruModel(FlatParams):
             return y
         a, b, coef = noise
         steps = x.shape[0] // batch
-        xb = ops.lowrank_project(x.reshape(batch, steps, x.shape[1]), b)
-        return ops.lowrank_expand(y.reshape(batch, steps, y.shape[1]), xb, a, coef).reshape(y.shape)
+        xb = lowrank_project(ops, x.reshape(batch, steps, x.shape[1]), b)
+        return lowrank_expand(ops, y.reshape(batch, steps, y.shape[1]), xb, a, coef).reshape(y.shape)
 
     def _norm(self, ops, p, name, x, batch, perturbation):
         values = perturbation.vector(name) if perturbation is not None else None
         if values is None:
-            return ops.rmsnorm(x, p[name])
-        y, rstd = ops.rmsnorm(x, perturbation.ones(x.shape[1]))
+            return rmsnorm(ops, x, p[name])
+        y, rstd = rmsnorm(ops, x, perturbation.ones(x.shape[1]))
         shape3 = (batch, x.shape[0] // batch, x.shape[1])
-        out = ops.member_affine(y.reshape(shape3), values, perturbation.zeros(batch, x.shape[1]))
+        out = member_affine(ops, y.reshape(shape3), values, perturbation.zeros(batch, x.shape[1]))
         return out.reshape(x.shape), rstd
 
     def _bias(self, ops, p, name, x, batch, perturbation):
         values = perturbation.vector(name) if perturbation is not None else None
         if values is None:
-            return ops.add_bias(x, p[name])
+            return add_bias(ops, x, p[name])
         shape3 = (batch, x.shape[0] // batch, x.shape[1])
-        return ops.member_affine(x.reshape(shape3), perturbation.ones_members(batch, x.shape[1]),
+        return member_affine(ops, x.reshape(shape3), perturbation.ones_members(batch, x.shape[1]),
                                  values).reshape(x.shape)
 
     def _embed(self, ops, p, tokens, perturbation):
         batch, steps = tokens.shape
         flat_tokens = _flat_bytes(ops, tokens)
-        x = ops.embedding(p["embed"], flat_tokens)
+        x = embedding(ops, p["embed"], flat_tokens)
         noise = perturbation.matrix("embed") if perturbation is not None else None
         if noise is not None:
             a, b, coef = noise
-            xb = ops.lowrank_project_rows(ops.to_device(np.ascontiguousarray(tokens, np.uint8)), a)
-            x = ops.lowrank_expand(x.reshape(batch, steps, x.shape[1]), xb, b, coef).reshape(x.shape)
+            xb = lowrank_project_rows(ops, ops.to_device(np.ascontiguousarray(tokens, np.uint8)), a)
+            x = lowrank_expand(ops, x.reshape(batch, steps, x.shape[1]), xb, b, coef).reshape(x.shape)
         return x, flat_tokens
 
     # ---- forward / backward --------------------------------------------------------------------
@@ -164,18 +173,18 @@ class MinGruModel(FlatParams):
         n1, r1 = self._norm(ops, p, b + "gru_norm", x, batch, perturbation)
         u = self._linear(ops, p, b + "gru_hidden", n1, batch, perturbation)
         k = self._linear(ops, p, b + "gru_gate", n1, batch, perturbation)
-        h = ops.scan_forward(k.reshape(batch, steps, cfg.dim_inner), u.reshape(batch, steps, cfg.dim_inner), h0)
+        h = scan_forward(ops, k.reshape(batch, steps, cfg.dim_inner), u.reshape(batch, steps, cfg.dim_inner), h0)
         hf = h.reshape(batch * steps, cfg.dim_inner)
         o = self._linear(ops, p, b + "gru_out", hf, batch, perturbation) if cfg.proj_out else hf
-        x1 = ops.add(x, o)
+        x1 = add(ops, x, o)
         n2, r2 = self._norm(ops, p, b + "ff_norm", x1, batch, perturbation)
         a = self._bias(ops, p, b + "ff_in_bias", self._linear(ops, p, b + "ff_in", n2, batch, perturbation),
                        batch, perturbation)
-        ga = ops.gelu(a)
+        ga = gelu(ops, a)
         f = self._bias(ops, p, b + "ff_out_bias", self._linear(ops, p, b + "ff_out", ga, batch, perturbation),
                        batch, perturbation)
         cache = dict(x=x, n1=n1, r1=r1, k=k, u=u, h=h, h0=h0, hf=hf, x1=x1, n2=n2, r2=r2, a=a, ga=ga)
-        return ops.add(x1, f), ops.last_step(h), cache
+        return add(ops, x1, f), last_step(ops, h), cache
 
     def forward(self, ops, p, tokens, states=None, perturbation=None, keep=False, recompute=False):
         """Logits (B*T, 256) for bytes `tokens` (B, T) from per-layer states (list of (B, dim_inner)
@@ -206,58 +215,58 @@ class MinGruModel(FlatParams):
         batch, steps = cache["shape"]
         shape3 = (batch, steps, cfg.dim_inner)
         g = {}
-        dnf, g["head"] = ops.matmul_backward(dlogits, cache["nf"], p["head"])
-        dx, g["norm"] = ops.rmsnorm_backward(dnf, cache["x"], p["norm"], cache["rf"])
+        dnf, g["head"] = matmul_backward(ops, dlogits, cache["nf"], p["head"])
+        dx, g["norm"] = rmsnorm_backward(ops, dnf, cache["x"], p["norm"], cache["rf"])
         for layer in range(cfg.depth - 1, -1, -1):
             b, c = f"blocks.{layer}.", cache["layers"][layer]
             if cache["recompute"]:  # the layer's activations from its input, as the forward made them
                 c = self._layer(ops, p, layer, c["x"], c["h0"], batch, steps, None)[2]
-            g[b + "ff_out_bias"] = ops.column_sum(dx)
-            dga, g[b + "ff_out"] = ops.matmul_backward(dx, c["ga"], p[b + "ff_out"])
-            da = ops.gelu_backward(dga, c["a"])
-            g[b + "ff_in_bias"] = ops.column_sum(da)
-            dn2, g[b + "ff_in"] = ops.matmul_backward(da, c["n2"], p[b + "ff_in"])
-            dx1_norm, g[b + "ff_norm"] = ops.rmsnorm_backward(dn2, c["x1"], p[b + "ff_norm"], c["r2"])
-            dx1 = ops.add(dx, dx1_norm)
+            g[b + "ff_out_bias"] = column_sum(ops, dx)
+            dga, g[b + "ff_out"] = matmul_backward(ops, dx, c["ga"], p[b + "ff_out"])
+            da = gelu_backward(ops, dga, c["a"])
+            g[b + "ff_in_bias"] = column_sum(ops, da)
+            dn2, g[b + "ff_in"] = matmul_backward(ops, da, c["n2"], p[b + "ff_in"])
+            dx1_norm, g[b + "ff_norm"] = rmsnorm_backward(ops, dn2, c["x1"], p[b + "ff_norm"], c["r2"])
+            dx1 = add(ops, dx, dx1_norm)
             if cfg.proj_out:
-                dhf, g[b + "gru_out"] = ops.matmul_backward(dx1, c["hf"], p[b + "gru_out"])
+                dhf, g[b + "gru_out"] = matmul_backward(ops, dx1, c["hf"], p[b + "gru_out"])
             else:
                 dhf = dx1
-            dk, du, _ = ops.scan_backward(dhf.reshape(shape3), c["k"].reshape(shape3), c["u"].reshape(shape3),
+            dk, du, _ = scan_backward(ops, dhf.reshape(shape3), c["k"].reshape(shape3), c["u"].reshape(shape3),
                                           c["h"], c["h0"])
-            dn1_u, g[b + "gru_hidden"] = ops.matmul_backward(du.reshape(c["hf"].shape), c["n1"], p[b + "gru_hidden"])
-            dn1_k, g[b + "gru_gate"] = ops.matmul_backward(dk.reshape(c["hf"].shape), c["n1"], p[b + "gru_gate"])
-            dxn, g[b + "gru_norm"] = ops.rmsnorm_backward(ops.add(dn1_u, dn1_k), c["x"], p[b + "gru_norm"], c["r1"])
-            dx = ops.add(dx1, dxn)
-        g["embed"] = ops.embedding_backward(dx, cache["tokens"], VOCAB)
+            dn1_u, g[b + "gru_hidden"] = matmul_backward(ops, du.reshape(c["hf"].shape), c["n1"], p[b + "gru_hidden"])
+            dn1_k, g[b + "gru_gate"] = matmul_backward(ops, dk.reshape(c["hf"].shape), c["n1"], p[b + "gru_gate"])
+            dxn, g[b + "gru_norm"] = rmsnorm_backward(ops, add(ops, dn1_u, dn1_k), c["x"], p[b + "gru_norm"], c["r1"])
+            dx = add(ops, dx1, dxn)
+        g["embed"] = embedding_backward(ops, dx, cache["tokens"], VOCAB)
         return g
 
     def loss_and_grad(self, ops, p, inputs, targets, states=None, recompute=False):
         """(mean loss in bits, named gradients, new states) for one chunk: inputs and targets (B, T) bytes,
         on the host or already on the backend."""
         logits, new_states, cache = self.forward(ops, p, inputs, states, keep=True, recompute=recompute)
-        loss, dlogits = ops.cross_entropy(logits, _flat_bytes(ops, targets))
+        loss, dlogits = cross_entropy(ops, logits, _flat_bytes(ops, targets))
         grads = self.backward(ops, p, cache, dlogits)
         if (ops.name, loss.size) not in self._ones:
             self._ones[ops.name, loss.size] = ops.to_device(np.ones(loss.size, np.float32))
-        mean = ops.weighted_row_sums(loss.reshape(1, -1), self._ones[ops.name, loss.size], None, 1.0 / loss.size)
+        mean = weighted_row_sums(ops, loss.reshape(1, -1), self._ones[ops.name, loss.size], None, 1.0 / loss.size)
         return float(ops.to_host(mean)[0]), grads, new_states
 
     def step(self, ops, p, token, states):
         """Generation: logits (B, 256) for bytes `token` (B,) and the states after them."""
         cfg = self.cfg
-        x = ops.embedding(p["embed"], ops.to_device(np.ascontiguousarray(token, np.uint8)))
+        x = embedding(ops, p["embed"], ops.to_device(np.ascontiguousarray(token, np.uint8)))
         new_states = []
         for layer in range(cfg.depth):
             b = f"blocks.{layer}."
-            n1, _ = ops.rmsnorm(x, p[b + "gru_norm"])
-            u = ops.matmul(n1, p[b + "gru_hidden"])
-            k = ops.matmul(n1, p[b + "gru_gate"])
-            h = ops.scan_step(k, u, None if states is None else states[layer])
+            n1, _ = rmsnorm(ops, x, p[b + "gru_norm"])
+            u = matmul(ops, n1, p[b + "gru_hidden"])
+            k = matmul(ops, n1, p[b + "gru_gate"])
+            h = scan_step(ops, k, u, None if states is None else states[layer])
             new_states.append(h)
-            x = ops.add(x, ops.matmul(h, p[b + "gru_out"]) if cfg.proj_out else h)
-            n2, _ = ops.rmsnorm(x, p[b + "ff_norm"])
-            a = ops.gelu(ops.add_bias(ops.matmul(n2, p[b + "ff_in"]), p[b + "ff_in_bias"]))
-            x = ops.add(x, ops.add_bias(ops.matmul(a, p[b + "ff_out"]), p[b + "ff_out_bias"]))
-        nf, _ = ops.rmsnorm(x, p["norm"])
-        return ops.matmul(nf, p["head"]), new_states
+            x = add(ops, x, matmul(ops, h, p[b + "gru_out"]) if cfg.proj_out else h)
+            n2, _ = rmsnorm(ops, x, p[b + "ff_norm"])
+            a = gelu(ops, add_bias(ops, matmul(ops, n2, p[b + "ff_in"]), p[b + "ff_in_bias"]))
+            x = add(ops, x, add_bias(ops, matmul(ops, a, p[b + "ff_out"]), p[b + "ff_out_bias"]))
+        nf, _ = rmsnorm(ops, x, p["norm"])
+        return matmul(ops, nf, p["head"]), new_states

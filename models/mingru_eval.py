@@ -3,6 +3,8 @@ validation split, each row read from a zero state in one parallel pass; rows sha
 
 import numpy as np
 
+from eggnog.kernels.layers.losses import cross_entropy
+from eggnog.kernels.layers.weighted_sums import weighted_row_sums
 from eggnog.runtime.errors import BadInput
 
 
@@ -24,8 +26,8 @@ def val_bpb(model, ops, flat_params, windows, world):
         p = model.views(ops.to_device(flat_params))
         rows = windows[mine]
         logits, _, _ = model.forward(ops, p, rows[:, :-1])
-        loss, _ = ops.cross_entropy(logits, ops.to_device(np.ascontiguousarray(rows[:, 1:]).reshape(-1)))
+        loss, _ = cross_entropy(ops, logits, ops.to_device(np.ascontiguousarray(rows[:, 1:]).reshape(-1)))
         ones = np.ones(loss.size, np.float32)
-        total = float(ops.to_host(ops.weighted_row_sums(loss.reshape(1, loss.size), ones))[0])
+        total = float(ops.to_host(weighted_row_sums(ops, loss.reshape(1, loss.size), ones))[0])
     total = float(world.allgather_array(np.array([total])).sum())
     return total / (windows.shape[0] * (windows.shape[1] - 1))

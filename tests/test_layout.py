@@ -116,3 +116,23 @@ def test_readme_layout_names_every_sub_package():
     missing = [sub for sub in sub_packages()
                if f"`{sub}`" not in table and f"`{sub.split('/', 1)[1]}`" not in table]
     assert sub_packages() and not missing, missing
+
+
+def test_library_code_calls_ops_by_name():
+    """Library code imports each op from its module and calls it with the Kernels it runs on
+    (`matmul(kernels, a, b)`): no op is called through a namespace of ops, and only the registry (for
+    the tests) builds one, so "go to definition" always reaches the op's module."""
+    from eggnog.kernels.core.registry import all_ops
+
+    names = set(all_ops())
+    registry = os.path.join(ROOT, "kernels", "core", "registry.py")
+    offenders = []
+    for path in python_files(*PACKAGES, "bin"):
+        if path == registry:
+            continue
+        for node in ast.walk(ast.parse(open(path).read(), path)):
+            if isinstance(node, ast.Attribute) and node.attr in names and ast.unparse(node.value).endswith("ops"):
+                offenders.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {ast.unparse(node)}")
+            elif isinstance(node, ast.Name) and node.id == "ops_for":
+                offenders.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} ops_for")
+    assert not offenders, offenders

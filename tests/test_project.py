@@ -65,3 +65,9 @@ def test_install_puts_only_the_eggnog_namespace_in_site_packages(tmp_path):
                                                    "evolution", "zorn")), out
     assert out["version"] == "0.1.0"
     assert out["scan"].startswith(str(target)), out["scan"]
+
+
+def test_the_readme_stays_short():
+    """What eggnog is, set-up, the ways to run and where to read more; topics are pages of docs/."""
+    lines = open(os.path.join(ROOT, "README.md")).read().splitlines()
+    assert len(lines) <= 400, f"the README has {len(lines)} lines: move a topic to docs/"

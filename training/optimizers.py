@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 from eggnog.kernels.core.backend import to_host
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.optim.float_steps import adamw_step_, sf_adamw_eval, sf_adamw_step_, sgd_step_
 from eggnog.runtime.errors import BadInput
 
 OPTIMIZERS = ("sf-adamw", "adamw", "sgd")
@@ -33,7 +34,7 @@ class _Vectors:
     (kernels/optim/float_steps.py). Gradients given on the host are copied to the device first."""
 
     def _setup(self, params):
-        self.ops = ops_for("cuda" if hasattr(params, "copy_to_host") else "cpu")
+        self.ops = kernels_for("cuda" if hasattr(params, "copy_to_host") else "cpu")
 
     def _copy(self, a):
         if self.ops.name == "cpu":
@@ -75,7 +76,7 @@ class SfAdamW(_Vectors):
         weight = (k + 1) ** self.r * self.lr_max ** self.weight_lr_power
         self.weight_sum += weight
         c = weight / self.weight_sum if self.weight_sum else 0.0
-        self.ops.sf_adamw_step_(self.y, self.z, self.v, self._grad(grad), lr, c, self.beta1, self.beta2, self.eps,
+        sf_adamw_step_(self.ops, self.y, self.z, self.v, self._grad(grad), lr, c, self.beta1, self.beta2, self.eps,
                                 self.weight_decay, k)
         self.k = k + 1
 
@@ -83,7 +84,7 @@ class SfAdamW(_Vectors):
         return self.y
 
     def eval_params(self):
-        return self.ops.sf_adamw_eval(self.y, self.z, self.beta1)
+        return sf_adamw_eval(self.ops, self.y, self.z, self.beta1)
 
     def state(self):
         return self._host({"z": self.z, "v": self.v}), {"k": self.k, "lr_max": self.lr_max,
@@ -105,7 +106,7 @@ class AdamW(_Vectors):
 
     def step(self, grad):
         self.k += 1
-        self.ops.adamw_step_(self.p, self.m, self.v, self._grad(grad), self.lr, self.beta1, self.beta2, self.eps,
+        adamw_step_(self.ops, self.p, self.m, self.v, self._grad(grad), self.lr, self.beta1, self.beta2, self.eps,
                              self.weight_decay, self.k)
 
     def train_params(self):
@@ -131,7 +132,7 @@ class Sgd(_Vectors):
         self.k = 0
 
     def step(self, grad):
-        self.ops.sgd_step_(self.p, self.buf, self._grad(grad), self.lr, self.momentum, self.weight_decay, self.k == 0)
+        sgd_step_(self.ops, self.p, self.buf, self._grad(grad), self.lr, self.momentum, self.weight_decay, self.k == 0)
         self.k += 1
 
     def train_params(self):

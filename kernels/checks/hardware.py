@@ -31,7 +31,7 @@ from eggnog.kernels.core.cuda_api import (
     require,
 )
 from eggnog.kernels.core.mma import MMA_K, MMA_M, MMA_N, TF32_K, mma_s8_16832, mma_tf32_1688, round_tf32, to_tf32
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 
 I32_2D = numba.int32[:, ::1]
 WARP = 32
@@ -293,3 +293,9 @@ def cuda_grid_rotate(x):
     out = cuda.device_array(x.shape[0], np.int64)
     grid_rotate_cuda[x.shape[0], WARP](x, sums, out)
     return out
+
+# the ops of this module by name, for callers: grid_rotate(kernels, ...)
+grid_rotate = registered("grid_rotate")
+shared_reverse = registered("shared_reverse")
+warp_mma_s8 = registered("warp_mma_s8")
+warp_mma_tf32 = registered("warp_mma_tf32")

@@ -1,5 +1,8 @@
 """The one registry of kernel operations: `@op` records `reference_<name>`, `cpu_<name>` and
-`cuda_<name>` under <name>, and `ops_for(backend)` gathers one backend's implementations.
+`cuda_<name>` under <name>. Code calls an op by its name, imported from the op's module
+(`from eggnog.kernels.layers.matmul import matmul`; `matmul = registered("matmul")` there), with the
+`Kernels` it runs on first: `matmul(kernels_for("cuda", "tf32"), a, b)`. `ops_for(backend)` gathers
+one backend's implementations in one namespace, for the tests.
 
 The reference's `@op(...)` also carries what the generated tests need: `cases(rng)` yields argument
 tuples (host NumPy arrays and scalars; shapes that cross the launcher's tiles and run several blocks),
@@ -29,8 +32,37 @@ class Op:
     cases: object = None
     tolerance: tuple | None = None
 
+    def __call__(self, kernels, *args, **kwargs):
+        """Run the op on `kernels` (a `Kernels`, or anything with its `name` and `precision`)."""
+        return self.implementation(kernels.name, kernels.precision)(*args, **kwargs)
+
+    def implementation(self, backend, precision="fp32"):
+        """The function that runs this op on `backend` at `precision` (PRECISIONS may hand it to
+        another op: `matmul` is `matmul_tf32` at tf32)."""
+        key = (backend, precision)
+        fn = _IMPLEMENTATIONS.get((self.name, key))
+        if fn is None:
+            name = PRECISIONS[precision].get(self.name, self.name)
+            serving = OPS.get(name) or all_ops()[name]  # a precision's op may sit in a module not yet imported
+            fn = getattr(serving, backend)
+            if fn is None:
+                raise RuntimeError(f"op {serving.name!r} has no {backend} implementation")
+            _IMPLEMENTATIONS[(self.name, key)] = fn
+        return fn
+
 
 OPS: dict[str, Op] = {}
+_IMPLEMENTATIONS: dict = {}  # (op, (backend, precision)) -> function, resolved once
+
+
+def registered(name: str) -> Op:
+    """The op `name` as one callable, for its module to export under the op's name (after its three
+    implementations)."""
+    entry = OPS[name]
+    missing = [b for b in BACKENDS if getattr(entry, b) is None]
+    if missing:
+        raise RuntimeError(f"op {name!r} has no {', '.join(missing)} implementation")
+    return entry
 
 
 def normal32(rng, *shape, scale=1.0):
@@ -91,9 +123,6 @@ def all_ops():
     return dict(sorted(OPS.items()))
 
 
-_OPS_FOR = {}  # backend -> (the op names it was built from, the namespace)
-
-
 # --precision of the float trainers: which ops serve `matmul` and `matmul_backward`. fp32 is exact fp32;
 # tf32 runs the forward products on TF32 tensor cores and keeps the gradients fp32; bf16 runs both on
 # bf16 tensor cores. All accumulate in fp32 (the accuracy of each: kernels/layers/matmul_tf32.py, matmul_bf16.py).
@@ -101,56 +130,79 @@ PRECISIONS = {"fp32": {}, "tf32": {"matmul": "matmul_tf32"},
               "bf16": {"matmul": "matmul_bf16", "matmul_backward": "matmul_backward_bf16"}}
 
 
-def ops_for(backend, precision="fp32"):
-    """Every op of one backend ("numpy": float64 references, "cpu": the twins, "cuda": the kernels)
-    under its name, with `to_device`, `to_host`, `empty`, `zeros` and `dtype` for arrays there, and the
-    products of `precision` (PRECISIONS) as `matmul` and `matmul_backward`. Built once a backend and
-    precision (again only when an op was registered since): models ask for it on every call."""
+@dataclass(frozen=True)
+class Kernels:
+    """Where ops run ("numpy": float64 references, "cpu": the twins, "cuda": the kernels) and at what
+    float precision (PRECISIONS): what every op takes first. Arrays reach it through `to_device`, the
+    one way in: float arrays take its float type (float64 on numpy, float32 elsewhere), integer
+    arrays keep theirs; device arrays stay where they are."""
+
+    name: str
+    precision: str = "fp32"
+
+    @property
+    def dtype(self):
+        return np.float64 if self.name == "numpy" else np.float32
+
+    def to_device(self, a):
+        if hasattr(a, "copy_to_host"):
+            return a
+        a = np.asarray(a)
+        host = np.ascontiguousarray(a, self.dtype) if a.dtype.kind == "f" else np.ascontiguousarray(a)
+        if self.name != "cuda":
+            return host
+        from eggnog.kernels.core.cuda_api import cuda
+
+        return cuda.to_device(host)
+
+    @staticmethod
+    def to_host(a):
+        from eggnog.kernels.core.backend import to_host
+
+        return to_host(a)
+
+    def empty(self, shape, dtype=None):
+        dtype = self.dtype if dtype is None else dtype
+        if self.name == "cuda":
+            from eggnog.kernels.core.cuda_api import cuda
+
+            return cuda.device_array(shape, dtype)
+        return np.empty(shape, dtype)
+
+    def zeros(self, shape, dtype=None):
+        dtype = self.dtype if dtype is None else dtype
+        if self.name == "cuda":
+            from eggnog.kernels.core.cuda_api import device_zeros
+
+            return device_zeros(shape, dtype)
+        return np.zeros(shape, dtype)
+
+
+def kernels_for(backend: str, precision: str = "fp32") -> Kernels:
+    """The `Kernels` of one backend and precision (checked)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown kernel backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    return Kernels(backend, precision)
+
+
+_OPS_FOR = {}  # (backend, precision) -> (the op names it was built from, the namespace)
+
+
+def ops_for(backend, precision="fp32"):
+    """For the tests: every op of one backend under its name, with the `Kernels` fields and methods
+    (`name`, `precision`, `dtype`, `to_device`, `to_host`, `empty`, `zeros`), so that it can be given
+    wherever a `Kernels` goes. The products of `precision` serve `matmul` and `matmul_backward`."""
+    kernels = kernels_for(backend, precision)
     entries = all_ops()
     built = _OPS_FOR.get((backend, precision))
     if built is None or built[0] != tuple(entries):
-        ops = _build_ops(backend, entries)
-        for name, replacement in PRECISIONS[precision].items():
-            setattr(ops, name, getattr(ops, replacement))
-        built = _OPS_FOR[(backend, precision)] = tuple(entries), ops
+        missing = [name for name, entry in entries.items() if getattr(entry, backend) is None]
+        if missing:
+            raise RuntimeError(f"ops without a {backend} implementation: {', '.join(missing)}")
+        ops = {name: entry.implementation(backend, precision) for name, entry in entries.items()}
+        helpers = {name: getattr(kernels, name) for name in ("name", "precision", "dtype", "to_device", "to_host",
+                                                              "empty", "zeros")}
+        built = _OPS_FOR[(backend, precision)] = tuple(entries), SimpleNamespace(**helpers, **ops)
     return built[1]
-
-
-def _build_ops(backend, entries):
-    from eggnog.kernels.core.backend import to_host
-
-    ops = {name: getattr(entry, backend) for name, entry in entries.items()}
-    missing = [name for name, fn in ops.items() if fn is None]
-    if missing:
-        raise RuntimeError(f"ops without a {backend} implementation: {', '.join(missing)}")
-    if backend == "cuda":
-        from eggnog.kernels.core.cuda_api import cuda, device_zeros
-
-        dtype = np.float32
-
-        def to_device(a):  # device arrays stay where they are
-            return a if hasattr(a, "copy_to_host") else cuda.to_device(np.ascontiguousarray(a))
-
-        def empty(shape, dtype=np.float32):
-            return cuda.device_array(shape, dtype)
-    else:
-        dtype = np.float64 if backend == "numpy" else np.float32
-
-        def to_device(a):  # float arrays take the backend's float type; integer arrays stay as they are
-            a = np.asarray(a)
-            return np.ascontiguousarray(a, dtype) if a.dtype.kind == "f" else np.ascontiguousarray(a)
-
-        def empty(shape, dtype=dtype):
-            return np.empty(shape, dtype)
-
-    def zeros(shape, dtype=dtype):
-        if backend == "cuda":
-            return device_zeros(shape, dtype)
-        return to_device(np.zeros(shape, dtype))
-
-    return SimpleNamespace(name=backend, dtype=dtype, to_device=to_device, to_host=to_host, empty=empty,
-                           zeros=zeros, **ops)

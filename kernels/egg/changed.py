@@ -12,7 +12,7 @@ import numpy as np
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import I8_1D, I64_1D, cuda, device_zeros, kernel, require
 from eggnog.kernels.core.reductions import block_sum
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 THREADS = 256  # a power of two for the tree sum
 # grid-stride beyond: a few loads per thread even at an EGG's millions of parameters, the same launch
@@ -76,3 +76,6 @@ def cuda_count_changed(before, after):
     grid = max(1, min(MAX_BLOCKS, (before.shape[0] + THREADS - 1) // THREADS))
     count_changed_cuda[grid, THREADS](before, after, out)
     return int(out.copy_to_host()[0])
+
+# the ops of this module by name, for callers: count_changed(kernels, ...)
+count_changed = registered("count_changed")

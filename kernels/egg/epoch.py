@@ -20,12 +20,20 @@ import numpy as np
 
 from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.cuda_api import on_device
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg import epoch_cpu, epoch_cuda
-from eggnog.kernels.egg.int_matmul import reference_int_matmul
+from eggnog.kernels.egg.int_matmul import int_matmul, reference_int_matmul
 from eggnog.kernels.egg.layout import BF, BH, DOWN, LN1, LN2, UF, UH, UP, WF, WH, egg_layout, head_tensors, layer_tensor
 from eggnog.kernels.egg.layout import VOCAB as VOCAB_SIZE
 from eggnog.kernels.egg.member_ops import (
+    egg_clip_add,
+    egg_embedding,
+    egg_gru_forget,
+    egg_gru_output,
+    egg_l1_norm,
+    egg_loglik,
+    egg_reset,
+    egg_vector,
     reference_egg_clip_add,
     reference_egg_embedding,
     reference_egg_gru_forget,
@@ -85,29 +93,29 @@ def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shi
         return gains[gain_at[tid]:end]
 
     def mm(x, tid):
-        return ops.int_matmul(x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed, gain(tid))
+        return int_matmul(ops, x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed, gain(tid))
 
-    vec = {tid: ops.egg_vector(tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed,
+    vec = {tid: egg_vector(ops, tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed,
                                gain(tid))
            for tid, (_, _, kind, _) in enumerate(layout) if kind == "vector"}
     ln_out, head = head_tensors(n_layer)
     total = np.zeros(members, np.int64)
     for t in range(windows.shape[0] - 1):
         tokens, targets = windows[t], windows[t + 1]
-        x = ops.egg_embedding(tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed, gain(0))
+        x = egg_embedding(ops, tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed, gain(0))
         for layer in range(n_layer):
             tid = lambda which: layer_tensor(layer, which)  # noqa: E731
             s = states[layer]
-            ops.egg_reset(s, tokens)
-            h_in = ops.egg_l1_norm(x, vec[tid(LN1)])
-            f, fh = ops.egg_gru_forget(mm(h_in, tid(WF)), mm(s, tid(UF)), vec[tid(BF)], s)
-            h = ops.egg_gru_output(mm(h_in, tid(WH)), mm(fh, tid(UH)), vec[tid(BH)], f, s)
+            egg_reset(ops, s, tokens)
+            h_in = egg_l1_norm(ops, x, vec[tid(LN1)])
+            f, fh = egg_gru_forget(ops, mm(h_in, tid(WF)), mm(s, tid(UF)), vec[tid(BF)], s)
+            h = egg_gru_output(ops, mm(h_in, tid(WH)), mm(fh, tid(UH)), vec[tid(BH)], f, s)
             states[layer] = h
-            x = ops.egg_clip_add(x, h)
-            up = mm(ops.egg_l1_norm(x, vec[tid(LN2)]), tid(UP))
-            x = ops.egg_clip_add(x, mm(up, tid(DOWN)))
-        logits = mm(ops.egg_l1_norm(x, vec[ln_out]), head)
-        total += host(ops.egg_loglik(logits, targets))
+            x = egg_clip_add(ops, x, h)
+            up = mm(egg_l1_norm(ops, x, vec[tid(LN2)]), tid(UP))
+            x = egg_clip_add(ops, x, mm(up, tid(DOWN)))
+        logits = mm(egg_l1_norm(ops, x, vec[ln_out]), head)
+        total += host(egg_loglik(ops, logits, targets))
     return total
 
 
@@ -133,11 +141,11 @@ def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift,
         windows, prefixes = on_device(windows), on_device(prefixes)
         out = epoch_cuda.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains)
         return out.copy_to_host()
-    from eggnog.kernels.core.registry import ops_for
+    from eggnog.kernels.core.registry import kernels_for
 
     columns = cuda.to_device(np.ascontiguousarray(to_host(windows).T))
     gains = None if gains is None else on_device(gains)
-    return per_op_epoch(ops_for("cuda"), params, columns, states, to_host(prefixes), first_member, sigma_shift,
+    return per_op_epoch(kernels_for("cuda"), params, columns, states, to_host(prefixes), first_member, sigma_shift,
                         perturbed, to_host, gains)
 
 
@@ -165,3 +173,6 @@ def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, 
               for layer in range(n_layer)]
     return epoch_cpu.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed,
                                egg_layout(n_layer, dim), layers, (0, *head_tensors(n_layer)), gains)
+
+# the ops of this module by name, for callers: egg_epoch(kernels, ...)
+egg_epoch = registered("egg_epoch")

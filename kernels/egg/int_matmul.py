@@ -20,7 +20,7 @@ import numpy as np
 
 from eggnog.kernels.core.cuda_api import BOOL, I8_2D, I64, I64_1D, U8_1D, cuda, kernel
 from eggnog.kernels.core.reductions import block_total
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import FIXED_POINT, matmul_divisor
 from eggnog.kernels.egg.member_ops import cpu_clip8, gpu_clip8
 from eggnog.kernels.noise import reference
@@ -180,3 +180,6 @@ def cuda_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True, gai
                                               np.int64(FIXED_POINT + sigma_shift), bool(perturbed),
                                               np.int64(matmul_divisor(w.shape[1])), gain, scaled)
     return out
+
+# the ops of this module by name, for callers: int_matmul(kernels, ...)
+int_matmul = registered("int_matmul")

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.core.cuda_api import BOOL, I8_1D, I8_2D, I64, I64_1D, I64_2D, blocks, cuda, kernel
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import iroot
 from eggnog.kernels.egg.member_ops import cpu_clip8, gpu_clip8
 from eggnog.kernels.noise import reference
@@ -254,3 +254,7 @@ def cuda_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
     votes = cuda.device_array(theta.shape, dtype=np.int64)
     _cuda_launch(theta, fitness, prefix, kind, use_clt, np.int64(0), votes, noise)
     return votes
+
+# the ops of this module by name, for callers: int_update(kernels, ...)
+int_update = registered("int_update")
+int_vote = registered("int_vote")

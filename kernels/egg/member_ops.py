@@ -35,7 +35,7 @@ from eggnog.kernels.core.cuda_api import (
     kernel,
 )
 from eggnog.kernels.core.reductions import block_total
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT, build
 from eggnog.kernels.noise import reference
 from eggnog.kernels.noise.gains import GAIN_SHIFT, device_args, kernel_args, random_gains, scaled_reference
@@ -503,3 +503,13 @@ def cuda_egg_loglik(logits, targets):
     out = cuda.device_array(logits.shape[0], dtype=np.int64)
     loglik_cuda[blocks(logits.shape[0])](logits, targets, out)
     return out
+
+# the ops of this module by name, for callers: egg_clip_add(kernels, ...)
+egg_clip_add = registered("egg_clip_add")
+egg_embedding = registered("egg_embedding")
+egg_gru_forget = registered("egg_gru_forget")
+egg_gru_output = registered("egg_gru_output")
+egg_l1_norm = registered("egg_l1_norm")
+egg_loglik = registered("egg_loglik")
+egg_reset = registered("egg_reset")
+egg_vector = registered("egg_vector")

@@ -18,7 +18,7 @@ import numpy as np
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cpu_vector_math import exp32, normal_cdf32
 from eggnog.kernels.core.cuda_api import F32_1D, I32, blocks, cuda, device_function, f64, flat, kernel
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 SIGMOID, TANH = 0, 1
 INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -233,3 +233,9 @@ def cuda_activation_backward(dy, y, kind):
     dx = cuda.device_array(y.shape, np.float32)
     activation_backward_cuda[blocks(y.size)](flat(dy), flat(y), flat(dx), np.int32(kind))
     return dx
+
+# the ops of this module by name, for callers: activation(kernels, ...)
+activation = registered("activation")
+activation_backward = registered("activation_backward")
+gelu = registered("gelu")
+gelu_backward = registered("gelu_backward")

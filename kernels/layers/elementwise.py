@@ -23,7 +23,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 
 ROUNDED = (1e-7, 0.0)  # one fp32 rounding of the exact result
 SUMMED = (1e-5, 1e-5)
@@ -415,3 +415,14 @@ def cuda_swap_leading(x):
     out = cuda.device_array((x.shape[1], x.shape[0], x.shape[2]), np.float32)
     swap_leading_cuda[blocks(out.size)](x, out)
     return out
+
+# the ops of this module by name, for callers: accumulate(kernels, ...)
+accumulate = registered("accumulate")
+add = registered("add")
+add_bias = registered("add_bias")
+column_sum = registered("column_sum")
+copy_window = registered("copy_window")
+last_step = registered("last_step")
+member_affine = registered("member_affine")
+scale_rows = registered("scale_rows")
+swap_leading = registered("swap_leading")

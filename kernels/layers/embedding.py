@@ -14,7 +14,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_2D, U8_1D, cuda, device_zeros, f64, grid2, kernel, require
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 
 def _tokens(rng, n, vocab):
@@ -115,3 +115,7 @@ def cuda_embedding_backward(dout, tokens, vocab):
     grad = device_zeros((vocab, dout.shape[1]))
     embedding_backward_cuda[grid2(dout.shape[1], tokens.shape[0])](dout, tokens, grad)
     return grad
+
+# the ops of this module by name, for callers: embedding(kernels, ...)
+embedding = registered("embedding")
+embedding_backward = registered("embedding_backward")

@@ -17,7 +17,7 @@ from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cpu_vector_math import exp32
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, U8_1D, cuda, f64, kernel, require
 from eggnog.kernels.core.reductions import row_max_and_exp_sum
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 LN2 = math.log(2.0)
 ROW_THREADS = 128  # one block per row; a power of two for the tree reductions
@@ -104,3 +104,6 @@ def cuda_cross_entropy(logits, targets):
     grad = cuda.device_array(logits.shape, np.float32)
     cross_entropy_cuda[logits.shape[0], ROW_THREADS](logits, targets, loss, grad)
     return loss, grad
+
+# the ops of this module by name, for callers: cross_entropy(kernels, ...)
+cross_entropy = registered("cross_entropy")

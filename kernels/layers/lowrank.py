@@ -20,7 +20,7 @@ import numpy as np
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cpu_products import product
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 
 TOLERANCE = (1e-5, 1e-5)
 
@@ -230,3 +230,9 @@ def cuda_lowrank_sum(weight, a, b):
     out = cuda.device_array((a.shape[1], b.shape[1]), np.float32)
     lowrank_sum_cuda[blocks(out.size)](weight, a, b, out)
     return out
+
+# the ops of this module by name, for callers: lowrank_expand(kernels, ...)
+lowrank_expand = registered("lowrank_expand")
+lowrank_project = registered("lowrank_project")
+lowrank_project_rows = registered("lowrank_project_rows")
+lowrank_sum = registered("lowrank_sum")

@@ -18,7 +18,7 @@ import numpy as np
 from eggnog.kernels.core.cpu_products import batched_product, product
 from eggnog.kernels.core.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel, require
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4, store_shared_f32x4
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 
 THREADS = 16  # a block is THREADS x THREADS threads
 PER = 8  # each thread computes PER x PER outputs
@@ -295,3 +295,8 @@ def cuda_bmm(a, b, transpose_a=False, transpose_b=False):
     c = cuda.device_array((a.shape[0], rows, cols), np.float32)
     bmm_cuda[blocks(c.size)](a, b, c, bool(transpose_a), bool(transpose_b))
     return c
+
+# the ops of this module by name, for callers: bmm(kernels, ...)
+bmm = registered("bmm")
+matmul = registered("matmul")
+matmul_backward = registered("matmul_backward")

@@ -56,7 +56,7 @@ from eggnog.kernels.core.cpu_products import product
 from eggnog.kernels.core.cuda_api import F32_2D, cuda, device_function, f64, kernel
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4, store_shared_f32x4
 from eggnog.kernels.core.mma import mma_bf16_16816, pack_bf16x2, round_bf16
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.layers.matmul import check_layer
 
 BLOCK_M, BLOCK_N, BLOCK_K = 128, 256, 16
@@ -359,3 +359,7 @@ def roofline(workload, rows=32768, d_in=1536, d_out=1536):
         "measured": {"benchmark": "matmul_throughput", "row": {"op": "forward_bf16", "shape": f"{rows}x{d_in}x{d_out}"},
                      "ms_per_run": "ours_ms"},
     }
+
+# the ops of this module by name, for callers: matmul_backward_bf16(kernels, ...)
+matmul_backward_bf16 = registered("matmul_backward_bf16")
+matmul_bf16 = registered("matmul_bf16")

@@ -51,7 +51,7 @@ from eggnog.kernels.core.loads import (
     load_shared_tf32_v2,
 )
 from eggnog.kernels.core.mma import mma_tf32_1688, round_tf32
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.layers.matmul import check_layer
 
 BLOCK_M, BLOCK_N, BLOCK_K = 256, 192, 32
@@ -253,3 +253,6 @@ def roofline(workload, rows=32768, d_in=1536, d_out=1536):
         "measured": {"benchmark": "matmul_throughput", "row": {"op": "forward_tf32", "shape": f"{rows}x{d_in}x{d_out}"},
                      "ms_per_run": "ours_ms"},
     }
+
+# the ops of this module by name, for callers: matmul_tf32(kernels, ...)
+matmul_tf32 = registered("matmul_tf32")

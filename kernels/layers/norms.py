@@ -17,7 +17,7 @@ import numpy as np
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, cuda, f64, kernel
 from eggnog.kernels.core.reductions import block_total
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.layers.elementwise import cpu_column_sum, cuda_column_sum
 
 RMS_EPS = float(np.finfo(np.float32).eps)  # torch's RMSNorm default for float32
@@ -282,3 +282,9 @@ def cuda_layernorm_backward(dy, x, w, mean, rstd):
     dx, dw_rows = cuda.device_array(x.shape, np.float32), cuda.device_array(x.shape, np.float32)
     layernorm_backward_cuda[x.shape[0], ROW_THREADS](dy, x, w, mean, rstd, dx, dw_rows)
     return dx, cuda_column_sum(dw_rows), cuda_column_sum(dy)
+
+# the ops of this module by name, for callers: layernorm(kernels, ...)
+layernorm = registered("layernorm")
+layernorm_backward = registered("layernorm_backward")
+rmsnorm = registered("rmsnorm")
+rmsnorm_backward = registered("rmsnorm_backward")

@@ -19,7 +19,7 @@ import numpy as np
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_2D, cuda, device_function, f64, kernel
 from eggnog.kernels.core.reductions import block_total, row_max_and_exp_sum
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 ROW_THREADS = 128  # one block per row; a power of two for the tree reductions
 TOLERANCE = (1e-5, 1e-6)
@@ -133,3 +133,7 @@ def cuda_softmax_rows_backward(dp, p):
     dx = cuda.device_array(p.shape, np.float32)
     softmax_rows_backward_cuda[p.shape[0], ROW_THREADS](dp, p, dx)
     return dx
+
+# the ops of this module by name, for callers: softmax_rows(kernels, ...)
+softmax_rows = registered("softmax_rows")
+softmax_rows_backward = registered("softmax_rows_backward")

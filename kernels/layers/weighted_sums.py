@@ -20,7 +20,7 @@ import numpy as np
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, cuda, f64, kernel, require
 from eggnog.kernels.core.reductions import block_sum
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 
 ROW_THREADS = 256  # one block per row; a power of two for the tree reduction
 TOLERANCE = (1e-12, 1e-12)
@@ -103,5 +103,8 @@ def weighted_means(ops, rows, weights, groups=1):
     """Host float64 (groups,): each group's weighted mean of `rows` (groups * n values on the backend,
     group-major) under host `weights` (n,); only the means leave the device."""
     weights = np.asarray(weights, np.float64)
-    sums = ops.weighted_row_sums(rows.reshape(groups, weights.size), weights.astype(np.float32))
+    sums = weighted_row_sums(ops, rows.reshape(groups, weights.size), weights.astype(np.float32))
     return np.asarray(ops.to_host(sums), np.float64) / weights.sum()
+
+# the ops of this module by name, for callers: weighted_row_sums(kernels, ...)
+weighted_row_sums = registered("weighted_row_sums")

@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.core.cuda_api import F32_2D, I64, I64_1D, blocks, cuda, kernel
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.noise import reference
 from eggnog.kernels.noise.scalar_math import MASK32
 from eggnog.kernels.noise.streams import (
@@ -102,3 +102,6 @@ def cuda_normal_rows(prefix, members, start, count):
     if out.size:
         normal_rows_cuda[blocks(out.size, max_blocks=MAX_BLOCKS)](out, np.int64(prefix), members, np.int64(start))
     return out
+
+# the ops of this module by name, for callers: normal_rows(kernels, ...)
+normal_rows = registered("normal_rows")

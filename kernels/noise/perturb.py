@@ -56,7 +56,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F16_1D, F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, f64, kernel
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.noise import reference
 from eggnog.kernels.noise.scalar_math import MASK32, TWO_POW_M24, stream_key
 from eggnog.kernels.noise.streams import (
@@ -412,3 +412,9 @@ def cuda_apply_probes_(theta, keys, coefs, distribution, start=0):
         grid = blocks(theta.size, max_blocks=MAX_BLOCKS)
         apply_probes_cuda[grid](theta, keys, coefs, np.int64(start), np.int64(code))
     return theta
+
+# the ops of this module by name, for callers: apply_probes_(kernels, ...)
+apply_probes_ = registered("apply_probes_")
+noise = registered("noise")
+perturb_ = registered("perturb_")
+perturbed_copy = registered("perturbed_copy")

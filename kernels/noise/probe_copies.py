@@ -18,7 +18,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, I64, I64_2D, blocks, cuda, device_function, f64, kernel
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.noise.perturb import (
     MAX_BLOCKS,
     cpu_direction,
@@ -138,3 +138,6 @@ def cuda_probe_copies(theta, keys, alphas, distribution, segments):
         probe_copies_cuda[blocks(out.size, max_blocks=MAX_BLOCKS)](theta, keys, alphas, np.int64(code),
                                                                     device_segments, out)
     return out
+
+# the ops of this module by name, for callers: probe_copies(kernels, ...)
+probe_copies = registered("probe_copies")

@@ -16,7 +16,7 @@ import numpy as np
 
 from eggnog.kernels.core.backend import current_backend
 from eggnog.kernels.core.cuda_api import F32_1D, I8_1D, I64, blocks, cuda, device_function, kernel
-from eggnog.kernels.core.registry import BACKENDS, OPS, op
+from eggnog.kernels.core.registry import BACKENDS, OPS, op, registered
 from eggnog.kernels.noise import reference, scalar_math
 
 KINDS = ("uniform_int8", "gaussian_int8", "rademacher_int8", "normal_float32")
@@ -176,3 +176,7 @@ def generate(kind, key, start, count, *, k=15, backend=None):
     if kind == "normal_float32":
         return getattr(OPS["random_normal"], name)(key, start, count)
     return getattr(OPS["random_int8"], name)(INT8_KINDS[kind], key, start, count, k)
+
+# the ops of this module by name, for callers: random_int8(kernels, ...)
+random_int8 = registered("random_int8")
+random_normal = registered("random_normal")

@@ -22,7 +22,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import BOOL, F32, F32_1D, blocks, cuda, f64, kernel, require
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 
 TOLERANCE = (2e-6, 1e-7)
 MAX_BLOCKS = 4096  # grid-stride kernels: enough blocks to fill a GPU, then each thread loops
@@ -273,3 +273,9 @@ def cuda_sf_adamw_eval(y, z, beta1):
     x = cuda.device_array(y.shape, np.float32)
     sf_adamw_eval_cuda[_grid(y.size)](y, z, np.float32(1 / beta1), np.float32(1 - 1 / beta1), x)
     return x
+
+# the ops of this module by name, for callers: adamw_step_(kernels, ...)
+adamw_step_ = registered("adamw_step_")
+sf_adamw_eval = registered("sf_adamw_eval")
+sf_adamw_step_ = registered("sf_adamw_step_")
+sgd_step_ = registered("sgd_step_")

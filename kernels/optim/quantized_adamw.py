@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from eggnog.kernels.core.cuda_api import F32, F32_1D, I8_1D, I64_1D, blocks, cuda, device_function, kernel, require
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 EPS = 1e-8
 MAX_W = 127
@@ -117,3 +117,6 @@ def cuda_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight
     _check(theta, votes, m, v, acc)
     quantized_adamw_cuda[blocks(theta.shape[0])](theta, votes, m, v, acc, *_scalars(lr, beta1, beta2, eps,
                                                                                     weight_decay))
+
+# the ops of this module by name, for callers: quantized_adamw_(kernels, ...)
+quantized_adamw_ = registered("quantized_adamw_")

@@ -42,7 +42,7 @@ from eggnog.kernels.core.cuda_api import (
     require,
 )
 from eggnog.kernels.core.reductions import row_max_and_exp_sum
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.layers.softmax_rows import softmax_backward_row
 
 ROW_THREADS = 128  # one block per (b, k) row; a power of two for the tree reductions
@@ -392,3 +392,9 @@ def cuda_content_read_backward(dreads, p, keys, mem_ln, mem):
                                                        nkeys, keys.shape[2])
     content_read_memory_cuda[blocks(dmem.size, THREADS)](ds, p2, keys, dreads, dmem_ln, dmem)
     return dkeys, dmem_ln, dmem
+
+# the ops of this module by name, for callers: content_address(kernels, ...)
+content_address = registered("content_address")
+content_address_backward = registered("content_address_backward")
+content_read = registered("content_read")
+content_read_backward = registered("content_read_backward")

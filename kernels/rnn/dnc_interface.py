@@ -19,7 +19,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, I64, blocks, cuda, device_function, f64, kernel, require
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.rnn.lstm import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
 
 TOLERANCE = (1e-6, 1e-6)
@@ -182,3 +182,7 @@ def cuda_dnc_interface_backward(drk, dwk, derase, dadd, dstrength, erase, add, s
     diface = cuda.device_array((erase.shape[0], drk.shape[1] + 3 * erase.shape[1] + 1), np.float32)
     dnc_interface_backward_cuda[blocks(diface.size)](drk, dwk, derase, dadd, dstrength, erase, add, strength, diface)
     return diface
+
+# the ops of this module by name, for callers: dnc_interface(kernels, ...)
+dnc_interface = registered("dnc_interface")
+dnc_interface_backward = registered("dnc_interface_backward")

@@ -15,7 +15,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 THREADS = 128
 TOLERANCE = (1e-6, 1e-6)
@@ -189,3 +189,7 @@ def cuda_memory_write_backward(dout, mem, p, s, e, a):
     memory_write_rows_cuda[blocks(n * rows, THREADS)](dout, mem, p, s, e, a, dmem, dw)
     memory_write_columns_cuda[blocks(n * (width + 1), THREADS)](dout, mem, p, s, dw, dp, ds, de, da)
     return dmem, dp, ds, de, da
+
+# the ops of this module by name, for callers: memory_write(kernels, ...)
+memory_write = registered("memory_write")
+memory_write_backward = registered("memory_write_backward")

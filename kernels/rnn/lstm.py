@@ -63,7 +63,7 @@ from eggnog.kernels.core.cuda_api import (
     kernel,
     on_device,
 )
-from eggnog.kernels.core.registry import normal32, op
+from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.layers.matmul import tiled_product
 from eggnog.kernels.rnn.lstm_backward_cuda import run_backward as run_tiled_backward
 from eggnog.kernels.rnn.lstm_backward_cuda import run_weight_grad
@@ -548,3 +548,12 @@ def cuda_lstm_input_projection(x, w_in):
 @op
 def cuda_lstm_input_projection_backward(dwx, x, w_in):
     return tiled_product(dwx, w_in, transpose_b=True), tiled_product(x, dwx, transpose_a=True)
+
+# the ops of this module by name, for callers: lstm_backward(kernels, ...)
+lstm_backward = registered("lstm_backward")
+lstm_backward_step = registered("lstm_backward_step")
+lstm_forward = registered("lstm_forward")
+lstm_forward_step = registered("lstm_forward_step")
+lstm_input_projection = registered("lstm_input_projection")
+lstm_input_projection_backward = registered("lstm_input_projection_backward")
+lstm_recurrent_grad = registered("lstm_recurrent_grad")

@@ -15,7 +15,7 @@ import numpy as np
 
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_2D, blocks, cuda, device_function, f64, kernel
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.rnn.lstm import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
 
 THREADS = 128
@@ -160,3 +160,7 @@ def cuda_lstm_cell_backward(dh, dc, gates, c_prev, c):
     dgates, dc_prev = cuda.device_array(gates.shape, np.float32), cuda.device_array(c_prev.shape, np.float32)
     lstm_cell_backward_cuda[blocks(c_prev.size, THREADS)](dh, dc, gates, c_prev, c, dgates, dc_prev)
     return dgates, dc_prev
+
+# the ops of this module by name, for callers: lstm_cell(kernels, ...)
+lstm_cell = registered("lstm_cell")
+lstm_cell_backward = registered("lstm_cell_backward")

@@ -56,7 +56,7 @@ from eggnog.kernels.core.cuda_api import (
     require,
 )
 from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.rnn.scan_cpu import backward_loop, forward_loop
 from eggnog.kernels.rnn.scan_layout import LANES, SLOTS, STEPS, TILE, plan
 from eggnog.kernels.rnn.scan_roofline import ROOFLINE_WORKLOADS, roofline  # noqa: F401 (the static report's)
@@ -540,3 +540,8 @@ def cuda_scan_step(k, u, h_prev=None, out=None):
     carried = h_prev is not None
     step_cuda[blocks(k.shape[0] * k.shape[1])](k, u, on_device(h_prev, np.float32) if carried else k, carried, h)
     return h
+
+# the ops of this module by name, for callers: scan_backward(kernels, ...)
+scan_backward = registered("scan_backward")
+scan_forward = registered("scan_forward")
+scan_step = registered("scan_step")

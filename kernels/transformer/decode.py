@@ -13,7 +13,7 @@ values are already in a KV cache, so each generated token costs one position.
 import numpy as np
 
 from eggnog.kernels.core.cuda_api import on_device, require
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.transformer import decode_cuda, epoch_cpu
 from eggnog.kernels.transformer.epoch import _cases, _forward
 from eggnog.kernels.transformer.layout import tensor_table
@@ -61,3 +61,6 @@ def cuda_transformer_decode(params, tokens, keys, values, position, spec):
     _check(tokens, keys, values, position, spec)
     return decode_cuda.run_decode(on_device(params), on_device(tokens, np.int32), keys, values, position,
                                   spec).copy_to_host()
+
+# the ops of this module by name, for callers: transformer_decode(kernels, ...)
+transformer_decode = registered("transformer_decode")

@@ -39,7 +39,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from eggnog.kernels.core.cuda_api import on_device
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.egg.member_ops import py_floor_log2_x16
 from eggnog.kernels.noise.reference import member_noise_rows
@@ -267,3 +267,7 @@ def cuda_transformer_last_logits(params, context, spec):
     _, logits = epoch_cuda.run_epoch(on_device(params), window, on_device(np.zeros(len(tensor_table(spec)), np.int64)),
                                      0, spec, False, keep_logits=True)
     return logits.copy_to_host()[0].astype(np.int64)
+
+# the ops of this module by name, for callers: transformer_epoch(kernels, ...)
+transformer_epoch = registered("transformer_epoch")
+transformer_last_logits = registered("transformer_last_logits")

@@ -21,7 +21,7 @@ import numpy as np
 
 from eggnog.kernels.core.cuda_api import I64, I64_1D, cuda, kernel
 from eggnog.kernels.core.reductions import block_max, block_total
-from eggnog.kernels.core.registry import op
+from eggnog.kernels.core.registry import op, registered
 
 TEMP_ONE = 1024
 WEIGHT_BITS = 20
@@ -125,3 +125,6 @@ def cuda_sample_token(logits, counts, temperature, floor_weight, penalty, r):
                                   np.int64(penalty), np.int64(r), cuda.to_device(WEIGHTS),
                                   cuda.device_array(logits.shape[0], np.int64), out)
     return int(out.copy_to_host()[0])
+
+# the ops of this module by name, for callers: sample_token(kernels, ...)
+sample_token = registered("sample_token")

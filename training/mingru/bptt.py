@@ -16,7 +16,8 @@ import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
 from eggnog.kernels.core.backend import device_free_bytes, packed_to_device, to_host
-from eggnog.kernels.core.registry import PRECISIONS, ops_for
+from eggnog.kernels.core.registry import PRECISIONS, kernels_for
+from eggnog.kernels.layers.elementwise import accumulate, scale_rows
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.errors import BadInput
@@ -83,8 +84,8 @@ class BpttTrainer:
         initialisation and draw their own data)."""
         cfg.check(world.size)
         self.cfg, self.world, self.backend = cfg, world, backend
-        self.ops = ops_for(backend.name)  # validation and sampling: fp32
-        self.train_ops = ops_for(backend.name, cfg.precision)
+        self.ops = kernels_for(backend.name)  # validation and sampling: fp32
+        self.train_ops = kernels_for(backend.name, cfg.precision)
         model_cfg = cfg.model_config()
         self.rows = cfg.batch_size // world.size
         # before anything is allocated (the layout of a huge --depth included): a run that cannot fit
@@ -156,7 +157,7 @@ class BpttTrainer:
                 if grad is None:
                     grad = flat
                 else:
-                    ops.accumulate(grad, flat)
+                    accumulate(ops, grad, flat)
             losses.append(loss)
         scale = np.float32(1.0 / (cfg.grad_accum * self.world.size))
         with clock.phase("exchange"):
@@ -169,7 +170,7 @@ class BpttTrainer:
                            f"checkpoint holds the last good state)")
         with clock.phase("update"):
             if scale != 1:
-                grad = ops.scale_rows(grad.reshape(1, -1), ops.to_device(np.array([scale], np.float32))).reshape(-1)
+                grad = scale_rows(ops, grad.reshape(1, -1), ops.to_device(np.array([scale], np.float32))).reshape(-1)
             self.optimizer.step(grad)
         self.step += 1
         return loss

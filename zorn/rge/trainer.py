@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from eggnog.kernels.core.backend import packed_to_device, to_host
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.noise.perturb import apply_probes_, perturbed_copy
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.step_clock import UNTIMED
@@ -115,7 +116,7 @@ class RgeTrainer:
     def __init__(self, cfg: RgeConfig, params, backend, world, seed):
         cfg.check(world.size)
         self.cfg, self.backend, self.world, self.seed = cfg, backend, world, seed
-        self.ops = ops_for(backend.name)
+        self.ops = kernels_for(backend.name)
         self.theta = backend.to_device(np.array(params, np.float32))
         self.work = backend.empty(self.theta.shape, np.float32)
         self.per_rank = cfg.probes // world.size
@@ -150,10 +151,10 @@ class RgeTrainer:
             return self._evaluate_batched(probes_fn, keys, signs, clean)
         plus, minus = np.empty(self.mine.size), np.empty(self.mine.size)
         for i in range(self.mine.size):
-            ops.perturbed_copy(self.theta, self.work, keys[i], float(signs[i] * cfg.eps), cfg.distribution)
+            perturbed_copy(ops, self.theta, self.work, keys[i], float(signs[i] * cfg.eps), cfg.distribution)
             plus[i] = loss_fn(self.work)
             if clean is None:
-                ops.perturbed_copy(self.theta, self.work, keys[i], float(-signs[i] * cfg.eps), cfg.distribution)
+                perturbed_copy(ops, self.theta, self.work, keys[i], float(-signs[i] * cfg.eps), cfg.distribution)
                 minus[i] = loss_fn(self.work)
             else:
                 minus[i] = clean
@@ -202,7 +203,7 @@ class RgeTrainer:
             with clock.phase("update"):
                 keys, signs = self._signed_keys(step)
                 partial = self.backend.zeros(self.theta.shape, np.float32)
-                ops.apply_probes_(partial, keys, self.coefficients(plus, minus, signs), cfg.distribution)
+                apply_probes_(ops, partial, keys, self.coefficients(plus, minus, signs), cfg.distribution)
                 partial = to_host(partial)
             with clock.phase("exchange"):
                 total = world.reduce_sum(partial)
@@ -244,7 +245,7 @@ class RgeTrainer:
         _, _, table = self._evaluate_all(loss_fn, step)
         keys, coefs = self._all_probes(table, step)
         grad = self.backend.zeros(self.theta.shape, np.float32)
-        self.ops.apply_probes_(grad, keys, coefs, self.cfg.distribution)
+        apply_probes_(self.ops, grad, keys, coefs, self.cfg.distribution)
         return to_host(grad)
 
     def _update(self, keys, coefs):
@@ -252,9 +253,9 @@ class RgeTrainer:
         cfg, ops = self.cfg, self.ops
         if self.optimizer is None:
             keys, coefs = packed_to_device(self.backend.to_device, keys, (-cfg.lr * coefs).astype(np.float32))
-            ops.apply_probes_(self.theta, keys, coefs, cfg.distribution)
+            apply_probes_(ops, self.theta, keys, coefs, cfg.distribution)
             return
         grad = self.backend.zeros(self.theta.shape, np.float32)
-        ops.apply_probes_(grad, keys, coefs, cfg.distribution)
+        apply_probes_(ops, grad, keys, coefs, cfg.distribution)
         self.optimizer.step(grad)  # theta, in place, on the backend
 
