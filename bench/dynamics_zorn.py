@@ -161,6 +161,16 @@ def batch_of(seqs, mask):
     return TaskBatch(np.ascontiguousarray(seqs[:, :-1]), np.ascontiguousarray(seqs[:, 1:]), mask)
 
 
+class ScaledLoss:
+    """The model's loss times `scale` (the authors' objective in nats, or ours in bits), as CD-RGE sees it."""
+
+    def __init__(self, model, scale):
+        self.model, self.scale = model, scale
+
+    def loss(self, backend_name, params, batch):
+        return self.model.loss(backend_name, params, batch) * self.scale
+
+
 def eggnog_curve(cell, problem, init, method, lr, objective, bptt_lr, eval_every, seed):
     """Logged losses and [step, clean nats, val nats, clean bits, val bits] scores of one eggnog run.
     objective "authors": their target positions in nats; "own": all answer letters in bits."""
@@ -177,7 +187,8 @@ def eggnog_curve(cell, problem, init, method, lr, objective, bptt_lr, eval_every
     held = {f"{name}{m}": batch_of(problem[name], problem[name + m]) for name in ("clean", "val")
             for m in ("_authors_mask", "_mask")}
     if method == "cdrge":
-        trainer = RgeTrainer(RgeConfig(probes=PROBES, lr=lr), theta, backend, init_world(), seed)
+        trainer = RgeTrainer(ScaledLoss(model, scale), RgeConfig(probes=PROBES, lr=lr), backend, theta, seed,
+                             world=init_world())
         params = lambda: trainer.theta  # noqa: E731
     else:
         opt = AdamW(backend.to_device(theta), bptt_lr, (0.99, 0.999), weight_decay=0.0)
@@ -198,7 +209,7 @@ def eggnog_curve(cell, problem, init, method, lr, objective, bptt_lr, eval_every
                          else problem["train_own_mask"][0 if cell.overfit else step])
         begin = time.perf_counter()
         if method == "cdrge":
-            loss = trainer.step(lambda p: model.loss("cpu", p, batch) * scale, step)
+            loss = trainer.train_step(batch)
         else:
             loss, grad = model.loss_and_grad("cpu", opt.train_params(), batch)
             opt.step(grad * np.float32(scale))

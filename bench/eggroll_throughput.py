@@ -89,7 +89,7 @@ def main(model_name: str = typer.Option("egg", "--model", help="egg or transform
     for population in sizes:
         cfg = replace(base, population=population)
         cfg.check()
-        strategy = IntEggroll(model, cfg, 0, chosen, params)
+        strategy = IntEggroll(model, cfg, chosen, params, 0)
         windows = np.random.default_rng(0).integers(1, vocab, (population, tokens + 1)).astype(model.token_dtype)
         layers, width = model.state_dims
         states = {p: chosen.zeros((layers, population, width), np.int8) for p in (True, False)}

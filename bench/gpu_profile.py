@@ -96,7 +96,7 @@ def eggroll_strategy(backend, model_name, sizes):
                      population=sizes["population"], **extra)
     cfg.check()
     model = cfg.build_model()
-    strategy = IntEggroll(model, cfg, 0, backend, model.init_params(0))
+    strategy = IntEggroll(model, cfg, backend, model.init_params(0), 0)
     vocab = getattr(model.cfg, "vocab", 256)
     windows = np.random.default_rng(0).integers(1, vocab, (sizes["population"], sizes["tokens"] + 1))
     layers, width = model.state_dims

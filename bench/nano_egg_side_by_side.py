@@ -74,7 +74,7 @@ def eggnog_side(backend, depth, dim, population, tokens, repeat):
     model = EggModel(EggConfig(depth, dim))
     cfg = IntEggrollConfig(population=population, tokens_per_update=tokens)
     cfg.check()
-    strategy = IntEggroll(model, cfg, 0, backend, model.init_params(0))
+    strategy = IntEggroll(model, cfg, backend, model.init_params(0), 0)
     windows = np.random.default_rng(0).integers(1, 256, (population, tokens + 1), dtype=np.uint8)
     out, before = {}, loadavg()
     for perturbed, name in ((True, "perturbed"), (False, "plain")):

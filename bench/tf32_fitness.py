@@ -62,7 +62,7 @@ def compare(model, ops, params, cfg_args, epoch, windows):
     for precision in ("fp32", "tf32"):
         cfg = FloatEggrollConfig(**cfg_args, forward_precision=precision)
         optimizer = make_optimizer("sgd", ops.to_device(np.array(params)), 1.0, momentum=0.0)
-        es = FloatEggroll(model, cfg, 0, ops, optimizer, epoch=epoch)
+        es = FloatEggroll(model, cfg, ops, optimizer, 0, step=epoch)
         losses = es.evaluate(windows)
         results[precision] = (losses, zscore_fitness(losses, cfg.group_size, cfg.fitness),
                               ops.to_host(es.gradient(losses)).astype(np.float64))

@@ -12,9 +12,7 @@ lacks (a package it has whose version meets eggnog's pins is kept, never upgrade
     python bin/offline_wheels.py install wheels
     python bin/selfcheck.py --gpu
 
-Where the image's packages cannot be written, install with --target DIR and put DIR on PYTHONPATH
-after the checkout.
-"""
+Where the image's packages cannot be written: --target DIR, and DIR on PYTHONPATH after the checkout."""
 
 from pathlib import Path
 

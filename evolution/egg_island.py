@@ -53,12 +53,12 @@ class EggIsland:
         self.trainer.strategy = self.strategy(self.model.init_params(cfg.seed))
 
     def strategy(self, params, step=0, optimizer_state=None):
-        return IntEggroll(self.model, self.cfg, self.noise_seed, self.backend, to_int8(params), epoch=step,
+        return IntEggroll(self.model, self.cfg, self.backend, to_int8(params), self.noise_seed, step=step,
                           optimizer_state=optimizer_state)
 
     @property
     def step(self):
-        return self.trainer.strategy.epoch
+        return self.trainer.strategy.step
 
     @property
     def n_params(self):
@@ -69,7 +69,7 @@ class EggIsland:
 
     def train_step(self):
         t, cfg = self.trainer, self.cfg
-        windows = t.streams.member_batch(t.strategy.epoch + self.data_offset, 0, cfg.population, cfg.group_size)
+        windows = t.streams.member_batch(t.strategy.step + self.data_offset, 0, cfg.population, cfg.group_size)
         scores = t.strategy.evaluate(windows, t.states)
         fitness, total = t.exchange(scores)
         t.strategy.tell(fitness)
@@ -106,7 +106,7 @@ class EggIsland:
         def write(_, step, arrays, record):
             return save_checkpoint(directory, step, arrays, {**record, **meta}, name=name)
 
-        return write_es_checkpoint(Path(directory).parent, self.cfg, t.strategy.epoch, t.strategy.host_params(), states,
+        return write_es_checkpoint(Path(directory).parent, self.cfg, t.strategy.step, t.strategy.host_params(), states,
                                    t.best_val, extra=t.strategy.host_optimizer_state(), write=write)
 
     def restore(self, path):

@@ -1,12 +1,12 @@
 """Integer EGGROLL (nano-egg): antithetic rank-1 int8 perturbations, sign fitness, z-test gated
-+-1 updates. The strategy is explicit state (parameters, epoch, seed) and two steps:
++-1 updates. The strategy (training/strategy.py) is explicit state (parameters, step, seed) and two
+calls:
 
     scores = strategy.evaluate(windows, states)   # this rank's slice; states (n_layer, members, D)
     strategy.tell(fitness_of_all_pairs)          # identical on every rank
 
-The update is nano-egg's z-test gated +-1 step (`--optimizer ztest`), or d-eggs' AdamW on the vote
-applied as +-1 steps through a float accumulator (`--optimizer adamw`, kernels/optim/quantized_adamw.py), its
-state (m, v, accumulator: 12 bytes a parameter) kept where the parameters are. With
+The update is an optimiser object (evolution/int_optimizers.py): nano-egg's z-test gated +-1 step or
+d-eggs' quantized AdamW on the vote. With
 `--adaptive-noise` the forward's noise is scaled by d-eggs' per row / column / element overlay
 (evolution/noise_overlay.py), updated after every step from which weights moved.
 
@@ -20,11 +20,10 @@ from statistics import NormalDist
 import numpy as np
 
 from eggnog.evolution.fitness import Z_SCALE, check_population
+from eggnog.evolution.int_optimizers import INT_OPTIMIZERS, OPTIMIZER_ARRAYS
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
 from eggnog.kernels.core.registry import kernels_for
 from eggnog.kernels.egg.changed import count_changed
-from eggnog.kernels.egg.int_update import int_update, int_vote
-from eggnog.kernels.optim.quantized_adamw import quantized_adamw_
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run.config import flag
 
@@ -76,33 +75,32 @@ class IntEggrollConfig:
         if self.lr <= 0 or self.weight_decay < 0 or not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise BadInput("--lr must be positive, --weight-decay >= 0 and --beta1, --beta2 in [0, 1)")
 
-    def lr_at(self, epoch):
-        warm = self.lr * (4 if epoch < 100 else 2 if epoch < 200 else 1)
+    def lr_at(self, step):
+        warm = self.lr * (4 if step < 100 else 2 if step < 200 else 1)
         last = getattr(self, "steps", 0)
-        if self.lr_decay == "none" or epoch < WARM_UP or last <= WARM_UP:
+        if self.lr_decay == "none" or step < WARM_UP or last <= WARM_UP:
             return warm
-        return warm * max(0.0, (last - epoch) / (last - WARM_UP))
+        return warm * max(0.0, (last - step) / (last - WARM_UP))
 
-    def alpha_at(self, epoch):
+    def alpha_at(self, step):
         """alpha < 1: constant z-test level; alpha >= 1: 1 / ((2^alpha - 1) t / decay + 1)."""
         if self.alpha < 1:
             return self.alpha
-        return 1.0 / ((2.0**self.alpha - 1.0) * epoch / self.alpha_decay_timestep + 1.0)
+        return 1.0 / ((2.0**self.alpha - 1.0) * step / self.alpha_decay_timestep + 1.0)
 
-    def threshold_at(self, epoch):
+    def threshold_at(self, step):
         """int(16 * Phi^-1(1 - alpha_t / 2)), times the fitness scale (16 for z-scored fitness)."""
-        level = self.alpha_at(epoch)
+        level = self.alpha_at(step)
         thr = int(NormalDist().inv_cdf(1.0 - level / 2.0) * 16) if level < 1 else 0
         return thr * (1 if self.fast_fitness else Z_SCALE)
 
-    def noise_epoch(self, epoch):
-        return 0 if self.noise_reuse == 0 else epoch // self.noise_reuse
+    def noise_epoch(self, step):
+        """The noise key's counter at `step` (nano-egg's epoch): --noise-reuse steps share one."""
+        return 0 if self.noise_reuse == 0 else step // self.noise_reuse
 
 
-OPTIMIZER_ARRAYS = ("opt_m", "opt_v", "opt_acc")  # adamw state, float32 like the parameters' layout
 OVERLAY_ARRAY = "noise_overlay"  # adaptive noise: int8, laid out as the gains (kernels/noise/gains.py)
 STATE_ARRAYS = OPTIMIZER_ARRAYS + (OVERLAY_ARRAY,)  # what a strategy carries besides its parameters
-ADAM_EPS = 1e-8
 
 
 def state_layout(cfg, model):
@@ -140,20 +138,22 @@ def snapshot_arrays(cfg, model, body):
 
 
 class IntEggroll:
-    def __init__(self, model, cfg: IntEggrollConfig, seed, backend, params, epoch=0, first_member=0, members=None,
+    """The strategy (training/strategy.py) of integer EGGROLL: `evaluate(windows, states)` scores this
+    rank's members, `tell(pair_fitness)` moves the parameters by the optimiser the config names."""
+
+    def __init__(self, model, cfg: IntEggrollConfig, backend, params, seed, step=0, first_member=0, members=None,
                  optimizer_state=None):
         """optimizer_state: {STATE_ARRAYS name: array} to continue from: adamw's (zeros, made at the
         first update, when absent: an evaluation-only copy holds no state) and the adaptive-noise overlay
         (64 everywhere when absent)."""
-        self.model, self.cfg, self.seed, self.epoch = model, cfg, seed, epoch
+        self.model, self.cfg, self.seed, self.step = model, cfg, seed, step
         self.backend = backend  # kernels.backend.Backend
         self.ops = kernels_for(backend.name)
         self.first_member = first_member
         self.members = cfg.population if members is None else members
         self.params = backend.to_device(np.array(params, dtype=np.int8))  # flat, on the backend
         state = optimizer_state or {}
-        self.optimizer_state = {name: backend.to_device(np.array(state[name], dtype=np.float32))
-                                for name in OPTIMIZER_ARRAYS if name in state and cfg.optimizer == "adamw"}
+        self.optimizer = INT_OPTIMIZERS[cfg.optimizer](cfg, model, backend, self.ops, state)
         self.overlay, self.gains = None, None  # host int8; device uint8
         self.proxy_sum = None  # the last evaluate's summed d-eggs proxy loss, for a model that has one
         if cfg.adaptive_noise:
@@ -174,7 +174,7 @@ class IntEggroll:
     def host_optimizer_state(self):
         from eggnog.kernels.core.backend import to_host
 
-        state = {name: to_host(a).copy() for name, a in self.optimizer_state.items()}
+        state = {name: to_host(a).copy() for name, a in self.optimizer.state.items()}
         if self.overlay is not None:
             state[OVERLAY_ARRAY] = self.overlay.copy()
         return state
@@ -187,7 +187,7 @@ class IntEggroll:
         every token and layer of every member runs inside it, and only the sums leave the device."""
         from eggnog.kernels.core.backend import to_host
 
-        prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
+        prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.step))
         by_id = np.array([prefixes[t.name] for t in self.model.tensors], dtype=np.int64)  # tensors are in id order
         windows = self.backend.to_device(np.ascontiguousarray(windows, dtype=self.model.token_dtype))
         scores = self.model.population_scores(self.ops, self.params, windows, states, self.backend.to_device(by_id),
@@ -204,30 +204,12 @@ class IntEggroll:
         parameters that moved. Identical on every rank given identical fitness."""
         if fitness.size != self.cfg.population // 2:
             raise ValueError(f"expected {self.cfg.population // 2} pair fitnesses, got {fitness.size}")
-        prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.epoch))
-        threshold = self.cfg.threshold_at(self.epoch)
+        prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.step))
         device_fitness = self.backend.to_device(np.asarray(fitness, dtype=np.int8))
         # the adaptive-noise overlay is updated on the host; without it, the moved count stays on the device
         before = self.host_params() if self.overlay is not None else self.backend.copy(self.params)
-        views = self.model.views(self.params)
-        cfg = self.cfg
-        for t in self.model.tensors:
-            kind = "vector" if t.kind == "vector" else "matrix"
-            if cfg.optimizer == "ztest":
-                int_update(self.ops, views[t.name], device_fitness, prefixes[t.name], kind, threshold, cfg.use_clt,
-                                    self.model.noise_kind)
-                continue
-            if not self.optimizer_state:
-                self.optimizer_state = {name: self.backend.zeros((self.model.n_params,), np.float32)
-                                        for name in OPTIMIZER_ARRAYS}
-            votes = int_vote(self.ops, views[t.name], device_fitness, prefixes[t.name], kind, cfg.use_clt,
-                                      self.model.noise_kind)
-            flat = slice(t.offset, t.offset + t.size)
-            m, v, acc = (self.optimizer_state[name][flat] for name in OPTIMIZER_ARRAYS)
-            lr = cfg.lr_at(self.epoch) * self.model.lr_scale.get(t.name, 1.0)
-            quantized_adamw_(self.ops, self.params[flat], votes.reshape(t.size), m, v, acc, lr,
-                                      cfg.beta1, cfg.beta2, ADAM_EPS, cfg.weight_decay)
-        self.epoch += 1
+        self.optimizer.update(self.params, self.model.views(self.params), device_fitness, prefixes, self.step)
+        self.step += 1
         if self.overlay is None:
             return count_changed(self.ops, before, self.params) / self.model.n_params
         after = self.host_params()

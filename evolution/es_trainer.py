@@ -210,7 +210,7 @@ def val_loglik(model, cfg, backend, params, step, corpus, rows, tokens):
     parts = context_windows(windows, context) if context and tokens > context else (windows, None)
     total = 0
     for part in (p for p in parts if p is not None):
-        probe = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=step, members=len(part))
+        probe = IntEggroll(model, cfg, backend, params, cfg.seed, step=step, members=len(part))
         layers, width = model.state_dims
         states = backend.zeros((layers, len(part), width), np.int8)
         total += int(probe.evaluate(part, states, perturbed=False).sum())
@@ -254,7 +254,7 @@ class EsTrainer:
         self.val_rows, self.val_tokens = val_sample(cfg, corpus)
         self.best_val = None
         self.memory_line = cfg.memory_line(self.model, self.members, device_free_bytes(backend))
-        self.strategy = IntEggroll(self.model, cfg, cfg.seed, backend, self.model.init_params(cfg.seed),
+        self.strategy = IntEggroll(self.model, cfg, backend, self.model.init_params(cfg.seed), cfg.seed,
                                    first_member=self.first, members=self.members)
         layers, width = self.model.state_dims
         self.states = backend.zeros((layers, self.members, width), np.int8)  # (layers, members, dim)
@@ -264,14 +264,14 @@ class EsTrainer:
         states = np.ascontiguousarray(to_host(self.states).transpose(1, 0, 2))  # stored as (members, layers, dim)
         gathered = self.world.allgather_array(states)
         if self.world.is_root:
-            write_es_checkpoint(run_dir, self.cfg, self.strategy.epoch, self.strategy.host_params(), gathered,
+            write_es_checkpoint(run_dir, self.cfg, self.strategy.step, self.strategy.host_params(), gathered,
                                 self.best_val, best, extra=self.strategy.host_optimizer_state())
         self.world.barrier()
 
     def restore(self, path):
         arrays, record = read_es_checkpoint(path, self.cfg, self.model)
-        self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, arrays["params"],
-                                   epoch=record["step"], first_member=self.first, members=self.members,
+        self.strategy = IntEggroll(self.model, self.cfg, self.backend, arrays["params"], self.cfg.seed,
+                                   step=record["step"], first_member=self.first, members=self.members,
                                    optimizer_state=optimizer_state_of(arrays))
         mine = arrays["states"][self.first:self.first + self.members]
         self.states = self.backend.to_device(np.ascontiguousarray(mine.transpose(1, 0, 2)))
@@ -294,18 +294,16 @@ class EsTrainer:
         """Bits/byte of the unperturbed model from a zero state on a fixed sample of the val split;
         rows are shared out over ranks."""
         rows = np.array_split(np.arange(self.val_rows), self.world.size)[self.world.rank]
-        total = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, self.strategy.epoch,
+        total = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, self.strategy.step,
                            self.corpus, rows, self.val_tokens)
         total = float(self.world.allgather_array(np.array([float(total)])).sum())
         return bits_per_byte(total, self.val_rows * self.val_tokens)
 
     def steps_done(self):
-        # A step is one update. The strategies count updates as `epoch`, the noise key's counter (the
-        # kernels hash (seed, tensor, epoch // noise_reuse, ...)): the same number, under its name there.
-        return self.strategy.epoch
+        return self.strategy.step
 
     def loop_step(self, clock):
-        cfg, step = self.cfg, self.strategy.epoch
+        cfg, step = self.cfg, self.strategy.step
         windows = self.streams.member_batch(step, self.first, self.members, cfg.group_size)
         with clock.phase("eval"):
             scores = self.strategy.evaluate(windows, self.states)

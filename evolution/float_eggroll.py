@@ -11,17 +11,7 @@ All members of a rank are evaluated in one parallel pass per layer: the populati
 axis of the model, every member scores its whole `tokens_per_update` window at once through the
 parallel scan. Members of one group (`group_size`, even) share a window.
 
-Fitness is -loss (bits/byte, higher is better), z-scored over the population ("global") or with the
-group mean removed and the global std ("group", as HyperscaleES). The optimiser receives the
-textbook ES estimate of the loss gradient,
-    g = -(1 / (N sigma)) sum_m f_m s_m E_m,   E = A B^T / sqrt(r) (matrices) or eps (vectors),
-so --lr keeps its usual meaning for each optimiser (HyperscaleES absorbs 1/sigma into lr instead).
-
-Everything stays on the backend the model runs on: the noise (kernels/noise/normal_rows.py, the GPU's within
-4 eps of the CPU's), the perturbed vectors, the update (lowrank_sum) and the optimiser; on a GPU only
-the per-pair weights go up and the member losses come down. The population forward's products run on
-TF32 tensor cores on a GPU unless --forward-precision says otherwise.
-"""
+More in docs/internals.md (evolution/float_eggroll.py)."""
 
 import math
 from dataclasses import dataclass
@@ -29,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eggnog.evolution.fitness import check_population
+from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.registry import kernels_for
 from eggnog.kernels.layers.elementwise import add_bias, scale_rows
 from eggnog.kernels.layers.losses import cross_entropy
@@ -75,8 +66,9 @@ class FloatEggrollConfig:
     def uses_tf32(self, backend_name):
         return self.forward_precision == "tf32" or (self.forward_precision == "auto" and backend_name == "cuda")
 
-    def noise_epoch(self, epoch):
-        return 0 if self.noise_reuse == 0 else epoch // self.noise_reuse
+    def noise_epoch(self, step):
+        """The noise key's counter at `step` (nano-egg's epoch): --noise-reuse steps share one."""
+        return 0 if self.noise_reuse == 0 else step // self.noise_reuse
 
 
 def zscore_fitness(losses, group_size, mode):
@@ -124,17 +116,19 @@ class Perturbation:
 
 
 class FloatEggroll:
-    """ask/tell over explicit state: `evaluate` scores this rank's slice of the population,
-    `tell` takes every member's loss (identical on all ranks) and updates the parameters."""
+    """The strategy (training/strategy.py) of float EGGROLL: `evaluate(windows)` scores this rank's
+    slice of the population, `tell(losses)` takes every member's loss (identical on all ranks) and
+    steps the optimiser, which owns the flat float32 parameters on the backend."""
 
-    def __init__(self, model, cfg: FloatEggrollConfig, seed, ops, optimizer, epoch=0, first_member=0, members=None):
-        self.model, self.cfg, self.seed, self.ops = model, cfg, seed, ops
-        self.optimizer = optimizer  # owns the flat float32 parameters (on the backend), updated in place
-        self.epoch, self.first_member = epoch, first_member
+    def __init__(self, model, cfg: FloatEggrollConfig, backend, params, seed, step=0, first_member=0, members=None):
+        self.model, self.cfg, self.seed = model, cfg, seed
+        self.ops = kernels_for(backend.name)
+        self.optimizer = params  # an optimiser that owns the flat float32 parameters (on the backend)
+        self.step, self.first_member = step, first_member
         self.members = cfg.population if members is None else members
         # the population forward's products: TF32 moves member losses by well under their spread
         # (bench/tf32_fitness.py); gradients, validation and sampling keep fp32
-        self.forward_ops = kernels_for(ops.name, "tf32") if cfg.uses_tf32(ops.name) else ops
+        self.forward_ops = kernels_for(backend.name, "tf32") if cfg.uses_tf32(backend.name) else self.ops
         self.tensor_ids = {name: TENSOR_ID_BASE + i for i, (name, _, _, _) in enumerate(model.specs)}
         self.kinds = {name: (shape, kind) for name, shape, kind, _ in model.specs}
 
@@ -142,13 +136,19 @@ class FloatEggroll:
     def params(self):
         return self.optimizer.train_params()
 
+    def host_params(self):
+        return np.array(to_host(self.params), np.float32)
+
+    def host_optimizer_state(self):
+        return {name: np.array(to_host(a), np.float32) for name, a in self.optimizer.state()[0].items()}
+
     def pair_noise(self, name, pairs):
         """Unit noise of tensor `name` for the given pairs (a pair may repeat), on the backend: (A, B)
         for a matrix, eps (P, n) for a vector. Each pair's stream is keyed by the pair alone, so a slice
         of the population sees the noise of the whole one; the GPU draws it within 4 eps of the CPU."""
         shape, kind = self.kinds[name]
         r = self.cfg.perturbation_rank
-        prefix = prefix_key(self.seed, self.tensor_ids[name], self.cfg.noise_epoch(self.epoch))
+        prefix = prefix_key(self.seed, self.tensor_ids[name], self.cfg.noise_epoch(self.step))
         pairs = np.asarray(pairs, np.int64)
         if kind != "matrix":
             return normal_rows(self.ops, prefix, pairs, 0, shape[0])
@@ -158,7 +158,7 @@ class FloatEggroll:
         return a, b
 
     def perturbation(self):
-        """The Perturbation of this rank's members at the current epoch, built on the backend."""
+        """The Perturbation of this rank's members at the current step, built on the backend."""
         cfg, ops = self.cfg, self.ops
         member_pairs = np.arange(self.first_member, self.first_member + self.members) // 2
         signs = np.tile(np.array([1.0, -1.0], np.float32), self.members // 2)
@@ -211,4 +211,4 @@ class FloatEggroll:
     def tell(self, losses):
         """One optimiser step from the losses of the whole population (identical on every rank)."""
         self.optimizer.step(self.gradient(losses))
-        self.epoch += 1
+        self.step += 1

@@ -80,13 +80,13 @@ class FloatEsTrainer:
         self.strategy = self._strategy(cfg.make_optimizer(self.ops.to_device(self.model.init_params(cfg.seed))), 0)
 
     def _strategy(self, optimizer, step):
-        return FloatEggroll(self.model, self.cfg, self.cfg.seed, self.ops, optimizer, step, self.first, self.members)
+        return FloatEggroll(self.model, self.cfg, self.ops, optimizer, self.cfg.seed, step, self.first, self.members)
 
     def save(self, run_dir, best=False):
         if self.world.is_root:
             meta = {**run_meta(self.cfg, "float-eggroll", self.best_val),
-                    "data_position": {"step": self.strategy.epoch}}
-            save_mingru(run_dir / "checkpoints", self.strategy.epoch, self.strategy.optimizer, meta, best=best)
+                    "data_position": {"step": self.strategy.step}}
+            save_mingru(run_dir / "checkpoints", self.strategy.step, self.strategy.optimizer, meta, best=best)
         self.world.barrier()
 
     def restore(self, path):
@@ -107,10 +107,10 @@ class FloatEsTrainer:
         return val_bpb(self.model, self.ops, self.strategy.optimizer.eval_params(), self.val, self.world)
 
     def steps_done(self):
-        return self.strategy.epoch  # the noise key's counter: see EsTrainer.steps_done
+        return self.strategy.step
 
     def loop_step(self, clock):
-        cfg, step = self.cfg, self.strategy.epoch
+        cfg, step = self.cfg, self.strategy.step
         windows = self.windows(step)
         with clock.phase("eval"):
             mine = self.strategy.evaluate(windows)
@@ -123,4 +123,4 @@ class FloatEsTrainer:
 
     def run(self, run_dir):
         val, seconds = run_steps(self, run_dir, "steps")
-        return {"steps": self.strategy.epoch, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds}
+        return {"steps": self.strategy.step, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds}

@@ -2,43 +2,7 @@
 Networks to a Billion Parameters with Zero-Order Optimization", 2025; class DNC of the authors' code,
 sisl/zero_order_rnn), fp32 over one flat parameter buffer, with exact BPTT through the memory.
 
-Per time step t, batch B (reads r_{-1} = 0, memory mem_{-1} = 0 (B, M, W), h_{-1} = c_{-1} = 0):
-
-    u      = LN_in([embed(x_t), r_{t-1}])                                 C = E + R W
-    h, c   = LSTM(u, h_{t-1}, c_{t-1})       gates i, f, g, o (torch order), b = b_ih + b_hh
-    hn     = LN_ctrl(h)
-    iface  = hn W_heads^T + b_heads          columns [read keys R W | write key W | erase W | add W
-                                              | strength 1]
-    write  w   = softmax_M(LN_wk(wkey) . LN_mem(mem_{t-1})^T) * sigmoid(strength)
-           mem_t = mem_{t-1} * (1 - w^T sigmoid(erase)) + w^T tanh(add)
-    read   p_r = softmax_M(LN_rk(key_r) . LN_mem(mem_t)^T)  (no key strength), r_t = p_r mem_t
-    logits = LN_out([hn, r_t]) W_proj^T + b_proj
-
-Write before read, one memory LayerNorm shared by both, as in the authors' forward.
-
-A property of this architecture (not of the implementation): from the zero memory every row gets
-the same LayerNorm, so both softmaxes are uniform, every row receives the same write, and the rows
-stay identical for ever. Read and write keys (fc_read_keys, fc_write_keys and their norms) then
-have exactly zero gradient, and reads equal the common row. `memory0` (B, M, W), an optional
-constant initial memory (the authors' `memory` argument), breaks the symmetry; the tests use it to
-check the key gradients. memory_norm.bias always has zero gradient: it adds the same key . bias
-to every row's score, which the softmax ignores. Choices the paper leaves open, taken from the
-authors' code (torch defaults):
-  * every LayerNorm has affine weight and bias (that is what `formula_params` counts: 2C, 2H,
-    6W for the read-key, write-key and memory norms, 2(H + RW)), eps 1e-5, biased variance;
-    weights start at one, biases at zero;
-  * the LSTM has both torch biases (8H), zero at init; all LSTM and fc_* weights are xavier-uniform
-    with their own fan-in/fan-out; the embedding is torch's nn.Embedding default N(0, 1) (the
-    authors build it outside the model, so it counts as a parameter but gets no xavier init);
-  * no bias-free layers, no dropout; the memory write is differentiated (the authors' in-place
-    no-grad write is their inference path).
-Storage order follows the module order, except that the five head weights are stored back to back
-(read keys, write key, erase, add, strength), then their five biases, so one matmul computes the
-whole interface vector; `architecture()` lists the tensors with the authors' names.
-
-The loss is the mask-weighted mean cross-entropy in bits over the (B, T) predictions of a TaskBatch.
-Rows are time-major inside the model (row = t B + b).
-"""
+More in docs/internals.md (models/dnc.py)."""
 
 import math
 from dataclasses import asdict, dataclass
@@ -211,7 +175,7 @@ class DncModel(FlatParams):
             # read, addressed on the memory after it
             rkn = layernorm(ops, rk.reshape(batch * r, w), p["read_keys_norm.weight"], p["read_keys_norm.bias"])
             pr, reads = content_read(ops, rkn[0].reshape(batch, r, w), mem_new_ln[0].reshape(batch, m, w),
-                                         mem_new.reshape(batch, m, w))
+                                     mem_new.reshape(batch, m, w))
             pr, reads = pr.reshape(batch * r, m), reads.reshape(batch, rw)
             put_rows(ops, hn_all, t * batch, hn)
             put_rows(ops, reads_all, t * batch, reads)
@@ -274,15 +238,15 @@ class DncModel(FlatParams):
             dmem_prev, dpw, dstrength, derase, dadd = memory_write_backward(ops,
                 dmem, s["mem_prev"].reshape(batch, m, w), s["pw"], s["strength"], s["erase"], s["add"])
             dwkn, dmem_ln = content_address_backward(ops, dpw.reshape(batch, 1, m), s["pw"].reshape(batch, 1, m),
-                                                         s["wkn"][0].reshape(batch, 1, w),
-                                                         s["mem_prev_ln"][0].reshape(batch, m, w))
+                                                     s["wkn"][0].reshape(batch, 1, w),
+                                                     s["mem_prev_ln"][0].reshape(batch, m, w))
             dwkn = dwkn.reshape(batch, w)
             dmem = dmem_prev
             # heads
             drk = ln_back(drkn.reshape(batch * r, w), s["rk"].reshape(batch * r, w), s["rkn"][1:], "read_keys_norm")
             dwk = ln_back(dwkn, s["wk"], s["wkn"][1:], "write_keys_norm")
             diface = dnc_interface_backward(ops, drk.reshape(batch, rw), dwk, derase, dadd, dstrength.reshape(batch),
-                                                s["erase"], s["add"], s["strength"])
+                                            s["erase"], s["add"], s["strength"])
             dhn, dheads = matmul_backward(ops, diface, s["hn"], p["heads.weight"])
             acc("heads.weight", dheads)
             acc("heads.bias", column_sum(ops, diface))

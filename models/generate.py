@@ -87,7 +87,7 @@ def generate_transformer(model, flat_params, prompt, length, sampler, seed, back
         counts = np.bincount(context[-PENALTY_HISTORY:], minlength=model.cfg.vocab).astype(np.int64)
         hi, lo = (int(b) for b in bits(key, 2 * step, 2))
         token = int(sample_token(ops, np.asarray(to_host(logits), np.int64), counts, temperature, floor_weight,
-                                     penalty, ((hi << 32) | lo) >> 1))
+                                 penalty, ((hi << 32) | lo) >> 1))
         context.append(token)
         yield token
         if step + 1 == length:

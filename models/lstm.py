@@ -11,17 +11,7 @@ outputs that it is tested against):
               c = sigmoid(f) c + sigmoid(i) tanh(z),  h = sigmoid(o) tanh(c)     (gates i, f, z, o)
     logits = h @ W_proj^T + b_proj
 
-from states0 = (h0, c0), shared by every row of the batch. Tensors are stored in the order of the
-reference's `model.parameters()` (W_in, R, b, states0, W_proj, b_proj, embed), which fixes the
-per-tensor noise keys of the zero-order methods; states0 is part of theta (the reference counts it
-in P but never trains it with BPTT; here its gradient is returned like any other).
-
-    P = V E + 4 E H + 4 H^2 / N + 4 H + 2 H + V H + V
-
-The loss is the mask-weighted mean cross-entropy in bits over the positions of a TaskBatch with
-mask 1. Backends: "numpy" (float64 references), "cpu" (fp32 twins), "cuda" (kernels). Internally
-the sequence is time-major (row t * B + b), so every step reads contiguous (B, .) slices.
-"""
+More in docs/internals.md (models/lstm.py)."""
 
 import math
 from dataclasses import asdict, dataclass
@@ -153,7 +143,7 @@ class LstmModel(FlatParams):
         g = {"b_proj": column_sum(ops, dlogits)}
         dh_out, g["W_proj"] = matmul_backward(ops, dlogits, cache["hflat"], p["W_proj"])
         draw, g["R"], dh0, dc0 = lstm_backward(ops, dh_out.reshape(steps, batch, h), p["R"], cache["hs"],
-                                                   cache["cs"], cache["gates"])
+                                               cache["cs"], cache["gates"])
         draw = draw.reshape(steps * batch, 4 * h)
         g["b"] = column_sum(ops, draw)
         g["states0"] = (column_sum(ops, dh0), column_sum(ops, dc0))  # its two rows, as parts (flat_params)
@@ -236,7 +226,7 @@ class LstmModel(FlatParams):
         table = bmm(ops, t["embed"].reshape(probes, v, e), t["W_in"].reshape(probes, e, 4 * h))
         table = swap_leading(ops, table.reshape(probes, v * 4, h)).reshape(v, 4 * probes * h)
         hs, _, _ = lstm_forward(ops, table, batch.rows, t["R"].reshape(4, probes * n, d, d),
-                                    t["b"].reshape(4 * probes * h), t["states0"].reshape(2, probes * h), False)
+                                t["b"].reshape(4 * probes * h), t["states0"].reshape(2, probes * h), False)
         hp = swap_leading(ops, hs[1:].reshape(steps * rows, probes, h))  # (P, T B, H)
         logits = bmm(ops, hp, t["W_proj"].reshape(probes, v, h), False, True)
         logits = member_affine(ops, logits, self._ones(ops, probes), t["b_proj"].reshape(probes, v))

@@ -10,14 +10,7 @@ gruboros initialisation: N(0, 0.02/sqrt(dim)) for embedding, head, minGRU input 
 weights; zeros for the minGRU output projection and the FF output layer, so every block starts as
 the identity; norms at one; the FF input bias as PyTorch's default U(+-1/sqrt(dim)).
 
-All parameters live in one flat float32 vector (optimisers and checkpoints see that vector);
-`views` cuts it into named tensors on the backend. `forward` runs every layer as one parallel scan
-over T and returns the per-layer carried states (the last h of each layer, before out_proj);
-`backward` is the exact gradient of the mean cross-entropy (bits) for TBPTT, states detached; with
-recomputation it rebuilds each layer's activations from the layer's input (bit for bit the same).
-A `perturbation` (float EGGROLL) adds member-specific low-rank terms to every matrix product and
-member-specific values to norm weights and biases; see evolution/float_eggroll.py.
-"""
+More in docs/internals.md (models/mingru.py)."""
 
 import math
 from dataclasses import asdict, dataclass
@@ -152,7 +145,7 @@ class MinGruModel(FlatParams):
             return add_bias(ops, x, p[name])
         shape3 = (batch, x.shape[0] // batch, x.shape[1])
         return member_affine(ops, x.reshape(shape3), perturbation.ones_members(batch, x.shape[1]),
-                                 values).reshape(x.shape)
+                             values).reshape(x.shape)
 
     def _embed(self, ops, p, tokens, perturbation):
         batch, steps = tokens.shape
@@ -233,7 +226,7 @@ class MinGruModel(FlatParams):
             else:
                 dhf = dx1
             dk, du, _ = scan_backward(ops, dhf.reshape(shape3), c["k"].reshape(shape3), c["u"].reshape(shape3),
-                                          c["h"], c["h0"])
+                                      c["h"], c["h0"])
             dn1_u, g[b + "gru_hidden"] = matmul_backward(ops, du.reshape(c["hf"].shape), c["n1"], p[b + "gru_hidden"])
             dn1_k, g[b + "gru_gate"] = matmul_backward(ops, dk.reshape(c["hf"].shape), c["n1"], p[b + "gru_gate"])
             dxn, g[b + "gru_norm"] = rmsnorm_backward(ops, add(ops, dn1_u, dn1_k), c["x"], p[b + "gru_norm"], c["r1"])

@@ -42,14 +42,12 @@ def copies(monkeypatch):
 @pytest.mark.parametrize("probe_batch", [1, 2, 4])
 def test_a_cdrge_step_copies_its_losses_once_when_batched(copies, probe_batch):
     model = LstmModel(LstmConfig(VOCAB, 2, 4, 2))
-    batch = model.prepare("cuda", make_task("copy", 2, 2, seed=1).batch(0, 2), probe_batch)
-    rge = RgeTrainer(RgeConfig(probes=2, lr=0.05, sigma=0.01, probe_batch=probe_batch), model.init_params(2), DEVICE,
-                     init_world(), seed=9)
+    batch = make_task("copy", 2, 2, seed=1).batch(0, 2)
+    rge = RgeTrainer(model, RgeConfig(probes=2, lr=0.05, sigma=0.01, probe_batch=probe_batch), DEVICE,
+                     model.init_params(2), 9, world=init_world())
     before = rge.host_params()
     copies.clear()
-    rge.step(lambda p: model.loss("cuda", p, batch), 0,
-             probes_fn=lambda theta, keys, alphas, out: model.probe_losses("cuda", theta, keys, alphas, "rademacher",
-                                                                           batch, out))
+    rge.train_step(batch)
     assert copies == ([1, 1, 1, 1] if probe_batch == 1 else [4])  # per-token rows would be 6 a probe
     assert not np.array_equal(rge.host_params(), before)  # the update ran, on the device
 
@@ -72,8 +70,8 @@ def test_the_bptt_baseline_steps_on_the_device(copies, model):
 def test_float_eggroll_brings_back_one_loss_per_member(copies):
     model = MinGruModel(MinGruConfig(4, 1, 1.5, 2.0))
     ops = ops_for("cuda")
-    es = FloatEggroll(model, FloatEggrollConfig(population=4, group_size=2, sigma=0.01, perturbation_rank=2), 5, ops,
-                      make_optimizer("sgd", ops.to_device(model.init_params(1)), 1.0, momentum=0.0))
+    es = FloatEggroll(model, FloatEggrollConfig(population=4, group_size=2, sigma=0.01, perturbation_rank=2), ops,
+                      make_optimizer("sgd", ops.to_device(model.init_params(1)), 1.0, momentum=0.0), 5)
     windows = np.random.default_rng(0).integers(0, 256, (4, 6)).astype(np.uint8)
     copies.clear()
     losses = es.evaluate(windows)

@@ -74,7 +74,7 @@ def test_evaluate_equals_the_per_op_model_step(perturbed):
     windows[::4, 2] = 0
     start = rng.integers(-60, 61, (2, members, 24)).astype(np.int8)
     cfg = IntEggrollConfig(population=32, sigma_shift=3)
-    strategy = IntEggroll(model, cfg, 11, Backend("cpu"), flat, epoch=6, first_member=first, members=members)
+    strategy = IntEggroll(model, cfg, Backend("cpu"), flat, 11, step=6, first_member=first, members=members)
     states = start.copy()
     scores = strategy.evaluate(windows, states, perturbed=perturbed)
 

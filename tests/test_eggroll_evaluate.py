@@ -33,7 +33,7 @@ def test_evaluate_equals_the_reference_sum(backend, perturbed):
     model = EggModel(EggConfig(1, 8))
     flat = model.init_params(2)
     first = 2
-    strategy = IntEggroll(model, IntEggrollConfig(population=8, sigma_shift=4), 0, backend, flat, first_member=first,
+    strategy = IntEggroll(model, IntEggrollConfig(population=8, sigma_shift=4), backend, flat, 0, first_member=first,
                           members=WINDOWS.shape[0])
     states = backend.zeros((1, WINDOWS.shape[0], 8), np.int8)
     scores = strategy.evaluate(WINDOWS, states, perturbed=perturbed)

@@ -21,7 +21,7 @@ def strategy(population, flat=None, backend="cpu", **overrides):
     cfg = FloatEggrollConfig(**{"population": population, "group_size": 2, "sigma": 0.01, **overrides})
     flat = MODEL.init_params(1) + RNG.normal(0, 0.1, MODEL.n_params).astype(np.float32) if flat is None else flat
     ops = ops_for(backend)
-    return FloatEggroll(MODEL, cfg, 5, ops, make_optimizer("sgd", ops.to_device(flat), 1.0, momentum=0.0))
+    return FloatEggroll(MODEL, cfg, ops, make_optimizer("sgd", ops.to_device(flat), 1.0, momentum=0.0), 5)
 
 
 def test_zscore_fitness_global_and_group():
@@ -77,7 +77,7 @@ def test_estimate_points_along_the_true_gradient_more_so_with_more_members():
 
 def test_a_slice_of_the_population_sees_the_same_noise():
     whole = strategy(8)
-    part = FloatEggroll(MODEL, whole.cfg, 5, ops_for("cpu"), whole.optimizer, first_member=4, members=4)
+    part = FloatEggroll(MODEL, whole.cfg, ops_for("cpu"), whole.optimizer, 5, first_member=4, members=4)
     full, mine = whole.perturbation(), part.perturbation()
     for name in ("blocks.0.gru_hidden", "head"):
         for a, b in zip(full.matrix(name)[:2], mine.matrix(name)[:2]):
@@ -88,9 +88,9 @@ def test_a_slice_of_the_population_sees_the_same_noise():
 def test_the_noise_changes_with_the_epoch_unless_reused():
     es = strategy(4, noise_reuse=2)
     first = es.pair_noise("head", np.array([0]))[0]
-    es.epoch = 1
+    es.step = 1
     assert np.array_equal(es.pair_noise("head", np.array([0]))[0], first)
-    es.epoch = 2
+    es.step = 2
     assert not np.array_equal(es.pair_noise("head", np.array([0]))[0], first)
 
 

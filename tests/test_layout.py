@@ -3,6 +3,7 @@ evolution and zorn never import each other, and nothing imports the old top-leve
 
 import ast
 import os
+import re
 
 import pytest
 
@@ -136,3 +137,22 @@ def test_library_code_calls_ops_by_name():
             elif isinstance(node, ast.Name) and node.id == "ops_for":
                 offenders.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} ops_for")
     assert not offenders, offenders
+
+
+def test_module_docstrings_are_short():
+    """At most 15 lines: what the module is and how to use it; the notes behind it go to
+    docs/internals.md, a comment beside the code they explain, or a docs/ page."""
+    long = []
+    for path in python_files(*PACKAGES, "bin"):
+        doc = ast.get_docstring(ast.parse(open(path).read(), path), clean=False)
+        if doc and len(doc.splitlines()) > 15:
+            long.append(f"{os.path.relpath(path, ROOT)}: {len(doc.splitlines())} lines")
+    assert not long, long
+
+
+def test_every_note_of_docs_internals_has_its_module():
+    with open(os.path.join(ROOT, "docs", "internals.md")) as f:
+        sections = re.findall(r"^## (\S+\.py)$", f.read(), re.M)
+    missing = [s for s in sections if not os.path.isfile(os.path.join(ROOT, s))]
+    pointing = [s for s in sections if f"docs/internals.md ({s})" not in open(os.path.join(ROOT, s)).read()]
+    assert sections and not missing and not pointing, (missing, pointing)

@@ -122,7 +122,7 @@ def test_population_forward_equals_explicitly_perturbed_members(backend, freeze)
     model = tiny_model(dim=4, depth=1)
     flat = noisy_params(model)
     cfg = FloatEggrollConfig(population=4, perturbation_rank=2, sigma=0.05, group_size=2, freeze_vectors=freeze)
-    strategy = FloatEggroll(model, cfg, 7, ops_for(backend), make_optimizer("sgd", flat.copy(), 0.1), epoch=3)
+    strategy = FloatEggroll(model, cfg, ops_for(backend), make_optimizer("sgd", flat.copy(), 0.1), 7, step=3)
     ops = ops_for(backend)
     window = tokens(4, 3)[:, :-1]
     together, _, _ = model.forward(ops, model.views(ops.to_device(flat)), window,

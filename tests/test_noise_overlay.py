@@ -51,7 +51,7 @@ def test_overlay_clips_at_127_both_ways_and_gains_follow_d_eggs():
 def test_a_strategy_starts_at_64_updates_its_overlay_and_refuses_one_that_does_not_fit():
     cfg = tiny_config(adaptive_noise=True, population=8, alpha=0.2)
     model = EggModel(cfg.model())
-    strategy = IntEggroll(model, cfg, 3, Backend("numpy"), model.init_params(3))
+    strategy = IntEggroll(model, cfg, Backend("numpy"), model.init_params(3), 3)
     assert np.all(strategy.overlay == 64)
     before = strategy.host_params()
     strategy.tell(np.array([1, -1, 0, 1], np.int8))
@@ -59,5 +59,5 @@ def test_a_strategy_starts_at_64_updates_its_overlay_and_refuses_one_that_does_n
                                                             strategy.host_params()))
     assert np.array_equal(strategy.host_optimizer_state()["noise_overlay"], strategy.overlay)
     with pytest.raises(BadInput, match="overlay does not fit"):
-        IntEggroll(model, cfg, 3, Backend("numpy"), model.init_params(3),
-                   optimizer_state={"noise_overlay": np.zeros(5, np.int8)})
+        IntEggroll(model, cfg, Backend("numpy"), model.init_params(3), 3, optimizer_state={"noise_overlay": np.zeros(5,
+                                                                                                                     np.int8)})

@@ -20,13 +20,14 @@ MODEL = LstmModel(LstmConfig(VOCAB, 4, 8, 2))
 BATCH = make_task("copy", 2, 4, seed=1).batch(0, 8)
 
 
-def loss_fn(params):
-    return MODEL.loss("cpu", params, BATCH)
+class NotANumber:
+    def loss(self, backend_name, params, batch):
+        return float("nan")
 
 
-def trainer(params=None, **overrides):
+def trainer(params=None, model=MODEL, step=0, **overrides):
     cfg = RgeConfig(**{"probes": 8, "lr": 0.05, "sigma": 1e-3, **overrides})
-    return RgeTrainer(cfg, MODEL.init_params(2) if params is None else params, CPU, init_world(), seed=9)
+    return RgeTrainer(model, cfg, CPU, MODEL.init_params(2) if params is None else params, 9, step, init_world())
 
 
 def cosine(a, b):
@@ -40,7 +41,7 @@ def test_estimate_aligns_with_bptt_more_as_probes_grow():
     for solver in ("cdrge", "fdras"):
         seen = []
         for n in (16, 128, 1024):
-            similarity = cosine(trainer(params.copy(), probes=n, solver=solver).estimate(loss_fn, 0), true)
+            similarity = cosine(trainer(params.copy(), probes=n, solver=solver).estimate(BATCH), true)
             theory = math.sqrt(n / (n + d - 1))
             assert 0.5 * theory < similarity < min(1.0, 1.6 * theory), (solver, n, similarity, theory)
             seen.append(similarity)
@@ -48,18 +49,18 @@ def test_estimate_aligns_with_bptt_more_as_probes_grow():
 
 
 def test_master_parameters_come_back_bit_for_bit():
-    t = trainer(distribution="normal")
+    t = trainer(distribution="normal", step=3)
     before = t.host_params()
-    t.evaluate(loss_fn, 3)
+    t.evaluate(BATCH)
     assert np.array_equal(t.host_params(), before)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_seeds_and_reduce_take_the_same_step(optimizer):
     seeds, reduce = trainer(optimizer=optimizer), trainer(optimizer=optimizer, dist_mode="reduce")
-    g = trainer().estimate(loss_fn, 0)
-    loss = seeds.step(loss_fn, 0)
-    assert reduce.step(loss_fn, 0) == loss
+    g = trainer().estimate(BATCH)
+    loss = seeds.train_step(BATCH)
+    assert reduce.train_step(BATCH) == loss and seeds.step == reduce.step == 1
     assert np.allclose(seeds.host_params(), reduce.host_params(), rtol=0, atol=1e-6)
     if optimizer == "sgd":
         assert np.allclose(seeds.host_params(), MODEL.init_params(2) - 0.05 * g, rtol=0, atol=1e-6)
@@ -72,10 +73,10 @@ def test_antithetic_pairs_share_a_direction_with_opposite_signs():
 
 
 def test_a_non_finite_loss_stops_before_the_update():
-    t = trainer()
+    t = trainer(model=NotANumber())
     before = t.host_params()
     with pytest.raises(NonFiniteLoss):
-        t.step(lambda p: float("nan"), 0)
+        t.train_step(BATCH)
     assert np.array_equal(t.host_params(), before)
 
 
@@ -83,12 +84,9 @@ def test_a_non_finite_loss_stops_before_the_update():
 def test_probes_batched_in_passes_take_the_step_of_probes_one_at_a_time(overrides):
     """Passes of 3 evaluations (the last one short) as extra heads of one LSTM: the same losses, so
     the same step; the model's batched losses are checked against single ones in tests/test_lstm.py."""
-    def probes_fn(theta, keys, alphas, out):
-        return MODEL.probe_losses("cpu", theta, keys, alphas, one.cfg.distribution, BATCH, out)
-
-    one = trainer(probes=5 if not overrides.get("antithetic") else 4, **overrides)
-    batched = trainer(probes=one.cfg.probes, probe_batch=3, **overrides)
-    assert one.step(loss_fn, 4) == batched.step(loss_fn, 4, probes_fn=probes_fn)
+    one = trainer(probes=5 if not overrides.get("antithetic") else 4, step=4, **overrides)
+    batched = trainer(probes=one.cfg.probes, probe_batch=3, step=4, **overrides)
+    assert one.train_step(BATCH) == batched.train_step(BATCH)
     assert np.array_equal(one.host_params(), batched.host_params())
 
 

@@ -239,22 +239,13 @@ def test_generation_past_the_cache_rereads_the_last_half(monkeypatch):
     tokens = list(generate.generate_transformer(model, params, [5, 6, 7], 20, Sampler(), 2, Backend("cpu")))
     assert len(tokens) == 20
     reads = []
-    real = generate.ops_for
+    real = generate.transformer_decode
 
-    def recording(name):
-        ops = real(name)
+    def recording(kernels, p, toks, keys, values, position, spec):
+        reads.append((list(toks), position))
+        return real(kernels, p, toks, keys, values, position, spec)
 
-        class Recorder:
-            def __getattr__(self, attr):
-                return getattr(ops, attr)
-
-            def transformer_decode(self, p, toks, keys, values, position, spec):
-                reads.append((list(toks), position))
-                return ops.transformer_decode(p, toks, keys, values, position, spec)
-
-        return Recorder()
-
-    monkeypatch.setattr(generate, "ops_for", recording)
+    monkeypatch.setattr(generate, "transformer_decode", recording)
     assert list(generate.generate_transformer(model, params, [5, 6, 7], 20, Sampler(), 2, Backend("cpu"))) == tokens
     context = [5, 6, 7] + tokens
     assert reads[0] == ([5, 6, 7], 0) and reads[1] == ([tokens[0]], 3)

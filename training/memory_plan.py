@@ -7,21 +7,7 @@ BPTT plans its own step instead (`bptt_memory`, `check_fits`), the GPU's memory 
 Every other trainer gives `device_memory`-style {what: bytes} of what one rank places on the GPU,
 counted from the arrays its code allocates, for `check_device_fits` (the header prints `device_line`).
 
-A MinGRU BPTT step, in float32 words (4 bytes), P = parameters, n = rows x chunk tokens per forward on this rank,
-d = dim, e = dim_inner, f = ff_inner, L = depth:
-- backend memory (the GPU's, or the host's on the CPU backend): the optimiser's vector (P) and state
-  (sf-adamw z, v; adamw m, v: 2P; sgd momentum: P), the named gradients of a chunk (P), the chunk's
-  flat gradient and the sum over --grad-accum chunks (2P), and activations:
-  kept per layer and token  4d + 3e + 2f + 2  (x, n1, k, u, h, x1, n2, the FF's a and GELU(a), two norms)
-  with --recompute only x (d): a layer's cache is rebuilt from it during the backward pass, so one
-  layer's worth is held at a time;
-  the head: logits and their gradient (512 per token), x and its norm (2d + 1);
-  the backward pass's transients of one layer: 8d + 3e + 2f per token;
-- host, with more than one rank: the allreduce's input and output (2P): the step itself stays on the
-  backend.
-The estimate leaves out allocator slack and the CUDA context (a few hundred MB): the refusal keeps
-10% of the available memory free for them.
-"""
+More in docs/internals.md (training/memory_plan.py)."""
 
 from eggnog.runtime.errors import BadInput
 

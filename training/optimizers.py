@@ -11,10 +11,7 @@ the element-wise steps are kernels/optim/float_steps.py):
 - "adamw": PyTorch AdamW (decoupled decay, bias-corrected moments).
 - "sgd": SGD with (PyTorch) momentum and L2 weight decay.
 
-`train_params()` is the vector updated in place (where gradients are taken); `eval_params()` is
-the point to validate, sample and checkpoint; `state()` / `load_state()` hold what an exact resume
-needs (arrays plus JSON scalars).
-"""
+More in docs/internals.md (training/optimizers.py)."""
 
 import math
 
@@ -77,7 +74,7 @@ class SfAdamW(_Vectors):
         self.weight_sum += weight
         c = weight / self.weight_sum if self.weight_sum else 0.0
         sf_adamw_step_(self.ops, self.y, self.z, self.v, self._grad(grad), lr, c, self.beta1, self.beta2, self.eps,
-                                self.weight_decay, k)
+                       self.weight_decay, k)
         self.k = k + 1
 
     def train_params(self):
@@ -107,7 +104,7 @@ class AdamW(_Vectors):
     def step(self, grad):
         self.k += 1
         adamw_step_(self.ops, self.p, self.m, self.v, self._grad(grad), self.lr, self.beta1, self.beta2, self.eps,
-                             self.weight_decay, self.k)
+                    self.weight_decay, self.k)
 
     def train_params(self):
         return self.p

@@ -11,24 +11,7 @@ shape depends only on the task and the bounds. Next-token prediction: inputs = s
 targets = seq[1:], mask 1 exactly where the target is an answer token (after the separator " " or
 "=", the last answer token included), 0 on the question, the separator and the padding.
 
-char_lm: random windows of max_seq_len + 1 bytes of corpus.train (or .val), so inputs and targets
-are (B, max_seq_len) and the mask is all ones (min_seq_len is only checked). Bytes outside
-string.printable (the 0 byte joining the documents of a prepared corpus, the bytes of non-ASCII
-UTF-8) all become token 0, the symbol "0".
-
-Every batch is a pure function of (task, bounds, seed, step): each MPI rank and each resumed run
-builds the same global batch (ranks slice its rows). Validation samples (validation_task) come from
-their own stream, so no validation sample shares a generator with a training batch.
-
-Fixed-batch overfit mode, the Table 1 workload of the paper: one batch of `batch_size` sequences of
-input_tokens + target_tokens tokens (2 + 10: feed 11, predict 11), built once from the seed and
-returned at every step. Its loss counts only the predictions of positions input_tokens .. end
-(9 of 11 by default): the authors' teacher_forcing_loss drops the logits produced while reading the
-input tokens. For char_lm the sequences are corpus windows of that length; for a synthetic task they
-are a fixed batch of its samples (same format and length bounds) cut or space-padded to that length,
-with the same Table 1 mask, so every task has the same geometry and prediction count. The fixed
-batch's arrays are read-only, since every step shares them.
-"""
+More in docs/internals.md (zorn/tasks.py)."""
 
 import operator
 import string

@@ -3,27 +3,7 @@ population and holds no model; workers (`worker.py`) evaluate them. Over MPI ran
 coordinates ranks 1... (`mpi.py`); over TCP workers join, leave and return while the run
 goes on (`tcp.py`). The protocol below is the same for both.
 
-Per step, the chunks wait in a queue. A worker that asks gets the first chunk that is neither done
-nor in progress; a chunk in progress for longer than `--straggler-timeout` seconds is handed out
-again (a re-queue), as is, when no other chunk is free, the oldest one in progress for longer than
-`--straggler-factor` times the median time of recent chunks (a backup copy, so one slow worker does
-not hold up the step), and one whose worker was lost (TCP). The first result for a chunk wins: later
-duplicates and results of an older step are dropped and counted. The coordinator keeps every member's
-hidden states, sends a chunk's states with its job and takes the updated states from the first
-result, so a redone chunk starts from exactly the same states; with shaping off the parameters are
-bit-identical to the synchronous mode's.
-
-When every chunk is in, the step's packed fitness joins the history and the step advances; workers
-learn it when they next ask (they catch up one step at a time, replaying the history, or load the
-latest snapshot of the parameters when they are past the history, when replaying would move more
-bytes than the snapshot, or when they are ahead of a coordinator resumed from a checkpoint). At
-validation and checkpoint steps one worker at the new step validates and sends its parameters before
-anyone starts the next step; the coordinator writes the checkpoint (parameters, all member states,
-the fitness history) and prints its path, so after a lost rank (MPI ends the whole job) or a lost
-coordinator `--resume` continues from the last one. Which steps validate and save is the schedule of
-every run (training/run/schedule.py); the coordinator draws no plots here, as every worker would wait
-on it while it drew (bin/plot.py draws them).
-"""
+More in docs/internals.md (evolution/coordinator/coordinator.py)."""
 
 import os
 import signal

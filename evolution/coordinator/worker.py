@@ -46,7 +46,7 @@ class Worker:
         self.cfg, self.link, self.backend, self.corpus, self.model = cfg, link, backend, corpus, model
         self.chunk = cfg.population_chunk
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
-        self.strategy = IntEggroll(model, cfg, cfg.seed, backend, params, epoch=step, members=self.chunk,
+        self.strategy = IntEggroll(model, cfg, backend, params, cfg.seed, step=step, members=self.chunk,
                                    optimizer_state=optimizer_state)
         self.val_rows, self.val_tokens = val_sample
         self.slow = slow_hook(link.name)
@@ -67,7 +67,7 @@ class Worker:
                     return status
 
     def serve_one(self, signum):
-        reply = self.link.request(wire.encode([wire.REQUEST, self.strategy.epoch, signum]))
+        reply = self.link.request(wire.encode([wire.REQUEST, self.strategy.step, signum]))
         what = wire.kind(reply)
         if what == wire.STOP:
             return wire.header(reply, 2)[1]
@@ -75,7 +75,7 @@ class Worker:
             time.sleep(WAIT_S)
         elif what == wire.CATCHUP:
             _, step = wire.header(reply, 2)
-            assert step == self.strategy.epoch, (step, self.strategy.epoch)
+            assert step == self.strategy.step, (step, self.strategy.step)
             self.strategy.tell(unpack_ternary(wire.payload(reply, 2), self.cfg.population // 2))
         elif what == wire.JOB:
             _, step, chunk = wire.header(reply, 3)
@@ -96,7 +96,7 @@ class Worker:
         layers, width = self.model.state_dims
         states = self.backend.to_device(np.zeros((layers, self.chunk, width), np.int8))
         self.strategy.first_member = 0
-        self.strategy.evaluate(self.streams.member_batch(self.strategy.epoch, 0, self.chunk, self.cfg.group_size),
+        self.strategy.evaluate(self.streams.member_batch(self.strategy.step, 0, self.chunk, self.cfg.group_size),
                                states)
 
     def job(self, step, chunk, states_bytes):
@@ -130,5 +130,5 @@ class Worker:
 
     def load(self, step, body):
         params, state = snapshot_arrays(self.cfg, self.model, body)
-        self.strategy = IntEggroll(self.model, self.cfg, self.cfg.seed, self.backend, params, epoch=step,
+        self.strategy = IntEggroll(self.model, self.cfg, self.backend, params, self.cfg.seed, step=step,
                                    members=self.chunk, optimizer_state=state)

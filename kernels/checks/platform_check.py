@@ -12,9 +12,7 @@ cannot work (what `bin/selfcheck.py --gpu` prints):
     imma       one warp of int8 mma.sync (IMMA), bit for bit against the CPU twin
     hmma       one warp of TF32 mma.sync (HMMA), within the op's tolerance of the CPU twin
 
-Under numba's simulator the items that need numba's real CUDA target (versions of the driver and
-toolkit, ptx, cudadevrt) are skipped and said to be; the kernels run on the simulator.
-"""
+More in docs/internals.md (kernels/checks/platform_check.py)."""
 
 import importlib.metadata
 import platform

@@ -42,8 +42,11 @@ class Backend:
         limit_blas_threads()
 
     def to_device(self, array):
-        """Copy a host array to this backend (no copy on the CPU)."""
-        return cuda.to_device(np.ascontiguousarray(array)) if self.name == "cuda" else np.asarray(array)
+        """A host array on this backend, by the one rule of `Kernels.to_device` (floats take the
+        backend's float type; no copy on the CPU when the array already fits)."""
+        from eggnog.kernels.core.registry import kernels_for
+
+        return kernels_for(self.name).to_device(array)
 
     def empty(self, shape, dtype):
         return cuda.device_array(shape, dtype=dtype) if self.name == "cuda" else np.empty(shape, dtype=dtype)

@@ -11,15 +11,7 @@ these about 3 ns in a vectorised loop).
     normal_cdf32(x)  Phi(x) = erfc32(-x / sqrt 2) / 2: relative accuracy in the lower tail, no 1 + erf
                    cancellation
 
-Accuracy against float64 (tests/test_vector_math.py): relative error at most 2e-7 for exp32 over
-[-87, 88], sigmoid32 over [-80, 80] and tanh32 (all x); normal_cdf32 at most 6e-7 (1 + x^2 / 4) for
-x >= -12 (the fp32 rounding of the exponent's x^2 dominates in the tail; below -12.5 exp32's clamp
-does); NaN in gives NaN out.
-
-Callers compile with error_model="numpy": numba's default division raises ZeroDivisionError, and
-that check alone keeps LLVM from vectorising a loop. They must also be compiled without fastmath
-when results are compared bit for bit across twins (contraction into FMAs would differ per loop).
-"""
+More in docs/internals.md (kernels/core/cpu_vector_math.py)."""
 
 
 import numba

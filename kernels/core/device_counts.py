@@ -7,16 +7,7 @@ simulator are the GPU's; the time each costs is not counted.
         trainer.step(...)
     counts.launches, counts.allocations, counts.uploads, counts.host_waits, counts.by_kernel
 
-- an allocation: one the device cache (kernels/core/device_pool.py) cannot serve from freed blocks, by
-  `cuda.device_array` (and `_like`), `cuda.to_device` without `to=`; every `mapped_array`; and a NumPy
-  array passed to a kernel (the launch copies it to the device); their bytes are the blocks' (256-byte
-  granules);
-- an upload: `cuda.to_device`, `copy_to_device` from a host array, and a NumPy array passed to a kernel;
-- a host wait: `cuda.synchronize()` and every copy to the host (`copy_to_host`, also after a launch that
-  was passed a NumPy array), which waits for the work before it.
-
-Installed once, under the simulator only, by `cuda_api`; counting outside the simulator is refused.
-"""
+More in docs/internals.md (kernels/core/device_counts.py)."""
 
 from collections import Counter
 from contextlib import contextmanager

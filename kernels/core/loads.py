@@ -12,28 +12,7 @@
                                                        # kernel may write (base int64, offset int32, 4-aligned)
     store_global_s32(bytes_, base, offset, w)          # the same, stored (STG)
 
-Asynchronous copies from global to shared memory (cp.async, LDGSTS), in groups:
-
-    copy_async_v4(shared, index, matrix, row, col, full)   # shared[index:index + 4] = matrix[row, col:col + 4],
-                                                           # zeros where not full (16 B, both 16-byte aligned)
-    copy_async_f32(shared, index, matrix, row, col, full)  # shared[index] = matrix[row, col], 0 where not full
-    copy_async_commit()                                    # close the group of this thread's copies issued since
-    copy_async_wait(n)                                     # wait until at most the newest n groups are in flight
-                                                           # (n a constant); then a barrier shows them to the block
-
-A copy that is not `full` reads nothing, but matrix[row, col] must still lie inside the matrix. On the
-simulator a copy lands at once and waiting does nothing.
-
-    v0, v1 = load_shared_tf32_v2(values, index)        # values[index:index + 2] (LDS.64) as TF32 mma operands:
-                                                       # half a TF32 unit added to the magnitude bits (IADD)
-
-The tensor core reads only the top 19 bits of a TF32 operand, so this rounds as cvt.rna.tf32.f32 does
-(nearest, ties away from zero; mma.round_tf32) at one integer add: the code ptxas emits for cvt.rna less
-its guard for inf and NaN (a NaN whose payload lies in the low 13 bits reads as inf, as in round_tf32).
-
-numba does not emit vector accesses for consecutive scalar ones, so these are inline PTX / LLVM
-vector operations; under NUMBA_ENABLE_CUDASIM=1 they are plain Python over the same elements.
-"""
+More in docs/internals.md (kernels/core/loads.py)."""
 
 import numpy as np
 

@@ -5,28 +5,7 @@ stores are in `loads`).
     d0, d1, d2, d3 = mma_tf32_1688(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)   # float32 registers
     t = to_tf32(x)                                     # x rounded to TF32 (cvt.rna: nearest, ties away)
 
-`mma_s8_16832` is PTX `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` (SASS IMMA.16832.S8.S8):
-D (16x8, int32) = A (16x32, int8) @ B (32x8, int8) + C over one warp. Registers hold four int8 each,
-lowest byte first. Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k32", .s8), with
-g = lane // 4 and q = lane % 4:
-
-    a0: A[g,     4q : 4q+4]     a1: A[g + 8, 4q : 4q+4]
-    a2: A[g, 16+4q : 20+4q]     a3: A[g + 8, 16+4q : 20+4q]
-    b0: B[4q : 4q+4, g]         b1: B[16+4q : 20+4q, g]
-    c0, c1: C[g, 2q], C[g, 2q+1]      c2, c3: C[g + 8, 2q], C[g + 8, 2q+1]
-
-`mma_tf32_1688` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (SASS HMMA.1688.F32.TF32):
-D (16x8, fp32) = A (16x8) @ B (8x8) + C, A and B in TF32 (fp32 with a 10-bit mantissa: the kernel
-rounds them with `to_tf32` first). Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32):
-
-    a0: A[g, q]   a1: A[g + 8, q]   a2: A[g, q + 4]   a3: A[g + 8, q + 4]
-    b0: B[q, g]   b1: B[q + 4, g]   c0..c3: as above
-
-numba's simulator cannot run inline PTX, so under NUMBA_ENABLE_CUDASIM=1 both functions are Python:
-the simulated mma gathers the 32 lanes' fragment registers once all 32 have arrived, builds A and B
-from the layout above, and hands each lane its C fragment, exactly as the hardware distributes it.
-Kernels that call it are therefore tested on their fragment loads and stores too.
-"""
+More in docs/internals.md (kernels/core/mma.py)."""
 
 import threading
 

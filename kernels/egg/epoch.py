@@ -14,15 +14,13 @@ CUDA kernel carry a tile of members through every byte and layer in one call, so
 or forked per byte; all three agree bit for bit.
 """
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.cuda_api import on_device
-from eggnog.kernels.core.registry import op, registered
+from eggnog.kernels.core.registry import Kernels, op, registered
 from eggnog.kernels.egg import epoch_cpu, epoch_cuda
-from eggnog.kernels.egg.int_matmul import int_matmul, reference_int_matmul
+from eggnog.kernels.egg.int_matmul import int_matmul
 from eggnog.kernels.egg.layout import BF, BH, DOWN, LN1, LN2, UF, UH, UP, WF, WH, egg_layout, head_tensors, layer_tensor
 from eggnog.kernels.egg.layout import VOCAB as VOCAB_SIZE
 from eggnog.kernels.egg.member_ops import (
@@ -34,14 +32,6 @@ from eggnog.kernels.egg.member_ops import (
     egg_loglik,
     egg_reset,
     egg_vector,
-    reference_egg_clip_add,
-    reference_egg_embedding,
-    reference_egg_gru_forget,
-    reference_egg_gru_output,
-    reference_egg_l1_norm,
-    reference_egg_loglik,
-    reference_egg_reset,
-    reference_egg_vector,
 )
 from eggnog.kernels.noise.gains import gain_offsets, random_gains
 
@@ -96,7 +86,7 @@ def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shi
         return int_matmul(ops, x, tensor(tid), int(prefixes[tid]), first_member, sigma_shift, perturbed, gain(tid))
 
     vec = {tid: egg_vector(ops, tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed,
-                               gain(tid))
+                           gain(tid))
            for tid, (_, _, kind, _) in enumerate(layout) if kind == "vector"}
     ln_out, head = head_tensors(n_layer)
     total = np.zeros(members, np.int64)
@@ -119,17 +109,13 @@ def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shi
     return total
 
 
-REFERENCE_OPS = SimpleNamespace(int_matmul=reference_int_matmul, egg_vector=reference_egg_vector,
-                                egg_embedding=reference_egg_embedding, egg_reset=reference_egg_reset,
-                                egg_l1_norm=reference_egg_l1_norm, egg_gru_forget=reference_egg_gru_forget,
-                                egg_gru_output=reference_egg_gru_output, egg_clip_add=reference_egg_clip_add,
-                                egg_loglik=reference_egg_loglik)
+REFERENCE = Kernels("numpy")  # the per-op step on each op's NumPy reference
 
 
 @op(cases=_cases)
 def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
     columns = np.ascontiguousarray(windows.T)  # (T + 1, members): one contiguous row per byte
-    return per_op_epoch(REFERENCE_OPS, params, columns, states, prefixes, first_member, sigma_shift, perturbed,
+    return per_op_epoch(REFERENCE, params, columns, states, prefixes, first_member, sigma_shift, perturbed,
                         np.asarray, gains)
 
 

@@ -1,28 +1,7 @@
 """The CPU twin of egg_epoch: one numba function per epoch, `prange` over tiles of members, every
 byte and layer inside, so no thread is forked or joined per byte.
 
-- Once per call, every matrix is repacked into panels of COLS outputs, k-pairs interleaved
-  (`pack_panels`): the layout in which one 256-bit load feeds `vpmaddwd` for 8 outputs x 2 k.
-- Once per tile (in tile-local buffers): the noise rows of every tensor for the tile's pairs (B =
-  noise[0:d_in], A = noise[d_in:d_in + d_out] of a matrix or the embedding; a1 = noise[0:n], a2 =
-  noise[n:2n] of a vector) are hashed and scaled by their gains (noise.gains; the a2 half at 64), and
-  each member's perturbed vectors are made from them: they are constant over the epoch, so nothing
-  is hashed per byte.
-- Per byte and layer, each population matmul runs as blocks of ROWS members x COLS outputs
-  (`panel_product`): a panel step, loaded once, serves ROWS members, whose k-pairs are broadcast;
-  12 int32 accumulators stay in registers over the whole d_in, so no horizontal sum is needed. The
-  rank-1 term (x . B_p) * sign * A_p[j] >> shift, the division and the clip follow in a
-  vectorisable epilogue over each member's outputs.
-
-Activations live in int16 tile buffers (int8 values) so they feed the next product as they are;
-rows past the tile's last member stay zero and their outputs are never read. Element loops index
-from 0 (into a slice where the data starts elsewhere): numba wraps a negative index per element, so
-a loop at an offset index does not vectorise.
-
-The products are plain LLVM vector IR (sign-extend, multiply, add neighbours), which the x86
-backend selects as AVX2 `vpmaddwd` and any other target lowers as it can. There is no VNNI path
-(`vpdpbusd`): no CPU with it was at hand to run or test one.
-"""
+More in docs/internals.md (kernels/egg/epoch_cpu.py)."""
 
 import llvmlite.ir as ir
 import numba

@@ -2,47 +2,7 @@
 and layer of the window (no grid-wide synchronisation: members are independent), with the
 population matmuls on int8 tensor cores (mma m16n8k32, see `mma`).
 
-Per block (MEMBERS = 64 members, THREADS = 256 threads, 8 warps), within 128 registers so that two
-blocks share an SM (16 warps):
-- prelude: the noise rows of every matrix for the block's pairs (B = noise[0:d_in], A =
-  noise[d_in:d_in + d_out]) and its members' perturbed vectors are hashed once per epoch (and scaled
-  by their gains, noise.gains) into global scratch (they are constant over the epoch, so no hash runs
-  per byte); per-row values (each row's noise offset and sign, its vectors' offset) and the launch's
-  sizes go to small shared tables, read where they are used;
-- per byte and layer, in shared memory after those tables: the residual X, the normed input H and a
-  region U: the MLP hidden, or three GRU slots (f, fh, and the layer's state S, which later holds x Wh);
-- a matmul stage: warp w owns rows 32 (w % 2) .. + 31 (2 mma row tiles) and every 4th 16-wide output
-  tile (2 mma column tiles), so a weight fragment (a 128-bit non-coherent load; two k steps' loads of
-  both column tiles before their mmas) serves 2 row tiles and the warp beside it, from L1, and an A
-  fragment from shared memory serves both column tiles. The weight rows go to the mma columns in an
-  order that gives each thread 4 neighbouring output columns of 4 rows (16 accumulators). The epilogue
-  works at these fixed positions: before the products it loads what its rows need from global memory (4
-  bytes each of the A noise, of the bias, of the state), so that their latency hides behind the k loop;
-  after them it computes per row the rank-1 term (row dot x sign, summed in the row-dot pass) * A[j] >>
-  shift, the division (a shift: d_in is a power of 4) and the clip in 32 bits, and stores 4 bytes. A gate
-  that sums two products stores the first and adds it in the second one's epilogue (same thread, same
-  elements);
-- element-wise passes (embedding, state load, L1 norms, row dots, log-likelihood) give each member
-  row 4 threads, each reading 16-byte chunks (chunk sub + 4c of the row): 128-bit shared and global
-  loads, dp4a for the row dots and the norms' sums of |x|, 4-byte stores. At dim 64 a row has only
-  one chunk per thread: the others are loaded again (clamped) and not stored.
-Index arithmetic is 32-bit; a global address is a 64-bit base (the block's first pair, member or
-state, once a stage) plus a 32-bit offset. Loops count with 32-bit counters, and the k loop's
-counter passes through `opaque` so that the compiler does not unroll it (unrolled, its shared loads
-hoisted together would not fit 128 registers).
-
-Shared memory: every buffer has a row pitch of 16 (mod 32) 32-bit words and starts on bank 0. A
-fragment load reads 16 bytes (one LDS.128) of rows g and g + 8 at word 4q of a 64-byte k step (g =
-lane // 4, q = lane % 4). A 128-bit access is served in four phases of 8 lanes; the 8 lanes of a
-phase (rows g and g + 1, q = 0..3) read words 4q..4q+3 of one row (16 banks) and of the next row, 16
-banks further, so no two lanes of a phase share a bank. The k order inside a 64-byte step is permuted
-alike for A and B (lane q holds bytes 16q..16q+15 of both), which leaves each dot product unchanged.
-In element-wise passes the 4 threads of a row read its 64 contiguous bytes (16 banks) and the next
-row's 4 threads the 16 banks beside them. The epilogue's 4-byte accesses meet 4 ways on a bank (rows
-g and g + 2 share banks); they are a small part of the traffic.
-
-Only the summed log-likelihood of each member leaves the device; states are updated in place.
-"""
+More in docs/internals.md (kernels/egg/epoch_cuda.py)."""
 
 import numba
 import numpy as np

@@ -12,10 +12,7 @@ Z = 0 moves down, as in nano-egg (this only matters while thr = 0). `thr` alread
 fitness scale (see evolution.eggroll). Noise is regenerated from each pair's key, never stored; its
 kind (`noise`, scalar_math.member_noise) is the EGG's gaussian_int8 unless given (d-eggs' transformer).
 
-`int_vote(theta, fitness, prefix, kind, use_clt)` returns Z itself (int64, theta's shape) and moves
-nothing: d-eggs' vote, for an optimiser to apply (kernels/optim/quantized_adamw.py). Both ops share the kernels:
-an empty `votes` array means "gate and move".
-"""
+More in docs/internals.md (kernels/egg/int_update.py)."""
 
 import numba
 import numpy as np

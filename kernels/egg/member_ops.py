@@ -10,13 +10,7 @@ matmul is int_matmul, its update int_update). All integer: reference, twin and k
     egg_reset(state, tokens)           zeroes the state rows whose token is 0, in place
     egg_loglik(logits, targets)        log-likelihood of each row's target in 1/16 bit (int_math)
 
-Perturbed parameters follow nano-egg: for member g (pair p = g // 2, sign = +1 even / -1 odd)
-- vector theta[n]:     clip(theta + ((a1 * a2 * sign) >> (4 + sigma_shift))), a1 = noise[0:n],
-                       a2 = noise[n:2n];
-- embedding E[V, D]:   clip(E[t] + (((sign * A[t]) * B) >> (4 + sigma_shift))), B = noise[0:D],
-                       A = noise[D:D+V].
-With a gain array (kernels/noise/gains.py) a1, B and A are scaled by it first ((n * g) >> 6).
-"""
+More in docs/internals.md (kernels/egg/member_ops.py)."""
 
 import numba
 import numpy as np

@@ -11,12 +11,7 @@
     scale_rows(x, scale)             x (rows, d) * scale (rows,)[:, None]
     swap_leading(x)                  x (A, B, M) -> (B, A, M), contiguous (a probe axis moved in or out)
 
-References compute in float64. A sum or product of two fp32 numbers is correctly rounded, so add,
-add_bias, accumulate and scale_rows agree with the reference to fp32 rounding (rtol 1e-7);
-member_affine and column_sum to 1e-5 relative + 1e-5 absolute; copies (last_step, copy_window,
-swap_leading) are bit-identical. Shapes that do not fit raise BadInput (a CUDA kernel would read past
-an array).
-"""
+More in docs/internals.md (kernels/layers/elementwise.py)."""
 
 import numba
 import numpy as np

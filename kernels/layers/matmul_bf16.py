@@ -9,45 +9,7 @@ are defined on the rounded inputs, so the reference (float64 products of the rou
 twins (BLAS fp32 products of the rounded values) and the kernels agree to fp32 accumulation error
 (TOLERANCE); the rounding is the op's, not a backend's.
 
-Accuracy against the fp32 product of the unrounded inputs: bf16 keeps 7 mantissa bits, so each rounding
-is within 2^-8 relative, every product x_k w_k is within 2^-7 + 2^-16 of exact, and for K <= 8192 terms
-    |y_ij - (x W^T)_ij| <= (2^-7 + 2^-15 + K 2^-24) (|x| |W|^T)_ij
-(the same for the two gradients with their own K; tests/test_matmul_bf16.py checks it and that the error
-is of bf16 size). For inputs of random sign the rounding errors add up like the output does: a rounding
-error is uniform within half a unit (2^-7 of a significand m in [1, 2)), rms 2^-7 sqrt(E[m^-2] / 12) with
-E[m^-2] about 1/2, so the two roundings leave an rms error of about 2^-7 / sqrt(12) = 2.3e-3 of the
-output's rms, whatever K (TF32: 3e-4; fp32: 1e-7).
-
-Kernel: one template, C = A B^T with A (M x K) read from a (M, K) or, transposed, a (K, M), and B (N x K)
-from b (N, K) or b (K, N): a factory closes over the two layout flags, so each variant compiles its own
-straight code (forward: neither; dx: B; dW: both). A block of 256 threads (8 warps, 2 x 4) computes a
-128 x 256 tile of C; each warp a 64 x 64 tile as 4 x 8 mma.m16n8k16 tiles (128 fp32 accumulators per
-thread). The k loop stages 16-deep slices of A and B in shared memory, two buffers: the global loads of
-slice s + 1 are issued before the mma of slice s and rounded to bf16 pairs (one cvt per two values) and
-stored after them, one barrier per slice. Slices wholly inside both matrices (rows a multiple of 4
-floats) move as 128-bit loads; the rest, and the k tail, element by element with zeros outside.
-
-Both tiles share one layout: a 16-deep row is 8 words of bf16 pairs; rows r and r + 8 of each 16-row
-group share a row pair of 16 words at word 16 (8 t + g) for r = 16 t + g + 8 h. A interleaves them word
-by word (pair w of row half h at 2 w + h), B two words by two (at 4 (w // 2) + 2 h + w % 2). Inside a k
-step lane q holds the PTX ISA's k pairs 2q and 2q + 8 at physical pairs 2q and 2q + 1, alike for A and B
-(a dot product does not depend on the order of its terms), so one LDS.128 at word 16 (8 t + g) + 4q gives
-a lane a0..a3 of row tile t in register order, or b0, b1 of n tile 2t then b0, b1 of n tile 2t + 1 (the
-mma takes each fragment in consecutive registers: no moves).
-
-Shared memory: fragment loads are conflict-free: an LDS.128 is served in four phases of 8 lanes (g = 2i,
-2i + 1; q = 0..3), words 16 g + 4q .. + 3: 32 consecutive words. The untransposed staging writes one
-STS.128 per row pair and k quarter, 8 lanes covering two row pairs: 32 consecutive words. The transposed
-staging writes a word per STS.32, 8 lanes per row pair (pairs w = 0..7), row pairs n0 + i with n0 = 0, 4
-(mod 8) and h = 0, 1 in a warp: row pairs 4 apart share banks, 2-way conflicted; it serves the gradients
-only.
-
-Speed: the fp32 operands are read from L2 once per block: (1/128 + 1/256) 4 bytes per multiply-add, about
-4 times what the tensor cores take at the dense bf16 peak over the L2's 5.5 TB/s, so the static model
-finds the kernel L2-bound (about 200 TFLOP/s on the roofline workload below, not counting host time).
-Operands kept in bf16 between ops would halve those bytes. dW at rows >> in, out runs few blocks
-(in / 256 x out / 128): no split over k.
-"""
+More in docs/internals.md (kernels/layers/matmul_bf16.py)."""
 
 import numba
 import numpy as np

@@ -7,37 +7,7 @@ tf32(.) rounds to a 10-bit mantissa, to nearest with ties away from zero (cvt.rn
 rounded values), the CPU twin (BLAS fp32 product of the rounded values) and the kernel agree to fp32
 accumulation error (TOLERANCE); the rounding is the op's, not a backend's.
 
-Accuracy against the fp32 product of the unrounded inputs: each rounding is within 2^-11 relative,
-so every product x_k w_k is within 2^-10 (+ 2^-22) of exact, and
-    |y_ij - (x W^T)_ij| <= (2^-10 + 2^-22 + K 2^-24) (|x| |W|^T)_ij          (K = in)
-(tests/test_matmul_tf32.py checks this bound and that the error is really of TF32 size). For inputs
-of random sign the rounding errors add up like the output does: the error's rms is about 2^-11 sqrt(2/3)
-= 4e-4 of the output's rms, whatever K (fp32 alone: about 1e-7).
-
-Where it is used: the float EGGROLL population forward on a GPU (--forward-precision auto). Measured
-with bench/tf32_fitness.py (MinGRU 256 x 4 trained 150 steps, 128 members): TF32 moved member losses by
-at most 1.3e-4 of their spread, kept every antithetic pair's sign, and the update's direction to
-1 - cos < 1e-7. BPTT gradients stay fp32 (matmul, matmul_backward: an optimiser integrates their error
-over thousands of steps), as do validation, sampling and the LSTM input projection.
-
-Kernel: a block of 256 threads (8 warps, 2 x 4) computes a 256 x 192 tile of y; each warp a 128 x 48 tile
-as 8 x 6 mma.m16n8k8 tiles (192 fp32 accumulators per thread, 255 registers, one block per SM). The k
-loop runs over 32-wide slices of x and W in a 3-stage ring of dynamic shared memory (215 KB): cp.async
-copies slice t + 2 while the mma consume slice t, one barrier per slice; rows a multiple of 4 floats
-move as 16-byte copies, others element by element, zeros outside x and W. Values are staged as fp32 and
-rounded as a fragment is loaded (load_shared_tf32_v2: one integer add per value, the rounding
-cvt.rna.tf32 does). Inside each 8-deep k step lane q holds the PTX ISA's k = q and q + 4 at physical
-columns 2q and 2q + 1, alike for A and B (a dot product does not depend on the order of its terms), so
-a fragment pair is one LDS.64: rows g and g + 8 for A, row g for B.
-
-Shared memory: both tiles are row-major with a pitch of 40 words. Fragment loads are conflict-free: an
-LDS.64 is served in two phases of 16 lanes (g = 0..3 or 4..7, q = 0..3), words 40 g + 2q, + 1 at banks
-8 (g mod 4) + 2q, + 1: 32 different banks. The 16-byte copies of 8 consecutive lanes fill one row's 32
-consecutive words; the element copies, 32 lanes a row, too.
-
-Speed: the block reads (1/192 + 1/256) 4 bytes from L2 per multiply-add; at the static model's L2 rate
-this, not the tensor cores, bounds the kernel (see roofline).
-"""
+More in docs/internals.md (kernels/layers/matmul_tf32.py)."""
 
 import numba
 import numpy as np

@@ -9,47 +9,7 @@ the whole vector, so shards of θ draw the slices of one stream):
                                                streams.generate("normal_float32", key) element start + j
     uniform      z ~ U[-1, 1)                  ((bits >> 8) * 2^-24) * 2 - 1: every step exact in fp32
 
-Operations (reference_* in float64 NumPy rounded once to float32; cpu_* numba twins; cuda_* kernels
-on device arrays, grid-stride loops so any size works). The in-place ones write their first argument on
-every backend and return it:
-
-    perturb_(θ, key, α, distribution, start)            θ ← θ + α z in place, one pass, no temporary
-    perturbed_copy(θ, out, key, α, distribution, start) out ← θ + α z (out float32, or float16 rounded from
-                                                        the float32 value), θ untouched; returns out
-    apply_probes_(θ, keys, coefs, distribution, start)  θ ← θ + Σ_i c_i z_i in one pass over θ; the sum is
-                                                        accumulated in fp32 in probe order (s += c_i z_i,
-                                                        an FMA on the GPU), then added once
-    noise(key, count, distribution, start)              z itself, float32
-
-α (and each c_i) is rounded to float32 once, on the host; so −2ε is exactly −2·fl32(ε). The gradient
-estimate g = Σ_i c_i z_i is `apply_probes_` applied to a zeroed buffer: g = zeros(n, float32);
-cpu_apply_probes_(g, keys, coefs, distribution) (or cuda_apply_probes_ on a device zeros array);
-0 + s is s, so g holds the fp32 probe-order sums exactly. `key` is a tuple (ka, kb); keys and coefs of
-apply_probes_ are host arrays (checked, then copied) or, on CUDA, int64 (n, 2) and float32 (n,) device
-arrays (taken as they are).
-
-Agreement: z is bit-identical across the CPU twin and CUDA for rademacher and uniform (integer math and
-exact fp32 steps); normal z agrees to streams' tolerance (4 eps max(|z|, 1)) and the CPU twin equals
-streams.generate(..., backend="cpu") bit for bit. A rademacher perturbation θ ± α rounds once everywhere,
-so reference, twin and GPU agree bit for bit; for normal and uniform the product α z is one more
-rounding on the CPU and the simulator (the GPU contracts θ + α z into one FMA: checked in the PTX), a
-few ulps of max(|θ|, |α z|). The registered tolerance, 6 eps (1 + |reference|) on cases with |θ| and
-|α z| of order one, holds that bound (10 eps for apply_probes_: one more rounding per probe).
-
-Restoring θ after a probe, with fp32 master parameters (checked in tests/test_perturb.py):
-- Exact path: keep the fp32 master untouched and evaluate each probe on `perturbed_copy` (float32 or
-  float16 forward copy). The master is bit-for-bit unchanged after any number of probes.
-- In place, perturb_(+ε), perturb_(−2ε), perturb_(+ε) does NOT restore θ exactly in general. Measured on
-  all three distributions and ε from 3e-6 to 0.37, without FMA as the CPU twin and the simulator compute:
-  |θ' − θ| ≤ 2 ulp(max(|θ|, |fl32(ε z)|)) per element (ulp(x) = np.spacing(|x|) in float32), and errors of
-  exactly 2 ulps do occur, also where |θ| ≥ |ε z|; 1 ulp is not a valid bound. Typically a third to a half
-  of the elements come back exact. (A float64 emulation of the GPU's FMA stayed within 2 ulps, worst case
-  seen 1.5 for normal and uniform; not measured on a GPU.)
-  Rademacher with ε a power of two is tighter: |θ' − θ| ≤ 1 ulp(max(|θ|, ε)), and the restore is exact
-  for every element with ulp(θ) ≤ ε and |θ| + ε < 2^(⌊log2|θ|⌋ + 1) (θ ± ε stays below the next power of
-  two, so every sum is a representable multiple of ulp(θ)). |θ| ≥ ε alone is not enough: θ = 1.5 + 2^-23,
-  ε = 0.5 gives 2 + 2^-23 → 2 (tie to even), then 1, then 1.5 (and with z = −1 it also ends at 1.5).
-"""
+More in docs/internals.md (kernels/noise/perturb.py)."""
 
 import numba
 import numpy as np

@@ -8,19 +8,7 @@ Every value is a pure function of (seed, tensor_id, epoch, member, element index
     bits     = fmix32(y ^ kb)                                  # round 2, keyed by kb
     bits2    = fmix32(y ^ kb ^ SECOND_WORD_SALT)               # a second word, for Box-Muller
 
-fmix32 is the MurmurHash3 finaliser (a bijection on 32-bit words). Two keyed rounds keep streams of
-different keys from being shifted copies of each other. Arithmetic stays exact in int64, unsigned
-and Python integers alike (products are split into 16-bit halves), so the NumPy reference, the CPU
-twin, the CUDA simulator and the GPU agree bit for bit on the integer outputs.
-
-Derived values:
-- uniform_int: ((bits * (2k+1)) >> 32) - k, uniform on [-k, k] (bias < 2^-24);
-- gaussian_int8: sum of the 4 bytes of bits (Irwin-Hall, std 147.8), rescaled by 443/4096 and
-  rounded: mean 0, std 15.99 (16 = 1.0, the EGG fixed point), range [-55, 55];
-- rademacher: +1 or -1 from the top bit;
-- normal_f32: Box-Muller in float32 from the top 24 bits of bits (radius) and bits2 (angle);
-  agrees across backends to a few ulp (log and sqrt come from each backend's libm).
-"""
+More in docs/internals.md (kernels/noise/scalar_math.py)."""
 
 import math
 

@@ -9,12 +9,7 @@ per element, in float32, g = -vote:
     acc >= 1: w += 1 and acc -= 1 (at w = 127, acc stays at 1); acc <= -1: the mirror image.
 So a weight moves at most one step per update and only the accumulator keeps fractions.
 
-Every implementation does the same float32 operations in the same order, one rounding each, so the
-reference, the CPU twin and the simulated kernel agree bit for bit (the test compares them exactly).
-On a GPU the compiler may contract a multiply and an add into one FMA; every replica of a run runs
-the same kernel and so stays identical, but a CPU replica and a GPU replica can part in the last
-bit of an accumulator.
-"""
+More in docs/internals.md (kernels/optim/quantized_adamw.py)."""
 
 import math
 

@@ -9,18 +9,7 @@ backward, one op each way:
     content_read(keys, mem_ln, mem)                     -> p = content_address(keys, mem_ln), reads = p mem
     content_read_backward(dreads, p, keys, mem_ln, mem) -> dkeys, dmem_ln, dmem (through dp = dreads mem^T)
 
-content_address replaces a batched product and a softmax forward (two launches) and a softmax backward
-and two batched products backward (three): the DNC's write head, addressed on the normalised memory
-before the write. content_read is the read heads' addressing on the normalised memory after it with
-the read of the raw memory, one launch forward (three before) and two backward (five before). On the
-GPU the forward runs one block per (b, k) row: the block's threads take memory rows in turn, write the
-scores into p, then share softmax_rows' block reductions. The backward's first kernel is a block per
-row too (ds into a scratch, then dkeys with the threads over W, coalesced); the second a thread per
-element of dmem, summing over the K keys. References compute in float64; twins agree to 1e-5 relative + 1e-6 absolute.
-
-Shared memory: only the block reductions' array of one float per thread, each thread writing its own
-slot and the tree reading slots t and t + step in one phase (consecutive words): conflict-free.
-"""
+More in docs/internals.md (kernels/rnn/dnc_addressing.py)."""
 
 import math
 

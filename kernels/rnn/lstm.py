@@ -3,46 +3,7 @@
     raw_g = Wx_g + R[g, n] @ h_prev_n + b_g          gates g in order i, f, z, o; heads n block-diagonal
     c = sigmoid(f) c_prev + sigmoid(i) tanh(z),      h = sigmoid(o) tanh(c)
 
-Layouts (H = N D hidden units, unit j = n D + d; gate axis outermost in every 4H-wide row):
-    wx, gates, draw   (B, 4H)     column g H + n D + d
-    R                 (4, N, D, D) R[g, n, d_out, d_in]
-    b                 (4H,)        (the [4, N, D] tensor, flat)
-    h, c              (B, H)
-Whole sequences are time-major: step t of batch row b reads its input projection from row
-rows[t, b] of a table (V, 4H) (for a token model, the embedding times W_in, V rows instead of T B:
-an embedding followed by a linear map is a lookup of the mapped embedding); hs and cs (T + 1, B, H)
-with index 0 the initial state; gates and draw (T, B, 4H). `gates` holds the activated values
-sigmoid(i), sigmoid(f), tanh(z), sigmoid(o).
-
-Backward of one step, given dh (total gradient of h_t) and dc (gradient of c_t from step t + 1):
-
-    dc_t  = dc + dh o (1 - tanh(c)^2)
-    draw  = [dc_t z i(1-i),  dc_t c_prev f(1-f),  dc_t i (1-z^2),  dh tanh(c) o(1-o)]
-    dc_prev = dc_t f,   dh_prev = sum_g R[g, n]^T draw_g,n  (+ the output gradient of h_{t-1})
-
-and dR[g, n, d, k] = sum_t sum_b draw_t[b, g, n, d] h_{t-1}[b, n, k], after the time loop: a product
-per head over all T B rows, tiled through shared memory on the GPU, one batched matrix product over
-heads on the CPU. On the GPU dh_prev is per head a (B x 4D) (4D x D) product, tiled, and the gate
-gradients of the step before are element-wise in its outputs: one launch a step
-(kernels/rnn/lstm_backward_cuda.py).
-
-Operations (float64 references; lstm_forward runs the whole sequence in one parallel call on the CPU
-(kernels/rnn/lstm_sequence_cpu.py, the per-step twin's results bit for bit) and with R in shared memory on
-the GPU (kernels/rnn/lstm_sequence_cuda.py); the CUDA backward runs in one launch there too where a head's
-R fits a block, else one tiled product a step, kernels/rnn/lstm_backward_cuda.py):
-
-    lstm_forward_step(wx, r, bias, h_prev, c_prev)               -> h, c, gates
-    lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra)    -> draw, dh_prev, dc_prev
-    lstm_recurrent_grad(draw, hs, heads)                         -> dR
-    lstm_forward(table, rows, r, bias, states0, keep)            -> hs, cs, gates (cs, gates None unless
-                                                                    keep); rows (T, B) int32; states0
-                                                                    (2, H) = (h0, c0) for every batch row
-    lstm_backward(dh_out, r, hs, cs, gates)                      -> draw, dR, dh0, dc0 (full BPTT)
-    lstm_input_projection(x, w_in)                               -> x @ w_in
-    lstm_input_projection_backward(dwx, x, w_in)                 -> dwx @ w_in^T, x^T @ dwx
-
-The input projection runs on the tiled kernel of layers/matmul.py with the operands it needs transposed.
-"""
+More in docs/internals.md (kernels/rnn/lstm.py)."""
 
 import numba
 import numpy as np

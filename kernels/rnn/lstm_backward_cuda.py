@@ -10,27 +10,7 @@ outputs are needed), so a step is one launch: draw_{t-1} and dc_{t-2} come out o
 epilogue. The backward is `first_gates_cuda` (step T - 1's gates from dh_out alone), T - 1 fused
 launches, then one unfused product for dh_0.
 
-The weight gradient dR[g, n] = sum_x draw[x, g, n]^T h_prev[x, n] over all x = T B rows is per head a
-product (4D x T B) (T B x D), `weight_grad_cuda`, with the same tiles: rows the (gate, d) pairs of the
-head, columns its k. The T B axis is cut into `grad_splits` chunks when the tiles alone would leave
-the GPU's last wave mostly idle; partial sums then go to a buffer that `sum_splits_cuda` adds in order
-(deterministic, no atomics).
-
-Tiles: a block is 16 x 10 threads; thread (tx, ty) keeps PER x PER = 64 accumulators, rows 4 ty + i and
-HALF_M + 4 ty + i, columns 4 tx + j and HALF_N + 4 tx + j (i, j < 4); per k it reads 8 + 8 values as
-four LDS.128 and issues 64 FFMA. BLOCK_N = 80 puts a head of 150 units (Table 1 10M) in two column
-tiles at 94% use, and its 4 D = 600 (gate, d) rows in five row tiles of 128 at 94%. Slices of STEP k
-arrive by 4-byte asynchronous copies (cp.async: no registers held across the multiply; rows of 150
-floats are not 16-byte aligned; a thread's copies differ by constants, so 128 registers hold the
-kernel unspilled) into a ring of STAGES buffers, one barrier a slice. R is read from L2 once per row
-tile per step, instead of once per batch row.
-
-Shared memory: slices are k-major at pitches BLOCK_M + 4 and BLOCK_N + 4 words. Reads: a warp spans 3.2
-thread rows; the LDS.128 of the rows operand reads at most 2 addresses a phase of 8 lanes (broadcast),
-that of the columns operand 32 consecutive words, or, in the phase where a warp wraps to the next ty,
-two runs that share banks (2-way). Copies: a thread per row (draw) or per column (R, hs) writes
-[kk][its row or column], so a warp's copies of one kk land in consecutive words: conflict-free.
-"""
+More in docs/internals.md (kernels/rnn/lstm_backward_cuda.py)."""
 
 import numba
 import numpy as np

@@ -2,45 +2,7 @@
 cuda_lstm_forward and cuda_lstm_backward), FlashRNN-style: a block owns one head (or a slice of its
 units) for a tile of batch rows and keeps that part of R in shared memory.
 
-Heads are independent (R is block-diagonal), so a block holding a whole head's R runs every step in
-one launch with no grid-wide sync ("sequence"): per step it reads h_{t-1} of its rows (written by its
-own threads the step before, visible after the barrier), computes the four gates of each (unit, row)
-from its wx table row, the bias and R in shared memory, and writes h_t. When a head's R (16 D^2 bytes)
-does not fit in SHARED_BUDGET, its units are split over several blocks, each holding its slice's rows
-of R in up to OPT_IN_BUDGET of shared memory:
-- "persistent": every block of the grid is resident at once (one per SM, whole batch per block), the
-  sequence runs in one cooperative launch and the grid synchronises between steps; c lives in
-  `c_state`. The batch goes in groups of 2 x lanes rows whose h_{t-1} is staged in shared memory
-  behind R (k padded to a multiple of 8 with zeros, in R too); thread (unit, lane) computes its unit
-  for two rows of the group, so every 16-byte load of R serves two rows and h comes four k a load;
-- "per step": otherwise, one launch per step (the launch boundary is the sync).
-
-Threads: one per (unit of the slice, row of the tile; persistent: pair of rows), units fastest, so a
-warp's h loads are a few rows broadcast; in the first and last modes c stays in a register over the
-steps of a launch. R sits in shared memory gates innermost, R[unit][k][g] with an odd pitch of units:
-per k a thread reads its unit's four gates in one 16-byte load.
-
-Shared memory: forward, a warp's threads are consecutive units (a few rows) reading R[u][k][0..3] at
-word 4 (u pitch + k), pitch odd: a 16-byte load is served 8 lanes a phase, and a lane's 4 words sit in
-banks 4 (u pitch mod 8) .. + 3, distinct for units distinct mod 8; lanes of the same unit (other rows)
-read the same words (broadcast). So a phase of consecutive units is conflict-free; one that straddles
-two rows (units per slice not a multiple of 8, e.g. 20 at 100k) can pair units equal mod 8: at most
-2-way. Staging writes single words, the gate index varying slowest over threads: consecutive threads
-write consecutive k of one unit, 4 words apart, 4-way conflicted once per launch. The backward keeps
-R[g][d][k] at an odd pitch and reads R[g][d][u] for consecutive units u: consecutive words,
-conflict-free. The persistent kernel's staged h rows are read as 16-byte words by lanes of one row
-(broadcast) or of two rows a span (a multiple of 8 words) apart: at most 2-way where a warp straddles
-rows; they are written a word a thread, consecutive threads consecutive words: conflict-free.
-
-Traffic per step and batch row (bytes), against the on-chip minimum 4 (4H + H) of the wx row read
-and h_t written: h_{t-1} is read once per slice, 4 D H / units; R once per tile and launch,
-16 D^2 N / rows / (steps per launch); persistent: R once per sequence, c read and written, 8 H.
-`plan` chooses; `step_traffic` gives the figure, and the static report prints it per Table 1 size.
-
-The backward runs in one launch where the forward's plan is "sequence" (a thread per (unit, row)
-carries dh and dc backwards through the steps, R^T draw_t from shared memory once every unit of its
-row has written draw_t); otherwise lstm's per-step kernels run it.
-"""
+More in docs/internals.md (kernels/rnn/lstm_sequence_cuda.py)."""
 
 import math
 

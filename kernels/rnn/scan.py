@@ -7,34 +7,7 @@ is already positive (never passed through g again). The scan stays in linear spa
 (a, b) are bounded, so nothing overflows (cumsum + logcumsumexp loses ~1e-2 relative accuracy at
 T = 64K in fp32).
 
-On the GPU one launch reads every input once and writes every output once (scan_layout.py): a block
-walks its channels' time in tiles of 64 steps; each thread folds its 8 steps (held in registers) into
-an affine map, the block combines the maps in shared memory with the state carried from the previous
-tile, and each thread rescans its 8 steps from its entering state. Only when batch x channel groups is
-too small to fill the GPU is T cut into segments, with a fold pass (the segment's map) and a carry
-pass before the scan. The backward pass is the same scheme run in reverse on the adjoint
-lambda_t = G_t + a_{t+1} lambda_{t+1}, then
-
-    dk_t = z_t (1 - z_t) lambda_t (g(u_t) - h_{t-1}),   du_t = lambda_t z_t g'(u_t),   dh0 = a_1 lambda_1.
-
-Ops: scan_forward(k, u, h0=None, out=None) -> h; scan_backward(grad_h, k, u, h, h0=None, out=None)
--> (dk, du, dh0); scan_step(k, u, h_prev=None, out=None) -> h, one step of (batch, channels) for
-generation. `out` (h, the tuple (dk, du, dh0), or h) receives the results where given: a caller that
-keeps its buffers allocates nothing per call. The NumPy reference is sequential in float64; the CPU
-twin (scan_cpu.py) is sequential in fp32 over T, vectorised over channels. Both twins agree with the
-reference to a relative 1e-5 (forward, also at T = 65,536) and to 1e-5 of the gradients' scale
-(backward); shapes that do not fit raise BadInput. The CUDA kernels build the gates from one exp and
-one approximate reciprocal (rcp.approx, at most 1 ulp; no IEEE division), which keeps them within a
-few ulp of the exact sigmoid: tests/gpu checks the same tolerances on hardware (the simulator divides
-exactly).
-
-Shared memory: each scan and fold kernel keeps two float arrays (a thread's map A and B) of two
-buffers of one word per thread (2 x 256 words each; a tile writes one buffer while slower warps may
-still read the other, so one barrier a tile suffices). Thread tid writes word tid (a warp: 32
-consecutive words); a combine step reads word q * width + lane with the same q for the whole warp, so a
-warp's lanes read `width` consecutive words, lanes of one channel the same word (a broadcast): no bank
-conflicts either way.
-"""
+More in docs/internals.md (kernels/rnn/scan.py)."""
 
 import math
 

@@ -8,31 +8,7 @@ log-likelihood (1/16 bit) and its d-eggs proxy loss come back.
 - prefixes: int64 (n_tensors,), each tensor's noise prefix at this epoch;
 - spec: int64 layout.SPEC_FIELDS (the model's sizes and shifts, the noise scales and kind).
 
-Every value is an integer; shifts are arithmetic (floor) and divisions floor. Choices where d-eggs
-computes in float or its summary is loose (tested, the same on every backend):
-- noise: uniform on [-15, 15] from the project's counter hash (d-eggs' own mapping weights 0 twice);
-  `gaussian` sums three draws at stream positions 3i, 3i + 1, 3i + 2;
-- LN: clip(x w // max(sum|x| // D, 1) + b);
-- Q, K, V: (W x) >> shift_qkv, unclipped; RoPE on Q and K per head on pairs (2i, 2i + 1) with the
-  rope_table; then each of Q, K, V over its whole width rescaled to max 127: u * 127 // max|u|
-  (0 for an all-zero vector); the residual after attention and after each MLP is rescaled alike
-  (d-eggs' adaptive layer normalise, here always, also where the maximum is below 127);
-- attention per head: s_j = q . k_j over j <= t, w_j = EXP_LUT[min(max_j(s_j >> shift_attn) -
-  (s_j >> shift_attn), 255)], out = sum_j w_j v_j // sum_j w_j;
-- MLP: u = GELU_LUT[clip((W_up h + b_up) >> shift_up)]; z = ((W_down u) >> shift_down) + b_down;
-- the init MLP is the same block with its own weights (LN, up, GELU, down, residual, rescale);
-- logits: clip((E h + perturbation) >> shift_logit) to int8, then the EGG's exact log-likelihood
-  (kernels/egg/int_math.py; exact for any vocabulary): column 0, the training signal;
-- d-eggs' proxy loss, column 1, over the unclipped logits l = (E h + perturbation) >> shift_logit:
-  8 (floor(log2 sum_v EXP_LUT[min(max l - l_v, 255)]) - 18) + max l - l_target per token, summed (d-eggs'
-  (floor(log2 S) 16 - 18 16) >> 1; its coordinator reports the sum / (members tokens 16)).
-
-Perturbations (d-eggs' conventions; member g: pair g // 2, sign + for even g): a matrix (d_out, d_in)
-adds ((x . B) A_j sign) >> (4 + sigma_shift) to output j (B = noise[0:d_in], A = noise[d_in:]); a
-vector w + ((n1 n2 sign) >> vector_shift) (n1 = noise[0:n], n2 = noise[n:2n]); the embedding adds
-((A[token] B) sign) >> (4 + sigma_shift) (B = noise[0:D], A = noise[D:D + V]) and the tied head uses
-the same A and B, as the transpose.
-"""
+More in docs/internals.md (kernels/transformer/epoch.py)."""
 
 from types import SimpleNamespace
 

@@ -2,19 +2,7 @@
 tile through every position, layer and KV cache inside one numba function, so nothing is forked per
 token.
 
-- Once per call, every matrix (the embedding too: it is the tied head's (vocab, dim) matrix) is
-  repacked into the EGG twin's panels (kernels/egg/epoch_cpu.py: `pack_panels`, `panel_product`).
-- Once per tile: the noise rows of the tile's pairs and each member's perturbed vectors (constant
-  over the window, so nothing is hashed per token).
-- Per position, each population product runs as blocks of ROWS members x COLS outputs on int16
-  activations with int32 accumulators; the rank-1 term ((x . B) sign A_j) >> (4 + sigma_shift)
-  follows per member in int64. Every product's input is int8-ranged (LN output, GELU table, rescaled
-  Q/K/V and residual, a weighted mean of int8 values) and its weights int8, so |x . W| <= d_in 127^2
-  fits int32 for any d_in below 133,000; the rank-1 term is below 2^31 too (|x . B| <= d_in 127 45,
-  |A| <= 45).
-- Element-wise steps (LN, shifts, RoPE, rescaling, attention over the int8 KV cache, the two losses)
-  run per member in int64, in the reference's order.
-"""
+More in docs/internals.md (kernels/transformer/epoch_cpu.py)."""
 
 from functools import lru_cache
 

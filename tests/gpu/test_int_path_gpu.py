@@ -129,7 +129,7 @@ def test_egg_loglik(gpu):
 
 def eggroll_epoch(backend, model, cfg, params, windows, states):
     """One epoch as the trainer runs it on one rank: evaluate, sign fitness, update."""
-    strategy = IntEggroll(model, cfg, SEED, backend, params, epoch=EPOCH)
+    strategy = IntEggroll(model, cfg, backend, params, SEED, step=EPOCH)
     carried = backend.to_device(states.copy())
     scores = strategy.evaluate(windows, carried)
     fitness = pair_signs(scores)

@@ -57,7 +57,7 @@ def test_an_eggroll_step_matches_the_cpu(gpu):
     windows = RNG.integers(0, 256, (MEMBERS, STEP_TOKENS + 1))
     results = []
     for backend in (Backend("cpu"), gpu):
-        strategy = IntEggroll(model, cfg, 7, backend, model.init_params(7))
+        strategy = IntEggroll(model, cfg, backend, model.init_params(7), 7)
         states = backend.zeros((0, MEMBERS, 0), np.int8)
         scores = strategy.evaluate(windows, states)
         strategy.tell(np.sign(scores[0::2] - scores[1::2]).astype(np.int8))

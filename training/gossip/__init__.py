@@ -9,8 +9,7 @@ evolution/egg_island.py, zorn/rge/island.py):
     stop              islands agreeing to stop
     checkpoints       the island folders, elite archive and `best` links
     run               a gossip run over MPI (bin/train_gossip.py)
-    tcp               tournaments over TCP between plain processes (ZeroMQ), surviving lost peers
-    tcp_wire          the TCP frames
+    tcp, tcp_wire     tournaments over TCP between plain processes (ZeroMQ), surviving lost peers
     peers             finding peers: SLURM node list, rendezvous folder, --peers
     file_population   the population's books on disk, with no rank 0
     tcp_run           a gossip run over TCP (--transport tcp)

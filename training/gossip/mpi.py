@@ -2,26 +2,7 @@
 optimiser-step boundary it may meet one other rank, the fitter of the two sends its model and the
 other merges it in (training/gossip/merge.py).
 
-Pairing, deadlock-free whatever the timing: rounds, one per step boundary, numbered the same on
-every rank, and each rank walks through every round in order. The pairs of round r are a random
-matching that every rank derives from (--seed, r) alone: a permutation of the ranks cut into pairs
-(the first of each pair is its initiator), each pair meeting with probability --gossip-mixing-rate.
-So a rank knows without asking whom it meets and when, and it talks in round r only to that partner.
-A rank waiting in round r waits for a partner that is either also in round r or behind, in an
-earlier round: a partner cannot be ahead, since it could not have left round r without this rank.
-Take the waiting rank in the earliest round: its partner is in the same round, and their exchange
-completes; so some rank always progresses and none waits forever. Ranks that finish their steps
-early (after a resume, islands start from different steps) keep walking the rounds, still taking
-part in tournaments, until every rank's last round. No request/accept handshake, no server thread,
-no failed attempts: a pairing always completes.
-
-An exchange: both ranks swap (round, fitness) with non-blocking messages, polled with short sleeps
-so that a rank waiting for a slower partner leaves the cores to the others. Both then know the
-winner (the higher fitness; the initiator wins ties). The winner sends its snapshot as one
-contiguous float32 buffer plus one float64 vector (buffer-based MPI, never pickled); the loser,
-which knows the layout from its own model, receives it with blocking calls (both are in the
-exchange by then) and merges. Merges happen here, between two optimiser steps, never under one.
-"""
+More in docs/internals.md (training/gossip/mpi.py)."""
 
 import math
 import time

@@ -9,12 +9,7 @@ metrics.jsonl (one line per step; with --log, also in RUN/tb/rank-NN and a W&B r
 runtime/loggers.py), events.jsonl (tournaments, transfers, merges, saves,
 rejuvenations; one writer per file, one line per write) and checkpoints/ with its own `latest`.
 
-Resume continues each island from its own latest checkpoint (weights, optimiser, data position,
-fitness average and counters); the islands may stand at different steps, and a run of N islands
-resumes on N ranks. Tournaments after a resume follow a fresh matching sequence, so a resumed run
-is a valid continuation but not the bit-for-bit run an uninterrupted one would have been. SIGINT or
-SIGTERM on any rank stops every island after the same round, saved (training/gossip/stop.py).
-"""
+More in docs/internals.md (training/gossip/run.py)."""
 
 import json
 import math

@@ -1,21 +1,7 @@
 """Gossip tournaments peer to peer over TCP (ZeroMQ), as gruboros runs them: no MPI world, no rank 0,
 and no island ever waits for another.
 
-Each island binds one ROUTER socket (where others reach it) and opens one DEALER per peer it meets.
-Everything happens at its own step boundaries, on the training thread; ZeroMQ's I/O thread queues
-what arrives meanwhile. An exchange, between an initiator A and a responder B:
-1. A, with probability --gossip-mixing-rate at a boundary, picks a live peer at random and sends an
-   OFFER: its fitness, the merge drawn (for --gossip-merge mixed) and its configuration hash.
-2. B, at its next boundary, admits the OFFER (token tag, the same configuration hash: otherwise a
-   REFUSE, counted, and no weights move) and decides: A wins if its fitness is at least B's (the
-   initiator wins ties, as over MPI). B won: it answers with its MODEL. A won: B answers SEND_ME.
-3. A, at a later boundary, merges B's MODEL, or answers SEND_ME with its own MODEL, which B merges at
-   its next boundary.
-A model is merged only when its message is complete (ZeroMQ delivers a message whole or not at all),
-carries the token's tag over all its bytes, belongs to an exchange still open, and has exactly the
-receiver's own layout; anything else is refused and counted. An exchange not answered within
---peer-timeout seconds ends: the peer is dropped from the peer set, and taken back when a message of
-its own arrives or --peer-timeout after the drop (a restarted island comes back)."""
+More in docs/internals.md (training/gossip/tcp.py)."""
 
 import os
 import signal

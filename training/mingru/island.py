@@ -11,10 +11,7 @@ methods (gossip tournaments, training/gossip/mpi.py) see it. What they need of a
     restore(path) -> meta        continue from a checkpoint; returns the metadata stored by save
     checkpoint_parameters(path)  (parameters, metadata) of a checkpoint of a compatible island
 
-`BpttIsland` is the MinGRU LM trained by truncated BPTT (training/mingru/bptt.py, Schedule-Free AdamW by
-default). Islands share the initialisation (--seed), so that blending two of them averages nearby
-models, and each draws its own training windows (`data_seed`).
-"""
+More in docs/internals.md (training/mingru/island.py)."""
 
 from dataclasses import dataclass
 

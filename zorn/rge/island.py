@@ -22,7 +22,7 @@ from eggnog.training.gossip.fields import GossipFields
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
 from eggnog.training.run.config import flag
 from eggnog.zorn.rge.memory import check_rge_fits, with_probe_batch
-from eggnog.zorn.rge.run import RESUME_FIXED, RgeRunConfig, build_model, build_task, probe_functions
+from eggnog.zorn.rge.run import RESUME_FIXED, RgeRunConfig, build_model, build_task
 from eggnog.zorn.rge.trainer import RgeTrainer
 from eggnog.zorn.validation import Validation
 
@@ -50,9 +50,8 @@ class RgeIsland:
         return f"{self.trainer_name} island: {self.cfg.solver}, {self.cfg.probes} probes, {self.cfg.optimizer}"
 
     def train_step(self):
-        batch = self.task.batch(self.step, self.cfg.batch_size)
-        loss_fn, probes_fn = probe_functions(self.model, self.backend.name, self.cfg, batch)
-        loss = self.rge.step(loss_fn, self.step, probes_fn=probes_fn)
+        self.rge.step = self.step  # an island's own counter (a merge or a restore may set it)
+        loss = self.rge.train_step(self.task.batch(self.step, self.cfg.batch_size))
         self.step += 1
         return loss
 
@@ -67,8 +66,8 @@ class RgeIsland:
 
     def load(self, params, arrays=None, scalars=None):
         """A trainer over `params` with the optimiser state given (None: fresh); the step stays."""
-        self.rge = RgeTrainer(self.cfg, np.array(params, dtype=np.float32), self.backend, self.world,
-                              self.data_seed)
+        self.rge = RgeTrainer(self.model, self.cfg, self.backend, np.array(params, dtype=np.float32), self.data_seed,
+                              self.step, self.world)
         if arrays and self.rge.optimizer is not None:
             self.rge.optimizer.load_state(arrays, scalars)
 

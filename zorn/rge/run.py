@@ -213,18 +213,6 @@ def open_task_corpus(cfg, world):
     return open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
 
 
-def probe_functions(model, backend_name, cfg, batch):
-    """(loss_fn, probes_fn) of RgeTrainer.step on `batch`, put on the backend once for all of a step's losses
-    where the model can (the LSTM: prepare)."""
-    if hasattr(model, "prepare"):
-        batch = model.prepare(backend_name, batch, cfg.probe_batch)
-    probes_fn = None
-    if hasattr(model, "probe_losses"):
-        def probes_fn(theta, keys, alphas, out):
-            return model.probe_losses(backend_name, theta, keys, alphas, cfg.distribution, batch, out)
-    return (lambda p: model.loss(backend_name, p, batch)), probes_fn
-
-
 def build_task(cfg, corpus):
     task = make_task(cfg.task, cfg.min_seq_len, cfg.max_seq_len, cfg.seed, corpus)
     return overfit_task(task, cfg.batch_size) if cfg.overfit else task
@@ -258,7 +246,7 @@ class RgeRun:
             self.rge = None
             self.optimizer = step_optimizer(cfg, self.backend.to_device(np.array(params, np.float32)))
         else:
-            self.rge = RgeTrainer(cfg, params, self.backend, self.world, cfg.seed)
+            self.rge = RgeTrainer(self.model, cfg, self.backend, params, cfg.seed, self.step, self.world)
             self.optimizer = self.rge.optimizer
         if opt_arrays and self.optimizer is not None:
             self.optimizer.load_state(opt_arrays, opt_scalars)
@@ -301,8 +289,8 @@ class RgeRun:
     def train_step(self, batch, clock=UNTIMED):
         name = self.backend.name
         if self.rge is not None:
-            loss_fn, probes_fn = probe_functions(self.model, name, self.cfg, batch)
-            return self.rge.step(loss_fn, self.step, clock, probes_fn)
+            self.rge.step = self.step  # the run's counter: steps skipped by a curriculum or a search count too
+            return self.rge.train_step(batch, clock)
         with clock.phase("eval"):
             loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch, on_device=True)
         if not math.isfinite(loss):

@@ -10,16 +10,7 @@ The step is SGD (theta -= lr g, applied as one fused pass over theta with all n 
 momentum, or Adam (on g built the same way into a zeroed buffer). eps is tied to lr unless given,
 as the authors ran it (their update theta -= eps g is this one with lr = eps).
 
-The master parameters are never perturbed in place: every probe writes theta +- eps z into a work
-copy in one pass (kernels/noise/perturb.py), so the master comes back bit for bit.
-
-Distribution over ranks (`dist_mode`, named in every log line and result):
-- "reduce": the authors' layout: each rank sums c_i z_i of its own probes, a Reduce brings the sum
-  to rank 0, rank 0 steps and broadcasts theta (O(parameters) traffic per step).
-- "seeds": each rank evaluates its probes, an allgather shares (probe, L+, L-), every rank applies
-  the fused update of all probes itself; only 3 numbers per probe travel, and theta is identical on
-  every rank and for every rank count.
-"""
+More in docs/internals.md (zorn/rge/trainer.py)."""
 
 import math
 from dataclasses import dataclass
@@ -32,6 +23,7 @@ from eggnog.kernels.noise.perturb import apply_probes_, perturbed_copy
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.step_clock import UNTIMED
+from eggnog.runtime.world import world_without_mpi
 from eggnog.training.optimizers import AdamW, Sgd
 from eggnog.training.run.config import flag
 
@@ -109,13 +101,30 @@ def probe_keys(seed, step, probes):
     return np.array([stream_key(seed, PROBE_TENSOR_ID, step, int(i)) for i in probes], np.int64).reshape(-1, 2)
 
 
-class RgeTrainer:
-    """One estimator-and-update step at a time over `loss_fn(params) -> float` (params on the
-    backend). Holds the master parameters (`theta`, on the backend), a work copy and the optimiser."""
+def probe_functions(model, backend_name, cfg, batch):
+    """(loss_fn, probes_fn) of a step on `batch`: `loss_fn(theta)` the loss of one parameter vector,
+    `probes_fn(theta, keys, alphas, out)` many perturbations' losses in one pass where the model can
+    (None where it cannot); the batch is put on the backend once for all of them where the model can."""
+    if hasattr(model, "prepare"):
+        batch = model.prepare(backend_name, batch, max(cfg.probe_batch, 1))  # 0: not chosen yet, one copy
+    probes_fn = None
+    if hasattr(model, "probe_losses"):
+        def probes_fn(theta, keys, alphas, out):
+            return model.probe_losses(backend_name, theta, keys, alphas, cfg.distribution, batch, out)
+    return (lambda p: model.loss(backend_name, p, batch)), probes_fn
 
-    def __init__(self, cfg: RgeConfig, params, backend, world, seed):
+
+class RgeTrainer:
+    """The strategy (training/strategy.py) of CD-RGE and FDRAS: `evaluate(batch)` gives this rank's
+    (probe, L+, L-) rows of the current step, `tell(rows of every rank)` updates the parameters and
+    returns the mean probe loss (as the authors report it); `train_step` does both with the gather.
+    Holds the master parameters (`theta`, on the backend), a work copy and the optimiser (None for
+    plain SGD, fused into the probe pass)."""
+
+    def __init__(self, model, cfg: RgeConfig, backend, params, seed, step=0, world=None):
+        world = world_without_mpi() if world is None else world
         cfg.check(world.size)
-        self.cfg, self.backend, self.world, self.seed = cfg, backend, world, seed
+        self.model, self.cfg, self.backend, self.world, self.seed, self.step = model, cfg, backend, world, seed, step
         self.ops = kernels_for(backend.name)
         self.theta = backend.to_device(np.array(params, np.float32))
         self.work = backend.empty(self.theta.shape, np.float32)
@@ -131,6 +140,11 @@ class RgeTrainer:
     def host_params(self):
         return to_host(self.theta).copy()
 
+    def host_optimizer_state(self):
+        if self.optimizer is None:
+            return {}
+        return {name: np.array(to_host(a), np.float32) for name, a in self.optimizer.state()[0].items()}
+
     def _signed_keys(self, step):
         """Keys of this rank's probes and the sign each direction carries (antithetic pairs share a key)."""
         cfg = self.cfg
@@ -139,16 +153,20 @@ class RgeTrainer:
         keys = probe_keys(self.seed, step, self.mine // 2)
         return keys, np.where(self.mine % 2 == 0, 1.0, -1.0).astype(np.float32)
 
-    def evaluate(self, loss_fn, step, probes_fn=None):
-        """(L+, L-) of this rank's probes: L- is L(theta - eps z) (cdrge) or the clean L(theta) (fdras).
-        With `probes_fn(theta, keys, alphas, out)` (a model that evaluates many perturbations in one pass,
-        writing their losses into `out` on the backend) and --probe-batch above 1, the evaluations go in
-        passes of that many."""
+    def evaluate(self, batch):
+        """This rank's (probe, L+, L-) rows of the current step on `batch`: L- is L(theta - eps z)
+        (cdrge) or the clean L(theta) (fdras). A model that evaluates many perturbations in one pass
+        (`probe_losses`) takes them in passes of --probe-batch when it is above 1."""
+        loss_fn, probes_fn = probe_functions(self.model, self.backend.name, self.cfg, batch)
+        plus, minus = self._losses(loss_fn, probes_fn)
+        return np.stack([self.mine.astype(np.float64), plus, minus], axis=1)
+
+    def _losses(self, loss_fn, probes_fn):
         cfg, ops = self.cfg, self.ops
-        keys, signs = self._signed_keys(step)
+        keys, signs = self._signed_keys(self.step)
         clean = loss_fn(self.theta) if cfg.solver == "fdras" else None
         if probes_fn is not None and cfg.probe_batch > 1:
-            return self._evaluate_batched(probes_fn, keys, signs, clean)
+            return self._losses_batched(probes_fn, keys, signs, clean)
         plus, minus = np.empty(self.mine.size), np.empty(self.mine.size)
         for i in range(self.mine.size):
             perturbed_copy(ops, self.theta, self.work, keys[i], float(signs[i] * cfg.eps), cfg.distribution)
@@ -160,7 +178,7 @@ class RgeTrainer:
                 minus[i] = clean
         return plus, minus
 
-    def _evaluate_batched(self, probes_fn, keys, signs, clean):
+    def _losses_batched(self, probes_fn, keys, signs, clean):
         """The same (L+, L-) with the perturbed evaluations (+ then - of each probe) in passes of
         --probe-batch: every alpha is the float32 that perturbed_copy would be given. The keys and alphas
         go to the backend in one upload, every pass writes its losses into one vector there, and that
@@ -185,25 +203,32 @@ class RgeTrainer:
         scale = 2.0 * cfg.eps if cfg.solver == "cdrge" else cfg.eps
         return ((plus - minus) / (scale * cfg.probes) * signs).astype(np.float32)
 
-    def step(self, loss_fn, step, clock=UNTIMED, probes_fn=None):
-        """One training step; returns the mean of the probe losses (as the authors report it).
-        Raises NonFiniteLoss before touching the parameters when any probe loss is NaN or infinite.
-        `clock` times its phases: the probes (eval), the collectives (exchange), the rest (update)."""
-        cfg, world, ops = self.cfg, self.world, self.ops
+    def train_step(self, batch, clock=UNTIMED):
+        """One training step on `batch`: evaluate, gather every rank's rows, tell. Raises NonFiniteLoss
+        before touching the parameters when any probe loss is NaN or infinite. `clock` times its phases:
+        the probes (eval), the collectives (exchange), the rest (update)."""
         with clock.phase("eval"):
-            plus, minus = self.evaluate(loss_fn, step, probes_fn)
+            mine = self.evaluate(batch)
         with clock.phase("exchange"):
-            table = self._gather(plus, minus)
+            table = self.world.allgather_array(mine)
+        return self.tell(table, clock, mine)
+
+    def tell(self, table, clock=UNTIMED, mine=None):
+        """Update from the (probe, L+, L-) rows of every rank (`mine`: this rank's, found in `table`
+        when not given); returns the mean probe loss."""
+        cfg, world, ops = self.cfg, self.world, self.ops
         if not np.isfinite(table[:, 1:]).all():
-            raise NonFiniteLoss(step)
+            raise NonFiniteLoss(self.step)
         if cfg.dist_mode == "seeds":
             with clock.phase("update"):
-                self._update(*self._all_probes(table, step))
+                self._update(*self._all_probes(table, self.step))
         else:
+            if mine is None:
+                mine = table[np.isin(table[:, 0].astype(np.int64), self.mine)]
             with clock.phase("update"):
-                keys, signs = self._signed_keys(step)
+                keys, signs = self._signed_keys(self.step)
                 partial = self.backend.zeros(self.theta.shape, np.float32)
-                apply_probes_(ops, partial, keys, self.coefficients(plus, minus, signs), cfg.distribution)
+                apply_probes_(ops, partial, keys, self.coefficients(mine[:, 1], mine[:, 2], signs), cfg.distribution)
                 partial = to_host(partial)
             with clock.phase("exchange"):
                 total = world.reduce_sum(partial)
@@ -221,16 +246,9 @@ class RgeTrainer:
                 if self.optimizer is not None and not world.is_root:
                     self.optimizer.train_params()[...] = host
                 self.theta = self.backend.to_device(host)
+        self.step += 1
         losses = table[:, 1:] if cfg.solver == "cdrge" else table[:, 1]
         return float(losses.mean())
-
-    def _evaluate_all(self, loss_fn, step):
-        """This rank's (L+, L-) and the (probe, L+, L-) table of every rank's probes."""
-        plus, minus = self.evaluate(loss_fn, step)
-        return plus, minus, self._gather(plus, minus)
-
-    def _gather(self, plus, minus):
-        return self.world.allgather_array(np.stack([self.mine.astype(np.float64), plus, minus], axis=1))
 
     def _all_probes(self, table, step):
         """Keys and coefficients of every probe from the gathered (probe, L+, L-) table."""
@@ -240,10 +258,11 @@ class RgeTrainer:
         keys = probe_keys(self.seed, step, probes // 2 if self.cfg.antithetic else probes)
         return keys, self.coefficients(table[:, 1], table[:, 2], signs)
 
-    def estimate(self, loss_fn, step):
-        """The gradient estimate g of all probes (host float32), parameters untouched."""
-        _, _, table = self._evaluate_all(loss_fn, step)
-        keys, coefs = self._all_probes(table, step)
+    def estimate(self, batch):
+        """The gradient estimate g of all probes at the current step (host float32), parameters and
+        step untouched."""
+        table = self.world.allgather_array(self.evaluate(batch))
+        keys, coefs = self._all_probes(table, self.step)
         grad = self.backend.zeros(self.theta.shape, np.float32)
         apply_probes_(self.ops, grad, keys, coefs, self.cfg.distribution)
         return to_host(grad)
@@ -258,4 +277,3 @@ class RgeTrainer:
         grad = self.backend.zeros(self.theta.shape, np.float32)
         apply_probes_(ops, grad, keys, coefs, cfg.distribution)
         self.optimizer.step(grad)  # theta, in place, on the backend
-

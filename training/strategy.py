@@ -1,0 +1,35 @@
+"""The interface every training strategy shares (integer EGGROLL: evolution/eggroll.py, float EGGROLL:
+evolution/float_eggroll.py, CD-RGE and FDRAS: zorn/rge/trainer.py), in the spirit of evosax's
+init / ask / tell. A strategy is made from (model, cfg, backend, params, seed, step), the same six
+arguments in the same order for all three; each step it evaluates this rank's share of the step's
+perturbations, and is told every rank's results once the caller has gathered them (and, for integer
+EGGROLL, shaped them into pair signs):
+
+    results = strategy.evaluate(*batch)     # this rank's results at strategy.step
+    strategy.tell(gathered(results))        # the update; strategy.step advances by one
+"""
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+# the leading parameters of every strategy's constructor; `params` is the flat parameter vector, or
+# the optimiser object that owns it (float EGGROLL)
+STRATEGY_ARGUMENTS = ("model", "cfg", "backend", "params", "seed", "step")
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    step: int  # steps told; the noise of a step is keyed by it
+
+    def evaluate(self, *batch) -> np.ndarray:
+        """This rank's results for the current step: scores, losses or (probe, L+, L-) rows."""
+
+    def tell(self, results):
+        """Update from every rank's results of the current step and advance `step`."""
+
+    def host_params(self) -> np.ndarray:
+        """A host copy of the flat parameters."""
+
+    def host_optimizer_state(self) -> dict[str, np.ndarray]:
+        """Host copies of the optimiser's arrays ({} for a stateless update)."""
