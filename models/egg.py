@@ -17,16 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.egg.epoch import egg_epoch
+from eggnog.kernels.egg.epoch import egg_epoch, per_op_byte
 from eggnog.kernels.egg.int_matmul import int_matmul
 from eggnog.kernels.egg.layout import VOCAB, egg_layout
 from eggnog.kernels.egg.member_ops import (
-    egg_clip_add,
     egg_embedding,
-    egg_gru_forget,
-    egg_gru_output,
-    egg_l1_norm,
-    egg_reset,
     egg_vector,
 )
 from eggnog.kernels.noise.reference import gaussian_int8
@@ -138,23 +133,17 @@ class EggModel(IntTensorModel):
     def step(self, ops, params, vectors, tokens, states, prefixes, first_member, sigma_shift, perturbed):
         """One byte for every member: returns int8 logits (members, 256); `states` (one (members, D)
         array per layer) are replaced by the new hidden states."""
+        names = {t.tensor_id: t.name for t in self.tensors}
 
-        def mm(x, name):
+        def mm(x, tid):
+            name = names[tid]
             return int_matmul(ops, x, params[name], prefixes[name], first_member, sigma_shift, perturbed)
 
-        for state in states:
-            egg_reset(ops, state, tokens)
-        x = egg_embedding(ops, tokens, params["embedding"], prefixes["embedding"], first_member, sigma_shift, perturbed)
-        for layer in range(self.cfg.n_layer):
-            p = f"layers.{layer}."
-            s = states[layer]
-            h_in = egg_l1_norm(ops, x, vectors[p + "ln1"])
-            f, fh = egg_gru_forget(ops, mm(h_in, p + "gru.wf"), mm(s, p + "gru.uf"), vectors[p + "gru.bf"], s)
-            h = egg_gru_output(ops, mm(h_in, p + "gru.wh"), mm(fh, p + "gru.uh"), vectors[p + "gru.bh"], f, s)
-            states[layer] = h
-            x = egg_clip_add(ops, x, h)
-            x = egg_clip_add(ops, x, mm(mm(egg_l1_norm(ops, x, vectors[p + "ln2"]), p + "mlp.up"), p + "mlp.down"))
-        return mm(egg_l1_norm(ops, x, vectors["ln_out"]), "head")
+        def embed(tokens):
+            return egg_embedding(ops, tokens, params["embedding"], prefixes["embedding"], first_member, sigma_shift,
+                                 perturbed)
+
+        return per_op_byte(ops, tokens, states, embed, mm, lambda tid: vectors[names[tid]])
 
     def architecture(self):
         """Per-tensor table and resolved configuration, for print_arch."""

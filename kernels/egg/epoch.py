@@ -64,6 +64,27 @@ def _cases(rng):
     yield _case(rng, 1, 8, 9, 2, 3, 4, True, gains=True)
 
 
+def per_op_byte(ops, tokens, states, embed, mm, vec):
+    """One byte for every member, op by op: the EGG's forward, written once (the model's `step` and
+    `per_op_epoch` call it). `embed(tokens)` the embedding, `mm(x, tid)` the product with tensor `tid`,
+    `vec(tid)` the members' copy of vector `tid`. Each layer's state is replaced by its new value;
+    returns the logits."""
+    n_layer = len(states)
+    x = embed(tokens)
+    for layer in range(n_layer):
+        tid = lambda which: layer_tensor(layer, which)  # noqa: E731
+        s = states[layer]
+        egg_reset(ops, s, tokens)
+        h_in = egg_l1_norm(ops, x, vec(tid(LN1)))
+        f, fh = egg_gru_forget(ops, mm(h_in, tid(WF)), mm(s, tid(UF)), vec(tid(BF)), s)
+        h = egg_gru_output(ops, mm(h_in, tid(WH)), mm(fh, tid(UH)), vec(tid(BH)), f, s)
+        states[layer] = h
+        x = egg_clip_add(ops, x, h)
+        x = egg_clip_add(ops, x, mm(mm(egg_l1_norm(ops, x, vec(tid(LN2))), tid(UP)), tid(DOWN)))
+    ln_out, head = head_tensors(n_layer)
+    return mm(egg_l1_norm(ops, x, vec(ln_out)), head)
+
+
 def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shift, perturbed, host, gains=None):
     """The epoch as a sequence of per-op calls (`ops`: member_ops and int_matmul of one backend), one
     byte at a time, over `windows` as (T + 1, members) columns; `host` brings a backend array to NumPy.
@@ -88,24 +109,12 @@ def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shi
     vec = {tid: egg_vector(ops, tensor(tid), int(prefixes[tid]), first_member, members, sigma_shift, perturbed,
                            gain(tid))
            for tid, (_, _, kind, _) in enumerate(layout) if kind == "vector"}
-    ln_out, head = head_tensors(n_layer)
     total = np.zeros(members, np.int64)
+    embed = lambda tokens: egg_embedding(ops, tokens, tensor(0), int(prefixes[0]), first_member,  # noqa: E731
+                                         sigma_shift, perturbed, gain(0))
     for t in range(windows.shape[0] - 1):
-        tokens, targets = windows[t], windows[t + 1]
-        x = egg_embedding(ops, tokens, tensor(0), int(prefixes[0]), first_member, sigma_shift, perturbed, gain(0))
-        for layer in range(n_layer):
-            tid = lambda which: layer_tensor(layer, which)  # noqa: E731
-            s = states[layer]
-            egg_reset(ops, s, tokens)
-            h_in = egg_l1_norm(ops, x, vec[tid(LN1)])
-            f, fh = egg_gru_forget(ops, mm(h_in, tid(WF)), mm(s, tid(UF)), vec[tid(BF)], s)
-            h = egg_gru_output(ops, mm(h_in, tid(WH)), mm(fh, tid(UH)), vec[tid(BH)], f, s)
-            states[layer] = h
-            x = egg_clip_add(ops, x, h)
-            up = mm(egg_l1_norm(ops, x, vec[tid(LN2)]), tid(UP))
-            x = egg_clip_add(ops, x, mm(up, tid(DOWN)))
-        logits = mm(egg_l1_norm(ops, x, vec[ln_out]), head)
-        total += host(egg_loglik(ops, logits, targets))
+        logits = per_op_byte(ops, windows[t], states, embed, mm, vec.__getitem__)
+        total += host(egg_loglik(ops, logits, windows[t + 1]))
     return total
 
 

@@ -205,40 +205,34 @@ def _w(tensors, t):
 
 
 @device_function
-def _rescaled(y, top, scale):
-    """floor(y * 127 / top) for |y| <= top < 2^28 (0 where top == 0), scale ~ 127 / top in fp32; the
-    remainder 127 |y| - q top needs 64 bits, the quotient (at most 127) is exact after one correction."""
-    if top == 0:
-        return np.int32(0)
-    a = abs(np.int32(y))
-    q = np.int32(np.float32(a) * scale)
-    rest = np.int64(a) * MAX_UNIT - np.int64(q) * top
+def _floor_div(n, d, q):
+    """floor(n / d) for d > 0, from q ~ |n| / d off by at most one (an fp32 reciprocal's estimate):
+    the remainder |n| - q d corrects it, then the sign of n rounds it down."""
+    rest = abs(n) - np.int64(q) * d
     if rest < 0:
         q -= 1
-        rest += top
-    elif rest >= top:
+        rest += d
+    elif rest >= d:
         q += 1
-        rest -= top
-    if y >= 0:
+        rest -= d
+    if n >= 0:
         return q
     return -q - (1 if rest > 0 else 0)
 
 
 @device_function
+def _rescaled(y, top, scale):
+    """floor(y * 127 / top) for |y| <= top < 2^28 (0 where top == 0), scale ~ 127 / top in fp32; the
+    remainder 127 |y| - q top needs 64 bits."""
+    if top == 0:
+        return np.int32(0)
+    return _floor_div(np.int64(y) * MAX_UNIT, top, np.int32(np.float32(abs(np.int32(y))) * scale))
+
+
+@device_function
 def _weighted_mean(acc, norm, rcp):
     """floor(acc / norm) for |acc| <= 127 norm (a weighted mean of int8 values), rcp ~ 1 / norm in fp32."""
-    a = abs(acc)
-    q = np.int32(np.float32(a) * rcp)
-    rest = a - np.int64(q) * norm
-    if rest < 0:
-        q -= 1
-        rest += norm
-    elif rest >= norm:
-        q += 1
-        rest -= norm
-    if acc >= 0:
-        return q
-    return -q - (1 if rest > 0 else 0)
+    return _floor_div(np.int64(acc), norm, np.int32(np.float32(abs(acc)) * rcp))
 
 
 # ---- the int8 tensor-core sweep: 128 rows x 16 columns a warp -----------------------------------------
