@@ -156,3 +156,18 @@ def test_every_note_of_docs_internals_has_its_module():
     missing = [s for s in sections if not os.path.isfile(os.path.join(ROOT, s))]
     pointing = [s for s in sections if f"docs/internals.md ({s})" not in open(os.path.join(ROOT, s)).read()]
     assert sections and not missing and not pointing, (missing, pointing)
+
+
+def test_no_device_function_takes_more_than_12_parameters():
+    """Related values travel as tuples (a stage's offsets, a tile's accumulators), as the kernels'
+    `pert` and `stage` do; a kernel's own arguments are its launch signature and are not counted."""
+    long = []
+    for path in python_files("kernels"):
+        for node in ast.walk(ast.parse(open(path).read(), path)):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            decorators = [ast.unparse(d) for d in node.decorator_list]
+            device = any(d == "device_function" or "device=True" in d for d in decorators)
+            if device and len(node.args.args) > 12:
+                long.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {node.name} ({len(node.args.args)})")
+    assert not long, long

@@ -181,9 +181,13 @@ def _row_chunks(sub, chunks):
 
 
 @device_function
-def _mt_step(sh32, p, pitch, w0, w1, w2, w3, x0, x1, x2, x3, c0, c1, c2, c3, c4, c5, c6, c7):
+def _mt_step(sh32, p, pitch, w, x, c):
     """Two mma k-steps (64 bytes of k) of one 16-row tile whose row g starts at word p, times two 8-column
-    weight tiles (w: c0..c3, x: c4..c7): the A fragment serves both."""
+    weight tiles (w: c0..c3, x: c4..c7; w, x and c are tuples of 4, 4 and 8 words): the A fragment serves
+    both."""
+    w0, w1, w2, w3 = w
+    x0, x1, x2, x3 = x
+    c0, c1, c2, c3, c4, c5, c6, c7 = c
     h0, h1, h2, h3 = load_shared_v4(sh32, p)
     h4, h5, h6, h7 = load_shared_v4(sh32, p + 8 * pitch)
     c0, c1, c2, c3 = mma_s8_16832(h0, h4, h1, h5, w0, w1, c0, c1, c2, c3)
@@ -222,22 +226,18 @@ def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
     tile = np.int32(16 * pitch)
     kw = np.int32(0)
     while kw < words:  # two 64-byte steps a trip, all weight loads before the mmas (one latency); 32-bit counters
-        w0, w1, w2, w3 = load_global_v4(w32, wrow + kw)
-        x0, x1, x2, x3 = load_global_v4(w32, xrow + kw)
-        u0, u1, u2, u3 = _weights(w32, wrow, kw + 16, words)
-        y0, y1, y2, y3 = _weights(w32, xrow, kw + 16, words)
+        w = load_global_v4(w32, wrow + kw)
+        x = load_global_v4(w32, xrow + kw)
+        u = _weights(w32, wrow, kw + 16, words)
+        y = _weights(w32, xrow, kw + 16, words)
         p = np.int32(arow + kw)
-        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, w0, w1, w2, w3, x0, x1, x2, x3, a0, a1, a2, a3, a4,
-                                                  a5, a6, a7)
-        b0, b1, b2, b3, b4, b5, b6, b7 = _mt_step(sh32, p + tile, pitch, w0, w1, w2, w3, x0, x1, x2, x3, b0, b1, b2, b3,
-                                                  b4, b5, b6, b7)
+        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, w, x, (a0, a1, a2, a3, a4, a5, a6, a7))
+        b0, b1, b2, b3, b4, b5, b6, b7 = _mt_step(sh32, p + tile, pitch, w, x, (b0, b1, b2, b3, b4, b5, b6, b7))
         # the second step's shared reads wait for the first step's products (their address depends on one,
         # through a zero the compiler cannot see): not hoisted with the first step's, they fit 128 registers
         p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))
-        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, u0, u1, u2, u3, y0, y1, y2, y3, a0, a1, a2, a3, a4,
-                                                  a5, a6, a7)
-        b0, b1, b2, b3, b4, b5, b6, b7 = _mt_step(sh32, p + tile, pitch, u0, u1, u2, u3, y0, y1, y2, y3, b0, b1, b2, b3,
-                                                  b4, b5, b6, b7)
+        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, u, y, (a0, a1, a2, a3, a4, a5, a6, a7))
+        b0, b1, b2, b3, b4, b5, b6, b7 = _mt_step(sh32, p + tile, pitch, u, y, (b0, b1, b2, b3, b4, b5, b6, b7))
         kw = opaque(np.int32(kw + 32))  # not unrolled further: more steps' loads would not fit 128 registers
     return a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7
 
@@ -378,13 +378,16 @@ def _product(v, ds, a4, k, shift, dshift):
 
 
 @device_function
-def _row_outputs(kind, sh32, part, states, states_at, v0, v1, v2, v3, inputs, r, j0, dot_at, dst, dst_pitch, shift,
-                 dshift, ctx):
+def _row_outputs(kind, sh32, part, states, states_at, v, inputs, r, j0, out, shifts, ctx):
     """The four outputs of row r (columns j0 .. j0 + 3): rank-1 term, shift, clip, then what the stage does
     (ADD: onto the destination; FORGET: f = clip(x Wf + s Uf + bf) with x Wf in the f slot, and fh =
     ((f + 127) s) >> 8; OUTPUT: h = s + (((f + 127) (clip(x Wh + fh Uh + bh) - s)) >> 8) with x Wh in
-    the state slot, into the states and onto the residual). Loads and stores are 4 bytes."""
+    the state slot, into the states and onto the residual). Loads and stores are 4 bytes. v: the row's
+    four products; out: (dot_at, dst, dst_pitch) of the stage; shifts: (shift, dshift)."""
     first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
+    v0, v1, v2, v3 = v
+    dot_at, dst, dst_pitch = out
+    shift, dshift = shifts
     a4, bias, state = inputs
     ds = np.int32(0)
     if perturbed:  # the row dot times the member's sign (shared memory: read here, not held in registers)
@@ -440,9 +443,15 @@ def _mixed(f, s, pre):
 
 
 @device_function
-def _stage(kind, sh32, part, params32, noise8, vecs, states, layer, a_off, a_pitch, w_off, d_in, d_out, seg, dot_at,
-           dst, dst_pitch, bias_at, shift, dshift, tid):
-    """One matmul for the block's rows: each warp's 16-wide output tiles, each with its epilogue."""
+def _stage(kind, sh32, part, arrays, layer, a, w, out, shifts, tid):
+    """One matmul for the block's rows: each warp's 16-wide output tiles, each with its epilogue.
+    arrays: (params32, noise8, vecs, states); a: (a_off, a_pitch) of the input in shared memory;
+    w: (w_off, d_in, d_out, seg) of the weight and its noise; out: (dot_at, dst, dst_pitch, bias_at);
+    shifts: (shift, dshift)."""
+    params32, noise8, vecs, states = arrays
+    a_off, a_pitch = a
+    w_off, d_in, d_out, seg = w
+    dot_at, dst, dst_pitch, bias_at = out
     lane = tid & 31
     g = lane >> 2
     j_lane = 4 * (lane & 3)
@@ -461,30 +470,33 @@ def _stage(kind, sh32, part, params32, noise8, vecs, states, layer, a_off, a_pit
                       lane)
         ctx = _sizes(part)  # after the products: not held in registers over them
         # row g of a row tile: c0, c1, c4, c5; row g + 8: c2, c3, c6, c7 (columns j0 .. j0 + 3)
-        _row_outputs(kind, sh32, part, states, bases[2], c[0], c[1], c[4], c[5], i0, r0, j0, dot_at, dst, dst_pitch,
-                     shift, dshift, ctx)
-        _row_outputs(kind, sh32, part, states, bases[2], c[2], c[3], c[6], c[7], i1, r0 + 8, j0, dot_at, dst, dst_pitch,
-                     shift, dshift, ctx)
-        _row_outputs(kind, sh32, part, states, bases[2], c[8], c[9], c[12], c[13], i2, r0 + 16, j0, dot_at, dst,
-                     dst_pitch, shift, dshift, ctx)
-        _row_outputs(kind, sh32, part, states, bases[2], c[10], c[11], c[14], c[15], i3, r0 + 24, j0, dot_at, dst,
-                     dst_pitch, shift, dshift, ctx)
+        where = (dot_at, dst, dst_pitch)
+        _row_outputs(kind, sh32, part, states, bases[2], (c[0], c[1], c[4], c[5]), i0, r0, j0, where, shifts, ctx)
+        _row_outputs(kind, sh32, part, states, bases[2], (c[2], c[3], c[6], c[7]), i1, r0 + 8, j0, where, shifts, ctx)
+        _row_outputs(kind, sh32, part, states, bases[2], (c[8], c[9], c[12], c[13]), i2, r0 + 16, j0, where, shifts,
+                     ctx)
+        _row_outputs(kind, sh32, part, states, bases[2], (c[10], c[11], c[14], c[15]), i3, r0 + 24, j0, where, shifts,
+                     ctx)
         n0 = opaque(np.int32(n0 + 16 * WARPS // 2))  # the next 16 columns of this warp's half: 4 warps a half
 
 
 @device_function
-def _gate(kind, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, t1, t2, a2_at, dst_at,
-          bias_at, px, dim, shift, dshift, tid):
+def _gate(kind, sh32, part, arrays, layer, offsets, tensors, slots, px, dim, shifts, tid):
     """A GRU gate: H W1 stored at the slot part[dst_at] names, then the slot part[a2_at] names times W2
-    added to it in the `kind` epilogue (barriers). W1, W2 are tensor ids t1, t2; sizes and offsets are
-    read where they are used (see ROW_NOISE)."""
+    added to it in the `kind` epilogue (barriers). offsets: (param_off, noise_off) tables; tensors: the
+    ids (t1, t2) of W1, W2; slots: (a2_at, dst_at, bias_at). Sizes and offsets are read where they are
+    used (see ROW_NOISE)."""
+    noise8 = arrays[1]
+    param_off, noise_off = offsets
+    t1, t2 = tensors
+    a2_at, dst_at, bias_at = slots
     _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[t1], DOT1, tid)
     _row_dots(sh32, part, part[a2_at], px, dim, noise8, noise_off[t2], DOT2, tid)
     cuda.syncthreads()
-    _stage(STORE, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[t1], dim, dim,
-           noise_off[t1], DOT1, part[dst_at], px, 0, shift, dshift, tid)
-    _stage(kind, sh32, part, params32, noise8, vecs, states, layer, part[a2_at], px, param_off[t2], dim, dim,
-           noise_off[t2], DOT2, 0, px, bias_at, shift, dshift, tid)
+    _stage(STORE, sh32, part, arrays, layer, (part[H_AT], px), (param_off[t1], dim, dim, noise_off[t1]),
+           (DOT1, part[dst_at], px, 0), shifts, tid)
+    _stage(kind, sh32, part, arrays, layer, (part[a2_at], px), (param_off[t2], dim, dim, noise_off[t2]),
+           (DOT2, 0, px, bias_at), shifts, tid)
     cuda.syncthreads()
 
 
@@ -594,6 +606,9 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
     x_off = X_OFF
     part = sh32
     d_shift = np.int32(4 + (log2_dim >> 1))  # divisor 16 * sqrt(dim)
+    arrays = (params32, noise8, vecs, states)  # what the stages read and write in global memory
+    offsets = (param_off, noise_off)
+    shifts = (shift, d_shift)
     r = tid // ROW_THREADS
     sub = tid % ROW_THREADS
 
@@ -662,21 +677,21 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             _load_states(sh32, part, states, layer, part[ST_AT], tid)
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, tid)
             # forget gate f, fh; then the new state (into the states and the residual)
-            _gate(FORGET, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WF,
-                  lt + UF, ST_AT, U_AT, slots + dim, px, dim, shift, d_shift, tid)
-            _gate(OUTPUT, sh32, part, params32, noise8, vecs, states, layer, param_off, noise_off, lt + WH,
-                  lt + UH, FH_AT, ST_AT, slots + 2 * dim, px, dim, shift, d_shift, tid)
+            _gate(FORGET, sh32, part, arrays, layer, offsets, (lt + WF, lt + UF), (ST_AT, U_AT, slots + dim), px, dim,
+                  shifts, tid)
+            _gate(OUTPUT, sh32, part, arrays, layer, offsets, (lt + WH, lt + UH), (FH_AT, ST_AT, slots + 2 * dim), px,
+                  dim, shifts, tid)
             # MLP: x = clip(x + down(up(L1(x))))
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, tid)
             _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
             cuda.syncthreads()
-            _stage(STORE, sh32, part, params32, noise8, vecs, states, layer, part[H_AT], px, param_off[lt + UP],
-                   dim, 4 * dim, noise_off[lt + UP], DOT1, part[U_AT], pu, 0, shift, d_shift, tid)
+            _stage(STORE, sh32, part, arrays, layer, (part[H_AT], px), (param_off[lt + UP], dim, 4 * dim,
+                   noise_off[lt + UP]), (DOT1, part[U_AT], pu, 0), shifts, tid)
             cuda.syncthreads()
             _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
             cuda.syncthreads()
-            _stage(ADD, sh32, part, params32, noise8, vecs, states, layer, part[U_AT], pu, param_off[lt + DOWN],
-                   4 * dim, dim, noise_off[lt + DOWN], DOT1, x_off, px, 0, shift, np.int32(d_shift + 1), tid)
+            _stage(ADD, sh32, part, arrays, layer, (part[U_AT], pu), (param_off[lt + DOWN], 4 * dim, dim,
+                   noise_off[lt + DOWN]), (DOT1, x_off, px, 0), (shift, np.int32(d_shift + 1)), tid)
             cuda.syncthreads()
             layer = np.int32(layer + 1)
         # head and the log-likelihood of the next byte
@@ -684,8 +699,8 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
         _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, tid)
         _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[head], DOT1, tid)
         cuda.syncthreads()
-        _stage(STORE, sh32, part, params32, noise8, vecs, states, 0, part[H_AT], px, param_off[head], dim, VOCAB,
-               noise_off[head], DOT1, part[U_AT], LOGIT_PITCH, 0, shift, d_shift, tid)
+        _stage(STORE, sh32, part, arrays, 0, (part[H_AT], px), (param_off[head], dim, VOCAB, noise_off[head]),
+               (DOT1, part[U_AT], LOGIT_PITCH, 0), shifts, tid)
         cuda.syncthreads()
         _loglik_partials(sh32, part, part[U_AT], tid)
         cuda.syncthreads()

@@ -147,9 +147,16 @@ def _multiply(a_tile, b_tile, a_at, b_at, acc):
 
 
 @device_function
-def _slice(a, b, a_tile, b_tile, s, slices, row0, col0, a_k, b_k, a_vector, b_vector, t, ty, tx, acc):
+def _slice(operands, tiles, s, slices, corner, k_major, vector, thread, acc):
     """Slice s from stage s % 2: the next slice's loads fly while this one is multiplied, then are stored
-    into the other stage; one barrier."""
+    into the other stage; one barrier. Pairs for a and b: operands, tiles (shared), k_major (a_k, b_k),
+    vector (a_vector, b_vector); corner: (row0, col0); thread: (t, ty, tx)."""
+    a, b = operands
+    a_tile, b_tile = tiles
+    row0, col0 = corner
+    a_k, b_k = k_major
+    a_vector, b_vector = vector
+    t, ty, tx = thread
     more = s + 1 < slices
     z = np.float32(0.0)
     a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
@@ -200,10 +207,11 @@ def matmul_cuda(a, b, c, transpose_a, transpose_b):
     slices = (inner + STEP - 1) // STEP
     if a_vector and b_vector:  # two loops, each with its own loads inlined
         for s in range(slices):
-            _slice(a, b, a_tile, b_tile, s, slices, row0, col0, a_k, b_k, True, True, t, ty, tx, acc)
+            _slice((a, b), (a_tile, b_tile), s, slices, (row0, col0), (a_k, b_k), (True, True), (t, ty, tx), acc)
     else:
         for s in range(slices):
-            _slice(a, b, a_tile, b_tile, s, slices, row0, col0, a_k, b_k, a_vector, b_vector, t, ty, tx, acc)
+            _slice((a, b), (a_tile, b_tile), s, slices, (row0, col0), (a_k, b_k), (a_vector, b_vector), (t, ty, tx),
+                   acc)
     for i in range(PER):
         row = row0 + 4 * ty + (i & 3) + (HALF if i >= 4 else 0)
         if row < rows:

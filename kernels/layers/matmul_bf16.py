@@ -141,9 +141,12 @@ def _stage_checked(src, trans, is_b, tile, off, base, rows, k0, depth, tid):
 # ---- the warp's 64 x 64 tile: one 16-deep k step -----------------------------------------------------
 
 @device_function
-def _quad(a0, a1, a2, a3, x0, x1, x2, x3, y0, y1, y2, y3, c):
-    """One row tile against four n tiles (two LDS.128 of B, x and y, each b0, b1 of two n tiles 8 apart):
-    4 mma on 16 accumulators."""
+def _quad(a, x, y, c):
+    """One row tile (a: its 4 words) against four n tiles (two LDS.128 of B, x and y, each b0, b1 of two
+    n tiles 8 apart): 4 mma on 16 accumulators."""
+    a0, a1, a2, a3 = a
+    x0, x1, x2, x3 = x
+    y0, y1, y2, y3 = y
     d0, d1, d2, d3 = mma_bf16_16816(a0, a1, a2, a3, x0, x1, c[0], c[1], c[2], c[3])
     d4, d5, d6, d7 = mma_bf16_16816(a0, a1, a2, a3, x2, x3, c[4], c[5], c[6], c[7])
     d8, d9, d10, d11 = mma_bf16_16816(a0, a1, a2, a3, y0, y1, c[8], c[9], c[10], c[11])
@@ -153,9 +156,9 @@ def _quad(a0, a1, a2, a3, x0, x1, x2, x3, y0, y1, y2, y3, c):
 
 @device_function
 def _row_tile(sa, at, b, c_lo, c_hi):
-    a0, a1, a2, a3 = load_shared_v4(sa, at)
-    c_lo = _quad(a0, a1, a2, a3, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], c_lo)
-    c_hi = _quad(a0, a1, a2, a3, b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15], c_hi)
+    a = load_shared_v4(sa, at)
+    c_lo = _quad(a, (b[0], b[1], b[2], b[3]), (b[4], b[5], b[6], b[7]), c_lo)
+    c_hi = _quad(a, (b[8], b[9], b[10], b[11]), (b[12], b[13], b[14], b[15]), c_hi)
     return c_lo, c_hi
 
 

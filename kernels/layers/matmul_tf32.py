@@ -108,9 +108,12 @@ def _k_step(sh, at, bt, acc):
 
 
 @device_function
-def _slice(x, w, sh, t, slices, stage, m_base, n_base, vector, tid, at, bt, acc):
+def _slice(x, w, sh, t, slices, stage, bases, vector, tid, words, acc):
     """One k slice: wait for it and copy slice t + STAGES - 1 into the stage freed by slice t - 1, then its
-    4 k steps (written out: unrolled); returns the next stage."""
+    4 k steps (written out: unrolled); returns the next stage. bases: the tile's (m_base, n_base);
+    words: this warp's (at, bt) in a stage."""
+    m_base, n_base = bases
+    at, bt = words
     copy_async_wait(WAIT)  # slice t has landed (this thread's copies) ...
     cuda.syncthreads()  # ... and everyone's; everyone is done with slice t - 1
     if t + STAGES - 1 < slices:
@@ -168,10 +171,10 @@ def matmul_tf32_cuda(x, w, y):
     stage = 0
     if vector:  # two loops, each with its own copies inlined
         for t in range(slices):
-            stage = _slice(x, w, sh, t, slices, stage, m_base, n_base, True, tid, at, bt, acc)
+            stage = _slice(x, w, sh, t, slices, stage, (m_base, n_base), True, tid, (at, bt), acc)
     else:
         for t in range(slices):
-            stage = _slice(x, w, sh, t, slices, stage, m_base, n_base, False, tid, at, bt, acc)
+            stage = _slice(x, w, sh, t, slices, stage, (m_base, n_base), False, tid, (at, bt), acc)
     r = m_base + wm + g
     c = n_base + wn + 2 * q
     _store_row(y, acc, 0, r, c)  # one call per mma row tile, written out: unrolled

@@ -180,17 +180,20 @@ def recurrent_product_cuda(draw, r2, dh_extra, gates, c, c_prev, dc, draw_prev, 
     cuda.syncthreads()  # every slice is multiplied: the ring is free for the outputs
     _stage_outputs(sh, acc, 0, ty, tx)
     cuda.syncthreads()
-    _finish_step(sh, 0, dh_extra, gates, c, c_prev, dc, draw_prev, dh, fuse, row0, col0, n, size, tid)
+    cell = (gates, c, c_prev, dc, draw_prev)
+    _finish_step(sh, 0, dh_extra, cell, dh, fuse, (row0, col0), n, size, tid)
     cuda.syncthreads()
     _stage_outputs(sh, acc, 1, ty, tx)
     cuda.syncthreads()
-    _finish_step(sh, 1, dh_extra, gates, c, c_prev, dc, draw_prev, dh, fuse, row0, col0, n, size, tid)
+    _finish_step(sh, 1, dh_extra, cell, dh, fuse, (row0, col0), n, size, tid)
 
 
 @device_function
-def _finish_step(sh, half, dh_extra, gates, c, c_prev, dc, draw_prev, dh, fuse, row0, col0, n, size, tid):
+def _finish_step(sh, half, dh_extra, cell, dh, fuse, corner, n, size, tid):
     """Half `half` of the step product's tile from sh, a unit a thread: the gate gradients of step t - 1
-    (fused) or dh."""
+    (fused) or dh. cell: (gates, c, c_prev, dc, draw_prev); corner: the tile's (row0, col0)."""
+    gates, c, c_prev, dc, draw_prev = cell
+    row0, col0 = corner
     batch, hidden = dh.shape
     for q in range(HALF_TILE // THREADS):  # a constant count (the static model reads it)
         e = tid + q * THREADS

@@ -122,9 +122,11 @@ def _gate_inputs(table, rows, bias, t, b, j):
 
 
 @device_function
-def _finish(hs, cs, gates, keep, t, b, j, batch, hidden, ri, rf, rz, ro, c):
-    """The cell from the four pre-activations and c_(t-1): writes h_t (and c_t and the gates when
-    `keep`) into the flat hs, cs, gates; returns c_t."""
+def _finish(outs, keep, t, b, j, batch, hidden, pre, c):
+    """The cell from the four pre-activations `pre` (i, f, z, o) and c_(t-1): writes h_t (and c_t and the
+    gates when `keep`) into the flat arrays of outs = (hs, cs, gates); returns c_t."""
+    hs, cs, gates = outs
+    ri, rf, rz, ro = pre
     ig, fg, zg, og = gpu_sigmoid(ri), gpu_sigmoid(rf), gpu_tanh(rz), gpu_sigmoid(ro)
     c = fg * c + ig * zg
     row_stride = np.uint64(batch * hidden)
@@ -141,8 +143,12 @@ def _finish(hs, cs, gates, keep, t, b, j, batch, hidden, ri, rf, rz, ro, c):
 
 
 @device_function
-def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c):
-    """Step t of unit s * units + u of head n for batch row b, from c_{t-1} (the sequence kernel)."""
+def _unit_step(ins, r_s, outs, keep, t, b, unit, units, size, c):
+    """Step t of unit s * units + u of head n, unit = (n, s, u), for batch row b, from c_{t-1} (the
+    sequence kernel); ins = (table, rows, bias), outs = (hs, cs, gates)."""
+    table, rows, bias = ins
+    hs = outs[0]
+    n, s, u = unit
     hidden = table.shape[1] // 4
     batch = rows.shape[1]
     pitch = size | 1
@@ -160,7 +166,7 @@ def _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units
         rz += wz * hk
         ro += wo * hk
         k += np.uint64(1)
-    return _finish(hs, cs, gates, keep, t, b, j, batch, hidden, ri, rf, rz, ro, c)
+    return _finish(outs, keep, t, b, j, batch, hidden, (ri, rf, rz, ro), c)
 
 
 @device_function
@@ -194,7 +200,7 @@ def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, fi
     c = c_state[b, j] if active else np.float32(0.0)
     for t in range(first, last):
         if active:
-            c = _unit_step(table, rows, bias, r_s, hs, cs, gates, keep, t, b, n, s, u, units, size, c)
+            c = _unit_step((table, rows, bias), r_s, (hs, cs, gates), keep, t, b, (n, s, u), units, size, c)
         cuda.syncthreads()  # h_t is complete for every row of the tile before step t + 1 reads it
     if active:
         c_state[b, j] = c
@@ -280,10 +286,10 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
                     i0, f0, z0, o0, i1, f1, z1, o1 = _four_k(shared, h0_at + k, h1_at + k, r_at + (k << np.uint64(2)),
                                                              i0, f0, z0, o0, i1, f1, z1, o1)
                     k += np.uint64(4)
-                c_state[b0, j] = _finish(hs, cs, gates, keep, t, b0, j, batch, hidden, i0, f0, z0, o0, c_state[b0, j])
+                outs = (hs, cs, gates)
+                c_state[b0, j] = _finish(outs, keep, t, b0, j, batch, hidden, (i0, f0, z0, o0), c_state[b0, j])
                 if b1 < batch:
-                    c_state[b1, j] = _finish(hs, cs, gates, keep, t, b1, j, batch, hidden, i1, f1, z1, o1,
-                                             c_state[b1, j])
+                    c_state[b1, j] = _finish(outs, keep, t, b1, j, batch, hidden, (i1, f1, z1, o1), c_state[b1, j])
             cuda.syncthreads()  # every thread is done with the staged rows before the next group's
         grid.sync()
 

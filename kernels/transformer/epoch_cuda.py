@@ -413,11 +413,14 @@ def _store_tile(y, ra, col, sh8, sh32, rm_slot, dst_col, dim):
 
 
 @device_function
-def _rescaled_stage(sh8, sh32, w32, pert, a_word, pair_words, w_word, kw, lane, warp, stage, rm_slot, dst_col):
+def _rescaled_stage(sh8, sh32, w32, pert, a, w, lane, warp, stage, rm_slot, dst_col):
     """A product with dim outputs whose rows are rescaled to max 127 (Q, K, V, O, MLP down): the sweep,
-    the values kept in registers, the row maxima (a barrier), then the int8 stores. stage = (the x . B
-    slot, the word of A in a pair's noise row, the shift, the RoPE table, head_dim // 2, whether to
-    rotate, the bias vector's offset or -1, whether to add the residual, dim)."""
+    the values kept in registers, the row maxima (a barrier), then the int8 stores. a = (a_word,
+    pair_words) of the input, w = (w_word, kw) of the weight; stage = (the x . B slot, the word of A in a
+    pair's noise row, the shift, the RoPE table, head_dim // 2, whether to rotate, the bias vector's
+    offset or -1, whether to add the residual, dim)."""
+    a_word, pair_words = a
+    w_word, kw = w
     dim = stage[8]
     hide = sh32[N_VALID] >> 31  # 0 (N_VALID >= 0): what derives from the lane is computed here, not
     # hoisted out of the layers by the compiler to hold registers through every product
@@ -990,10 +993,12 @@ def _mean_out(c, norm, rcp, sh8, r, col, inside, pert, noise):
 
 
 @device_function
-def _prelude(params, windows, prefixes, tensors, luts, sh32, pert, v_shift, kind, hd, steps, m0, m_valid,
-             first_member, tid):
+def _prelude(inputs, sh32, pert, v_shift, kind, block, tid):
     """Tables, each row's facts, the block's noise rows and its members' perturbed vectors, hashed once
-    for the window (rows past the block's members repeat its last one and are never stored); no barrier."""
+    for the window (rows past the block's members repeat its last one and are never stored); no barrier.
+    inputs: (params, windows, prefixes, tensors, luts); block: (hd, steps, m0, m_valid, first_member)."""
+    params, windows, prefixes, tensors, luts = inputs
+    hd, steps, m0, m_valid, first_member = block
     noise8, vecs, noise_len, n_vecs, _, perturbed = pert
     for i in range(tid, LUTS.size, THREADS):
         sh32[LUT + i] = luts[i]
@@ -1075,8 +1080,8 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
     pert = (noise8, vecs, noise_len, n_vecs, m_shift, perturbed)
     half = hd >> 1
 
-    _prelude(params, windows, prefixes, tensors, luts, sh32, pert, v_shift, kind, hd, steps, m0,
-             min(per_block, members - m0), first_member, tid)
+    _prelude((params, windows, prefixes, tensors, luts), sh32, pert, v_shift, kind,
+             (hd, steps, m0, min(per_block, members - m0), first_member), tid)
     cuda.syncthreads()
     _embed(params, sh8, sh32, pert, _vec(tensors, EMBEDDING_BIAS), _offset(tensors, EMBEDDING, PARAM_AT),
            _noise(tensors, EMBEDDING), dim, tid)
@@ -1096,7 +1101,7 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
                 t = lt + (K + which if which < 2 else Q)
                 stage = (DOTB if which == 0 else (DOTC if which == 1 else DOTA), _noise(tensors, t) + dim, s_qkv,
                          rope, half, which != 1, -1, False, dim)
-                _rescaled_stage(sh8, sh32, w32, pert, H_OFF >> 2, H_PAIR >> 2, _w(tensors, t), kw_dim, lane, warp,
+                _rescaled_stage(sh8, sh32, w32, pert, (H_OFF >> 2, H_PAIR >> 2), (_w(tensors, t), kw_dim), lane, warp,
                                 stage, RM + ROWS * which, K_DST if which == 0 else (V_DST if which == 1 else Q_DST))
             cuda.syncthreads()
             if tid < ROWS:
@@ -1109,8 +1114,8 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
                 cuda.atomic.add(sh32, DOTA + (tid >> 2), dot)
             cuda.syncthreads()
             stage = (DOTA, _noise(tensors, lt + O) + dim, s_out, rope, half, False, -1, True, dim)
-            _rescaled_stage(sh8, sh32, w32, pert, H_OFF >> 2, H_PAIR >> 2, _w(tensors, lt + O), kw_dim, lane, warp,
-                            stage, RM + 3 * ROWS, -1)
+            _rescaled_stage(sh8, sh32, w32, pert, (H_OFF >> 2, H_PAIR >> 2), (_w(tensors, lt + O), kw_dim), lane,
+                            warp, stage, RM + 3 * ROWS, -1)
             cuda.syncthreads()
         # the MLP: LN (x . B of up in DOTA; DOTB zeroed for the down's, which up's epilogue adds up)
         if tid < ROWS:
@@ -1125,8 +1130,8 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
         cuda.syncthreads()
         stage = (DOTB, _noise(tensors, first + DOWN) + hidden, s_down, rope, half, False,
                  _vec(tensors, first + DOWN_BIAS), True, dim)
-        _rescaled_stage(sh8, sh32, w32, pert, U_OFF >> 2, U_PAIR >> 2, _w(tensors, first + DOWN), kw_hidden, lane,
-                        warp, stage, RM, -1)
+        _rescaled_stage(sh8, sh32, w32, pert, (U_OFF >> 2, U_PAIR >> 2), (_w(tensors, first + DOWN), kw_hidden),
+                        lane, warp, stage, RM, -1)
         cuda.syncthreads()
 
     # the tied head: LN (x . B of the head in DOTA, the target's E row . h in DOTB), then two vocabulary passes
