@@ -38,7 +38,7 @@ def es_loss(kind, meta, arrays, record, data, split, rows, tokens, backend):
 
 def mingru_loss(meta, arrays, data, split, rows, tokens, backend):
     from eggnog.corpus.reader import open_corpus
-    from eggnog.kernels.core.registry import kernels_for
+    from eggnog.kernels.core.placement import kernels_for
     from eggnog.models.mingru import MinGruModel
     from eggnog.models.mingru_eval import val_bpb, val_windows
     from eggnog.runtime.world import init_world

@@ -86,7 +86,8 @@ def main(
     from eggnog.corpus.default import default_corpus
     from eggnog.corpus.reader import open_corpus
     from eggnog.corpus.samplers import RandomWindows
-    from eggnog.kernels.core.backend import select_backend, to_host
+    from eggnog.kernels.core.backend import select_backend
+    from eggnog.kernels.core.placement import to_host
     from eggnog.kernels.noise import scalar_math, streams
     from eggnog.runtime.world import init_world, mpi_library
 

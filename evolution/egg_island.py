@@ -27,7 +27,7 @@ from eggnog.evolution.es_trainer import (
     write_es_checkpoint,
 )
 from eggnog.evolution.fitness import bits_per_byte
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.runtime.checkpoint import save_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.training.gossip.fields import GossipFields

@@ -22,8 +22,10 @@ import numpy as np
 from eggnog.evolution.fitness import Z_SCALE, check_population
 from eggnog.evolution.int_optimizers import INT_OPTIMIZERS, OPTIMIZER_ARRAYS
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.core.placement import BackendArray, kernels_for
 from eggnog.kernels.egg.changed import count_changed
+from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run.config import flag
 
@@ -141,8 +143,9 @@ class IntEggroll:
     """The strategy (training/strategy.py) of integer EGGROLL: `evaluate(windows, states)` scores this
     rank's members, `tell(pair_fitness)` moves the parameters by the optimiser the config names."""
 
-    def __init__(self, model, cfg: IntEggrollConfig, backend, params, seed, step=0, first_member=0, members=None,
-                 optimizer_state=None):
+    def __init__(self, model: IntTensorModel, cfg: IntEggrollConfig, backend: Backend, params: np.ndarray, seed: int,
+                 step: int = 0, first_member: int = 0, members: int | None = None,
+                 optimizer_state: dict[str, np.ndarray] | None = None):
         """optimizer_state: {STATE_ARRAYS name: array} to continue from: adamw's (zeros, made at the
         first update, when absent: an evaluation-only copy holds no state) and the adaptive-noise overlay
         (64 everywhere when absent)."""
@@ -166,26 +169,26 @@ class IntEggroll:
         self.overlay = np.array(overlay, dtype=np.int8)
         self.gains = self.backend.to_device(gains_of(self.overlay))
 
-    def host_params(self):
-        from eggnog.kernels.core.backend import to_host
+    def host_params(self) -> np.ndarray:
+        from eggnog.kernels.core.placement import to_host
 
         return to_host(self.params).copy()
 
-    def host_optimizer_state(self):
-        from eggnog.kernels.core.backend import to_host
+    def host_optimizer_state(self) -> dict[str, np.ndarray]:
+        from eggnog.kernels.core.placement import to_host
 
         state = {name: to_host(a).copy() for name, a in self.optimizer.state.items()}
         if self.overlay is not None:
             state[OVERLAY_ARRAY] = self.overlay.copy()
         return state
 
-    def evaluate(self, windows, states, perturbed=True):
+    def evaluate(self, windows: np.ndarray, states: BackendArray, perturbed: bool = True) -> np.ndarray:
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
         token window, as int64 on the host (and `proxy_sum` for a model with a proxy loss); `states`
         ((layers, members, width) int8 on the backend, the model's state_dims) carry over and are
         updated in place. One fused call (the EGG's `egg_epoch`, the transformer's `transformer_epoch`):
         every token and layer of every member runs inside it, and only the sums leave the device."""
-        from eggnog.kernels.core.backend import to_host
+        from eggnog.kernels.core.placement import to_host
 
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.step))
         by_id = np.array([prefixes[t.name] for t in self.model.tensors], dtype=np.int64)  # tensors are in id order
@@ -199,7 +202,7 @@ class IntEggroll:
             return np.ascontiguousarray(scores[:, 0])
         return scores
 
-    def tell(self, fitness):
+    def tell(self, fitness: np.ndarray) -> float:
         """Apply the update from the fitness of every pair of the population; returns the fraction of
         parameters that moved. Identical on every rank given identical fitness."""
         if fitness.size != self.cfg.population // 2:

@@ -9,7 +9,8 @@ from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.es_memory import int_eggroll_memory
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, pair_signs, pair_zscores, unpack_ternary
-from eggnog.kernels.core.backend import device_free_bytes, to_host
+from eggnog.kernels.core.backend import device_free_bytes
+from eggnog.kernels.core.placement import to_host
 from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime import rundir
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint

@@ -19,15 +19,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from eggnog.evolution.fitness import check_population
-from eggnog.kernels.core.backend import to_host
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.layers.elementwise import add_bias, scale_rows
 from eggnog.kernels.layers.losses import cross_entropy
 from eggnog.kernels.layers.lowrank import lowrank_sum
 from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.kernels.noise.normal_rows import normal_rows
 from eggnog.kernels.noise.scalar_math import prefix_key
+from eggnog.models.mingru import MinGruModel
 from eggnog.runtime.errors import BadInput
+from eggnog.training.optimizers import Optimizer
 from eggnog.training.run.config import flag
 
 FITNESS_MODES = ("global", "group")
@@ -120,7 +122,8 @@ class FloatEggroll:
     slice of the population, `tell(losses)` takes every member's loss (identical on all ranks) and
     steps the optimiser, which owns the flat float32 parameters on the backend."""
 
-    def __init__(self, model, cfg: FloatEggrollConfig, backend, params, seed, step=0, first_member=0, members=None):
+    def __init__(self, model: MinGruModel, cfg: FloatEggrollConfig, backend: Backend, params: Optimizer, seed: int,
+                 step: int = 0, first_member: int = 0, members: int | None = None):
         self.model, self.cfg, self.seed = model, cfg, seed
         self.ops = kernels_for(backend.name)
         self.optimizer = params  # an optimiser that owns the flat float32 parameters (on the backend)
@@ -136,10 +139,10 @@ class FloatEggroll:
     def params(self):
         return self.optimizer.train_params()
 
-    def host_params(self):
+    def host_params(self) -> np.ndarray:
         return np.array(to_host(self.params), np.float32)
 
-    def host_optimizer_state(self):
+    def host_optimizer_state(self) -> dict[str, np.ndarray]:
         return {name: np.array(to_host(a), np.float32) for name, a in self.optimizer.state()[0].items()}
 
     def pair_noise(self, name, pairs):
@@ -175,7 +178,7 @@ class FloatEggroll:
                 vectors[name] = add_bias(ops, scale_rows(ops, eps, scale), views[name])
         return Perturbation(ops, self.members, matrices, vectors)
 
-    def evaluate(self, windows):
+    def evaluate(self, windows: np.ndarray) -> np.ndarray:
         """Mean loss (bits/byte) of each member of this slice over its (T + 1)-byte window, every
         member from a zero state, all tokens of all members in one pass per layer."""
         ops = self.ops
@@ -208,7 +211,7 @@ class FloatEggroll:
                 grads[name] = lowrank_sum(ops, vector_weight, ones, eps.reshape(pairs.size, shape[0], 1))
         return self.model.flatten_on(grads, ops)
 
-    def tell(self, losses):
+    def tell(self, losses: np.ndarray) -> None:
         """One optimiser step from the losses of the whole population (identical on every rank)."""
         self.optimizer.step(self.gradient(losses))
         self.step += 1

@@ -10,7 +10,7 @@ from eggnog.corpus.samplers import RandomWindows
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
 from eggnog.evolution.float_es_memory import float_eggroll_memory
 from eggnog.kernels.core.backend import device_free_bytes
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.placement import kernels_for
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
 from eggnog.runtime.errors import BadInput

@@ -7,7 +7,7 @@ Every op has three implementations in one module of a family: `reference_<op>` (
 one registry (core/registry.py), which the generated tests read. Call an op by its name, imported
 from its module, with the `Kernels` it runs on first:
 
-    from eggnog.kernels.core.registry import kernels_for
+    from eggnog.kernels.core.placement import kernels_for
     from eggnog.kernels.layers.matmul import matmul
 
     y = matmul(kernels_for("cpu"), x, w)   # "numpy", "cpu" or "cuda"; precision "fp32", "tf32", "bf16"

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.placement import BackendArray, kernels_for
 from eggnog.kernels.layers.elementwise import accumulate, add, add_bias, column_sum, scale_rows
 from eggnog.kernels.layers.embedding import embedding, embedding_backward
 from eggnog.kernels.layers.losses import cross_entropy
@@ -98,14 +98,14 @@ class DncModel(FlatParams):
                       "heads.bias": (self.offsets["fc_read_keys.bias"][0], (self.n_iface,))}
 
     # ---- parameters -------------------------------------------------------------------------------
-    def architecture(self):
+    def architecture(self) -> dict:
         return {"model": "dnc", "total_params": self.n_params,
                 "config": {**asdict(self.cfg), "controller_input": self.cfg.input_size + self.cfg.num_reads
                            * self.cfg.head_size, "interface": self.n_iface},
                 "tensors": [{"name": n, "shape": list(s), "kind": "matrix" if len(s) == 2 else "vector",
                              "params": math.prod(s)} for n, s, _ in self.specs]}
 
-    def init_params(self, seed):
+    def init_params(self, seed: int) -> np.ndarray:
         rng = np.random.default_rng(seed)
         flat = np.empty(self.n_params, np.float32)
         for name, shape, init in self.specs:
@@ -121,7 +121,7 @@ class DncModel(FlatParams):
             flat[start:start + n] = values
         return flat
 
-    def views(self, flat):
+    def views(self, flat: BackendArray) -> dict[str, BackendArray]:
         """Named tensors over a flat vector (host or device), plus the fused "heads.weight" and
         "heads.bias"; no copies."""
         return super().views(flat, self.fused)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.egg.epoch import egg_epoch, per_op_byte
 from eggnog.kernels.egg.int_matmul import int_matmul
 from eggnog.kernels.egg.layout import VOCAB, egg_layout
@@ -69,11 +70,11 @@ class IntTensorModel:
         self.by_name = {t.name: t for t in self.tensors}
         self.n_params = sum(t.size for t in self.tensors)
 
-    def views(self, flat):
+    def views(self, flat: BackendArray) -> dict[str, BackendArray]:
         """Named views of a flat buffer (host or device array)."""
         return {t.name: flat[t.offset:t.offset + t.size].reshape(t.shape) for t in self.tensors}
 
-    def prefixes(self, seed, noise_epoch):
+    def prefixes(self, seed: int, noise_epoch: int) -> dict[str, int]:
         return {t.name: prefix_key(seed, t.tensor_id, noise_epoch) for t in self.tensors}
 
 
@@ -114,7 +115,7 @@ class EggModel(IntTensorModel):
         strategy's (IntEggrollConfig)."""
         return egg_epoch(ops, params, windows, states, prefix_ids, first_member, cfg.sigma_shift, perturbed, gains)
 
-    def init_params(self, seed):
+    def init_params(self, seed: int) -> np.ndarray:
         """Matrices ~ round(16 * N(0,1)) from the noise hash, L1-norm weights 16, biases 0."""
         flat = np.zeros(self.n_params, dtype=np.int8)
         for t in self.tensors:
@@ -145,7 +146,7 @@ class EggModel(IntTensorModel):
 
         return per_op_byte(ops, tokens, states, embed, mm, lambda tid: vectors[names[tid]])
 
-    def architecture(self):
+    def architecture(self) -> dict:
         """Per-tensor table and resolved configuration, for print_arch."""
         return {
             "model": "egg",

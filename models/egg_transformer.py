@@ -75,7 +75,7 @@ class TransformerModel(IntTensorModel):
         self.noise_kind = NOISE_KINDS[noise]
         self.spec = make_spec(cfg, sigma_shift, vector_shift, noise)
 
-    def init_params(self, seed):
+    def init_params(self, seed: int) -> np.ndarray:
         """Matrices and the embedding uniform on [-15, 15] from the noise hash, LN weights 16, biases 0."""
         flat = np.zeros(self.n_params, dtype=np.int8)
         for t in self.tensors:
@@ -107,7 +107,7 @@ class TransformerModel(IntTensorModel):
         (kernels/transformer/epoch.py)."""
         return transformer_epoch(ops, params, windows, prefix_ids, first_member, self.spec, perturbed)
 
-    def architecture(self):
+    def architecture(self) -> dict:
         """Per-tensor table and resolved configuration, for print_arch."""
         cfg = self.cfg
         return {

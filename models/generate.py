@@ -11,8 +11,7 @@ checkpoint), each yielding `length` sampled tokens after a prompt:
 
 import numpy as np
 
-from eggnog.kernels.core.backend import to_host
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.noise.reference import bits
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.kernels.transformer.decode import transformer_decode

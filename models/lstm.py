@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from eggnog.kernels.core.backend import packed_to_device
-from eggnog.kernels.core.registry import BACKENDS, kernels_for
+from eggnog.kernels.core.placement import BACKENDS, BackendArray, kernels_for
 from eggnog.kernels.layers.elementwise import add_bias, column_sum, member_affine, scale_rows, swap_leading
 from eggnog.kernels.layers.embedding import embedding_backward
 from eggnog.kernels.layers.losses import cross_entropy
@@ -91,12 +91,12 @@ class LstmModel(FlatParams):
         super().__init__(tensor_specs(cfg))
         self._segments, self._constants = {}, {}
 
-    def architecture(self):
+    def architecture(self) -> dict:
         return {"model": "lstm", "total_params": self.n_params,
                 "config": {**asdict(self.cfg), "head_size": self.cfg.head_size},
                 "tensors": self.tensor_table()}
 
-    def init_params(self, seed):
+    def init_params(self, seed: int) -> np.ndarray:
         """N(0, 1) scaled per tensor (W_in 1/sqrt(E), R and W_proj 1/sqrt(D), embed 1), zeros for b,
         states0 and b_proj; drawn tensor by tensor in storage order from one generator."""
         rng = np.random.default_rng(seed)
@@ -181,7 +181,7 @@ class LstmModel(FlatParams):
         per_row, dlogits = cross_entropy(ops, logits, batch.targets[:logits.shape[0]])
         return weighted_row_sums(ops, per_row.reshape(1, -1), batch.weights, None, 1.0 / batch.total), dlogits
 
-    def loss(self, backend, flat, batch):
+    def loss(self, backend: str, flat: BackendArray, batch) -> float:
         """Mask-weighted mean cross-entropy (bits) of a TaskBatch or LstmBatch."""
         ops = _ops(backend)
         batch = self.prepare(backend, batch)

@@ -95,12 +95,12 @@ class MinGruModel(FlatParams):
         super().__init__(tensor_specs(cfg))
         self._ones = {}
 
-    def architecture(self):
+    def architecture(self) -> dict:
         return {"model": "mingru", "total_params": self.n_params,
                 "config": {**asdict(self.cfg), "dim_inner": self.cfg.dim_inner, "ff_inner": self.cfg.ff_inner},
                 "tensors": self.tensor_table()}
 
-    def init_params(self, seed):
+    def init_params(self, seed: int) -> np.ndarray:
         rng = np.random.default_rng(seed)
         std = 0.02 / math.sqrt(self.cfg.dim)
         flat = np.empty(self.n_params, np.float32)

@@ -45,7 +45,7 @@ def f32(rng, *shape, scale=1.0):
 
 def host32(got):
     """A kernel result on the host, checked to be float32."""
-    from eggnog.kernels.core.backend import to_host
+    from eggnog.kernels.core.placement import to_host
 
     got = np.asarray(to_host(got))
     assert got.dtype == np.float32

@@ -6,8 +6,8 @@ test and, unchanged, by the GPU test, so both check the same layout."""
 import numpy as np
 
 from eggnog.kernels.checks.hardware import cuda_warp_mma_s8, cuda_warp_mma_tf32
-from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.mma import MMA_K, MMA_M, MMA_N, TF32_K, round_tf32
+from eggnog.kernels.core.placement import to_host
 
 
 def run_and_compare(seed):

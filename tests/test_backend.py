@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from eggnog.kernels.core import backend
-from eggnog.kernels.core.backend import Backend, resolve_name, select_backend, to_host
+from eggnog.kernels.core.backend import Backend, resolve_name, select_backend
+from eggnog.kernels.core.placement import to_host
 from eggnog.runtime.errors import BadInput
 
 

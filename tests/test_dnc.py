@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.kernels.layers import activations, norms, softmax_rows
 from eggnog.kernels.layers.activations import SIGMOID, TANH

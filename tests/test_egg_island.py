@@ -8,7 +8,8 @@ import pytest
 from eggnog.corpus.reader import open_corpus
 from eggnog.evolution.egg_island import EggIsland, GossipEggRunConfig, to_int8
 from eggnog.evolution.eggroll import OPTIMIZER_ARRAYS
-from eggnog.kernels.core.backend import Backend, to_host
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.core.placement import to_host
 from eggnog.runtime.world import init_world
 from eggnog.training.mingru.island import island_data_seed
 from tests.es_helpers import TINY, tiny_corpus

@@ -71,7 +71,8 @@ def test_architecture_table():
 
 def test_simulated_cuda_path_equals_reference():
     """The whole model on the CUDA kernels (simulator), tiny enough for it: bit-identical."""
-    from eggnog.kernels.core.backend import Backend, to_host
+    from eggnog.kernels.core.backend import Backend
+    from eggnog.kernels.core.placement import to_host
 
     model = EggModel(EggConfig(1, 8))
     flat = model.init_params(2)

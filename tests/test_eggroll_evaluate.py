@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
-from eggnog.kernels.core.backend import Backend, to_host
+from eggnog.kernels.core.backend import Backend
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.models.egg import EggConfig, EggModel
 

@@ -7,7 +7,7 @@ member gets its own affine map; windows copy only themselves; misshaped argument
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.runtime.errors import BadInput
 

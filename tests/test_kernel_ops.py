@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.cuda_api import KERNELS, LAUNCHES, SIMULATED, cuda
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import all_ops
 
 OPS = all_ops()

@@ -11,7 +11,7 @@ further roundings is about (n + k) * 6e-8 * mag, and n + k <= 12 here.
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.kernels.layers.lowrank import reference_lowrank_project_rows
 from eggnog.runtime.errors import BadInput

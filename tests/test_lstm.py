@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.rnn import lstm
 from eggnog.models.lstm import LstmConfig, LstmModel
 from eggnog.runtime.errors import BadInput

@@ -7,8 +7,8 @@ one owner; shapes that do not match are refused."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.mma import BF16_K, MMA_M, MMA_N, bf16_fragments_to_matrices, round_bf16, simulated_pack_bf16x2
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.layers.matmul_bf16 import (
     cpu_matmul_backward_bf16,
     cpu_matmul_bf16,

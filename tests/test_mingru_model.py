@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.models.mingru_sizing import parse_size, solve_dims

@@ -9,8 +9,8 @@ The simulator computes without FMA contraction, as the CPU twin does; a real GPU
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.cuda_api import cuda
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.noise import perturb, streams
 from eggnog.kernels.noise.perturb import DISTRIBUTIONS
 from eggnog.kernels.noise.scalar_math import stream_key

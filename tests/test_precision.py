@@ -11,7 +11,8 @@ and each mode really rounds: its gradient differs from fp32's by more than a ten
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.registry import PRECISIONS, ops_for
+from eggnog.kernels.core.placement import PRECISIONS
+from eggnog.kernels.core.registry import ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.runtime.errors import BadInput
 from eggnog.training.mingru.bptt import BpttRunConfig

@@ -8,9 +8,9 @@ fold, carry and scan when T is cut into segments), and misshaped arguments are r
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.cuda_api import cuda
 from eggnog.kernels.core.device_counts import counting
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.kernels.rnn.scan import reference_scan_backward, reference_scan_forward, reference_scan_step
 from eggnog.kernels.rnn.scan_layout import plan

@@ -17,18 +17,19 @@ import math
 
 import numpy as np
 
-from eggnog.kernels.core.backend import to_host
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.optim.float_steps import adamw_step_, sf_adamw_eval, sf_adamw_step_, sgd_step_
 from eggnog.runtime.errors import BadInput
 
 OPTIMIZERS = ("sf-adamw", "adamw", "sgd")
 
 
-class _Vectors:
-    """The parameters and state vectors live on the backend of the parameters given (host NumPy
-    arrays: the CPU twins; device arrays: the CUDA kernels), and every step runs there
-    (kernels/optim/float_steps.py). Gradients given on the host are copied to the device first."""
+class Optimizer:
+    """What every optimiser is: `step(grad)`, `train_params()` (where gradients are taken),
+    `eval_params()`, `state()` and `load_state(arrays, scalars)`. The parameters and state vectors live
+    on the backend of the parameters given (host NumPy arrays: the CPU twins; device arrays: the CUDA
+    kernels), and every step runs there (kernels/optim/float_steps.py). Gradients given on the host are
+    copied to the device first."""
 
     def _setup(self, params):
         self.ops = kernels_for("cuda" if hasattr(params, "copy_to_host") else "cpu")
@@ -54,7 +55,7 @@ class _Vectors:
         return {k: to_host(v) for k, v in arrays.items()}
 
 
-class SfAdamW(_Vectors):
+class SfAdamW(Optimizer):
     def __init__(self, params, lr=0.0025, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, warmup_steps=0,
                  r=0.0, weight_lr_power=2.0):
         self._setup(params)
@@ -93,7 +94,7 @@ class SfAdamW(_Vectors):
         self.k, self.lr_max, self.weight_sum = int(scalars["k"]), float(scalars["lr_max"]), float(scalars["weight_sum"])
 
 
-class AdamW(_Vectors):
+class AdamW(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         self._setup(params)
         self.p = params
@@ -121,7 +122,7 @@ class AdamW(_Vectors):
         self.k = int(scalars["k"])
 
 
-class Sgd(_Vectors):
+class Sgd(Optimizer):
     def __init__(self, params, lr=0.1, momentum=0.9, weight_decay=0.0):
         self._setup(params)
         self.p, self.lr, self.momentum, self.weight_decay = params, lr, momentum, weight_decay

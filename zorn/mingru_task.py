@@ -3,7 +3,7 @@ cross-entropy in bits of a TaskBatch, from one flat parameter vector, and its BP
 
 import numpy as np
 
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.placement import kernels_for
 from eggnog.kernels.layers.elementwise import scale_rows
 from eggnog.kernels.layers.losses import cross_entropy
 from eggnog.kernels.layers.weighted_sums import weighted_means

@@ -19,7 +19,7 @@ from eggnog.evolution.coordinator import wire
 from eggnog.evolution.coordinator.chunk_shaping import ternary_fitness
 from eggnog.evolution.eggroll import IntEggroll, snapshot_arrays, snapshot_bytes
 from eggnog.evolution.fitness import pack_ternary, unpack_ternary
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.runtime.stop_signals import StopSignals, exit_status
 
 # Test hooks. "RANK:STEP:SECONDS" delays this rank's first result of a job at STEP or later, as a

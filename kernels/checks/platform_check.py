@@ -103,7 +103,7 @@ def _no_gpu_reason():
 
 def _agree(name, args, exact, tolerance=None):
     """Run op `name` on the CUDA backend and the CPU twin; (ok, sentence)."""
-    from eggnog.kernels.core.backend import to_host
+    from eggnog.kernels.core.placement import to_host
     from eggnog.kernels.core.registry import all_ops
 
     entry = all_ops()[name]

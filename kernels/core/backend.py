@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eggnog.kernels.core.cuda_api import SIMULATED, cuda, device_zeros
+from eggnog.kernels.core.placement import kernels_for
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.optional import optional_import
 
@@ -44,8 +45,6 @@ class Backend:
     def to_device(self, array):
         """A host array on this backend, by the one rule of `Kernels.to_device` (floats take the
         backend's float type; no copy on the CPU when the array already fits)."""
-        from eggnog.kernels.core.registry import kernels_for
-
         return kernels_for(self.name).to_device(array)
 
     def empty(self, shape, dtype):
@@ -91,15 +90,6 @@ def packed_to_device(to_device, *arrays):
         packed[start:start + a.nbytes] = a.reshape(-1).view(np.uint8)
     device = to_device(packed)
     return [device[start:start + a.nbytes].view(a.dtype).reshape(a.shape) for a, start in zip(arrays, offsets)]
-
-
-def to_host(array):
-    """A NumPy array from a host array, a numba device array or any `__cuda_array_interface__`."""
-    if hasattr(array, "copy_to_host"):
-        return array.copy_to_host()
-    if hasattr(array, "__cuda_array_interface__") and not isinstance(array, np.ndarray):
-        return cuda.as_cuda_array(array).copy_to_host()
-    return np.asarray(array)
 
 
 def blas_thread_limit(environ=os.environ):

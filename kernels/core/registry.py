@@ -11,12 +11,14 @@ and `tolerance=(rtol, atol)` for a float op (None: bit-identical across all thre
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 
-BACKENDS = ("numpy", "cpu", "cuda")
+from eggnog.kernels.core.placement import BACKENDS, PRECISIONS, Kernels, kernels_for
+
 PREFIXES = {"reference_": "numpy", "cpu_": "cpu", "cuda_": "cuda"}
 # the sub-package of shared machinery; every other sub-package of eggnog.kernels is a family of ops
 CORE_PACKAGE = "core"
@@ -32,11 +34,11 @@ class Op:
     cases: object = None
     tolerance: tuple | None = None
 
-    def __call__(self, kernels, *args, **kwargs):
+    def __call__(self, kernels: "Kernels", *args, **kwargs):
         """Run the op on `kernels` (a `Kernels`, or anything with its `name` and `precision`)."""
         return self.implementation(kernels.name, kernels.precision)(*args, **kwargs)
 
-    def implementation(self, backend, precision="fp32"):
+    def implementation(self, backend: str, precision: str = "fp32") -> Callable:
         """The function that runs this op on `backend` at `precision` (PRECISIONS may hand it to
         another op: `matmul` is `matmul_tf32` at tf32)."""
         key = (backend, precision)
@@ -65,12 +67,12 @@ def registered(name: str) -> Op:
     return entry
 
 
-def normal32(rng, *shape, scale=1.0):
+def normal32(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarray:
     """A float32 case array of normal values: what most float ops' cases are made of."""
     return (rng.normal(size=shape) * scale).astype(np.float32)
 
 
-def op(fn=None, *, cases=None, tolerance=None):
+def op(fn: Callable | None = None, *, cases: Callable | None = None, tolerance: tuple[float, float] | None = None):
     """Record a function named reference_<op>, cpu_<op> or cuda_<op> as <op>'s implementation on that
     backend. Use bare (`@op`) or, on the reference, with `cases=` and `tolerance=`."""
 
@@ -96,7 +98,7 @@ def op(fn=None, *, cases=None, tolerance=None):
     return record(fn) if fn is not None else record
 
 
-def family_packages():
+def family_packages() -> list[str]:
     """The names of the family sub-packages (every sub-package of eggnog.kernels but core)."""
     from eggnog import kernels
 
@@ -106,7 +108,7 @@ def family_packages():
 _families_imported = False
 
 
-def import_families():
+def import_families() -> None:
     """Import every module of every family, so that every op is registered (once a process)."""
     global _families_imported
     if _families_imported:
@@ -118,79 +120,15 @@ def import_families():
     _families_imported = True
 
 
-def all_ops():
+def all_ops() -> dict[str, Op]:
     import_families()
     return dict(sorted(OPS.items()))
-
-
-# --precision of the float trainers: which ops serve `matmul` and `matmul_backward`. fp32 is exact fp32;
-# tf32 runs the forward products on TF32 tensor cores and keeps the gradients fp32; bf16 runs both on
-# bf16 tensor cores. All accumulate in fp32 (the accuracy of each: kernels/layers/matmul_tf32.py, matmul_bf16.py).
-PRECISIONS = {"fp32": {}, "tf32": {"matmul": "matmul_tf32"},
-              "bf16": {"matmul": "matmul_bf16", "matmul_backward": "matmul_backward_bf16"}}
-
-
-@dataclass(frozen=True)
-class Kernels:
-    """Where ops run ("numpy": float64 references, "cpu": the twins, "cuda": the kernels) and at what
-    float precision (PRECISIONS): what every op takes first. Arrays reach it through `to_device`, the
-    one way in: float arrays take its float type (float64 on numpy, float32 elsewhere), integer
-    arrays keep theirs; device arrays stay where they are."""
-
-    name: str
-    precision: str = "fp32"
-
-    @property
-    def dtype(self):
-        return np.float64 if self.name == "numpy" else np.float32
-
-    def to_device(self, a):
-        if hasattr(a, "copy_to_host"):
-            return a
-        a = np.asarray(a)
-        host = np.ascontiguousarray(a, self.dtype) if a.dtype.kind == "f" else np.ascontiguousarray(a)
-        if self.name != "cuda":
-            return host
-        from eggnog.kernels.core.cuda_api import cuda
-
-        return cuda.to_device(host)
-
-    @staticmethod
-    def to_host(a):
-        from eggnog.kernels.core.backend import to_host
-
-        return to_host(a)
-
-    def empty(self, shape, dtype=None):
-        dtype = self.dtype if dtype is None else dtype
-        if self.name == "cuda":
-            from eggnog.kernels.core.cuda_api import cuda
-
-            return cuda.device_array(shape, dtype)
-        return np.empty(shape, dtype)
-
-    def zeros(self, shape, dtype=None):
-        dtype = self.dtype if dtype is None else dtype
-        if self.name == "cuda":
-            from eggnog.kernels.core.cuda_api import device_zeros
-
-            return device_zeros(shape, dtype)
-        return np.zeros(shape, dtype)
-
-
-def kernels_for(backend: str, precision: str = "fp32") -> Kernels:
-    """The `Kernels` of one backend and precision (checked)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown kernel backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
-    return Kernels(backend, precision)
 
 
 _OPS_FOR = {}  # (backend, precision) -> (the op names it was built from, the namespace)
 
 
-def ops_for(backend, precision="fp32"):
+def ops_for(backend: str, precision: str = "fp32") -> SimpleNamespace:
     """For the tests: every op of one backend under its name, with the `Kernels` fields and methods
     (`name`, `precision`, `dtype`, `to_device`, `to_host`, `empty`, `zeros`), so that it can be given
     wherever a `Kernels` goes. The products of `precision` serve `matmul` and `matmul_backward`."""

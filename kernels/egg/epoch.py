@@ -16,9 +16,9 @@ or forked per byte; all three agree bit for bit.
 
 import numpy as np
 
-from eggnog.kernels.core.backend import to_host
 from eggnog.kernels.core.cuda_api import on_device
-from eggnog.kernels.core.registry import Kernels, op, registered
+from eggnog.kernels.core.placement import Kernels, to_host
+from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg import epoch_cpu, epoch_cuda
 from eggnog.kernels.egg.int_matmul import int_matmul
 from eggnog.kernels.egg.layout import BF, BH, DOWN, LN1, LN2, UF, UH, UP, WF, WH, egg_layout, head_tensors, layer_tensor
@@ -136,7 +136,7 @@ def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift,
         windows, prefixes = on_device(windows), on_device(prefixes)
         out = epoch_cuda.run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains)
         return out.copy_to_host()
-    from eggnog.kernels.core.registry import kernels_for
+    from eggnog.kernels.core.placement import kernels_for
 
     columns = cuda.to_device(np.ascontiguousarray(to_host(windows).T))
     gains = None if gains is None else on_device(gains)

@@ -7,7 +7,8 @@ matches the reference, and the CD-RGE perturbation kernels match the twins
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import select_backend, to_host
+from eggnog.kernels.core.backend import select_backend
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.noise import perturb
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.kernels.rnn import scan

@@ -8,7 +8,8 @@ import pytest
 
 from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
 from eggnog.evolution.fitness import Z_SCALE, pair_signs
-from eggnog.kernels.core.backend import Backend, select_backend, to_host
+from eggnog.kernels.core.backend import Backend, select_backend
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import ops_for
 from eggnog.kernels.noise.scalar_math import prefix_key
 from eggnog.models.egg import EggConfig, EggModel

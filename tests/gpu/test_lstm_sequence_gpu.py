@@ -6,7 +6,8 @@ approximate reciprocal on the GPU: 1e-4 of the largest value)."""
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import select_backend, to_host
+from eggnog.kernels.core.backend import select_backend
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.rnn import lstm, lstm_sequence_cuda
 from tests.helpers import lstm_inputs
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from eggnog.kernels.core.backend import select_backend, to_host
+from eggnog.kernels.core.backend import select_backend
+from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.noise import scalar_math
 from eggnog.kernels.noise.streams import KINDS, generate
 

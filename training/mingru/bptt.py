@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
-from eggnog.kernels.core.backend import device_free_bytes, packed_to_device, to_host
-from eggnog.kernels.core.registry import PRECISIONS, kernels_for
+from eggnog.kernels.core.backend import device_free_bytes, packed_to_device
+from eggnog.kernels.core.placement import PRECISIONS, kernels_for, to_host
 from eggnog.kernels.layers.elementwise import accumulate, scale_rows
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows

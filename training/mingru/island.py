@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.runtime.errors import BadInput
 from eggnog.training.gossip.fields import GossipFields
 from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.runtime.checkpoint import load_checkpoint, save_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from tqdm import tqdm
 
-from eggnog.kernels.core.backend import to_host
+from eggnog.kernels.core.placement import to_host
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.core.backend import packed_to_device, to_host
-from eggnog.kernels.core.registry import kernels_for
+from eggnog.kernels.core.backend import Backend, packed_to_device
+from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.noise.perturb import apply_probes_, perturbed_copy
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.step_clock import UNTIMED
-from eggnog.runtime.world import world_without_mpi
+from eggnog.runtime.world import World, world_without_mpi
 from eggnog.training.optimizers import AdamW, Sgd
 from eggnog.training.run.config import flag
 
@@ -121,7 +121,8 @@ class RgeTrainer:
     Holds the master parameters (`theta`, on the backend), a work copy and the optimiser (None for
     plain SGD, fused into the probe pass)."""
 
-    def __init__(self, model, cfg: RgeConfig, backend, params, seed, step=0, world=None):
+    def __init__(self, model, cfg: RgeConfig, backend: Backend, params: np.ndarray, seed: int, step: int = 0,
+                 world: World | None = None):
         world = world_without_mpi() if world is None else world
         cfg.check(world.size)
         self.model, self.cfg, self.backend, self.world, self.seed, self.step = model, cfg, backend, world, seed, step
@@ -137,10 +138,10 @@ class RgeTrainer:
             self.optimizer = step_optimizer(cfg, self.theta if cfg.dist_mode == "seeds" else
                                             np.array(params, np.float32))
 
-    def host_params(self):
+    def host_params(self) -> np.ndarray:
         return to_host(self.theta).copy()
 
-    def host_optimizer_state(self):
+    def host_optimizer_state(self) -> dict[str, np.ndarray]:
         if self.optimizer is None:
             return {}
         return {name: np.array(to_host(a), np.float32) for name, a in self.optimizer.state()[0].items()}
@@ -153,7 +154,7 @@ class RgeTrainer:
         keys = probe_keys(self.seed, step, self.mine // 2)
         return keys, np.where(self.mine % 2 == 0, 1.0, -1.0).astype(np.float32)
 
-    def evaluate(self, batch):
+    def evaluate(self, batch) -> np.ndarray:
         """This rank's (probe, L+, L-) rows of the current step on `batch`: L- is L(theta - eps z)
         (cdrge) or the clean L(theta) (fdras). A model that evaluates many perturbations in one pass
         (`probe_losses`) takes them in passes of --probe-batch when it is above 1."""
@@ -203,7 +204,7 @@ class RgeTrainer:
         scale = 2.0 * cfg.eps if cfg.solver == "cdrge" else cfg.eps
         return ((plus - minus) / (scale * cfg.probes) * signs).astype(np.float32)
 
-    def train_step(self, batch, clock=UNTIMED):
+    def train_step(self, batch, clock=UNTIMED) -> float:
         """One training step on `batch`: evaluate, gather every rank's rows, tell. Raises NonFiniteLoss
         before touching the parameters when any probe loss is NaN or infinite. `clock` times its phases:
         the probes (eval), the collectives (exchange), the rest (update)."""
@@ -213,7 +214,7 @@ class RgeTrainer:
             table = self.world.allgather_array(mine)
         return self.tell(table, clock, mine)
 
-    def tell(self, table, clock=UNTIMED, mine=None):
+    def tell(self, table: np.ndarray, clock=UNTIMED, mine: np.ndarray | None = None) -> float:
         """Update from the (probe, L+, L-) rows of every rank (`mine`: this rank's, found in `table`
         when not given); returns the mean probe loss."""
         cfg, world, ops = self.cfg, self.world, self.ops
@@ -258,7 +259,7 @@ class RgeTrainer:
         keys = probe_keys(self.seed, step, probes // 2 if self.cfg.antithetic else probes)
         return keys, self.coefficients(table[:, 1], table[:, 2], signs)
 
-    def estimate(self, batch):
+    def estimate(self, batch) -> np.ndarray:
         """The gradient estimate g of all probes at the current step (host float32), parameters and
         step untouched."""
         table = self.world.allgather_array(self.evaluate(batch))
