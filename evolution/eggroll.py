@@ -27,7 +27,6 @@ from eggnog.kernels.core.placement import BackendArray, kernels_for
 from eggnog.kernels.egg.changed import count_changed
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
-from eggnog.training.run.config import flag
 
 MAX_ALPHA = 64
 WARM_UP = 200  # adamw: d-eggs' 4x and 2x learning-rate steps end here
@@ -35,28 +34,23 @@ WARM_UP = 200  # adamw: d-eggs' 4x and 2x learning-rate steps end here
 
 @dataclass(frozen=True)
 class IntEggrollConfig:
-    population: int = flag(1024, "Population over all ranks.",
-                           per_rank=("population_per_rank", "parallel_generations_per_gpu"))
-    sigma_shift: int = flag(4, "Integer noise scale: sigma = 2^-shift of the fixed-point unit.")
-    alpha: float = flag(4.0, ">= 1: exponent of the decaying z-test level; < 1: a constant level.")
-    alpha_decay_timestep: int = flag(1000, "Steps over which the z-test level decays to 2^-alpha.")
-    use_clt: bool = flag(True, "Noise values (on) or their signs (off).")
-    fast_fitness: bool = flag(True, "Sign of each antithetic difference (on) or z-scored differences (off).")
-    noise_reuse: int = flag(1, "Steps sharing one perturbation; 0: always the same.")
-    tokens_per_update: int = flag(100, "Bytes each member reads per step.")
-    group_size: int = flag(2, "Members sharing one data stream (even).")
-    perturbation_rank: int = flag(1, "Rank of each perturbation; integer EGGROLL uses 1.")
-    optimizer: str = flag("ztest", "ztest (nano-egg: z-test gated +-1 steps) or adamw (d-eggs: AdamW on the vote, "
-                                   "+-1 steps through a float accumulator).")
-    lr: float = flag(0.125, "adamw: learning rate from step 200; 4x before step 100, 2x before 200 (d-eggs).")
-    beta1: float = flag(0.9, "adamw: first moment decay.")
-    beta2: float = flag(0.95, "adamw: second moment decay.")
-    weight_decay: float = flag(0.01, "adamw: weight decay, on the raw int8 weight.")
-    lr_decay: str = flag("none", "adamw after the warm-up: none (d-eggs: the rate stays) or linear (falls to 0 at "
-                                 "the run's last step).")
-    adaptive_noise: bool = flag(False, "d-eggs' adaptive noise scaling: each row, column and vector element has "
-                                       "an overlay (start 64; +5 when one of its weights moved, -1 otherwise) that "
-                                       "scales its noise by clip(overlay, 0, 64) / 64.")
+    population: int = 1024
+    sigma_shift: int = 4
+    alpha: float = 4.0
+    alpha_decay_timestep: int = 1000
+    use_clt: bool = True
+    fast_fitness: bool = True
+    noise_reuse: int = 1
+    tokens_per_update: int = 100
+    group_size: int = 2
+    perturbation_rank: int = 1
+    optimizer: str = "ztest"
+    lr: float = 0.125
+    beta1: float = 0.9
+    beta2: float = 0.95
+    weight_decay: float = 0.01
+    lr_decay: str = "none"
+    adaptive_noise: bool = False
 
     def check(self, ranks=1):
         if self.perturbation_rank != 1:

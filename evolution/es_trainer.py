@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from eggnog.corpus.samplers import ContiguousStreams
+from eggnog.evolution.coordinator.fields import CoordinatorFields
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.es_memory import int_eggroll_memory
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, pair_signs, pair_zscores, unpack_ternary
@@ -16,13 +17,13 @@ from eggnog.runtime import rundir
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
 from eggnog.training.memory_plan import HEADROOM, check_device_fits, device_line, linear_in_depth, most_that_fit
-from eggnog.training.run.config import RunConfig, flag, redefault
+from eggnog.training.run.config import RunConfig, described, flag
 from eggnog.training.run.loop import run_steps
 from eggnog.training.run.schedule import RunSchedule
 
 
 @dataclass(frozen=True)
-class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
+class EsRunConfig(CoordinatorFields, RunSchedule, IntEggrollConfig, RunConfig):
     """The strategy's hyperparameters (nano-egg's names and defaults) plus the run's; the population,
     group size and model default to a size that trains on a laptop CPU in minutes."""
 
@@ -31,8 +32,36 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
     divergence_hint = "lower --lr (adamw) or raise --sigma-shift"
     model_name = "egg"  # what its checkpoints say they hold
 
-    population: int = redefault(IntEggrollConfig, "population", 512)
-    group_size: int = redefault(IntEggrollConfig, "group_size", 64)
+    # IntEggrollConfig's fields as flags (their defaults live there, or here where the run's differ)
+    population: int = described(IntEggrollConfig, "population", "Population over all ranks.",
+                                default=512, per_rank=("population_per_rank", "parallel_generations_per_gpu"))
+    sigma_shift: int = described(IntEggrollConfig, "sigma_shift", "Integer noise scale: sigma = 2^-shift of the "
+                                 "fixed-point unit.")
+    alpha: float = described(IntEggrollConfig, "alpha", ">= 1: exponent of the decaying z-test level; < 1: a "
+                             "constant level.")
+    alpha_decay_timestep: int = described(IntEggrollConfig, "alpha_decay_timestep", "Steps over which the z-test "
+                                          "level decays to 2^-alpha.")
+    use_clt: bool = described(IntEggrollConfig, "use_clt", "Noise values (on) or their signs (off).")
+    fast_fitness: bool = described(IntEggrollConfig, "fast_fitness", "Sign of each antithetic difference (on) or "
+                                   "z-scored differences (off).")
+    noise_reuse: int = described(IntEggrollConfig, "noise_reuse", "Steps sharing one perturbation; 0: always the "
+                                 "same.")
+    tokens_per_update: int = described(IntEggrollConfig, "tokens_per_update", "Bytes each member reads per step.")
+    group_size: int = described(IntEggrollConfig, "group_size", "Members sharing one data stream (even).", default=64)
+    perturbation_rank: int = described(IntEggrollConfig, "perturbation_rank", "Rank of each perturbation; integer "
+                                       "EGGROLL uses 1.")
+    optimizer: str = described(IntEggrollConfig, "optimizer", "ztest (nano-egg: z-test gated +-1 steps) or adamw "
+                               "(d-eggs: AdamW on the vote, +-1 steps through a float accumulator).")
+    lr: float = described(IntEggrollConfig, "lr", "adamw: learning rate from step 200; 4x before step 100, 2x before "
+                          "200 (d-eggs).")
+    beta1: float = described(IntEggrollConfig, "beta1", "adamw: first moment decay.")
+    beta2: float = described(IntEggrollConfig, "beta2", "adamw: second moment decay.")
+    weight_decay: float = described(IntEggrollConfig, "weight_decay", "adamw: weight decay, on the raw int8 weight.")
+    lr_decay: str = described(IntEggrollConfig, "lr_decay", "adamw after the warm-up: none (d-eggs: the rate stays) "
+                              "or linear (falls to 0 at the run's last step).")
+    adaptive_noise: bool = described(IntEggrollConfig, "adaptive_noise", "d-eggs' adaptive noise scaling: each row, "
+                                     "column and vector element has an overlay (start 64; +5 when one of its weights "
+                                     "moved, -1 otherwise) that scales its noise by clip(overlay, 0, 64) / 64.")
     seed: int = flag(0, "Seed of initialisation and noise.")
     depth: int = flag(1, "EGG blocks.", aliases=("n_layer",))
     dim: int = flag(64, "EGG width D.", aliases=("n_embd",))
@@ -44,28 +73,6 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
     mode: str = flag("sync", "sync (every rank evaluates its slice and all exchange fitness each step) or "
                              "coordinator (rank 0 hands population chunks to the other ranks; see docs/cluster.md).",
                      changeable=True)
-    population_chunk: int = flag(64, "Coordinator: members per chunk of work (d-eggs' CHUNK_SIZE).")
-    straggler_timeout: float = flag(90.0, "Coordinator: seconds before a chunk not returned goes to another "
-                                          "worker.", changeable=True)
-    history: int = flag(1000, "Coordinator: steps of packed fitness kept for workers that fall behind.",
-                        changeable=True)
-    straggler_factor: float = flag(2.0, "Coordinator: when no chunk is free, hand out again the oldest one in "
-                                        "progress once it took this many times the median chunk time (0: only "
-                                        "--straggler-timeout, as d-eggs).", changeable=True)
-    transport: str = flag("mpi", "Coordinator: mpi (rank 0 coordinates the other ranks) or tcp (this process "
-                                 "coordinates; workers join with bin/es_worker.py --connect HOST:PORT).",
-                          changeable=True)
-    listen: str = flag("0.0.0.0:12345", "Coordinator over TCP: HOST:PORT to listen on.", changeable=True,
-                       metavar="<host:port>")
-    token_file: str | None = flag(None, "Coordinator over TCP: file holding the shared token.", changeable=True,
-                                  metavar="<path>", default_text="$EGGNOG_TOKEN")
-    heartbeat_timeout: float = flag(60.0, "Coordinator over TCP: seconds without a message after which a worker "
-                                          "is lost and its chunks go to others.", changeable=True)
-    chunk_mean_filter: bool = flag(False, "Coordinator: add sign(m)|m|^1.2 of the chunk's mean pair "
-                                          "difference m to each difference (d-eggs).")
-    adaptive_threshold: bool = flag(False, "Coordinator: zero fitness where |difference| < 0.1 x the chunk's "
-                                           "mean |difference| (d-eggs).")
-
     def model(self):
         return EggConfig(self.depth, self.dim)
 
@@ -117,35 +124,7 @@ class EsRunConfig(RunSchedule, IntEggrollConfig, RunConfig):
             super().check(ranks)
             return
         super().check(1)
-        self.check_transport(ranks)
-        if not self.fast_fitness:
-            raise BadInput("--mode coordinator exchanges ternary fitness: it needs --fast-fitness")
-        chunk = self.population_chunk
-        if chunk < 2 or chunk % 2 or self.population % chunk:
-            raise BadInput(f"--population-chunk {chunk} must be even and divide the population {self.population}")
-        for name in ("straggler_timeout", "heartbeat_timeout"):
-            if getattr(self, name) <= 0:
-                raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if self.straggler_factor < 0:
-            raise BadInput(f"--straggler-factor must be 0 (off) or positive, got {self.straggler_factor}")
-        if self.history < self.checkpoint_every:
-            raise BadInput(f"--history {self.history} must be at least --checkpoint-every {self.checkpoint_every}, "
-                           "so a worker past the history finds a checkpoint inside it")
-
-    def check_transport(self, ranks):
-        if self.transport == "mpi":
-            if ranks < 2:
-                raise BadInput("--mode coordinator needs at least 2 ranks (rank 0 coordinates, the others work), or "
-                               "--transport tcp")
-            return
-        if self.transport != "tcp":
-            raise BadInput(f"unknown --transport {self.transport!r}: choose mpi or tcp")
-        if ranks != 1:
-            raise BadInput(f"--transport tcp runs the coordinator as one process, not {ranks} ranks: start it "
-                           "without mpiexec or srun, and its workers with bin/es_worker.py --connect HOST:PORT")
-        host, _, port = self.listen.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise BadInput(f"--listen {self.listen!r} is not HOST:PORT")
+        self.check_coordinator(ranks)
 
     def layout(self, world):
         if self.mode == "coordinator" and self.transport == "tcp":

@@ -30,7 +30,6 @@ from eggnog.kernels.noise.scalar_math import prefix_key
 from eggnog.models.mingru import MinGruModel
 from eggnog.runtime.errors import BadInput
 from eggnog.training.optimizers import Optimizer
-from eggnog.training.run.config import flag
 
 FITNESS_MODES = ("global", "group")
 PRECISIONS = ("auto", "tf32", "fp32")
@@ -39,17 +38,15 @@ TENSOR_ID_BASE = 1  # noise tensor id of the first model tensor; 0 stays free
 
 @dataclass(frozen=True)
 class FloatEggrollConfig:
-    population: int = flag(128, "Population over all ranks.",
-                           per_rank=("population_per_rank", "parallel_generations_per_gpu"))
-    perturbation_rank: int = flag(1, "Rank r of each matrix perturbation A B^T / sqrt(r).")
-    sigma: float = flag(0.01, "Perturbation scale.")
-    noise_reuse: int = flag(1, "Steps sharing one perturbation; 0: always the same.")
-    tokens_per_update: int = flag(128, "Bytes each member reads per step.")
-    group_size: int = flag(8, "Members sharing one window (even).")
-    fitness: str = flag("global", "Fitness z-scored over the population (global) or within groups (group).")
-    freeze_vectors: bool = flag(False, "Leave norm weights and biases unperturbed.", off="perturb_vectors")
-    forward_precision: str = flag("auto", "Products of the population forward: tf32 (tensor cores), fp32, or auto "
-                                  "(tf32 on a GPU, fp32 on the CPU).", changeable=True)
+    population: int = 128
+    perturbation_rank: int = 1
+    sigma: float = 0.01
+    noise_reuse: int = 1
+    tokens_per_update: int = 128
+    group_size: int = 8
+    fitness: str = "global"
+    freeze_vectors: bool = False
+    forward_precision: str = "auto"
 
     def check(self, ranks=1):
         if self.perturbation_rank < 1:

@@ -17,7 +17,7 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.rundir import check_resume
 from eggnog.training.memory_plan import check_device_fits, device_line, linear_in_depth
 from eggnog.training.mingru.run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
-from eggnog.training.run.config import flag, redefault
+from eggnog.training.run.config import described, flag, redefault
 from eggnog.training.run.loop import run_steps
 
 
@@ -28,6 +28,23 @@ class FloatEsRunConfig(FloatEggrollConfig, MinGruRunConfig):
     run_name = "es-mingru"
     divergence_hint = "lower --lr or --sigma"
 
+    # FloatEggrollConfig's fields as flags (their defaults live there, or here where the run's differ)
+    population: int = described(FloatEggrollConfig, "population", "Population over all ranks.",
+                                per_rank=("population_per_rank", "parallel_generations_per_gpu"))
+    perturbation_rank: int = described(FloatEggrollConfig, "perturbation_rank", "Rank r of each matrix perturbation "
+                                       "A B^T / sqrt(r).")
+    sigma: float = described(FloatEggrollConfig, "sigma", "Perturbation scale.")
+    noise_reuse: int = described(FloatEggrollConfig, "noise_reuse", "Steps sharing one perturbation; 0: always the "
+                                 "same.")
+    tokens_per_update: int = described(FloatEggrollConfig, "tokens_per_update", "Bytes each member reads per step.")
+    group_size: int = described(FloatEggrollConfig, "group_size", "Members sharing one window (even).")
+    fitness: str = described(FloatEggrollConfig, "fitness", "Fitness z-scored over the population (global) or within "
+                             "groups (group).")
+    freeze_vectors: bool = described(FloatEggrollConfig, "freeze_vectors", "Leave norm weights and biases "
+                                     "unperturbed.", off="perturb_vectors")
+    forward_precision: str = described(FloatEggrollConfig, "forward_precision", "Products of the population forward: "
+                                       "tf32 (tensor cores), fp32, or auto (tf32 on a GPU, fp32 on the CPU).",
+                                       changeable=True)
     lr: float = redefault(MinGruRunConfig, "lr", 1e-2)
     steps: int = flag(600, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)
 

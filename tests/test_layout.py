@@ -110,6 +110,17 @@ def sub_packages():
                   if "__init__.py" in files and os.path.relpath(dirpath, ROOT) != part)
 
 
+def test_readme_layout_names_every_folder():
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT).stdout.split()
+    folders = sorted({f"{path.split('/')[0]}/" for path in tracked if "/" in path and not path.startswith(".")})
+    with open(os.path.join(ROOT, "README.md")) as f:
+        table = f.read().split("## Layout", 1)[1]
+    missing = [folder for folder in folders if f"| `{folder}` |" not in table]
+    assert folders and not missing, missing
+
+
 def test_readme_layout_names_every_sub_package():
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()

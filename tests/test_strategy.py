@@ -102,3 +102,15 @@ def test_one_driver_trains_every_strategy(name):
     train(again, batch, shape, 1)
     assert again.step == strategy.step == 3
     assert np.allclose(again.host_params(), strategy.host_params(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("config", [IntEggrollConfig, FloatEggrollConfig, RgeConfig], ids=lambda c: c.__name__)
+def test_algorithm_configs_are_free_of_command_line_concerns(config):
+    """Plain dataclasses: the flags' help, aliases and resume rules live in the run configs that extend
+    them (training/run/config.py:described), and the algorithm's module imports nothing of the CLI."""
+    import dataclasses
+    import sys
+
+    assert all(not f.metadata for f in dataclasses.fields(config)), config
+    source = inspect.getsource(sys.modules[config.__module__])
+    assert "training.run.config" not in source and "typer" not in source

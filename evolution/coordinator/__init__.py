@@ -2,6 +2,7 @@
 straggler's chunk and applies the update, over MPI or TCP.
 
     coordinator       the coordinator's books: chunks handed out, fitness gathered, steps, checkpoints
+    fields            the coordinator's flags and their checks, for the run configs it can run
     wire              the messages between coordinator and workers, as flat arrays (no pickle)
     mpi               the MPI links of both ends
     tcp               the coordinator's TCP link (ZeroMQ, signed frames, admission)

@@ -2,7 +2,7 @@
 help in `flag(...)` metadata (so the command line is generated from the code and its defaults), and
 the few answers the launcher asks of it (run name, header lines, closing line)."""
 
-from dataclasses import field, fields
+from dataclasses import MISSING, field, fields
 
 
 def option_name(name):
@@ -24,6 +24,13 @@ def flag(default, help, *, aliases=(), per_rank=None, default_text=None, changea
     meta = {"help": help, "aliases": tuple(aliases), "per_rank": tuple(per_rank or ()),
             "default_text": default_text, "changeable": changeable, "off": off, "metavar": metavar}
     return field(default=default, metadata=meta)
+
+
+def described(base, name, help, *, default=MISSING, **meta):
+    """Field `name` of a plain dataclass `base` (an algorithm's config, free of command-line concerns) as a
+    flag of a run config that extends it: its default kept there unless given here, `help` and the
+    other metadata of `flag` added here."""
+    return flag(base.__dataclass_fields__[name].default if default is MISSING else default, help, **meta)
 
 
 def redefault(base, name, default, help=None):

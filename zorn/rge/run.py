@@ -31,7 +31,7 @@ from eggnog.runtime.stop_signals import StopSignals, exit_if_signalled
 from eggnog.training.memory import MemoryMeter
 from eggnog.training.memory_plan import linear_in_depth
 from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
-from eggnog.training.run.config import RunConfig, flag, redefault
+from eggnog.training.run.config import RunConfig, described, flag, redefault
 from eggnog.training.run.loop import run_steps
 from eggnog.training.run.schedule import PLOTS_HELP, RunSchedule
 from eggnog.zorn.curriculum import Curriculum
@@ -52,6 +52,24 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
     divergence_hint = "lower --lr or --sigma"
     validates = False
 
+    # RgeConfig's fields as flags (their defaults live there, or here where the run's differ)
+    solver: str = described(RgeConfig, "solver", "cdrge or fdras.")
+    probes: int = described(RgeConfig, "probes", "Probes per step over all ranks.",
+                            per_rank=("probes_per_rank", "meta_perturbations"))
+    lr: float = described(RgeConfig, "lr", "Learning rate.")
+    sigma: float | None = described(RgeConfig, "sigma", "Perturbation size.",
+                                    aliases=("epsilon",), default_text="tied to --lr, as the authors ran it")
+    optimizer: str = described(RgeConfig, "optimizer", "sgd, momentum or adam on the estimate.")
+    beta1: float = described(RgeConfig, "beta1", "Momentum / Adam first moment.")
+    beta2: float = described(RgeConfig, "beta2", "Adam second moment.")
+    distribution: str = described(RgeConfig, "distribution", "Probe directions: rademacher, normal or uniform.")
+    antithetic: bool = described(RgeConfig, "antithetic", "Probes in +z/-z pairs.")
+    dist_mode: str = described(RgeConfig, "dist_mode", "reduce (probe sums reduced to rank 0, which broadcasts the "
+                               "parameters) or seeds (every rank applies every probe).")
+    probe_batch: int = described(RgeConfig, "probe_batch", "Perturbed evaluations run in one pass of the model "
+                                 "(LSTM: as extra heads); more amortise launches on a GPU and take that many times a "
+                                 "forward's memory. 0: on a GPU as many as 1 GiB holds (LSTM), else 1.",
+                                 changeable=True)
     model: str = flag("lstm", "lstm, dnc or mingru.")
     solver: str = flag("cdrge", "cdrge, fdras or bptt (the baseline).")
     # defaults: a tiny LSTM that trains on a laptop; Table 1 sizes in bench/table1_grid.py

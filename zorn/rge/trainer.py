@@ -25,7 +25,6 @@ from eggnog.runtime.errors import BadInput
 from eggnog.runtime.step_clock import UNTIMED
 from eggnog.runtime.world import World, world_without_mpi
 from eggnog.training.optimizers import AdamW, Sgd
-from eggnog.training.run.config import flag
 
 SOLVERS = ("cdrge", "fdras")
 DIST_MODES = ("reduce", "seeds")
@@ -36,22 +35,17 @@ PROBE_TENSOR_ID = 0x50524F42  # "PROB": noise tensor id of CD-RGE probe directio
 
 @dataclass(frozen=True)
 class RgeConfig:
-    solver: str = flag("cdrge", "cdrge or fdras.")
-    probes: int = flag(32, "Probes per step over all ranks.", per_rank=("probes_per_rank", "meta_perturbations"))
-    lr: float = flag(0.1, "Learning rate.")
-    sigma: float | None = flag(None, "Perturbation size.", aliases=("epsilon",),
-                               default_text="tied to --lr, as the authors ran it")
-    optimizer: str = flag("sgd", "sgd, momentum or adam on the estimate.")
-    beta1: float = flag(0.9, "Momentum / Adam first moment.")
-    beta2: float = flag(0.999, "Adam second moment.")
-    distribution: str = flag("rademacher", "Probe directions: rademacher, normal or uniform.")
-    antithetic: bool = flag(False, "Probes in +z/-z pairs.")
-    dist_mode: str = flag("seeds", "reduce (probe sums reduced to rank 0, which broadcasts the parameters) or seeds "
-                                   "(every rank applies every probe).")
-    probe_batch: int = flag(0, "Perturbed evaluations run in one pass of the model (LSTM: as extra heads); more "
-                               "amortise launches on a GPU and take that many times a forward's memory. 0: on a GPU "
-                               "as many as 1 GiB holds (LSTM), else 1.",
-                            changeable=True)  # the same step either way, up to fp32 summation order
+    solver: str = "cdrge"
+    probes: int = 32
+    lr: float = 0.1
+    sigma: float | None = None
+    optimizer: str = "sgd"
+    beta1: float = 0.9
+    beta2: float = 0.999
+    distribution: str = "rademacher"
+    antithetic: bool = False
+    dist_mode: str = "seeds"
+    probe_batch: int = 0  # the same step either way, up to fp32 summation order
 
     @property
     def eps(self):
