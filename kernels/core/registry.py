@@ -34,7 +34,7 @@ class Op:
     cases: object = None
     tolerance: tuple | None = None
 
-    def __call__(self, kernels: "Kernels", *args, **kwargs):
+    def __call__(self, kernels: Kernels, *args, **kwargs):
         """Run the op on `kernels` (a `Kernels`, or anything with its `name` and `precision`)."""
         return self.implementation(kernels.name, kernels.precision)(*args, **kwargs)
 

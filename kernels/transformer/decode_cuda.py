@@ -13,26 +13,8 @@ import numpy as np
 
 from eggnog.kernels.core.cuda_api import I8_1D, I64, I64_1D, I64_2D, cuda, device_function, kernel
 from eggnog.kernels.core.reductions import block_max, block_total
-from eggnog.kernels.transformer.layout import (
-    DOWN,
-    DOWN_BIAS,
-    EMBEDDING,
-    EMBEDDING_BIAS,
-    FIRST_LAYER,
-    INIT_MLP,
-    LAYER_MLP,
-    LN1_W,
-    LN_W,
-    MAX_UNIT,
-    TENSORS_PER_LAYER,
-    UP,
-    UP_BIAS,
-    K,
-    O,
-    Q,
-    V,
-    tensor_table,
-)
+from eggnog.kernels.transformer import layout as ids  # the tensor ids and MAX_UNIT
+from eggnog.kernels.transformer.layout import tensor_table
 from eggnog.kernels.transformer.tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, rope_table
 
 THREADS = 128  # a power of two: the block reductions are trees
@@ -45,7 +27,7 @@ X, H, QA, KV, ATT, Z, U = range(7)
 
 @device_function
 def _clip(v):
-    return min(max(v, -MAX_UNIT), MAX_UNIT)
+    return min(max(v, -ids.MAX_UNIT), ids.MAX_UNIT)
 
 
 @device_function
@@ -86,7 +68,7 @@ def _rescale(act, at, n, partial, t):
         mine = max(mine, abs(act[at + j]))
     top = _max_all(mine, partial, t)
     for j in range(t, n, THREADS):
-        act[at + j] = (act[at + j] * MAX_UNIT) // top if top > 0 else 0
+        act[at + j] = (act[at + j] * ids.MAX_UNIT) // top if top > 0 else 0
     cuda.syncthreads()
 
 
@@ -106,14 +88,14 @@ def _rope(act, at, rope, pos, dim, head_dim, t):
 @device_function
 def _mlp(act, dim, first, params, table, gelu, s_up, s_down, partial, t):
     x_at, h_at, z_at, u_at = X * dim, H * dim, Z * dim, U * dim
-    _ln(act, x_at, h_at, dim, params, table[first + LN_W, 0], partial, t)
-    _mm(act, h_at, dim, params, table[first + UP, 0], 4 * dim, u_at, t)
-    b_at = table[first + UP_BIAS, 0]
+    _ln(act, x_at, h_at, dim, params, table[first + ids.LN_W, 0], partial, t)
+    _mm(act, h_at, dim, params, table[first + ids.UP, 0], 4 * dim, u_at, t)
+    b_at = table[first + ids.UP_BIAS, 0]
     for j in range(t, 4 * dim, THREADS):
         act[u_at + j] = gelu[_clip((act[u_at + j] + _clip(np.int64(params[b_at + j]))) >> s_up) + 128]
     cuda.syncthreads()
-    _mm(act, u_at, 4 * dim, params, table[first + DOWN, 0], dim, z_at, t)
-    b_at = table[first + DOWN_BIAS, 0]
+    _mm(act, u_at, 4 * dim, params, table[first + ids.DOWN, 0], dim, z_at, t)
+    b_at = table[first + ids.DOWN_BIAS, 0]
     for j in range(t, dim, THREADS):
         act[x_at + j] += (act[z_at + j] >> s_down) + _clip(np.int64(params[b_at + j]))
     cuda.syncthreads()
@@ -143,25 +125,25 @@ def transformer_decode_cuda(params, tokens, position, spec, table, rope, exp_lut
     n_layer, dim, head_dim, vocab = spec[0], spec[1], spec[2], spec[3]
     s_attn, s_qkv, s_out, s_logit, s_up, s_down = spec[4], spec[5], spec[6], spec[7], spec[8], spec[9]
     w_at = (U + 4) * dim + vocab
-    e_at, eb_at = table[EMBEDDING, 0], table[EMBEDDING_BIAS, 0]
+    e_at, eb_at = table[ids.EMBEDDING, 0], table[ids.EMBEDDING_BIAS, 0]
     for step in range(tokens.size):
         pos = position + step
         token = np.int64(tokens[step])
         for j in range(t, dim, THREADS):
             act[X * dim + j] = _clip(np.int64(params[e_at + token * dim + j]) + _clip(np.int64(params[eb_at + j])))
         cuda.syncthreads()
-        _mlp(act, dim, INIT_MLP, params, table, gelu, s_up, s_down, partial, t)
+        _mlp(act, dim, ids.INIT_MLP, params, table, gelu, s_up, s_down, partial, t)
         for layer in range(n_layer):
-            first = FIRST_LAYER + TENSORS_PER_LAYER * layer
-            _ln(act, X * dim, H * dim, dim, params, table[first + LN1_W, 0], partial, t)
-            _qkv(act, dim, first + K, params, table, s_qkv, t)
+            first = ids.FIRST_LAYER + ids.TENSORS_PER_LAYER * layer
+            _ln(act, X * dim, H * dim, dim, params, table[first + ids.LN1_W, 0], partial, t)
+            _qkv(act, dim, first + ids.K, params, table, s_qkv, t)
             _rope(act, KV * dim, rope, pos, dim, head_dim, t)
             _rescale(act, KV * dim, dim, partial, t)
             _to_cache(keys, layer, pos, act, dim, t)
-            _qkv(act, dim, first + V, params, table, s_qkv, t)
+            _qkv(act, dim, first + ids.V, params, table, s_qkv, t)
             _rescale(act, KV * dim, dim, partial, t)
             _to_cache(values, layer, pos, act, dim, t)
-            _qkv(act, dim, first + Q, params, table, s_qkv, t)
+            _qkv(act, dim, first + ids.Q, params, table, s_qkv, t)
             _rope(act, KV * dim, rope, pos, dim, head_dim, t)
             _rescale(act, KV * dim, dim, partial, t)
             for start in range(0, dim, head_dim):  # one head at a time: scores, weights, weighted mean
@@ -184,13 +166,13 @@ def transformer_decode_cuda(params, tokens, position, spec, table, rope, exp_lut
                         acc += act[w_at + i] * np.int64(values[layer, i, d])
                     act[ATT * dim + d] = acc // norm
                 cuda.syncthreads()
-            _mm(act, ATT * dim, dim, params, table[first + O, 0], dim, Z * dim, t)
+            _mm(act, ATT * dim, dim, params, table[first + ids.O, 0], dim, Z * dim, t)
             for j in range(t, dim, THREADS):
                 act[X * dim + j] += act[Z * dim + j] >> s_out
             cuda.syncthreads()
             _rescale(act, X * dim, dim, partial, t)
-            _mlp(act, dim, first + LAYER_MLP, params, table, gelu, s_up, s_down, partial, t)
-    ln_f = table[FIRST_LAYER + TENSORS_PER_LAYER * n_layer, 0]
+            _mlp(act, dim, first + ids.LAYER_MLP, params, table, gelu, s_up, s_down, partial, t)
+    ln_f = table[ids.FIRST_LAYER + ids.TENSORS_PER_LAYER * n_layer, 0]
     _ln(act, X * dim, H * dim, dim, params, ln_f, partial, t)
     _mm(act, H * dim, dim, params, e_at, vocab, (U + 4) * dim, t)  # the tied head
     for v in range(t, vocab, THREADS):

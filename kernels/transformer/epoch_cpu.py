@@ -13,27 +13,8 @@ from eggnog.kernels.egg.epoch_cpu import COLS, ROWS, pack_panels, panel_product,
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.egg.member_ops import cpu_floor_log2_x16
 from eggnog.kernels.noise.streams import cpu_member_key_a, cpu_member_key_b, cpu_member_noise
-from eggnog.kernels.transformer.layout import (
-    DOWN,
-    DOWN_BIAS,
-    EMBEDDING,
-    EMBEDDING_BIAS,
-    FIRST_LAYER,
-    INIT_MLP,
-    LAYER_MLP,
-    LN1_W,
-    LN_W,
-    MAX_UNIT,
-    TENSORS_PER_LAYER,
-    UP,
-    UP_BIAS,
-    K,
-    O,
-    Q,
-    V,
-    offsets,
-    tensor_table,
-)
+from eggnog.kernels.transformer import layout as ids  # the tensor ids and MAX_UNIT
+from eggnog.kernels.transformer.layout import offsets, tensor_table
 from eggnog.kernels.transformer.tables import (
     EXP_LUT,
     GELU_LUT,
@@ -63,7 +44,7 @@ def _padded(n):
 
 @numba.njit(cache=True)
 def _clip(v):
-    return min(max(v, -MAX_UNIT), MAX_UNIT)
+    return min(max(v, -ids.MAX_UNIT), ids.MAX_UNIT)
 
 
 @numba.njit(cache=True)
@@ -109,7 +90,7 @@ def _rescale_into(y, n, out):
         return
     inverse = 1.0 / top
     for j in range(n):
-        out[j] = _floor_div(y[j] * MAX_UNIT, top, inverse)
+        out[j] = _floor_div(y[j] * ids.MAX_UNIT, top, inverse)
 
 
 @numba.njit(cache=True)
@@ -128,16 +109,17 @@ def _ln(x, count, dim, vecs, w_at, out):
 @numba.njit(cache=True)
 def _mlp(x, count, first, dim, packed, panels, noise, noise_at, pair_of, sign_of, m_shift, perturbed, vecs, vec_at,
          s_up, s_down, h, u32, u, z32, y):
-    _ln(x, count, dim, vecs, vec_at[first + LN_W], h)
-    _matmul(h, count, dim, packed, panels[first + UP, 6], 4 * dim, noise, pair_of, sign_of, noise_at[first + UP],
+    _ln(x, count, dim, vecs, vec_at[first + ids.LN_W], h)
+    _matmul(h, count, dim, packed, panels[first + ids.UP, 6], 4 * dim, noise, pair_of, sign_of,
+            noise_at[first + ids.UP],
             m_shift, perturbed, u32)
-    b_at = vec_at[first + UP_BIAS]
+    b_at = vec_at[first + ids.UP_BIAS]
     for m in range(count):
         for j in range(4 * dim):
             u[m, j] = GELU_LUT[_clip((np.int64(u32[m, j]) + vecs[m, b_at + j]) >> s_up) + 128]
-    _matmul(u, count, 4 * dim, packed, panels[first + DOWN, 6], dim, noise, pair_of, sign_of,
-            noise_at[first + DOWN], m_shift, perturbed, z32)
-    b_at = vec_at[first + DOWN_BIAS]
+    _matmul(u, count, 4 * dim, packed, panels[first + ids.DOWN, 6], dim, noise, pair_of, sign_of,
+            noise_at[first + ids.DOWN], m_shift, perturbed, z32)
+    b_at = vec_at[first + ids.DOWN_BIAS]
     for m in range(count):
         for j in range(dim):
             y[j] = np.int64(x[m, j]) + (np.int64(z32[m, j]) >> s_down) + vecs[m, b_at + j]
@@ -206,8 +188,8 @@ def _tile(params, packed, panels, windows, start, count, prefixes, first_member,
     qm = np.zeros(dim, np.int64)
     weights = np.zeros(keys.shape[2], np.int64)
     sums = np.zeros(head_dim, np.int64)
-    e_at, e_noise = table[EMBEDDING, 0], noise_at[EMBEDDING]
-    b_at = vec_at[EMBEDDING_BIAS]
+    e_at, e_noise = table[ids.EMBEDDING, 0], noise_at[ids.EMBEDDING]
+    b_at = vec_at[ids.EMBEDDING_BIAS]
     steps = windows.shape[1] - 1
     for t in range(steps):
         pos = position + t
@@ -219,16 +201,19 @@ def _tile(params, packed, panels, windows, start, count, prefixes, first_member,
                 if perturbed:
                     v += (a * np.int64(noise[pair_of[m], e_noise + j])) >> m_shift
                 x[m, j] = _clip(v)
-        _mlp(x, count, INIT_MLP, dim, packed, panels, noise, noise_at, pair_of, sign_of, m_shift, perturbed, vecs,
+        _mlp(x, count, ids.INIT_MLP, dim, packed, panels, noise, noise_at, pair_of, sign_of, m_shift, perturbed, vecs,
              vec_at, s_up, s_down, h, u32, u, q32, y)
         for layer in range(n_layer):
-            first = FIRST_LAYER + TENSORS_PER_LAYER * layer
-            _ln(x, count, dim, vecs, vec_at[first + LN1_W], h)
-            _matmul(h, count, dim, packed, panels[first + Q, 6], dim, noise, pair_of, sign_of, noise_at[first + Q],
+            first = ids.FIRST_LAYER + ids.TENSORS_PER_LAYER * layer
+            _ln(x, count, dim, vecs, vec_at[first + ids.LN1_W], h)
+            _matmul(h, count, dim, packed, panels[first + ids.Q, 6], dim, noise, pair_of, sign_of,
+                    noise_at[first + ids.Q],
                     m_shift, perturbed, q32)
-            _matmul(h, count, dim, packed, panels[first + K, 6], dim, noise, pair_of, sign_of, noise_at[first + K],
+            _matmul(h, count, dim, packed, panels[first + ids.K, 6], dim, noise, pair_of, sign_of,
+                    noise_at[first + ids.K],
                     m_shift, perturbed, k32)
-            _matmul(h, count, dim, packed, panels[first + V, 6], dim, noise, pair_of, sign_of, noise_at[first + V],
+            _matmul(h, count, dim, packed, panels[first + ids.V, 6], dim, noise, pair_of, sign_of,
+                    noise_at[first + ids.V],
                     m_shift, perturbed, v32)
             for m in range(count):
                 _roped(k32[m], s_qkv, rope, pos, dim, head_dim, y)
@@ -260,16 +245,16 @@ def _tile(params, packed, panels, windows, start, count, prefixes, first_member,
                     inverse = 1.0 / norm
                     for d in range(head_dim):
                         att[m, hs + d] = _floor_div(sums[d], norm, inverse)
-            _matmul(att, count, dim, packed, panels[first + O, 6], dim, noise, pair_of, sign_of,
-                    noise_at[first + O], m_shift, perturbed, q32)
+            _matmul(att, count, dim, packed, panels[first + ids.O, 6], dim, noise, pair_of, sign_of,
+                    noise_at[first + ids.O], m_shift, perturbed, q32)
             for m in range(count):
                 for j in range(dim):
                     y[j] = np.int64(x[m, j]) + (np.int64(q32[m, j]) >> s_out)
                 _rescale_into(y, dim, x[m])
-            _mlp(x, count, first + LAYER_MLP, dim, packed, panels, noise, noise_at, pair_of, sign_of, m_shift,
+            _mlp(x, count, first + ids.LAYER_MLP, dim, packed, panels, noise, noise_at, pair_of, sign_of, m_shift,
                  perturbed, vecs, vec_at, s_up, s_down, h, u32, u, q32, y)
-        _ln(x, count, dim, vecs, vec_at[FIRST_LAYER + TENSORS_PER_LAYER * n_layer], h)
-        _matmul(h, count, dim, packed, panels[EMBEDDING, 6], vocab, noise, pair_of, sign_of, e_noise, m_shift,
+        _ln(x, count, dim, vecs, vec_at[ids.FIRST_LAYER + ids.TENSORS_PER_LAYER * n_layer], h)
+        _matmul(h, count, dim, packed, panels[ids.EMBEDDING, 6], vocab, noise, pair_of, sign_of, e_noise, m_shift,
                 perturbed, logits)  # the tied head: the embedding (vocab, dim) with its noise
         for m in range(count):
             target = np.int64(windows[start + m, t + 1])

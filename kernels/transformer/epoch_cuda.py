@@ -34,27 +34,8 @@ from eggnog.kernels.core.mma import mma_s8_16832
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.egg.member_ops import gpu_floor_log2_x16
 from eggnog.kernels.noise.streams import gpu_member_key_a, gpu_member_key_b, gpu_member_noise
-from eggnog.kernels.transformer.layout import (
-    DOWN,
-    DOWN_BIAS,
-    EMBEDDING,
-    EMBEDDING_BIAS,
-    FIRST_LAYER,
-    INIT_MLP,
-    LAYER_MLP,
-    LN1_W,
-    LN_W,
-    MAX_UNIT,
-    TENSORS_PER_LAYER,
-    UP,
-    UP_BIAS,
-    K,
-    O,
-    Q,
-    V,
-    offsets,
-    tensor_table,
-)
+from eggnog.kernels.transformer import layout as ids  # the tensor ids and MAX_UNIT
+from eggnog.kernels.transformer.layout import offsets, tensor_table
 from eggnog.kernels.transformer.tables import EXP_LUT, GELU_LUT, ROPE_SCALE_BIT, SOFTMAX_SCALE_BIT, rope_table
 
 ROWS = 128  # (member, position) rows of a block: 8 mma m-tiles
@@ -157,7 +138,7 @@ class Plan:
 
 @device_function
 def _clip(v):
-    return min(max(v, -MAX_UNIT), MAX_UNIT)
+    return min(max(v, -ids.MAX_UNIT), ids.MAX_UNIT)
 
 
 @device_function
@@ -226,7 +207,7 @@ def _rescaled(y, top, scale):
     remainder 127 |y| - q top needs 64 bits."""
     if top == 0:
         return np.int32(0)
-    return _floor_div(np.int64(y) * MAX_UNIT, top, np.int32(np.float32(abs(np.int32(y))) * scale))
+    return _floor_div(np.int64(y) * ids.MAX_UNIT, top, np.int32(np.float32(abs(np.int32(y))) * scale))
 
 
 @device_function
@@ -404,8 +385,8 @@ def _store_tile(y, ra, col, sh8, sh32, rm_slot, dst_col, dim):
     rb = ra + 8
     n_valid = sh32[N_VALID]
     top_a, top_b = sh32[rm_slot + ra], sh32[rm_slot + rb]
-    scale_a = np.float32(MAX_UNIT) * reciprocal_approx(np.float32(max(top_a, 1)))
-    scale_b = np.float32(MAX_UNIT) * reciprocal_approx(np.float32(max(top_b, 1)))
+    scale_a = np.float32(ids.MAX_UNIT) * reciprocal_approx(np.float32(max(top_a, 1)))
+    scale_b = np.float32(ids.MAX_UNIT) * reciprocal_approx(np.float32(max(top_b, 1)))
     _store_pair(y[0], y[1], ra, col, top_a, scale_a, sh8, dst_col, dim, n_valid)
     _store_pair(y[2], y[3], rb, col, top_b, scale_b, sh8, dst_col, dim, n_valid)
     _store_pair(y[4], y[5], ra, col + 8, top_a, scale_a, sh8, dst_col, dim, n_valid)
@@ -508,7 +489,8 @@ def _gelu(sh32, acc, noise, bias, dot, m_shift, s_up, perturbed):
     a = np.int32(acc)
     if perturbed:
         a = np.int32(a + sar32(np.int32(dot * noise), m_shift))
-    return sh32[GELU + _u(min(max(sar32(np.int32(a + bias), s_up), np.int32(-MAX_UNIT)), np.int32(MAX_UNIT)) + 128)]
+    return sh32[GELU + _u(min(max(sar32(np.int32(a + bias), s_up), np.int32(-ids.MAX_UNIT)),
+                              np.int32(ids.MAX_UNIT)) + 128)]
 
 
 @device_function
@@ -625,7 +607,7 @@ def _head_row(second, a0, a1, a2, a3, r, sh32, pert, s_logit, noise):
 @device_function
 def _exp2_index(logit):
     """clip(logit) + 128, 1..255 (unsigned: no wraparound code)."""
-    return np.uint32(min(max(logit, np.int32(-MAX_UNIT)), np.int32(MAX_UNIT)) + 128)
+    return np.uint32(min(max(logit, np.int32(-ids.MAX_UNIT)), np.int32(ids.MAX_UNIT)) + 128)
 
 
 @device_function
@@ -757,7 +739,7 @@ def _ln_out(sh8, x_at, h_at, k, loaded, m14, recip, segs, pert, d):
     x = np.int32(sh8[x_at])
     a = np.uint32(np.int32(x * w[k]) + m14)  # |x w| <= 127 128 < 2^14
     q = np.int32((np.uint64(a) * np.uint64(recip)) >> np.uint64(LN_RECIP_SHIFT))
-    h = min(max(np.int32(q + np.int32(b[k] - (1 << 14))), np.int32(-MAX_UNIT)), np.int32(MAX_UNIT))
+    h = min(max(np.int32(q + np.int32(b[k] - (1 << 14))), np.int32(-ids.MAX_UNIT)), np.int32(ids.MAX_UNIT))
     sh8[h_at] = h
     if pert[5]:
         d1 = np.int32(d1 + h * n1[k])
@@ -1007,7 +989,7 @@ def _prelude(inputs, sh32, pert, v_shift, kind, block, tid):
     base_pair = first_member >> 1
     if tid == 0:
         sh32[N_VALID] = m_valid * steps
-        sh32[HEAD_W] = _w(tensors, EMBEDDING)
+        sh32[HEAD_W] = _w(tensors, ids.EMBEDDING)
     if tid < ROWS:
         gm = m0 + min(tid // steps, m_valid - 1)
         pos = tid % steps
@@ -1083,22 +1065,23 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
     _prelude((params, windows, prefixes, tensors, luts), sh32, pert, v_shift, kind,
              (hd, steps, m0, min(per_block, members - m0), first_member), tid)
     cuda.syncthreads()
-    _embed(params, sh8, sh32, pert, _vec(tensors, EMBEDDING_BIAS), _offset(tensors, EMBEDDING, PARAM_AT),
-           _noise(tensors, EMBEDDING), dim, tid)
+    _embed(params, sh8, sh32, pert, _vec(tensors, ids.EMBEDDING_BIAS), _offset(tensors, ids.EMBEDDING, PARAM_AT),
+           _noise(tensors, ids.EMBEDDING), dim, tid)
     cuda.syncthreads()
     for layer in range(np.int32(-1), np.int32(n_layer)):  # -1: the init MLP alone
-        first = INIT_MLP
+        first = ids.INIT_MLP
         if layer >= 0:
-            lt = FIRST_LAYER + TENSORS_PER_LAYER * layer
-            first = lt + LAYER_MLP
+            lt = ids.FIRST_LAYER + ids.TENSORS_PER_LAYER * layer
+            first = lt + ids.LAYER_MLP
             for i in range(tid, 4 * ROWS, THREADS):
                 sh32[RM + i] = 0
             if tid < ROWS:
                 sh32[AM + tid] = INT_MIN
-            _ln(params, sh8, sh32, pert, _vec(tensors, lt + LN1_W), _noise(tensors, lt + Q), _noise(tensors, lt + K),
-                _noise(tensors, lt + V), -1, dim, tid)
+            _ln(params, sh8, sh32, pert, _vec(tensors, lt + ids.LN1_W), _noise(tensors, lt + ids.Q), _noise(tensors,
+                                                                                                            lt + ids.K),
+                _noise(tensors, lt + ids.V), -1, dim, tid)
             for which in range(3):  # K, V, then Q into U; their x . B in DOTB, DOTC, DOTA
-                t = lt + (K + which if which < 2 else Q)
+                t = lt + (ids.K + which if which < 2 else ids.Q)
                 stage = (DOTB if which == 0 else (DOTC if which == 1 else DOTA), _noise(tensors, t) + dim, s_qkv,
                          rope, half, which != 1, -1, False, dim)
                 _rescaled_stage(sh8, sh32, w32, pert, (H_OFF >> 2, H_PAIR >> 2), (_w(tensors, t), kw_dim), lane, warp,
@@ -1108,38 +1091,40 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
                 sh32[DOTA + tid] = 0  # for the output projection's x . B, added after the heads' barriers
             dot = np.int32(0)
             for h in range(np.int32(n_heads)):
-                dot += _attend(sh8, sh32, pert, _noise(tensors, lt + O), h * hd, hd, s_attn, AM + ROWS * (h & 1),
+                dot += _attend(sh8, sh32, pert, _noise(tensors, lt + ids.O), h * hd, hd, s_attn, AM + ROWS * (h & 1),
                                AM + ROWS * (1 - (h & 1)), tid)
             if tid >> 2 < sh32[N_VALID]:
                 cuda.atomic.add(sh32, DOTA + (tid >> 2), dot)
             cuda.syncthreads()
-            stage = (DOTA, _noise(tensors, lt + O) + dim, s_out, rope, half, False, -1, True, dim)
-            _rescaled_stage(sh8, sh32, w32, pert, (H_OFF >> 2, H_PAIR >> 2), (_w(tensors, lt + O), kw_dim), lane,
+            stage = (DOTA, _noise(tensors, lt + ids.O) + dim, s_out, rope, half, False, -1, True, dim)
+            _rescaled_stage(sh8, sh32, w32, pert, (H_OFF >> 2, H_PAIR >> 2), (_w(tensors, lt + ids.O), kw_dim), lane,
                             warp, stage, RM + 3 * ROWS, -1)
             cuda.syncthreads()
         # the MLP: LN (x . B of up in DOTA; DOTB zeroed for the down's, which up's epilogue adds up)
         if tid < ROWS:
             sh32[RM + tid] = 0
-        _ln(params, sh8, sh32, pert, _vec(tensors, first + LN_W), _noise(tensors, first + UP), -1, -1, -1, dim, tid)
-        up = (_noise(tensors, first + UP) + dim, _noise(tensors, first + DOWN), s_up, _vec(tensors, first + UP_BIAS),
-              hidden)
+        _ln(params, sh8, sh32, pert, _vec(tensors, first + ids.LN_W), _noise(tensors, first + ids.UP), -1, -1, -1, dim,
+            tid)
+        up = (_noise(tensors, first + ids.UP) + dim, _noise(tensors, first + ids.DOWN), s_up,
+              _vec(tensors, first + ids.UP_BIAS), hidden)
         for sweep in range(np.int32(0), np.int32(hidden), np.int32(SWEEP)):
             n0 = sweep + 16 * warp
             if n0 < hidden:
-                _up_sweep(sh8, sh32, w32, pert, _w(tensors, first + UP), kw_dim, n0, lane, up)
+                _up_sweep(sh8, sh32, w32, pert, _w(tensors, first + ids.UP), kw_dim, n0, lane, up)
         cuda.syncthreads()
-        stage = (DOTB, _noise(tensors, first + DOWN) + hidden, s_down, rope, half, False,
-                 _vec(tensors, first + DOWN_BIAS), True, dim)
-        _rescaled_stage(sh8, sh32, w32, pert, (U_OFF >> 2, U_PAIR >> 2), (_w(tensors, first + DOWN), kw_hidden),
+        stage = (DOTB, _noise(tensors, first + ids.DOWN) + hidden, s_down, rope, half, False,
+                 _vec(tensors, first + ids.DOWN_BIAS), True, dim)
+        _rescaled_stage(sh8, sh32, w32, pert, (U_OFF >> 2, U_PAIR >> 2), (_w(tensors, first + ids.DOWN), kw_hidden),
                         lane, warp, stage, RM, -1)
         cuda.syncthreads()
 
     # the tied head: LN (x . B of the head in DOTA, the target's E row . h in DOTB), then two vocabulary passes
     if tid < ROWS:
         sh32[RM + tid] = INT_MIN
-    _ln(params, sh8, sh32, pert, _vec(tensors, FIRST_LAYER + TENSORS_PER_LAYER * n_layer), _noise(tensors, EMBEDDING),
-        -1, -1, _offset(tensors, EMBEDDING, PARAM_AT), dim, tid)
-    head = (_noise(tensors, EMBEDDING) + dim, s_logit, vocab, keep, steps - 1)
+    _ln(params, sh8, sh32, pert, _vec(tensors, ids.FIRST_LAYER + ids.TENSORS_PER_LAYER * n_layer), _noise(tensors,
+                                                                                                          ids.EMBEDDING),
+        -1, -1, _offset(tensors, ids.EMBEDDING, PARAM_AT), dim, tid)
+    head = (_noise(tensors, ids.EMBEDDING) + dim, s_logit, vocab, keep, steps - 1)
     if perturbed and tid < ROWS:  # x . B of the head times the sign (seen after the first sweep's barrier)
         sh32[DOTA + tid] *= sh32[SIGN + tid]
     for second in range(2):
@@ -1154,7 +1139,7 @@ def transformer_epoch_cuda(params, w32, windows, prefixes, tensors, rope, luts, 
     if tid < sh32[N_VALID]:
         target = sh32[DOTB + tid]
         if perturbed:
-            at = _fact(sh32, PAIR, tid) * noise_len + _noise(tensors, EMBEDDING) + dim + _fact(sh32, TGT, tid)
+            at = _fact(sh32, PAIR, tid) * noise_len + _noise(tensors, ids.EMBEDDING) + dim + _fact(sh32, TGT, tid)
             target += (sh32[DOTA + tid] * np.int32(noise8[at])) >> m_shift  # DOTA holds the sign
         target >>= s_logit
         pad = sar32(np.int32(HEAD_PAD), s_logit)  # the padded columns' logit (HEAD_PAD), off the sums
