@@ -4,6 +4,8 @@ population matmuls on int8 tensor cores (mma m16n8k32, see `mma`).
 
 More in docs/internals.md (kernels/egg/epoch_cuda.py)."""
 
+import functools
+
 import numba
 import numpy as np
 
@@ -353,22 +355,28 @@ def _l1_norm_rows(sh32, part, src, dst, pitch, vecs, vec_word, tid):
 
 # ---- matmul stages: each warp covers its 16-wide output tiles for its half of the rows ----------------
 
-@device_function
-def _row_inputs(kind, part, noise8, vecs, states, bases, r, j0, seg_a, bias_at):
-    """What row r of an output tile needs from global memory, loaded before the tile's products so that
-    the latency of the loads hides behind the k loop: 4 bytes of A (perturbed), of the bias (FORGET,
-    OUTPUT) and of the carried state (OUTPUT; 0 where a document starts). `bases`: the block's first byte in
-    the noise, the vectors and the layer's states. Sizes are read from the SIZES table here, not held."""
-    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = _sizes(part)
-    noise_at, vecs_at, states_at = bases
-    a4 = bias = state = np.int32(0)
-    if perturbed:
-        a4 = load_global_s32(noise8, noise_at, np.int32((part[ROW_NOISE + r] >> 1) + seg_a + j0))
-    if kind >= FORGET:
-        bias = load_global_s32(vecs, vecs_at, np.int32(4 * part[ROW_VECS + r] + bias_at + j0))
-    if kind == OUTPUT and m0 + r < members and part[TOKENS + r] != 0:
-        state = load_global_s32(states, states_at, np.int32((r << log2_dim) + j0))
-    return a4, bias, state
+@functools.cache
+def _row_inputs_of(kind):
+    """The loads of a row of an output tile for the `kind` epilogue (STORE, ADD, FORGET,
+    OUTPUT), compiled for that kind alone."""
+    @device_function
+    def row_inputs(part, noise8, vecs, states, bases, r, j0, seg_a, bias_at):
+        """What row r of an output tile needs from global memory, loaded before the tile's products so that
+        the latency of the loads hides behind the k loop: 4 bytes of A (perturbed), of the bias (FORGET,
+        OUTPUT) and of the carried state (OUTPUT; 0 where a document starts). `bases`: the block's first byte in
+        the noise, the vectors and the layer's states. Sizes are read from the SIZES table here, not held."""
+        first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = _sizes(part)
+        noise_at, vecs_at, states_at = bases
+        a4 = bias = state = np.int32(0)
+        if perturbed:
+            a4 = load_global_s32(noise8, noise_at, np.int32((part[ROW_NOISE + r] >> 1) + seg_a + j0))
+        if kind >= FORGET:
+            bias = load_global_s32(vecs, vecs_at, np.int32(4 * part[ROW_VECS + r] + bias_at + j0))
+        if kind == OUTPUT and m0 + r < members and part[TOKENS + r] != 0:
+            state = load_global_s32(states, states_at, np.int32((r << log2_dim) + j0))
+        return a4, bias, state
+
+    return row_inputs
 
 
 @device_function
@@ -377,57 +385,63 @@ def _product(v, ds, a4, k, shift, dshift):
     return _clip(sar32(np.int32(v + sar32(np.int32(ds * byte_of(a4, k)), shift)), dshift))
 
 
-@device_function
-def _row_outputs(kind, sh32, part, states, states_at, v, inputs, r, j0, out, shifts, ctx):
-    """The four outputs of row r (columns j0 .. j0 + 3): rank-1 term, shift, clip, then what the stage does
-    (ADD: onto the destination; FORGET: f = clip(x Wf + s Uf + bf) with x Wf in the f slot, and fh =
-    ((f + 127) s) >> 8; OUTPUT: h = s + (((f + 127) (clip(x Wh + fh Uh + bh) - s)) >> 8) with x Wh in
-    the state slot, into the states and onto the residual). Loads and stores are 4 bytes. v: the row's
-    four products; out: (dot_at, dst, dst_pitch) of the stage; shifts: (shift, dshift)."""
-    first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
-    v0, v1, v2, v3 = v
-    dot_at, dst, dst_pitch = out
-    shift, dshift = shifts
-    a4, bias, state = inputs
-    ds = np.int32(0)
-    if perturbed:  # the row dot times the member's sign (shared memory: read here, not held in registers)
-        ds = _row_sum(part, dot_at, r)
-    y0 = _product(v0, ds, a4, 0, shift, dshift)
-    y1 = _product(v1, ds, a4, 1, shift, dshift)
-    y2 = _product(v2, ds, a4, 2, shift, dshift)
-    y3 = _product(v3, ds, a4, 3, shift, dshift)
-    if kind == STORE:
-        sh32[_word(dst, r, dst_pitch, j0)] = pack4(y0, y1, y2, y3)
-        return
-    if kind == ADD:
-        at = _word(dst, r, dst_pitch, j0)
-        old = sh32[at]
-        sh32[at] = pack4(_clip(byte_of(old, 0) + y0), _clip(byte_of(old, 1) + y1), _clip(byte_of(old, 2) + y2),
-                         _clip(byte_of(old, 3) + y3))
-        return
-    # the GRU slots in U: f, fh, the state
-    f_at, fh_at = _word(X_OFF + 2 * MEMBERS * px, r, px, j0), _word(X_OFF + 3 * MEMBERS * px, r, px, j0)
-    slot = sh32[_word(X_OFF + 4 * MEMBERS * px, r, px, j0)]
-    if kind == FORGET:
-        xw = sh32[f_at]
-        f0 = _clip(byte_of(xw, 0) + y0 + byte_of(bias, 0))
-        f1 = _clip(byte_of(xw, 1) + y1 + byte_of(bias, 1))
-        f2 = _clip(byte_of(xw, 2) + y2 + byte_of(bias, 2))
-        f3 = _clip(byte_of(xw, 3) + y3 + byte_of(bias, 3))
-        sh32[f_at] = pack4(f0, f1, f2, f3)
-        sh32[fh_at] = pack4(_gated(f0, byte_of(slot, 0)), _gated(f1, byte_of(slot, 1)), _gated(f2, byte_of(slot, 2)),
-                            _gated(f3, byte_of(slot, 3)))
-        return
-    x_at = _word(X_OFF, r, px, j0)
-    f, x = sh32[f_at], sh32[x_at]
-    h0 = _mixed(byte_of(f, 0), byte_of(state, 0), byte_of(slot, 0) + y0 + byte_of(bias, 0))
-    h1 = _mixed(byte_of(f, 1), byte_of(state, 1), byte_of(slot, 1) + y1 + byte_of(bias, 1))
-    h2 = _mixed(byte_of(f, 2), byte_of(state, 2), byte_of(slot, 2) + y2 + byte_of(bias, 2))
-    h3 = _mixed(byte_of(f, 3), byte_of(state, 3), byte_of(slot, 3) + y3 + byte_of(bias, 3))
-    if m0 + r < members:
-        store_global_s32(states, states_at, np.int32((r << log2_dim) + j0), pack4(h0, h1, h2, h3))
-    sh32[x_at] = pack4(_clip(byte_of(x, 0) + h0), _clip(byte_of(x, 1) + h1), _clip(byte_of(x, 2) + h2),
-                       _clip(byte_of(x, 3) + h3))
+@functools.cache
+def _row_outputs_of(kind):
+    """The epilogue of a row for `kind`, compiled for that kind alone."""
+    @device_function
+    def row_outputs(sh32, part, states, states_at, v, inputs, r, j0, out, shifts, ctx):
+        """The four outputs of row r (columns j0 .. j0 + 3): rank-1 term, shift, clip, then what the stage does
+        (ADD: onto the destination; FORGET: f = clip(x Wf + s Uf + bf) with x Wf in the f slot, and fh =
+        ((f + 127) s) >> 8; OUTPUT: h = s + (((f + 127) (clip(x Wh + fh Uh + bh) - s)) >> 8) with x Wh in
+        the state slot, into the states and onto the residual). Loads and stores are 4 bytes. v: the row's
+        four products; out: (dot_at, dst, dst_pitch) of the stage; shifts: (shift, dshift)."""
+        first_member, m0, members, noise_len, px, n_vectors, log2_dim, perturbed = ctx
+        v0, v1, v2, v3 = v
+        dot_at, dst, dst_pitch = out
+        shift, dshift = shifts
+        a4, bias, state = inputs
+        ds = np.int32(0)
+        if perturbed:  # the row dot times the member's sign (shared memory: read here, not held in registers)
+            ds = _row_sum(part, dot_at, r)
+        y0 = _product(v0, ds, a4, 0, shift, dshift)
+        y1 = _product(v1, ds, a4, 1, shift, dshift)
+        y2 = _product(v2, ds, a4, 2, shift, dshift)
+        y3 = _product(v3, ds, a4, 3, shift, dshift)
+        if kind == STORE:
+            sh32[_word(dst, r, dst_pitch, j0)] = pack4(y0, y1, y2, y3)
+            return
+        if kind == ADD:
+            at = _word(dst, r, dst_pitch, j0)
+            old = sh32[at]
+            sh32[at] = pack4(_clip(byte_of(old, 0) + y0), _clip(byte_of(old, 1) + y1), _clip(byte_of(old, 2) + y2),
+                             _clip(byte_of(old, 3) + y3))
+            return
+        # the GRU slots in U: f, fh, the state
+        f_at, fh_at = _word(X_OFF + 2 * MEMBERS * px, r, px, j0), _word(X_OFF + 3 * MEMBERS * px, r, px, j0)
+        slot = sh32[_word(X_OFF + 4 * MEMBERS * px, r, px, j0)]
+        if kind == FORGET:
+            xw = sh32[f_at]
+            f0 = _clip(byte_of(xw, 0) + y0 + byte_of(bias, 0))
+            f1 = _clip(byte_of(xw, 1) + y1 + byte_of(bias, 1))
+            f2 = _clip(byte_of(xw, 2) + y2 + byte_of(bias, 2))
+            f3 = _clip(byte_of(xw, 3) + y3 + byte_of(bias, 3))
+            sh32[f_at] = pack4(f0, f1, f2, f3)
+            sh32[fh_at] = pack4(_gated(f0, byte_of(slot, 0)), _gated(f1, byte_of(slot, 1)), _gated(f2, byte_of(slot,
+                                                                                                               2)),
+                                _gated(f3, byte_of(slot, 3)))
+            return
+        x_at = _word(X_OFF, r, px, j0)
+        f, x = sh32[f_at], sh32[x_at]
+        h0 = _mixed(byte_of(f, 0), byte_of(state, 0), byte_of(slot, 0) + y0 + byte_of(bias, 0))
+        h1 = _mixed(byte_of(f, 1), byte_of(state, 1), byte_of(slot, 1) + y1 + byte_of(bias, 1))
+        h2 = _mixed(byte_of(f, 2), byte_of(state, 2), byte_of(slot, 2) + y2 + byte_of(bias, 2))
+        h3 = _mixed(byte_of(f, 3), byte_of(state, 3), byte_of(slot, 3) + y3 + byte_of(bias, 3))
+        if m0 + r < members:
+            store_global_s32(states, states_at, np.int32((r << log2_dim) + j0), pack4(h0, h1, h2, h3))
+        sh32[x_at] = pack4(_clip(byte_of(x, 0) + h0), _clip(byte_of(x, 1) + h1), _clip(byte_of(x, 2) + h2),
+                           _clip(byte_of(x, 3) + h3))
+
+    return row_outputs
 
 
 @device_function
@@ -442,62 +456,82 @@ def _mixed(f, s, pre):
     return np.int32(s + (np.int32((f + 127) * (_clip(pre) - s)) >> 8))
 
 
-@device_function
-def _stage(kind, sh32, part, arrays, layer, a, w, out, shifts, tid):
-    """One matmul for the block's rows: each warp's 16-wide output tiles, each with its epilogue.
-    arrays: (params32, noise8, vecs, states); a: (a_off, a_pitch) of the input in shared memory;
-    w: (w_off, d_in, d_out, seg) of the weight and its noise; out: (dot_at, dst, dst_pitch, bias_at);
-    shifts: (shift, dshift)."""
-    params32, noise8, vecs, states = arrays
-    a_off, a_pitch = a
-    w_off, d_in, d_out, seg = w
-    dot_at, dst, dst_pitch, bias_at = out
-    lane = tid & 31
-    g = lane >> 2
-    j_lane = 4 * (lane & 3)
-    seg_a = seg + d_in
-    warp = tid >> 5
-    r0 = np.int32(32 * (warp & 1) + g)  # even warps take rows 0..31, odd ones 32..63
-    n0 = np.int32(16 * (warp >> 1))
-    bases = _block_noise(part), _block_vecs(part), _layer_states(part, layer)  # once a stage: 64-bit
-    while n0 < d_out:
-        j0 = np.int32(n0 + j_lane)
-        i0 = _row_inputs(kind, part, noise8, vecs, states, bases, r0, j0, seg_a, bias_at)
-        i1 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at)
-        i2 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at)
-        i3 = _row_inputs(kind, part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at)
-        c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
-                      lane)
-        ctx = _sizes(part)  # after the products: not held in registers over them
-        # row g of a row tile: c0, c1, c4, c5; row g + 8: c2, c3, c6, c7 (columns j0 .. j0 + 3)
-        where = (dot_at, dst, dst_pitch)
-        _row_outputs(kind, sh32, part, states, bases[2], (c[0], c[1], c[4], c[5]), i0, r0, j0, where, shifts, ctx)
-        _row_outputs(kind, sh32, part, states, bases[2], (c[2], c[3], c[6], c[7]), i1, r0 + 8, j0, where, shifts, ctx)
-        _row_outputs(kind, sh32, part, states, bases[2], (c[8], c[9], c[12], c[13]), i2, r0 + 16, j0, where, shifts,
-                     ctx)
-        _row_outputs(kind, sh32, part, states, bases[2], (c[10], c[11], c[14], c[15]), i3, r0 + 24, j0, where, shifts,
-                     ctx)
-        n0 = opaque(np.int32(n0 + 16 * WARPS // 2))  # the next 16 columns of this warp's half: 4 warps a half
+@functools.cache
+def _stage_of(kind):
+    """The matmul stage whose epilogue is `kind`, compiled for that kind alone: its branches on
+    the kind are settled when it compiles."""
+    row_inputs = _row_inputs_of(kind)
+    row_outputs = _row_outputs_of(kind)
+
+    @device_function
+    def stage(sh32, part, arrays, layer, a, w, out, shifts, tid):
+        """One matmul for the block's rows: each warp's 16-wide output tiles, each with its epilogue.
+        arrays: (params32, noise8, vecs, states); a: (a_off, a_pitch) of the input in shared memory;
+        w: (w_off, d_in, d_out, seg) of the weight and its noise; out: (dot_at, dst, dst_pitch, bias_at);
+        shifts: (shift, dshift)."""
+        params32, noise8, vecs, states = arrays
+        a_off, a_pitch = a
+        w_off, d_in, d_out, seg = w
+        dot_at, dst, dst_pitch, bias_at = out
+        lane = tid & 31
+        g = lane >> 2
+        j_lane = 4 * (lane & 3)
+        seg_a = seg + d_in
+        warp = tid >> 5
+        r0 = np.int32(32 * (warp & 1) + g)  # even warps take rows 0..31, odd ones 32..63
+        n0 = np.int32(16 * (warp >> 1))
+        bases = _block_noise(part), _block_vecs(part), _layer_states(part, layer)  # once a stage: 64-bit
+        while n0 < d_out:
+            j0 = np.int32(n0 + j_lane)
+            i0 = row_inputs(part, noise8, vecs, states, bases, r0, j0, seg_a, bias_at)
+            i1 = row_inputs(part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at)
+            i2 = row_inputs(part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at)
+            i3 = row_inputs(part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at)
+            c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
+                          lane)
+            ctx = _sizes(part)  # after the products: not held in registers over them
+            # row g of a row tile: c0, c1, c4, c5; row g + 8: c2, c3, c6, c7 (columns j0 .. j0 + 3)
+            where = (dot_at, dst, dst_pitch)
+            row_outputs(sh32, part, states, bases[2], (c[0], c[1], c[4], c[5]), i0, r0, j0, where, shifts, ctx)
+            row_outputs(sh32, part, states, bases[2], (c[2], c[3], c[6], c[7]), i1, r0 + 8, j0, where, shifts, ctx)
+            row_outputs(sh32, part, states, bases[2], (c[8], c[9], c[12], c[13]), i2, r0 + 16, j0, where, shifts,
+                         ctx)
+            row_outputs(sh32, part, states, bases[2], (c[10], c[11], c[14], c[15]), i3, r0 + 24, j0, where, shifts,
+                         ctx)
+            n0 = opaque(np.int32(n0 + 16 * WARPS // 2))  # the next 16 columns of this warp's half: 4 warps a half
+
+    return stage
 
 
-@device_function
-def _gate(kind, sh32, part, arrays, layer, offsets, tensors, slots, px, dim, shifts, tid):
-    """A GRU gate: H W1 stored at the slot part[dst_at] names, then the slot part[a2_at] names times W2
-    added to it in the `kind` epilogue (barriers). offsets: (param_off, noise_off) tables; tensors: the
-    ids (t1, t2) of W1, W2; slots: (a2_at, dst_at, bias_at). Sizes and offsets are read where they are
-    used (see ROW_NOISE)."""
-    noise8 = arrays[1]
-    param_off, noise_off = offsets
-    t1, t2 = tensors
-    a2_at, dst_at, bias_at = slots
-    _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[t1], DOT1, tid)
-    _row_dots(sh32, part, part[a2_at], px, dim, noise8, noise_off[t2], DOT2, tid)
-    cuda.syncthreads()
-    _stage(STORE, sh32, part, arrays, layer, (part[H_AT], px), (param_off[t1], dim, dim, noise_off[t1]),
-           (DOT1, part[dst_at], px, 0), shifts, tid)
-    _stage(kind, sh32, part, arrays, layer, (part[a2_at], px), (param_off[t2], dim, dim, noise_off[t2]),
-           (DOT2, 0, px, bias_at), shifts, tid)
-    cuda.syncthreads()
+@functools.cache
+def _gate_of(kind):
+    """The GRU gate whose second product ends in the `kind` epilogue (FORGET or OUTPUT)."""
+    store, stage = _stage_of(STORE), _stage_of(kind)
+
+    @device_function
+    def gate(sh32, part, arrays, layer, offsets, tensors, slots, px, dim, shifts, tid):
+        """A GRU gate: H W1 stored at the slot part[dst_at] names, then the slot part[a2_at] names times W2
+        added to it in the `kind` epilogue (barriers). offsets: (param_off, noise_off) tables; tensors: the
+        ids (t1, t2) of W1, W2; slots: (a2_at, dst_at, bias_at). Sizes and offsets are read where they are
+        used (see ROW_NOISE)."""
+        noise8 = arrays[1]
+        param_off, noise_off = offsets
+        t1, t2 = tensors
+        a2_at, dst_at, bias_at = slots
+        _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[t1], DOT1, tid)
+        _row_dots(sh32, part, part[a2_at], px, dim, noise8, noise_off[t2], DOT2, tid)
+        cuda.syncthreads()
+        store(sh32, part, arrays, layer, (part[H_AT], px), (param_off[t1], dim, dim, noise_off[t1]),
+              (DOT1, part[dst_at], px, 0), shifts, tid)
+        stage(sh32, part, arrays, layer, (part[a2_at], px), (param_off[t2], dim, dim, noise_off[t2]),
+              (DOT2, 0, px, bias_at), shifts, tid)
+        cuda.syncthreads()
+
+    return gate
+
+
+_store_stage, _add_stage = _stage_of(STORE), _stage_of(ADD)
+_forget_gate, _output_gate = _gate_of(FORGET), _gate_of(OUTPUT)
 
 
 @device_function
@@ -677,21 +711,22 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
             _load_states(sh32, part, states, layer, part[ST_AT], tid)
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, tid)
             # forget gate f, fh; then the new state (into the states and the residual)
-            _gate(FORGET, sh32, part, arrays, layer, offsets, (lt + WF, lt + UF), (ST_AT, U_AT, slots + dim), px, dim,
-                  shifts, tid)
-            _gate(OUTPUT, sh32, part, arrays, layer, offsets, (lt + WH, lt + UH), (FH_AT, ST_AT, slots + 2 * dim), px,
-                  dim, shifts, tid)
+            _forget_gate(sh32, part, arrays, layer, offsets, (lt + WF, lt + UF), (ST_AT, U_AT, slots + dim), px, dim,
+                         shifts, tid)
+            _output_gate(sh32, part, arrays, layer, offsets, (lt + WH, lt + UH), (FH_AT, ST_AT, slots + 2 * dim), px,
+                         dim, shifts, tid)
             # MLP: x = clip(x + down(up(L1(x))))
             _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, tid)
             _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
             cuda.syncthreads()
-            _stage(STORE, sh32, part, arrays, layer, (part[H_AT], px), (param_off[lt + UP], dim, 4 * dim,
-                   noise_off[lt + UP]), (DOT1, part[U_AT], pu, 0), shifts, tid)
+            w_up = (param_off[lt + UP], dim, 4 * dim, noise_off[lt + UP])
+            _store_stage(sh32, part, arrays, layer, (part[H_AT], px), w_up, (DOT1, part[U_AT], pu, 0), shifts, tid)
             cuda.syncthreads()
             _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
             cuda.syncthreads()
-            _stage(ADD, sh32, part, arrays, layer, (part[U_AT], pu), (param_off[lt + DOWN], 4 * dim, dim,
-                   noise_off[lt + DOWN]), (DOT1, x_off, px, 0), (shift, np.int32(d_shift + 1)), tid)
+            w_down = (param_off[lt + DOWN], 4 * dim, dim, noise_off[lt + DOWN])
+            _add_stage(sh32, part, arrays, layer, (part[U_AT], pu), w_down, (DOT1, x_off, px, 0),
+                       (shift, np.int32(d_shift + 1)), tid)
             cuda.syncthreads()
             layer = np.int32(layer + 1)
         # head and the log-likelihood of the next byte
@@ -699,8 +734,8 @@ def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, nois
         _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, tid)
         _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[head], DOT1, tid)
         cuda.syncthreads()
-        _stage(STORE, sh32, part, arrays, 0, (part[H_AT], px), (param_off[head], dim, VOCAB, noise_off[head]),
-               (DOT1, part[U_AT], LOGIT_PITCH, 0), shifts, tid)
+        _store_stage(sh32, part, arrays, 0, (part[H_AT], px), (param_off[head], dim, VOCAB, noise_off[head]),
+                     (DOT1, part[U_AT], LOGIT_PITCH, 0), shifts, tid)
         cuda.syncthreads()
         _loglik_partials(sh32, part, part[U_AT], tid)
         cuda.syncthreads()
