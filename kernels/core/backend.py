@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eggnog.kernels.core.cuda_api import SIMULATED, cuda, device_zeros
+from eggnog.kernels.core.cuda_api import SIMULATED, cuda
 from eggnog.kernels.core.placement import kernels_for
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.optional import optional_import
@@ -48,10 +48,10 @@ class Backend:
         return kernels_for(self.name).to_device(array)
 
     def empty(self, shape, dtype):
-        return cuda.device_array(shape, dtype=dtype) if self.name == "cuda" else np.empty(shape, dtype=dtype)
+        return kernels_for(self.name).empty(shape, dtype)
 
     def zeros(self, shape, dtype):
-        return device_zeros(shape, dtype) if self.name == "cuda" else np.zeros(shape, dtype=dtype)
+        return kernels_for(self.name).zeros(shape, dtype)
 
     def copy(self, array):
         """A copy of a backend array on the same backend (device to device on a GPU)."""
