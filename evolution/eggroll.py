@@ -23,7 +23,7 @@ from eggnog.evolution.fitness import Z_SCALE, check_population
 from eggnog.evolution.int_optimizers import INT_OPTIMIZERS, OPTIMIZER_ARRAYS
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
 from eggnog.kernels.core.backend import Backend
-from eggnog.kernels.core.placement import BackendArray, kernels_for
+from eggnog.kernels.core.placement import BackendArray, kernels_for, to_host
 from eggnog.kernels.egg.changed import count_changed
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
@@ -164,13 +164,9 @@ class IntEggroll:
         self.gains = self.backend.to_device(gains_of(self.overlay))
 
     def host_params(self) -> np.ndarray:
-        from eggnog.kernels.core.placement import to_host
-
         return to_host(self.params).copy()
 
     def host_optimizer_state(self) -> dict[str, np.ndarray]:
-        from eggnog.kernels.core.placement import to_host
-
         state = {name: to_host(a).copy() for name, a in self.optimizer.state.items()}
         if self.overlay is not None:
             state[OVERLAY_ARRAY] = self.overlay.copy()
@@ -182,8 +178,6 @@ class IntEggroll:
         ((layers, members, width) int8 on the backend, the model's state_dims) carry over and are
         updated in place. One fused call (the EGG's `egg_epoch`, the transformer's `transformer_epoch`):
         every token and layer of every member runs inside it, and only the sums leave the device."""
-        from eggnog.kernels.core.placement import to_host
-
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.step))
         by_id = np.array([prefixes[t.name] for t in self.model.tensors], dtype=np.int64)  # tensors are in id order
         windows = self.backend.to_device(np.ascontiguousarray(windows, dtype=self.model.token_dtype))

@@ -2,6 +2,7 @@
 float64 references, "cpu": the CPU twins, "cuda": the kernels) and a float precision; its
 `to_device` is the one way arrays reach it, `to_host` the way back."""
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,8 +70,9 @@ class Kernels:
         return np.zeros(shape, dtype)
 
 
+@functools.cache
 def kernels_for(backend: str, precision: str = "fp32") -> Kernels:
-    """The `Kernels` of one backend and precision (checked)."""
+    """The `Kernels` of one backend and precision (checked once, then shared)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown kernel backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if precision not in PRECISIONS:

@@ -206,11 +206,11 @@ class RgeTrainer:
             mine = self.evaluate(batch)
         with clock.phase("exchange"):
             table = self.world.allgather_array(mine)
-        return self.tell(table, clock, mine)
+        return self.tell(table, clock)
 
-    def tell(self, table: np.ndarray, clock=UNTIMED, mine: np.ndarray | None = None) -> float:
-        """Update from the (probe, L+, L-) rows of every rank (`mine`: this rank's, found in `table`
-        when not given); returns the mean probe loss."""
+    def tell(self, table: np.ndarray, clock=UNTIMED) -> float:
+        """Update from the (probe, L+, L-) rows of every rank, in rank order as gathered; returns the
+        mean probe loss."""
         cfg, world, ops = self.cfg, self.world, self.ops
         if not np.isfinite(table[:, 1:]).all():
             raise NonFiniteLoss(self.step)
@@ -218,8 +218,7 @@ class RgeTrainer:
             with clock.phase("update"):
                 self._update(*self._all_probes(table, self.step))
         else:
-            if mine is None:
-                mine = table[np.isin(table[:, 0].astype(np.int64), self.mine)]
+            mine = table[world.rank * self.per_rank:(world.rank + 1) * self.per_rank]
             with clock.phase("update"):
                 keys, signs = self._signed_keys(self.step)
                 partial = self.backend.zeros(self.theta.shape, np.float32)
