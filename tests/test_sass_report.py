@@ -1,4 +1,6 @@
-"""The static report (bench/static_report): every registered kernel assembled for sm_90 has no spill,
+"""The static report (bench/static_report): every cuda.jit kernel of the package is registered and
+compiles for sm_90 (numba-cuda's compilers), the population matmul uses dp4a, and every registered
+kernel assembled for sm_90 has no spill,
 no local memory and no f64 in a float32/integer kernel, a kernel marked tensor_cores has IMMA/HMMA
 in an innermost loop, and the static model predicts each measured workload within 2x (but a measurement
 of a kernel whose module changed since its commit). The SASS parser,
@@ -17,6 +19,7 @@ from bench.static_report import parse
 from bench.static_report.checks import problems, shared_memory_argument
 from bench.static_report.limits import occupancy
 from bench.static_report.roofline import estimate, hot_loop, int_matmul_workload, module_workloads
+from eggnog.kernels.checks.ptx_compile import F64_INSTRUCTION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MISSING = ("not found (install the dev extra", "DynamicLibNotFoundError", "libnvrtc", "libnvvm", "NvvmSupportError")
@@ -50,6 +53,35 @@ def test_every_registered_signature_is_assembled_and_disassembled(report):
     assert sorted(r["name"] for r in rows) == sorted(s.name for s in KERNELS for _ in s.signatures)
     assert all(r["registers"] > 0 and r["sass"]["whole"]["instructions"] > 0 for r in rows)
     assert all(0 < r["occupancy"]["occupancy"] <= 1 for r in rows)
+
+
+def test_every_cuda_kernel_of_the_package_is_registered(report):
+    """The compiled set is every cuda.jit kernel bound in the package, not a subset."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONPATH=ROOT)
+    listed = subprocess.run([sys.executable, "-m", "eggnog.kernels.checks.ptx_compile", "--inventory"],
+                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-4000:]
+    inventory = set(json.loads(listed.stdout))
+    names = {r["name"] for r in report["rows"]}
+    assert len(inventory) > 20
+    assert names == inventory, {"unregistered": sorted(inventory - names), "not found": sorted(names - inventory)}
+    assert all(r["ptx_bytes"] > 0 for r in report["rows"])
+
+
+def test_float32_and_integer_kernels_have_no_f64_in_their_ptx(report):
+    offenders = [r["kernel"] for r in report["rows"] if r["float64_free"] and r["f64_instructions"]]
+    assert not offenders, offenders
+
+
+def test_population_matmul_uses_dp4a(report):
+    matmul = [r for r in report["rows"] if r["name"] == "eggnog.kernels.egg.int_matmul.perturbed_matmul_cuda"]
+    assert matmul and all(r["dp4a_instructions"] >= 1 for r in matmul)
+
+
+def test_f64_detector_counts_instructions_not_registers():
+    ptx = ("\t.reg .f64 \t%fd<3>;\n\tcvt.rn.f64.s64 \t%fd1, %rd72;\n\tmul.f64 \t%fd2, %fd1, 0d3F;\n"
+           "\tmov.f32 \t%f64, 0f37CBAC00;\n\tadd.f32 \t%f1, %f2, %f64;\n")
+    assert len(F64_INSTRUCTION.findall(ptx)) == 2
 
 
 def test_no_spill_local_memory_or_f64_in_float32_and_integer_kernels(report):
