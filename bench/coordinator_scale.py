@@ -25,8 +25,8 @@ import numpy as np
 import typer
 
 from bench.coordinator_service import measure
-from bench.gpu_targets import newest_report, read_report, row_named
 from bench.report import RESULTS, print_table, write_result
+from bench.static_report.written import newest_report, read_report, row_named
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.evolution.transformer_es_config import TransformerEsRunConfig
 from eggnog.runtime.cli import cli_help, user_errors
@@ -131,7 +131,7 @@ def plot(rows, path):
 @user_errors
 def main(workers: int = typer.Option(8, help="Fake workers the coordinator serves while measured."),
          report: str = typer.Option(None, help="A static report's JSON for the GPU rates (default: the newest).")):
-    _, _, roofline = read_report(report or newest_report())
+    _, roofline = read_report(report or newest_report())
     service_rows, model_rows, fits, smallest = [], [], {}, {}
     for name, cfg, row_prefix in models():
         measured_rows = measured(name, cfg, MEASURED_CHUNKS[name], workers)

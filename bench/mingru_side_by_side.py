@@ -43,14 +43,15 @@ def parse_configs(text):
         raise BadInput(f"--configs {text!r} is not a list like 64x2:8x512 (dim x depth : batch x seq)") from None
 
 
-def bptt_step(backend, dim, depth, batch, seq):
+def bptt_step(backend, dim, depth, batch, seq, precision="fp32"):
     """(model, step): one eggnog MinGRU BPTT step on a fixed (batch, seq + 1) window, AdamW resident on
-    the backend (also what bench/gpu_profile.py profiles)."""
+    the backend, its products at `precision` (also what bench/gpu_profile.py profiles and the static
+    report's goals trace)."""
     from eggnog.kernels.core.registry import ops_for
     from eggnog.models.mingru import MinGruConfig, MinGruModel
     from eggnog.training.optimizers import make_optimizer
 
-    ops = ops_for(backend.name)
+    ops = ops_for(backend.name, precision)
     model = MinGruModel(MinGruConfig(dim, depth))
     optimizer = make_optimizer("adamw", ops.to_device(model.init_params(0)), 1e-3)
     window = np.random.default_rng(0).integers(0, 256, (batch, seq + 1)).astype(np.uint8)

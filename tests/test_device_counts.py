@@ -76,3 +76,39 @@ def test_counts_need_the_simulator(monkeypatch):
     with pytest.raises(RuntimeError, match="simulator"):
         with counting():
             pass
+
+
+def test_a_trace_lists_each_launch_as_the_static_model_takes_it_and_each_wait():
+    from eggnog.kernels.core.device_counts import tracing
+
+    p, buf, grad = (cuda.to_device(np.full(8, v, np.float32)) for v in (0, 0, 1))
+    with tracing() as launches:
+        _step(p, buf, grad)
+        p.copy_to_host()
+    assert launches == [{"kernel": "eggnog.kernels.optim.float_steps.sgd_step_cuda", "grid": 1, "block": 8,
+                         "shared": 0, "args": [{"shape": [8], "dtype": "float32"}] * 3 + [1.0, 0.0, 0.0, True]},
+                        {"wait": True}]
+    np.testing.assert_array_equal(p.copy_to_host(), -1)
+
+
+def test_a_trace_that_runs_no_kernel_leaves_new_memory_zero_filled():
+    from eggnog.kernels.core import device_pool
+    from eggnog.kernels.core.device_counts import kernels_run, tracing
+
+    old = cuda.to_device(np.full(64, np.nan, np.float32))
+    del old  # its block, NaN-filled, serves the next request of its size
+    with tracing(run=False) as launches, counting() as counts:
+        p = cuda.device_array(64, np.float32)
+        _step(p, p, cuda.to_device(np.ones(64, np.float32)))
+        assert not kernels_run() and device_pool.ZERO_FILLED
+    assert kernels_run() and not device_pool.ZERO_FILLED
+    assert len(launches) == 1 and counts.launches == 1 and counts.allocations == 1  # the ones; p was reused
+    np.testing.assert_array_equal(p.copy_to_host(), 0)  # not run: neither NaN nor -1
+
+
+def test_a_launch_argument_the_model_cannot_take_is_refused():
+    from eggnog.kernels.core.device_counts import _traced_argument
+
+    assert _traced_argument(np.int32(3)) == 3 and _traced_argument(np.float32(0.5)) == 0.5
+    with pytest.raises(TypeError, match="cannot be traced"):
+        _traced_argument("text")

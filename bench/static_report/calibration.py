@@ -29,7 +29,7 @@ CONSTANTS = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_pe
 LATENCIES = range(300, 1300, 100)
 BANDWIDTHS = [b / 10 * 1e12 for b in range(5, 34)]
 HOSTS = [h * 50e-6 for h in range(0, 11)]
-_NAME = re.compile(r"-(\d{4}-\d{2}-\d{2})(?:-(\d+))?\.json$")
+NAME = re.compile(r"-(\d{4}-\d{2}-\d{2})(?:-(\d+))?\.json$")
 
 
 def newest_measurement(spec, units, results=MEASURED):
@@ -39,7 +39,7 @@ def newest_measurement(spec, units, results=MEASURED):
     of `units`}."""
     found = []
     for path in results.glob(f"{spec['benchmark']}-*.json"):
-        name = _NAME.search(path.name)
+        name = NAME.search(path.name)
         if name is None:
             continue
         record = json.loads(path.read_text())

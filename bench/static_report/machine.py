@@ -292,7 +292,7 @@ def _r2ur(ins, ops, w, guard):
 
 def _float(ins, ops, w, guard):
     """I2F / I2FP / F2I / FMUL / FADD / FFMA / MUFU.RCP: exact where an integer division's float steps
-    need it (the quotient is corrected in integer code afterwards)."""
+    need it (the quotient is corrected in integer code afterwards); other MUFU results are unknown."""
     mods, base = ins.modifiers, ins.base
     src = [w.value(op) for op in ops[1:] if op.kind in ("R", "I", "F", "C")]
     if any(v is None for v in src) or any(m in mods for m in ("64", "S64", "U64", "F64")):
@@ -307,6 +307,8 @@ def _float(ins, ops, w, guard):
             out = np.clip(x, low, high).astype(np.int64).astype(np.uint64) & M32
         elif base == "MUFU" and "RCP" in mods:
             out = bits(np.float32(1.0) / f32(src[0]))
+        elif base == "MUFU":  # exp2, log2, rsqrt...: values that steer no loop here
+            return unknown(ins, ops, w, guard)
         else:
             xs = [-f32(v) if op.neg else f32(v) for v, op in zip(src, [o for o in ops[1:] if o.kind != "P"])]
             out = {"FMUL": lambda: xs[0] * xs[1], "FADD": lambda: xs[0] + xs[1],

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from eggnog.kernels.core import device_pool
 from eggnog.kernels.core.device_pool import BlockCache, block_size
 
 
@@ -55,14 +56,75 @@ def _add(**amounts):
             setattr(counts, name, getattr(counts, name) + amount)
 
 
-def note_launch(name, args):
-    """A kernel launch (called by cuda_api's simulated kernels): host arrays among its arguments are
-    allocated on and uploaded to the device by the launch, and copied back after it (counted there)."""
+_TRACES: list[list] = []  # the tracing windows open now
+_NOT_RUN = []  # tracing windows that run no kernel
+
+
+@contextmanager
+def tracing(run=True):
+    """A window whose kernel launches are listed, as the static model takes them (bench/static_report/
+    model.py): {"kernel", "grid", "block", "shared", "args"}, an array argument as its shape and dtype, a
+    scalar as its value; each host wait as {"wait": true} where it came. With run=False no kernel runs,
+    so that a step can be traced at sizes the simulator could never run (what the kernels would have
+    written reads as zeros: new device memory is zero-filled meanwhile, so a loss read back is finite)."""
+    if not _installed:
+        raise RuntimeError("launches are traced on the CUDA simulator only (NUMBA_ENABLE_CUDASIM=1)")
+    launches = []
+    _TRACES.append(launches)
+    if not run:
+        _NOT_RUN.append(launches)
+    device_pool.ZERO_FILLED = bool(_NOT_RUN)
+    try:
+        yield launches
+    finally:
+        _TRACES.remove(launches)
+        if not run:
+            _NOT_RUN.remove(launches)
+        device_pool.ZERO_FILLED = bool(_NOT_RUN)
+
+
+def kernels_run():
+    return not _NOT_RUN
+
+
+def _traced_argument(a):
+    if hasattr(a, "shape") and hasattr(a, "dtype") and np.ndim(a) > 0:
+        return {"shape": [int(d) for d in a.shape], "dtype": str(a.dtype)}
+    if isinstance(a, (bool, np.bool_)):
+        return bool(a)
+    if isinstance(a, (int, np.integer)):
+        return int(a)
+    if isinstance(a, (float, np.floating)):
+        return float(a)
+    raise TypeError(f"a launch argument of type {type(a).__name__} cannot be traced")
+
+
+def _dims(d):
+    return [int(v) for v in d] if isinstance(d, (tuple, list)) else int(d)
+
+
+def note_launch(name, args, config):
+    """A kernel launch (called by cuda_api's simulated kernels, with its [grid, block, stream, shared]):
+    host arrays among its arguments are allocated on and uploaded to the device by the launch, and
+    copied back after it (counted there)."""
+    if _TRACES:
+        grid, block, *rest = config
+        launch = {"kernel": name, "grid": _dims(grid), "block": _dims(block),
+                  "shared": int(rest[1]) if len(rest) > 1 else 0, "args": [_traced_argument(a) for a in args]}
+        for launches in _TRACES:
+            launches.append(launch)
     for counts in _OPEN:
         counts.by_kernel[name.rsplit(".", 1)[-1]] += 1
     hosted = [a for a in args if isinstance(a, np.ndarray) and a.ndim > 0]
     _add(launches=1, allocations=len(hosted), allocated_bytes=sum(block_size(a.nbytes) for a in hosted),
          uploads=len(hosted), uploaded_bytes=sum(a.nbytes for a in hosted))
+
+
+def _waited():
+    """A host wait: counted, and marked in the traces ({"wait": true} between launches)."""
+    _add(host_waits=1)
+    for launches in _TRACES:
+        launches.append({"wait": True})
 
 
 def _counted_call(call, allocation=False, upload=False):
@@ -91,11 +153,11 @@ def install(cuda):
     synchronize, to_host, to_device = cuda.synchronize, FakeCUDAArray.copy_to_host, FakeCUDAArray.copy_to_device
 
     def counted_synchronize():
-        _add(host_waits=1)
+        _waited()
         return synchronize()
 
     def counted_to_host(self, *args, **kwargs):
-        _add(host_waits=1)
+        _waited()
         return to_host(self, *args, **kwargs)
 
     def counted_to_device(self, ary, *args, **kwargs):
