@@ -107,8 +107,9 @@ def cuda_add_bias(x, bias):
 # ---- column_sum ----------------------------------------------------------------------------------------
 
 def _column_sum_cases(rng):
-    """Columns (threads) below and across a block of 256; one row and several."""
-    for rows, cols in ((1, 1), (5, 255), (12, 300)):
+    """Columns below and across a tile of 32; one row and several; rows past one chunk (partial sums of 3
+    chunks, then their sum)."""
+    for rows, cols in ((1, 1), (5, 255), (12, 300), (600, 40)):
         yield (normal32(rng, rows, cols, scale=5.0),)
 
 
@@ -122,21 +123,49 @@ def cpu_column_sum(x):
     return x.sum(axis=0, dtype=np.float64).astype(np.float32)
 
 
-@kernel((F32_2D, F32_1D))
-def column_sum_cuda(rows, out):
-    j = cuda.grid(1)
-    if j < rows.shape[1]:
-        acc = np.float32(0.0)
-        for i in range(rows.shape[0]):
-            acc += rows[i, j]
-        out[j] = acc
+COLUMN_TILE, ROW_THREADS, CHUNK_ROWS = 32, 8, 256  # a block: 32 columns x 8 row threads over 256 rows
+
+
+@kernel((F32_2D, F32_2D))
+def column_sum_cuda(rows, partial):
+    """partial[c, j]: the sum of column j over chunk c's rows. A warp reads 32 neighbouring columns of a
+    row (128 bytes); its 8 row threads sum every 8th row, 4 at a time, then add up in shared memory."""
+    shared = cuda.shared.array((ROW_THREADS, COLUMN_TILE), numba.float32)
+    tx, ty, c = cuda.threadIdx.x, cuda.threadIdx.y, cuda.blockIdx.y
+    j = cuda.blockIdx.x * COLUMN_TILE + tx
+    n, d = rows.shape
+    a0 = a1 = a2 = a3 = np.float32(0.0)
+    if j < d:
+        end = min(n, (c + 1) * CHUNK_ROWS)
+        for i in range(c * CHUNK_ROWS + ty, end, 4 * ROW_THREADS):
+            a0 += rows[i, j]
+            if i + ROW_THREADS < end:
+                a1 += rows[i + ROW_THREADS, j]
+            if i + 2 * ROW_THREADS < end:
+                a2 += rows[i + 2 * ROW_THREADS, j]
+            if i + 3 * ROW_THREADS < end:
+                a3 += rows[i + 3 * ROW_THREADS, j]
+    shared[ty, tx] = (a0 + a1) + (a2 + a3)
+    cuda.syncthreads()
+    if ty == 0 and j < d:
+        total = np.float32(0.0)
+        for k in range(ROW_THREADS):
+            total += shared[k, tx]
+        partial[c, j] = total
 
 
 @op
 def cuda_column_sum(x):
-    out = cuda.device_array(x.shape[1], np.float32)
-    column_sum_cuda[blocks(x.shape[1])](x, out)
-    return out
+    """Partial sums of each CHUNK_ROWS rows, then of those, until one row is left (one launch up to
+    CHUNK_ROWS rows, two up to 65536): every SM busy where a thread per column would leave most idle."""
+    rows, cols = x.shape
+    while True:
+        chunks = max(1, (rows + CHUNK_ROWS - 1) // CHUNK_ROWS)  # no rows: one chunk of zeros
+        out = cuda.device_array((chunks, cols), np.float32)
+        column_sum_cuda[((cols + COLUMN_TILE - 1) // COLUMN_TILE, chunks), (COLUMN_TILE, ROW_THREADS)](x, out)
+        if chunks <= 1:
+            return out.reshape(cols)
+        x, rows = out, chunks
 
 
 # ---- member_affine -------------------------------------------------------------------------------------
