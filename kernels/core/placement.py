@@ -26,9 +26,9 @@ def to_host(array: BackendArray) -> np.ndarray:
 
 
 # --precision of the float trainers: which ops serve `matmul` and `matmul_backward`. fp32 is exact fp32;
-# tf32 runs the forward products on TF32 tensor cores and keeps the gradients fp32; bf16 runs both on
-# bf16 tensor cores. All accumulate in fp32 (the accuracy of each: kernels/layers/matmul_tf32.py, matmul_bf16.py).
-PRECISIONS = {"fp32": {}, "tf32": {"matmul": "matmul_tf32"},
+# tf32 and bf16 run the products and their gradients on TF32 or bf16 tensor cores, all accumulated in
+# fp32 (the accuracy of each: kernels/layers/matmul_tf32.py, matmul_bf16.py).
+PRECISIONS = {"fp32": {}, "tf32": {"matmul": "matmul_tf32", "matmul_backward": "matmul_backward_tf32"},
               "bf16": {"matmul": "matmul_bf16", "matmul_backward": "matmul_backward_bf16"}}
 
 

@@ -1,17 +1,21 @@
-"""A linear layer on TF32 tensor cores:
+"""A linear layer and its two gradients on TF32 tensor cores:
 
-    matmul_tf32(x, w)    y = tf32(x) tf32(W)^T, accumulated in fp32    (rows, out) = (rows, in) (out, in)^T
+    matmul_tf32(x, w)                y = tf32(x) tf32(W)^T, accumulated in fp32    (rows, out) = (rows, in) (out, in)^T
+    matmul_backward_tf32(dy, x, w)   dx = tf32(dy) tf32(W),  dW = tf32(dy)^T tf32(x)   (matmul_backward's contract)
 
 tf32(.) rounds to a 10-bit mantissa, to nearest with ties away from zero (cvt.rna.tf32.f32; NumPy:
-`mma.round_tf32`). The op is defined on the rounded inputs, so the reference (float64 product of the
-rounded values), the CPU twin (BLAS fp32 product of the rounded values) and the kernel agree to fp32
-accumulation error (TOLERANCE); the rounding is the op's, not a backend's.
+`mma.round_tf32`). The gradients are the forward kernel's products of transposed copies (a tiled
+transpose: the kernel reads both operands along k). The ops are defined on the rounded inputs, so the
+references (float64 products of the rounded values), the CPU twins (BLAS fp32 products of the rounded
+values) and the kernels agree to fp32 accumulation error (TOLERANCE); the rounding is the op's, not a
+backend's.
 
 More in docs/internals.md (kernels/layers/matmul_tf32.py)."""
 
 import numba
 import numpy as np
 
+from eggnog.kernels.core.cpu_products import product
 from eggnog.kernels.core.cuda_api import F32_2D, allow_dynamic_shared, cuda, device_function, f64, kernel
 from eggnog.kernels.core.loads import (
     copy_async_commit,
@@ -58,6 +62,27 @@ def reference_matmul_tf32(x, w):
 def cpu_matmul_tf32(x, w):
     check_layer(x, w)
     return np.ascontiguousarray(round_tf32(x) @ round_tf32(w).T)
+
+
+def _backward_cases(rng):
+    """Sizes off the tiles with a k tail; rows past one transpose tile (the forward's cases cover its
+    blocks)."""
+    for rows, d_in, d_out in ((17, 33, 15), (40, 12, 36)):
+        yield normal32(rng, rows, d_out), normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
+
+
+@op(cases=_backward_cases, tolerance=TOLERANCE)
+def reference_matmul_backward_tf32(dy, x, w):
+    check_layer(x, w, dy)
+    dy64 = f64(round_tf32(dy))
+    return dy64 @ f64(round_tf32(w)), dy64.T @ f64(round_tf32(x))
+
+
+@op
+def cpu_matmul_backward_tf32(dy, x, w):
+    check_layer(x, w, dy)
+    dy32 = round_tf32(dy)
+    return product(dy32, round_tf32(w)), product(np.ascontiguousarray(dy32.T), round_tf32(x))
 
 
 @device_function
@@ -197,6 +222,39 @@ def cuda_matmul_tf32(x, w):
     return y
 
 
+TILE, TILE_ROWS = 32, 8  # a transpose block: a 32 x 32 tile, 8 rows of 32 threads, 4 elements a thread
+PADDED = TILE + 1  # a constant, as shared array shapes must be
+
+
+@kernel((F32_2D, F32_2D))
+def transpose_cuda(a, out):
+    """out = a^T through a 32 x 33 shared tile: rows of a are read and rows of out written 128 bytes a
+    warp; the padding word puts a column's 32 words in 32 banks."""
+    tile = cuda.shared.array((TILE, PADDED), numba.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    for k in range(0, TILE, TILE_ROWS):
+        if r0 + ty + k < a.shape[0] and c0 + tx < a.shape[1]:
+            tile[ty + k, tx] = a[r0 + ty + k, c0 + tx]
+    cuda.syncthreads()
+    for k in range(0, TILE, TILE_ROWS):
+        if c0 + ty + k < out.shape[0] and r0 + tx < out.shape[1]:
+            out[c0 + ty + k, r0 + tx] = tile[tx, ty + k]
+
+
+def _transposed(a):
+    out = cuda.device_array((a.shape[1], a.shape[0]), np.float32)
+    transpose_cuda[((a.shape[1] + TILE - 1) // TILE, (a.shape[0] + TILE - 1) // TILE), (TILE, TILE_ROWS)](a, out)
+    return out
+
+
+@op
+def cuda_matmul_backward_tf32(dy, x, w):
+    check_layer(x, w, dy)
+    dy_t = _transposed(dy)
+    return cuda_matmul_tf32(dy, _transposed(w)), cuda_matmul_tf32(dy_t, _transposed(x))
+
+
 # ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
 
 ROOFLINE_WORKLOADS = ("matmul 32768x1536x1536, TF32",)
@@ -229,3 +287,4 @@ def roofline(workload, rows=32768, d_in=1536, d_out=1536):
 
 # the ops of this module by name, for callers: matmul_tf32(kernels, ...)
 matmul_tf32 = registered("matmul_tf32")
+matmul_backward_tf32 = registered("matmul_backward_tf32")

@@ -44,9 +44,8 @@ class BpttRunConfig(MinGruRunConfig):
     recompute: bool = flag(False, "Recompute each block's activations in the backward pass (gradient "
                                   "checkpointing): one block's activations held instead of all; same gradients.",
                            changeable=True)
-    precision: str = flag("fp32", "Products of training: fp32; tf32 (the forward on TF32 tensor cores, gradients "
-                                  "fp32) or bf16 (forward and gradients on bf16 tensor cores), fp32 accumulation. "
-                                  "Validation stays fp32.", changeable=True)
+    precision: str = flag("fp32", "Products of training: fp32; tf32 or bf16 (forward and gradients on TF32 or "
+                                  "bf16 tensor cores), fp32 accumulation. Validation stays fp32.", changeable=True)
 
     def check(self, ranks=1):
         self.model_config()
