@@ -6,8 +6,9 @@
                                  c[n] = op(a[n]) op(b[n]) over a leading batch axis, op(m) = m or m^T
 
 The linear layer's three products share one kernel, C = op(A) op(B), register-blocked (a thread
-computes 8 x 8 outputs of a 128 x 128 block tile; matmul_cuda's docstring has the layout). `bmm` is
-one thread per output element: the DNC's batched products are thin (one side R or 1 wide). The CPU
+computes 8 x 8 outputs of a 128 x 128 block tile; matmul_cuda's docstring has the layout). `bmm` runs
+those tiles a grid layer a product where its outputs are at least 32 x 32 (the probe-batched LSTM's
+tables and logits), else one thread per output (the DNC's thin products: one side R or 1 wide). The CPU
 twins use NumPy's BLAS on fp32, large products split over the cores (cpu_products); references compute
 in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
 """
@@ -30,6 +31,7 @@ TILE = STEP * PITCH  # words of one operand's stage
 BUFFERS = 2 * TILE  # two stages
 OUTPUTS = PER * PER  # per thread
 TOLERANCE = (1e-5, 1e-5)
+TILED_FROM = 32  # bmm outputs at least this many rows and columns take the tiled kernel
 
 
 def _layer_shapes():
@@ -171,20 +173,9 @@ def _slice(operands, tiles, s, slices, corner, k_major, vector, thread, acc):
     cuda.syncthreads()
 
 
-@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=THREADS * THREADS, launch_bounds=(THREADS * THREADS, 2))
-def matmul_cuda(a, b, c, transpose_a, transpose_b):
-    """c = op(a) op(b); op transposes when asked. Register-blocked: a block of THREADS x THREADS threads
-    computes a BLOCK x BLOCK tile of c; thread (tx, ty) the PER x PER outputs at rows 4 ty + i and
-    HALF + 4 ty + i, columns 4 tx + j and HALF + 4 tx + j (i, j < 4), in registers. STEP-deep slices of op(a)
-    and op(b) are staged k-major in two shared buffers: the global loads of slice s + 1 are issued before
-    the FMAs of slice s and stored after them, one barrier per slice. Per k a thread reads its 8 + 8
-    values as four LDS.128 and issues 64 FMAs.
-
-    Shared memory: pitch BLOCK + 4 words (4 mod 32). Reads: a warp is 16 consecutive columns (tx) times 2
-    rows (ty); an LDS.128 is served in phases of 8 lanes, which read one a_tile address (broadcast) or
-    32 consecutive b_tile words: conflict-free. Writes: a k-contiguous operand (a, or b transposed) puts
-    k = 4 (t % 2) + i, row t // 2 of a warp's lanes at bank 16 (t % 2) + 4i + row (mod 32): 32 banks; the
-    other layout stores 128 consecutive words per warp (STS.128)."""
+@device_function
+def _tile_product(a, b, c, transpose_a, transpose_b):
+    """This block's tile of c = op(a) op(b) (matmul_cuda's docstring)."""
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     t = ty * THREADS + tx
@@ -221,6 +212,30 @@ def matmul_cuda(a, b, c, transpose_a, transpose_b):
                     c[row, col] = acc[i * PER + j]
 
 
+@kernel((F32_2D, F32_2D, F32_2D, BOOL, BOOL), block=THREADS * THREADS, launch_bounds=(THREADS * THREADS, 2))
+def matmul_cuda(a, b, c, transpose_a, transpose_b):
+    """c = op(a) op(b); op transposes when asked. Register-blocked: a block of THREADS x THREADS threads
+    computes a BLOCK x BLOCK tile of c; thread (tx, ty) the PER x PER outputs at rows 4 ty + i and
+    HALF + 4 ty + i, columns 4 tx + j and HALF + 4 tx + j (i, j < 4), in registers. STEP-deep slices of op(a)
+    and op(b) are staged k-major in two shared buffers: the global loads of slice s + 1 are issued before
+    the FMAs of slice s and stored after them, one barrier per slice. Per k a thread reads its 8 + 8
+    values as four LDS.128 and issues 64 FMAs.
+
+    Shared memory: pitch BLOCK + 4 words (4 mod 32). Reads: a warp is 16 consecutive columns (tx) times 2
+    rows (ty); an LDS.128 is served in phases of 8 lanes, which read one a_tile address (broadcast) or
+    32 consecutive b_tile words: conflict-free. Writes: a k-contiguous operand (a, or b transposed) puts
+    k = 4 (t % 2) + i, row t // 2 of a warp's lanes at bank 16 (t % 2) + 4i + row (mod 32): 32 banks; the
+    other layout stores 128 consecutive words per warp (STS.128)."""
+    _tile_product(a, b, c, transpose_a, transpose_b)
+
+
+@kernel((F32_3D, F32_3D, F32_3D, BOOL, BOOL), block=THREADS * THREADS, launch_bounds=(THREADS * THREADS, 2))
+def bmm_tiled_cuda(a, b, c, transpose_a, transpose_b):
+    """c[z] = op(a[z]) op(b[z]) for z = blockIdx.z: matmul_cuda's tiles, one product a grid layer."""
+    z = cuda.blockIdx.z
+    _tile_product(a[z], b[z], c[z], transpose_a, transpose_b)
+
+
 def tiled_product(a, b, transpose_a=False, transpose_b=False):
     """op(a) op(b) of two fp32 matrices on the device, by the register-blocked kernel (also the LSTM's
     input projection)."""
@@ -247,13 +262,16 @@ def cuda_matmul_backward(dy, x, w):
 # ---- batched -----------------------------------------------------------------------------------------
 
 def _bmm_cases(rng):
-    """Every transpose combination; outputs of one element, and of more than one block of 256."""
-    for batch, rows, inner, cols in ((1, 1, 1, 1), (2, 9, 5, 17)):
-        for transpose_a in (False, True):
-            for transpose_b in (False, True):
-                a = normal32(rng, batch, *((inner, rows) if transpose_a else (rows, inner)))
-                b = normal32(rng, batch, *((cols, inner) if transpose_b else (inner, cols)))
-                yield a, b, transpose_a, transpose_b
+    """Thin products (a thread an output): every transpose combination, outputs of one element and of more
+    than one block of 256. Tiled products (TILED_FROM): two layers of a grid, either operand transposed
+    (matmul's cases cover the tile's other layouts)."""
+    shapes = [(batch, rows, inner, cols, ta, tb) for batch, rows, inner, cols in ((1, 1, 1, 1), (2, 9, 5, 17))
+              for ta in (False, True) for tb in (False, True)]
+    for batch, rows, inner, cols, transpose_a, transpose_b in shapes + [(2, 33, 12, 36, False, True),
+                                                                        (2, 40, 9, 32, True, False)]:
+        a = normal32(rng, batch, *((inner, rows) if transpose_a else (rows, inner)))
+        b = normal32(rng, batch, *((cols, inner) if transpose_b else (inner, cols)))
+        yield a, b, transpose_a, transpose_b
 
 
 def _op(a, transpose):
@@ -301,7 +319,11 @@ def cuda_bmm(a, b, transpose_a=False, transpose_b=False):
     rows = a.shape[2] if transpose_a else a.shape[1]
     cols = b.shape[1] if transpose_b else b.shape[2]
     c = cuda.device_array((a.shape[0], rows, cols), np.float32)
-    bmm_cuda[blocks(c.size)](a, b, c, bool(transpose_a), bool(transpose_b))
+    if min(rows, cols) >= TILED_FROM:  # a product of blocks: matmul_cuda's tiles
+        grid = ((cols + BLOCK - 1) // BLOCK, (rows + BLOCK - 1) // BLOCK, a.shape[0])
+        bmm_tiled_cuda[grid, (THREADS, THREADS)](a, b, c, bool(transpose_a), bool(transpose_b))
+    else:  # thin (the DNC's: one side R or 1 wide): a thread an output
+        bmm_cuda[blocks(c.size)](a, b, c, bool(transpose_a), bool(transpose_b))
     return c
 
 # the ops of this module by name, for callers: bmm(kernels, ...)
