@@ -59,8 +59,11 @@ def assembled(tools, only=None, names=None):
 
 
 def _code(spec, number, ptx, resources, sass):
-    """What the static model needs of one compiled signature."""
-    instructions = next(iter(parse.parse_sass(sass).values()))
+    """What the static model needs of one compiled signature: the kernel's own function of the listing
+    (a kernel linked with cudadevrt lists the 64-bit division helpers before it)."""
+    functions = parse.parse_sass(sass)
+    instructions = next((ins for name, ins in functions.items() if spec.pyfunc.__name__ in name),
+                        next(iter(functions.values())))
     return spec.signatures[number - 1], instructions, ptx, resources["registers"], resources["smem"]
 
 

@@ -6,10 +6,10 @@
 
 mingru DIMxDEPTH:BATCHxSEQ:PRECISION is the MinGRU BPTT step of bench/mingru_side_by_side.py; table1
 SIZE:METHOD a Table 1 cell's step in series (bench/table1_grid.py, batch 1024), with its probes in passes
-as on a GPU. Prints one JSON object: "launches", the distinct launches as the static model takes them
-(model.py), "sequence", the step as indices into them and -1 for each host wait, and "counts", the
-step's device counts. goals.py runs it in a process of its own: the report's compiles for the real
-target, this needs the simulator."""
+and its LSTM kernels chosen as on an H100. Prints one JSON object: "launches", the distinct launches as
+the static model takes them (model.py), "sequence", the step as indices into them and -1 for each host
+wait, and "counts", the step's device counts. goals.py runs it in a process of its own: the report's
+compiles for the real target, this needs the simulator."""
 
 import json
 import sys
@@ -60,11 +60,16 @@ STEPS = {"mingru": mingru_step, "table1": table1_step}
 
 
 def traced(kind, spec):
-    """{"launches", "sequence", "counts"} of the second step of `kind` at `spec`."""
+    """{"launches", "sequence", "counts"} of the second step of `kind` at `spec`, planned as on an H100:
+    the simulated device is given its SMs, which the LSTM's plans count (a cooperative grid holds a block
+    an SM; the simulator's holds one)."""
+    from bench.static_report.limits import SM_COUNT
     from eggnog.kernels.core import device_counts
+    from eggnog.kernels.core.cuda_api import cuda
 
     if kind not in STEPS:
         raise BadInput(f"unknown step {kind!r}: one of {', '.join(STEPS)}")
+    cuda.get_current_device().MULTIPROCESSOR_COUNT = SM_COUNT
     step = STEPS[kind](spec)
     with device_counts.tracing(run=False):
         step()

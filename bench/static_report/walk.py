@@ -148,10 +148,11 @@ class Walker:
             return None
         if ins.base == "CALL":  # a subroutine (64-bit division): walked from its address to its RET
             target = int(ins.operands[-1], 16) if ins.operands and ins.operands[-1].startswith("0x") else None
-            if target not in self.k.index:
+            ret = next((c.address for c in self.k.code[self.k.index[target]:] if c.base == "RET"), None) if (
+                target in self.k.index and "ABS" not in ins.modifiers) else None
+            if ret is None:  # another function of the listing (cudadevrt's division helpers): not walked
                 tally.unknown_branches += flow.freq
                 return flow
-            ret = next(c.address for c in self.k.code[self.k.index[target]:] if c.base == "RET")
             returned = [f for t, f in self.walk(target, ret, flow, tally, None)[2] if t is None]
             return merge(returned) if returned else None
         target = ins.branch_target()
