@@ -109,3 +109,15 @@ def test_the_compile_cache_figures_are_its_benchmark_file():
     for row in result("compile_cache-cpu-2026-11-28.json")["rows"]:
         name = "--model transformer" if "transformer" in row["run"] else row["run"]
         assert f"`{name}` {row['first_start_s']} → {row['second_start_s']} s" in text, (name, row)
+
+
+def test_the_goals_table_is_its_benchmark_file():
+    text = paragraph_citing("goals-sm90-2026-11-28.json")
+    table = [line for line in DOCS.split("\n") if line.strip().startswith("| ") and "÷ goal" not in line]
+    for row in result("goals-sm90-2026-11-28.json")["rows"]:
+        line = next((t for t in table if t.strip().startswith(f"| {row['row']} |")), None)
+        assert line is not None, row["row"]
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        assert cells[2].startswith(f"{row['ours']:g} {row['unit']}"), cells
+        assert cells[4] == f"{row['speed_over_goal']:g}", cells
+    assert "239 s on 2 cores" in text

@@ -1,5 +1,5 @@
 """The float paths' goals on an H100, predicted by the calibrated static model beside the peers'
-measurements in bench/results (docs/benchmarks.md#goals says where each goal comes from):
+measurements in bench/results (docs/benchmarks.md says where each goal comes from):
 
     python -m bench.static_report.goals          # needs the dev extra's tools, no GPU
 
