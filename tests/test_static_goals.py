@@ -39,7 +39,7 @@ def test_the_tracer_refuses_a_wrong_number_of_arguments(capsys):
 
 def test_a_step_is_the_longer_of_device_and_host_between_waits(monkeypatch):
     device = {"a": 1e-3, "b": 1e-5}
-    monkeypatch.setattr(goals, "launch_seconds", lambda launch, code, report: device[launch["kernel"]])
+    monkeypatch.setattr(goals, "launch_seconds", lambda launch, code: device[launch["kernel"]])
     a, b = {"kernel": "a", "args": []}, {"kernel": "b", "args": []}
     # one stretch of a device-bound launch and 3 host-bound ones, then a wait, then 2 host-bound launches
     (timed,) = goals.step_seconds([{"launches": [a, b], "sequence": [0, 1, 1, 1, -1, 1, 1]}], code=None)
@@ -68,13 +68,3 @@ def test_verdicts_are_speed_over_the_goal():
     assert goals.verdict(bandwidth, 350.0) == pytest.approx(0.5)
     assert goals.verdict({**faster, "peer": None}, 1.0) is None
 
-
-def test_a_kernel_the_model_cannot_walk_takes_its_roofline_row():
-    persistent = next(iter(goals.ROOFLINE_ONLY))
-    launch = {"kernel": persistent, "args": [{"shape": [100, 4 * 9600], "dtype": "float32"},
-                                             {"shape": [11, 1024], "dtype": "int32"}]}
-    report = {"LSTM 10M forward, batch 1024, 11 steps: forward_persistent_cuda (persistent)": {"units_per_s": 4e6}}
-    assert goals.launch_seconds(launch, code=None, report=report) == pytest.approx(11 * 1024 / 4e6)
-    launch["args"][0]["shape"] = [100, 4 * 1000]
-    with pytest.raises(ValueError, match="hidden width 1000"):
-        goals.launch_seconds(launch, code=None, report=report)

@@ -6,10 +6,9 @@ measurements in bench/results (docs/benchmarks.md says where each goal comes fro
 Kernel rows (matmuls, scan) take their roofline workload's prediction without the host's time per call:
 the goal is the kernel's. Step rows (a MinGRU BPTT step, Table 1 cells) are traced at full size on the
 simulator without running a kernel (steps.py); each distinct launch is predicted from its kernel's SASS
-(model.py), or, where the model cannot walk the kernel (ROOFLINE_ONLY), from the newest written
-report's roofline row of the same launch (the row says so). A step is the sum, over the stretches
-between its host waits, of the longer of the device's time and the host's (HOST_S_PER_LAUNCH a
-launch). Writes bench/results/goals-sm90-<date>.json; prints the table.
+(model.py). A step is the sum, over the stretches between its host waits, of the longer of the
+device's time and the host's (HOST_S_PER_LAUNCH a launch). Writes bench/results/goals-sm90-<date>.json;
+prints the table.
 """
 
 import json
@@ -120,33 +119,10 @@ def _fits(signature, args):
     return True
 
 
-# kernels whose block the model cannot walk to the end: their launches take the rate of the report's
-# roofline row of the same launch (an upper bound of the rate, so the step's time is a lower bound)
-ROOFLINE_ONLY = {"eggnog.kernels.rnn.lstm_sequence_cuda.forward_persistent_cuda":
-                 "its steps meet at a grid-wide barrier, a cudadevrt call the walk does not follow"}
-
-
-def roofline_seconds(launch, report):
-    """Seconds of a ROOFLINE_ONLY launch of the LSTM's persistent forward: batch x steps row-steps at the
-    rate of the written report's row of the Table 1 size with its hidden width."""
-    from bench.static_report.written import row_named
-    from bench.table1_grid import SIZES
-
-    steps, batch = launch["args"][1]["shape"]
-    hidden = launch["args"][0]["shape"][1] // 4
-    size = next((name for name, (width, _) in SIZES.items() if width == hidden), None)
-    if size is None:
-        raise ValueError(f"no roofline row of the LSTM forward at hidden width {hidden}")
-    return batch * steps / row_named(report, f"LSTM {size} forward, batch {batch}, {steps} steps")["units_per_s"]
-
-
-def launch_seconds(launch, code, report=None):
-    """Device seconds of one traced launch (model.py), with the compiled signature its arguments fit;
-    for ROOFLINE_ONLY kernels, from the written report's roofline rows (`report`, rows by name)."""
+def launch_seconds(launch, code):
+    """Device seconds of one traced launch (model.py), with the compiled signature its arguments fit."""
     from bench.static_report.model import predict
 
-    if launch["kernel"] in ROOFLINE_ONLY:
-        return roofline_seconds(launch, report)
     fitting = [c for c in code[launch["kernel"]] if _fits(c[0], launch["args"])]
     if not fitting:
         raise ValueError(f"no compiled signature of {launch['kernel']} takes {launch['args']}")
@@ -154,15 +130,14 @@ def launch_seconds(launch, code, report=None):
     return predict(workload, {launch["kernel"]: fitting}, {**calibration.CONSTANTS, "host_s_per_call": 0.0})["seconds"]
 
 
-def step_seconds(steps, code, report=None):
-    """Per traced step: its seconds, device and host seconds, launches and waits (module docstring), and
-    which kernels took a roofline rate."""
+def step_seconds(steps, code):
+    """Per traced step: its seconds, device and host seconds, launches and waits (module docstring)."""
     predicted = {}
 
     def seconds(launch):
         key = json.dumps(launch, sort_keys=True)
         if key not in predicted:
-            predicted[key] = launch_seconds(launch, code, report)
+            predicted[key] = launch_seconds(launch, code)
         return predicted[key]
 
     out = []
@@ -185,9 +160,7 @@ def step_seconds(steps, code, report=None):
                     "host_seconds": _digits(HOST_S_PER_LAUNCH * len(launches)), "launches": len(launches),
                     "host_waits": step["sequence"].count(-1),
                     "kernels": [{"kernel": k, "launches": n, "seconds": _digits(t)} for k, (n, t) in
-                                sorted(by_kernel.items(), key=lambda kv: -kv[1][1])],
-                    "roofline_only": sorted({launch["kernel"].rsplit(".", 1)[-1] for launch in step["launches"]
-                                             if launch["kernel"] in ROOFLINE_ONLY})})
+                                sorted(by_kernel.items(), key=lambda kv: -kv[1][1])]})
     return out
 
 
@@ -210,7 +183,6 @@ def main():
     from bench.static_report.__main__ import compiled_code, workloads
     from bench.static_report.model import predict
     from bench.static_report.tools import find_tools
-    from bench.static_report.written import newest_report, read_report
 
     os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # as in __main__: compiled for the real target
     tools = find_tools()
@@ -231,7 +203,7 @@ def main():
         ours = kernel_s * 1e3 if row["unit"] == "ms" else w["bytes_per_unit"]["hbm"] * w["units"] / kernel_s / 1e9
         rows.append({**row, "ours": _digits(ours), "ours_with_host_per_call": _digits(
             p["seconds"] * 1e3) if row["unit"] == "ms" else None, "speed_over_goal": _digits(verdict(row, ours))})
-    for (_, _, row), timed in zip(steps, step_seconds(traces, code, read_report(newest_report())[1])):
+    for (_, _, row), timed in zip(steps, step_seconds(traces, code)):
         met = verdict(row, timed["seconds"])
         if "a40" in row:
             a40 = row["a40"] / 5 / timed["seconds"]

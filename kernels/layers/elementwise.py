@@ -129,7 +129,10 @@ COLUMN_TILE, ROW_THREADS, CHUNK_ROWS = 32, 8, 256  # a block: 32 columns x 8 row
 @kernel((F32_2D, F32_2D))
 def column_sum_cuda(rows, partial):
     """partial[c, j]: the sum of column j over chunk c's rows. A warp reads 32 neighbouring columns of a
-    row (128 bytes); its 8 row threads sum every 8th row, 4 at a time, then add up in shared memory."""
+    row (128 bytes); its 8 row threads sum every 8th row, 4 at a time, then add up in shared memory.
+
+    Shared memory: a warp (one ty) stores 32 consecutive words of a row, and the first warp reads them back
+    a row at a time: 32 banks each."""
     shared = cuda.shared.array((ROW_THREADS, COLUMN_TILE), numba.float32)
     tx, ty, c = cuda.threadIdx.x, cuda.threadIdx.y, cuda.blockIdx.y
     j = cuda.blockIdx.x * COLUMN_TILE + tx

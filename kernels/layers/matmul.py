@@ -231,7 +231,9 @@ def matmul_cuda(a, b, c, transpose_a, transpose_b):
 
 @kernel((F32_3D, F32_3D, F32_3D, BOOL, BOOL), block=THREADS * THREADS, launch_bounds=(THREADS * THREADS, 2))
 def bmm_tiled_cuda(a, b, c, transpose_a, transpose_b):
-    """c[z] = op(a[z]) op(b[z]) for z = blockIdx.z: matmul_cuda's tiles, one product a grid layer."""
+    """c[z] = op(a[z]) op(b[z]) for z = blockIdx.z: matmul_cuda's tiles, one product a grid layer.
+
+    Shared memory: matmul_cuda's stages and accesses (its paragraph): conflict-free."""
     z = cuda.blockIdx.z
     _tile_product(a[z], b[z], c[z], transpose_a, transpose_b)
 

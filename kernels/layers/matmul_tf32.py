@@ -229,7 +229,10 @@ PADDED = TILE + 1  # a constant, as shared array shapes must be
 @kernel((F32_2D, F32_2D))
 def transpose_cuda(a, out):
     """out = a^T through a 32 x 33 shared tile: rows of a are read and rows of out written 128 bytes a
-    warp; the padding word puts a column's 32 words in 32 banks."""
+    warp.
+
+    Shared memory: a warp stores 32 consecutive words of a tile row; reading a tile column, lane tx reads
+    word 33 tx + c, bank (tx + c) mod 32: the padding word puts the 32 lanes in 32 banks."""
     tile = cuda.shared.array((TILE, PADDED), numba.float32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE

@@ -211,14 +211,16 @@ def _stage_h(hs, shared, base, t, first_row, group, batch, hidden, n, size, span
     """h_(t-1) of head n for batch rows first_row .. first_row + group - 1 into shared[base:], a row
     every span words, zeros past the batch and past the head size; consecutive threads take
     consecutive k of a row, so the global loads coalesce."""
-    for e in range(cuda.threadIdx.x, group * span, cuda.blockDim.x):
-        row = e // span
+    e, end = np.int64(cuda.threadIdx.x), group * span
+    while e < end:  # not range(): its trip count is a 64-bit division, a call into cudadevrt
+        row = np.int64(np.uint32(e) // np.uint32(span))
         k = e - row * span
         b = first_row + row
         v = np.float32(0.0)
         if b < batch and k < size:
             v = hs[np.uint64(t) * np.uint64(batch * hidden) + np.uint64(b * hidden + n * size + k)]
         shared[base + e] = v
+        e += cuda.blockDim.x
     cuda.syncthreads()
 
 
@@ -243,33 +245,36 @@ def _four_k(shared, h0_at, h1_at, w_at, i0, f0, z0, o0, i1, f1, z1, o1):
     return i0, f0, z0, o0, i1, f1, z1, o1
 
 
-@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64),
+@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64),
         block=MAX_THREADS, launch_bounds=MAX_THREADS)
-def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units):
+def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units, lanes):
     """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the
     grid synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in
     c_state. Per step the batch goes in groups of 2 x lanes rows: the group's h_(t-1) is staged in
     shared memory behind R, then thread (unit u, lane l) computes unit u for rows l and l + lanes of
     the group, eight k an iteration: per four k, four 16-byte R loads (each for both rows), two
-    16-byte h loads and 32 FMAs. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM."""
+    16-byte h loads and 32 FMAs. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM.
+    lanes (threads a unit) comes from the launcher, and the divisions are 32-bit: a 64-bit one is a call
+    into cudadevrt (slow, and opaque to the static model)."""
     size = r.shape[2]
     steps, batch = rows.shape
     hidden = table.shape[1] // 4
-    slices = size // units
-    n, s = cuda.blockIdx.x // slices, cuda.blockIdx.x % slices
+    block, per = np.uint32(cuda.blockIdx.x), np.uint32(units)  # 32-bit divisions (docstring)
+    slices = np.uint32(size) // per
+    n, s = np.int64(block // slices), np.int64(block % slices)
     span = (size + 7) // 8 * 8  # _span(size), which device code cannot call
     pitch = span | 1
-    lanes = cuda.blockDim.x // units
     shared = cuda.shared.array(0, numba.float32)
     _stage_r(r, shared, n, s, units, size, pitch, span)
     h_base = 4 * units * pitch  # the staged rows start 16-byte aligned after R
-    u, lane = cuda.threadIdx.x % units, cuda.threadIdx.x // units
+    u, lane = np.int64(np.uint32(cuda.threadIdx.x) % per), np.int64(np.uint32(cuda.threadIdx.x) // per)
     j = n * size + s * units + u
     r_at = np.uint64(u * pitch * 4)
     end = np.uint64(span)
     grid = cuda.cg.this_grid()
     for t in range(steps):
-        for first_row in range(0, batch, 2 * lanes):
+        first_row = np.int64(0)
+        while first_row < batch:  # not range(), as in _stage_h
             _stage_h(hs, shared, h_base, t, first_row, 2 * lanes, batch, hidden, n, size, span)
             b0, b1 = first_row + lane, first_row + lanes + lane
             if lane < lanes and b0 < batch:
@@ -291,6 +296,7 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
                 if b1 < batch:
                     c_state[b1, j] = _finish(outs, keep, t, b1, j, batch, hidden, (i1, f1, z1, o1), c_state[b1, j])
             cuda.syncthreads()  # every thread is done with the staged rows before the next group's
+            first_row += 2 * lanes
         grid.sync()
 
 
@@ -302,7 +308,7 @@ def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
     units, tile, mode = plan(heads, size, batch, steps)
     nbytes = persistent_bytes(size, units) if mode == "persistent" else shared_bytes(size, units)
     if mode == "persistent":
-        args = (table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, units)
+        args = (table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, units, MAX_THREADS // units)
         allow_dynamic_shared(forward_persistent_cuda, args, nbytes)
         forward_persistent_cuda[heads * (size // units), MAX_THREADS, 0, nbytes](*args)
         return
