@@ -4,5 +4,6 @@ parse (ptxas logs and SASS listings), limits (the sm_90 and H100 figures), check
 not have, and the observations), roofline (workload estimates), markdown (the .md beside the JSON), and
 the static model that predicts workloads from the whole kernels' SASS: operands and machine (what
 instructions compute), walk (counts, trip counts, latency), timing (what instructions cost), model (a
-launch's time) and calibration (its fitted constants, the measurements). What it reads from kernel
-modules: kernels/STATIC_REPORT.md."""
+launch's time) and calibration (its fitted constants, the measurements). goals (`python -m
+bench.static_report.goals`) predicts the float paths' goal rows, whole training steps traced by steps;
+written reads a report the report wrote. What it reads from kernel modules: kernels/STATIC_REPORT.md."""
