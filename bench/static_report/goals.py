@@ -61,7 +61,7 @@ def kernel_goals():
                 "goal": f">= {fraction:.0%} of cuBLAS", "goal_ratio": fraction, "higher_is_better": False}
 
     def scan(way, fraction=0.7):
-        copy, source = _measured("scan_throughput", {"op": way, "shape": "8x4096x1536"}, "GB_per_s")
+        _, source = _measured("scan_throughput", {"op": way, "shape": "8x4096x1536"}, "GB_per_s")
         record = json.loads((calibration.MEASURED / source).read_text()) if source else {}
         return {"row": f"scan 8x4096x1536 {way}, kernel", "unit": "GB/s",
                 "peer": record.get("copy_bandwidth_GB_per_s"), "peer_source": source,
