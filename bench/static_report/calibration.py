@@ -32,26 +32,37 @@ HOSTS = [h * 50e-6 for h in range(0, 11)]
 NAME = re.compile(r"-(\d{4}-\d{2}-\d{2})(?:-(\d+))?\.json$")
 
 
-def newest_measurement(spec, units, results=MEASURED):
-    """{"units_per_s", "device", "date", "file"} of the newest GPU run of the benchmark `spec` names (files
-    of one date ordered by their -2, -3 suffix) holding the row it describes, or None. spec: {"benchmark",
-    "row": {column: value}, and "rate": column of units per second, or "ms_per_run": column of ms per run
-    of `units`}."""
+def newest_row(benchmark, match, results=MEASURED, device=None):
+    """(record, row, file) of the newest GPU result of `benchmark` (files of one date ordered by their -2,
+    -3 suffix; `device`: from that GPU only) holding a row whose columns match `match`, or None."""
     found = []
-    for path in results.glob(f"{spec['benchmark']}-*.json"):
+    for path in results.glob(f"{benchmark}-*.json"):
         name = NAME.search(path.name)
         if name is None:
             continue
         record = json.loads(path.read_text())
-        if record.get("benchmark") != spec["benchmark"] or "cpu" in (str(record.get("device")).lower(),
-                                                                      str(record.get("backend")).lower()):
+        if record.get("benchmark") != benchmark or "cpu" in (str(record.get("device")).lower(),
+                                                             str(record.get("backend")).lower()):
+            continue
+        if device is not None and record.get("device") != device:
             continue
         for row in record.get("rows", []):
-            if all(row.get(k) == v for k, v in spec["row"].items()):
+            if all(row.get(k) == v for k, v in match.items()):
                 found.append(((name.group(1), int(name.group(2) or 1)), record, row, path.name))
     if not found:
         return None
     _, record, row, file = max(found, key=lambda f: f[0])
+    return record, row, file
+
+
+def newest_measurement(spec, units, results=MEASURED):
+    """{"units_per_s", "device", "date", "file"} of the newest GPU run of the benchmark `spec` names
+    holding the row it describes (newest_row), or None. spec: {"benchmark", "row": {column: value}, and
+    "rate": column of units per second, or "ms_per_run": column of ms per run of `units`}."""
+    found = newest_row(spec["benchmark"], spec["row"], results)
+    if found is None:
+        return None
+    record, row, file = found
     rate = row[spec["rate"]] if "rate" in spec else units / (row[spec["ms_per_run"]] / 1e3)
     return {"units_per_s": rate, "device": record["device"], "date": record["date"], "file": file,
             "commit": record.get("commit", "unknown")}

@@ -38,33 +38,26 @@ TABLE1_SIZES, TABLE1_METHODS = ("100k", "1M", "10M"), ("bptt", "cdrge96", "cdrge
 
 
 def _measured(benchmark, row, column):
-    """(value, file) of `column` in the newest H100 result of `benchmark` holding a row matching `row`
-    (files of one date ordered by their -2, -3 suffix)."""
-    found = []
-    for path in calibration.MEASURED.glob(f"{benchmark}-*.json"):
-        record, name = json.loads(path.read_text()), calibration.NAME.search(path.name)
-        if record.get("device") != H100 or name is None:
-            continue
-        found += [((name.group(1), int(name.group(2) or 1)), path.name, r[column]) for r in record.get("rows", [])
-                  if all(r.get(k) == v for k, v in row.items()) and r.get(column) is not None]
-    if not found:
-        return None, None
-    _, name, value = max(found)
-    return value, name
+    """(value of `column`, record, file) in the newest H100 result of `benchmark` holding a row matching
+    `row` (calibration.newest_row); Nones where there is none or it lacks the column."""
+    found = calibration.newest_row(benchmark, row, device=H100)
+    if found is None or found[1].get(column) is None:
+        return None, None, None
+    record, match, file = found
+    return match[column], record, file
 
 
 def kernel_goals():
     """(workload name, its goal row): each kernel goal against its peer's measurement."""
     def matmul(label, op, column, fraction):
-        peer, source = _measured("matmul_throughput", {"op": op, "shape": "32768x1536x1536"}, column)
+        peer, _, source = _measured("matmul_throughput", {"op": op, "shape": "32768x1536x1536"}, column)
         return {"row": f"{label} matmul 32768x1536x1536", "unit": "ms", "peer": peer, "peer_source": source,
                 "goal": f">= {fraction:.0%} of cuBLAS", "goal_ratio": fraction, "higher_is_better": False}
 
     def scan(way, fraction=0.7):
-        _, source = _measured("scan_throughput", {"op": way, "shape": "8x4096x1536"}, "GB_per_s")
-        record = json.loads((calibration.MEASURED / source).read_text()) if source else {}
+        _, record, source = _measured("scan_throughput", {"op": way, "shape": "8x4096x1536"}, "GB_per_s")
         return {"row": f"scan 8x4096x1536 {way}, kernel", "unit": "GB/s",
-                "peer": record.get("copy_bandwidth_GB_per_s"), "peer_source": source,
+                "peer": (record or {}).get("copy_bandwidth_GB_per_s"), "peer_source": source,
                 "goal": f">= {fraction:.0%} of copy bandwidth", "goal_ratio": fraction, "higher_is_better": True}
 
     return {"matmul 32768x1536x1536, TF32 (matmul_tf32_cuda)": matmul("TF32", "forward_tf32", "baseline_ms", 0.6),
@@ -86,8 +79,8 @@ def step_goals():
             "goal": f"<= {limit} s/step", "goal_ratio": 1.0, "higher_is_better": False}))
     for method in TABLE1_METHODS:
         for size in TABLE1_SIZES:
-            torch, source = _measured("table1", {"size": size, "method": method, "mode": "series"},
-                                      "torch_s_per_step")
+            torch, _, source = _measured("table1", {"size": size, "method": method, "mode": "series"},
+                                         "torch_s_per_step")
             a40 = A40[(method, "series")][TABLE1_SIZES.index(size)]
             rows.append(("table1", f"{size}:{method}", {
                 "row": f"Table 1 {size} {method}", "unit": "s/step", "peer": torch, "peer_source": source,

@@ -4,13 +4,12 @@ benchmarks that take its rates as figures (bench/coordinator_scale.py)."""
 import json
 from pathlib import Path
 
+from bench.static_report.calibration import MEASURED
 from eggnog.runtime.errors import BadInput
-
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def newest_report():
-    found = sorted(RESULTS.glob("sass_report-sm90-*.json"))
+    found = sorted(MEASURED.glob("sass_report-sm90-*.json"))
     if not found:
         raise BadInput("no static report in bench/results: run python -m bench.static_report first")
     return found[-1]
