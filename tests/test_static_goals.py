@@ -68,3 +68,10 @@ def test_verdicts_are_speed_over_the_goal():
     assert goals.verdict(bandwidth, 350.0) == pytest.approx(0.5)
     assert goals.verdict({**faster, "peer": None}, 1.0) is None
 
+
+
+def test_tracing_gives_the_simulated_device_its_own_sm_count_back():
+    from eggnog.kernels.rnn.lstm_sequence_cuda import coresident_blocks
+
+    steps.traced("mingru", "16x1:2x8:fp32")
+    assert coresident_blocks() == 1  # later simulated cooperative launches hold one block again

@@ -69,12 +69,16 @@ def traced(kind, spec):
 
     if kind not in STEPS:
         raise BadInput(f"unknown step {kind!r}: one of {', '.join(STEPS)}")
-    cuda.get_current_device().MULTIPROCESSOR_COUNT = SM_COUNT
-    step = STEPS[kind](spec)
-    with device_counts.tracing(run=False):
-        step()
-    with device_counts.counting() as counts, device_counts.tracing(run=False) as events:
-        step()
+    device = cuda.get_current_device()
+    device.MULTIPROCESSOR_COUNT = SM_COUNT
+    try:  # the simulator's own count again afterwards: its cooperative grids hold one block
+        step = STEPS[kind](spec)
+        with device_counts.tracing(run=False):
+            step()
+        with device_counts.counting() as counts, device_counts.tracing(run=False) as events:
+            step()
+    finally:
+        del device.MULTIPROCESSOR_COUNT
     launches, sequence = {}, []
     for event in events:
         key = json.dumps(event, sort_keys=True)
