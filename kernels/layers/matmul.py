@@ -85,6 +85,20 @@ def cpu_matmul_backward(dy, x, w):
     return product(dy, w), product(dy.T, x)
 
 
+def rounded_reference_backward(rounding, dy, x, w):
+    """matmul_backward's reference on inputs rounded by `rounding` (a tensor-core precision's)."""
+    check_layer(x, w, dy)
+    dy64 = f64(rounding(dy))
+    return dy64 @ f64(rounding(w)), dy64.T @ f64(rounding(x))
+
+
+def rounded_cpu_backward(rounding, dy, x, w):
+    """matmul_backward's CPU twin on inputs rounded by `rounding`."""
+    check_layer(x, w, dy)
+    rounded = rounding(dy)
+    return product(rounded, rounding(w)), product(np.ascontiguousarray(rounded.T), rounding(x))
+
+
 @device_function
 def _fetch(src, along_k, base, k0, t, vector):
     """This thread's 4 values of an operand's next slice: rows base..base+BLOCK-1 and k k0..k0+STEP-1 of

@@ -19,7 +19,7 @@ from eggnog.kernels.core.cuda_api import F32_2D, cuda, device_function, f64, ker
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4, store_shared_f32x4
 from eggnog.kernels.core.mma import mma_bf16_16816, pack_bf16x2, round_bf16
 from eggnog.kernels.core.registry import normal32, op, registered
-from eggnog.kernels.layers.matmul import check_layer
+from eggnog.kernels.layers.matmul import check_layer, rounded_cpu_backward, rounded_reference_backward
 
 BLOCK_M, BLOCK_N, BLOCK_K = 128, 256, 16
 THREADS = 256
@@ -53,9 +53,7 @@ def reference_matmul_bf16(x, w):
 
 @op(cases=_backward_cases, tolerance=TOLERANCE)
 def reference_matmul_backward_bf16(dy, x, w):
-    check_layer(x, w, dy)
-    dy64 = f64(round_bf16(dy))
-    return dy64 @ f64(round_bf16(w)), dy64.T @ f64(round_bf16(x))
+    return rounded_reference_backward(round_bf16, dy, x, w)
 
 
 @op
@@ -66,9 +64,7 @@ def cpu_matmul_bf16(x, w):
 
 @op
 def cpu_matmul_backward_bf16(dy, x, w):
-    check_layer(x, w, dy)
-    dy16 = round_bf16(dy)
-    return product(dy16, round_bf16(w)), product(np.ascontiguousarray(dy16.T), round_bf16(x))
+    return rounded_cpu_backward(round_bf16, dy, x, w)
 
 
 # ---- staging: a slice of A or B into its shared tile as bf16 pairs --------------------------------------

@@ -15,7 +15,6 @@ More in docs/internals.md (kernels/layers/matmul_tf32.py)."""
 import numba
 import numpy as np
 
-from eggnog.kernels.core.cpu_products import product
 from eggnog.kernels.core.cuda_api import F32_2D, allow_dynamic_shared, cuda, device_function, f64, kernel
 from eggnog.kernels.core.loads import (
     copy_async_commit,
@@ -26,7 +25,7 @@ from eggnog.kernels.core.loads import (
 )
 from eggnog.kernels.core.mma import mma_tf32_1688, round_tf32
 from eggnog.kernels.core.registry import normal32, op, registered
-from eggnog.kernels.layers.matmul import check_layer
+from eggnog.kernels.layers.matmul import check_layer, rounded_cpu_backward, rounded_reference_backward
 
 BLOCK_M, BLOCK_N, BLOCK_K = 256, 192, 32
 STAGES = 3  # k slices in flight: one computed, the next ones copied
@@ -73,16 +72,12 @@ def _backward_cases(rng):
 
 @op(cases=_backward_cases, tolerance=TOLERANCE)
 def reference_matmul_backward_tf32(dy, x, w):
-    check_layer(x, w, dy)
-    dy64 = f64(round_tf32(dy))
-    return dy64 @ f64(round_tf32(w)), dy64.T @ f64(round_tf32(x))
+    return rounded_reference_backward(round_tf32, dy, x, w)
 
 
 @op
 def cpu_matmul_backward_tf32(dy, x, w):
-    check_layer(x, w, dy)
-    dy32 = round_tf32(dy)
-    return product(dy32, round_tf32(w)), product(np.ascontiguousarray(dy32.T), round_tf32(x))
+    return rounded_cpu_backward(round_tf32, dy, x, w)
 
 
 @device_function
