@@ -7,6 +7,7 @@ import pytest
 from numba import types
 
 from bench.static_report import goals, steps
+from bench.static_report.model import fits
 from eggnog.runtime.errors import BadInput
 
 
@@ -54,11 +55,11 @@ def test_a_step_is_the_longer_of_device_and_host_between_waits(monkeypatch):
 def test_a_traced_launch_takes_the_signature_its_arrays_and_scalars_fit():
     f32_2d, i8_1d = types.float32[:, ::1], types.int8[::1]
     args = [{"shape": [4, 2], "dtype": "float32"}, 3]
-    assert goals._fits((f32_2d, types.int32), args)
-    assert not goals._fits((i8_1d, types.int32), args)
-    assert not goals._fits((types.float32[::1], types.int32), args)
-    assert not goals._fits((f32_2d, f32_2d), args)
-    assert not goals._fits((f32_2d,), args)
+    assert fits((f32_2d, types.int32), args)
+    assert not fits((i8_1d, types.int32), args)
+    assert not fits((types.float32[::1], types.int32), args)
+    assert not fits((f32_2d, f32_2d), args)
+    assert not fits((f32_2d,), args)
 
 
 def test_verdicts_are_speed_over_the_goal():

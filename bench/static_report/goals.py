@@ -99,28 +99,12 @@ def trace(kind, spec):
     return json.loads(done.stdout)
 
 
-def _fits(signature, args):
-    """Whether a compiled signature takes these traced arguments (array dtypes and ranks, scalars)."""
-    types = getattr(signature, "args", signature)
-    if len(types) != len(args):
-        return False
-    for arg_type, arg in zip(types, args):
-        if isinstance(arg, dict) != hasattr(arg_type, "ndim"):
-            return False
-        if isinstance(arg, dict) and (arg_type.ndim != len(arg["shape"]) or str(arg_type.dtype) != arg["dtype"]):
-            return False
-    return True
-
-
 def launch_seconds(launch, code):
-    """Device seconds of one traced launch (model.py), with the compiled signature its arguments fit."""
+    """Device seconds of one traced launch (model.py)."""
     from bench.static_report.model import predict
 
-    fitting = [c for c in code[launch["kernel"]] if _fits(c[0], launch["args"])]
-    if not fitting:
-        raise ValueError(f"no compiled signature of {launch['kernel']} takes {launch['args']}")
     workload = {"launches": [launch], "units": 1, "bytes_per_unit": {}}
-    return predict(workload, {launch["kernel"]: fitting}, {**calibration.CONSTANTS, "host_s_per_call": 0.0})["seconds"]
+    return predict(workload, code, {**calibration.CONSTANTS, "host_s_per_call": 0.0})["seconds"]
 
 
 def step_seconds(steps, code):
@@ -147,8 +131,9 @@ def step_seconds(steps, code):
         launches = [i for i in step["sequence"] if i >= 0]
         by_kernel = defaultdict(lambda: [0, 0.0])
         for i in launches:
-            by_kernel[step["launches"][i]["kernel"].rsplit(".", 1)[-1]][0] += 1
-            by_kernel[step["launches"][i]["kernel"].rsplit(".", 1)[-1]][1] += device[i]
+            kernel = by_kernel[step["launches"][i]["kernel"].rsplit(".", 1)[-1]]
+            kernel[0] += 1
+            kernel[1] += device[i]
         out.append({"seconds": total, "device_seconds": _digits(sum(device[i] for i in launches)),
                     "host_seconds": _digits(HOST_S_PER_LAUNCH * len(launches)), "launches": len(launches),
                     "host_waits": step["sequence"].count(-1),

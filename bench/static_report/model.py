@@ -56,6 +56,23 @@ def flatten(signature, args, addresses):
     return out
 
 
+def fits(signature, args):
+    """Whether a compiled signature takes these launch arguments: arrays (NumPy, or {"shape", "dtype"}) of
+    its ranks and dtypes where it takes arrays, scalars elsewhere."""
+    types = getattr(signature, "args", signature)
+    if len(types) != len(args):
+        return False
+    for arg_type, arg in zip(types, args):
+        array = isinstance(arg, (np.ndarray, dict))
+        if array != hasattr(arg_type, "ndim"):
+            return False
+        if array:
+            shape, dtype = (arg.shape, arg.dtype) if isinstance(arg, np.ndarray) else (arg["shape"], arg["dtype"])
+            if arg_type.ndim != len(shape) or str(arg_type.dtype) != str(np.dtype(dtype)):
+                return False
+    return True
+
+
 def constant_bank(ptx, signature, args, grid, block, addresses):
     """Constant bank 0 of a launch: block and grid sizes, then the parameters at natural alignment."""
     values = flatten(signature, args, addresses)
@@ -128,6 +145,8 @@ def predict(workload, code, constants):
     for launch in workload["launches"]:
         tally, found = None, None
         for signature, instructions, ptx, registers, smem in code[launch["kernel"]]:
+            if not fits(signature, launch["args"]):
+                continue
             try:
                 tally = walk_block(instructions, ptx, signature, launch, timing)
             except ValueError:  # another signature's parameters
