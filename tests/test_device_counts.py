@@ -95,15 +95,17 @@ def test_a_trace_that_runs_no_kernel_leaves_new_memory_zero_filled():
     from eggnog.kernels.core import device_pool
     from eggnog.kernels.core.device_counts import kernels_run, tracing
 
+    grad, buf = cuda.to_device(np.ones(64, np.float32)), cuda.to_device(np.zeros(64, np.float32))
     old = cuda.to_device(np.full(64, np.nan, np.float32))
     del old  # its block, NaN-filled, serves the next request of its size
     with tracing(run=False) as launches, counting() as counts:
         p = cuda.device_array(64, np.float32)
-        _step(p, p, cuda.to_device(np.ones(64, np.float32)))
+        _step(p, buf, grad)
         assert not kernels_run() and device_pool.ZERO_FILLED
     assert kernels_run() and not device_pool.ZERO_FILLED
-    assert len(launches) == 1 and counts.launches == 1 and counts.allocations == 1  # the ones; p was reused
+    assert len(launches) == 1 and counts.launches == 1 and counts.allocations == 0  # p: the freed block
     np.testing.assert_array_equal(p.copy_to_host(), 0)  # not run: neither NaN nor -1
+    np.testing.assert_array_equal(buf.copy_to_host(), 0)
 
 
 def test_a_launch_argument_the_model_cannot_take_is_refused():
