@@ -25,8 +25,9 @@ from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
 from eggnog.kernels.core.loads import load_shared_v4
 
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
-OPT_IN_BUDGET = 200 * 1024  # with the opt-in (sm_90 allows 227 KiB a block)
+OPT_IN_BUDGET = 227 * 1024  # with the opt-in: the most sm_90 allows a block
 H100_SMS = 132  # the static plan's co-resident blocks (one per SM); at run time the device's count
+ROWS = 8  # batch rows a persistent thread computes: each 16-byte load of R serves eight rows
 MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take 56 to 82
 
 
@@ -55,20 +56,20 @@ def shared_bytes(size, units):
 
 
 def _span(size):
-    """The persistent kernel's k extent: the head size rounded up to 8 (R and h padded with zeros), so
-    its dot runs on 16-byte loads, eight k an iteration."""
-    return (size + 7) // 8 * 8
+    """The persistent kernel's k extent: the head size rounded up to 4 (R and h padded with zeros), so
+    its dot runs on 16-byte loads, four k an iteration."""
+    return (size + 3) // 4 * 4
 
 
 def row_lanes(units):
-    """Thread rows of a persistent block: each thread takes one unit for two batch rows at a time."""
+    """Thread rows of a persistent block: each thread takes one unit for ROWS batch rows at a time."""
     return MAX_THREADS // units
 
 
 def persistent_bytes(size, units):
-    """The persistent kernel's R (k padded to the span, odd pitch) and its staged h_(t-1) rows: two per
+    """The persistent kernel's R (k padded to the span, odd pitch) and its staged h_(t-1) rows: ROWS per
     thread row."""
-    return 16 * units * (_span(size) | 1) + 4 * 2 * row_lanes(units) * _span(size)
+    return 16 * units * (_span(size) | 1) + 4 * ROWS * row_lanes(units) * _span(size)
 
 
 def _traffic(heads, size, batch, steps, units, mode):
@@ -210,39 +211,76 @@ def forward_sequence_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, fi
 def _stage_h(hs, shared, base, t, first_row, group, batch, hidden, n, size, span):
     """h_(t-1) of head n for batch rows first_row .. first_row + group - 1 into shared[base:], a row
     every span words, zeros past the batch and past the head size; consecutive threads take
-    consecutive k of a row, so the global loads coalesce."""
-    e, end = np.int64(cuda.threadIdx.x), group * span
+    consecutive k of a row, so the global loads coalesce. A thread has four loads in flight before it
+    stores: the staging is a few L2 round trips, not one per word."""
+    step, end = np.int64(cuda.blockDim.x), group * span
+    e = np.int64(cuda.threadIdx.x)
     while e < end:  # not range(): its trip count is a 64-bit division, a call into cudadevrt
-        row = np.int64(np.uint32(e) // np.uint32(span))
-        k = e - row * span
-        b = first_row + row
-        v = np.float32(0.0)
-        if b < batch and k < size:
-            v = hs[np.uint64(t) * np.uint64(batch * hidden) + np.uint64(b * hidden + n * size + k)]
-        shared[base + e] = v
-        e += cuda.blockDim.x
+        v0 = _staged_word(hs, e, t, first_row, batch, hidden, n, size, span)
+        v1 = _staged_word(hs, e + step, t, first_row, batch, hidden, n, size, span)
+        v2 = _staged_word(hs, e + 2 * step, t, first_row, batch, hidden, n, size, span)
+        v3 = _staged_word(hs, e + 3 * step, t, first_row, batch, hidden, n, size, span)
+        _store_staged(shared, base, e, end, v0)
+        _store_staged(shared, base, e + step, end, v1)
+        _store_staged(shared, base, e + 2 * step, end, v2)
+        _store_staged(shared, base, e + 3 * step, end, v3)
+        e += 4 * step
     cuda.syncthreads()
 
 
 @device_function
-def _four_k(shared, h0_at, h1_at, w_at, i0, f0, z0, o0, i1, f1, z1, o1):
-    """Four k of the persistent kernel's dot for two rows: h of each row as one 16-byte load, then per k
-    a unit's four gates of R as one 16-byte load used for both rows."""
-    x0, x1, x2, x3 = load_shared_v4(shared, np.int64(h0_at))
-    y0, y1, y2, y3 = load_shared_v4(shared, np.int64(h1_at))
-    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at))
-    i0, f0, z0, o0 = i0 + wi * x0, f0 + wf * x0, z0 + wz * x0, o0 + wo * x0
-    i1, f1, z1, o1 = i1 + wi * y0, f1 + wf * y0, z1 + wz * y0, o1 + wo * y0
-    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
-    i0, f0, z0, o0 = i0 + wi * x1, f0 + wf * x1, z0 + wz * x1, o0 + wo * x1
-    i1, f1, z1, o1 = i1 + wi * y1, f1 + wf * y1, z1 + wz * y1, o1 + wo * y1
-    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(8)))
-    i0, f0, z0, o0 = i0 + wi * x2, f0 + wf * x2, z0 + wz * x2, o0 + wo * x2
-    i1, f1, z1, o1 = i1 + wi * y2, f1 + wf * y2, z1 + wz * y2, o1 + wo * y2
-    wi, wf, wz, wo = load_shared_v4(shared, np.int64(w_at + np.uint64(12)))
-    i0, f0, z0, o0 = i0 + wi * x3, f0 + wf * x3, z0 + wz * x3, o0 + wo * x3
-    i1, f1, z1, o1 = i1 + wi * y3, f1 + wf * y3, z1 + wz * y3, o1 + wo * y3
-    return i0, f0, z0, o0, i1, f1, z1, o1
+def _store_staged(shared, base, e, end, v):
+    if e < end:
+        shared[base + e] = v
+
+
+@device_function
+def _staged_word(hs, e, t, first_row, batch, hidden, n, size, span):
+    """Word e of a staged group: h_(t-1)[first_row + e // span, n * size + e % span], zero past the
+    batch and the head size."""
+    row = np.int64(np.uint32(e) // np.uint32(span))
+    k = e - row * span
+    b = first_row + row
+    if b < batch and k < size:
+        return hs[np.uint64(t) * np.uint64(batch * hidden) + np.uint64(b * hidden + n * size + k)]
+    return np.float32(0.0)
+
+
+@device_function
+def _row_four_k(shared, h_at, w, acc):
+    """Four k of one row's dot: its h as one 16-byte load against the four k's gates w (16 words)."""
+    x0, x1, x2, x3 = load_shared_v4(shared, np.int64(h_at))
+    i, f, z, o = acc
+    i, f, z, o = i + w[0] * x0, f + w[1] * x0, z + w[2] * x0, o + w[3] * x0
+    i, f, z, o = i + w[4] * x1, f + w[5] * x1, z + w[6] * x1, o + w[7] * x1
+    i, f, z, o = i + w[8] * x2, f + w[9] * x2, z + w[10] * x2, o + w[11] * x2
+    return i + w[12] * x3, f + w[13] * x3, z + w[14] * x3, o + w[15] * x3
+
+
+@device_function
+def _four_k(shared, h_at, stride, w_at, accs):
+    """Four k of the persistent kernel's dot for its ROWS rows (h staged `stride` words apart): a unit's
+    four gates of R for each k as one 16-byte load, used for every row; accs holds the rows' (i, f, z, o)."""
+    w = (load_shared_v4(shared, np.int64(w_at)) + load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
+         + load_shared_v4(shared, np.int64(w_at + np.uint64(8))) + load_shared_v4(shared, np.int64(w_at + np.uint64(12))))
+    a0, a1, a2, a3, a4, a5, a6, a7 = accs
+    return (_row_four_k(shared, h_at, w, a0), _row_four_k(shared, h_at + stride, w, a1),
+            _row_four_k(shared, h_at + 2 * stride, w, a2), _row_four_k(shared, h_at + 3 * stride, w, a3),
+            _row_four_k(shared, h_at + 4 * stride, w, a4), _row_four_k(shared, h_at + 5 * stride, w, a5),
+            _row_four_k(shared, h_at + 6 * stride, w, a6), _row_four_k(shared, h_at + 7 * stride, w, a7))
+
+
+@device_function
+def _row_end(ins, outs, c_state, keep, t, b, j, acc):
+    """Row b's cell from its dot `acc` (i, f, z, o) plus its gate inputs, skipping rows past the batch
+    (computed, never written)."""
+    table, rows, bias = ins
+    batch, hidden = rows.shape[1], table.shape[1] // 4
+    if b < batch:
+        wi, wf, wz, wo = _gate_inputs(table, rows, bias, t, b, j)
+        i, f, z, o = acc
+        pre = (wi + i, wf + f, wz + z, wo + o)
+        c_state[b, j] = _finish(outs, keep, t, b, j, batch, hidden, pre, c_state[b, j])
 
 
 @kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64),
@@ -250,11 +288,12 @@ def _four_k(shared, h0_at, h1_at, w_at, i0, f0, z0, o0, i1, f1, z1, o1):
 def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units, lanes):
     """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the
     grid synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in
-    c_state. Per step the batch goes in groups of 2 x lanes rows: the group's h_(t-1) is staged in
-    shared memory behind R, then thread (unit u, lane l) computes unit u for rows l and l + lanes of
-    the group, eight k an iteration: per four k, four 16-byte R loads (each for both rows), two
-    16-byte h loads and 32 FMAs. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM.
-    lanes (threads a unit) comes from the launcher, and the divisions are 32-bit: a 64-bit one is a call
+    c_state. Per step the batch goes in groups of ROWS x lanes rows: the group's h_(t-1) is staged in
+    shared memory behind R, then thread (unit u, lane l) computes unit u for rows l, l + lanes, ... of
+    the group, four k at a time: four 16-byte R loads serve all ROWS rows, each row's h is one 16-byte
+    load, 16 FMAs a row; the gate inputs and c are added after the dot, so the loop holds only the
+    accumulators, R and h. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM (ptxas
+    spills a few loop-invariant values, reloaded outside the dot). lanes (threads a unit) comes from the launcher, and the divisions are 32-bit: a 64-bit one is a call
     into cudadevrt (slow, and opaque to the static model)."""
     size = r.shape[2]
     steps, batch = rows.shape
@@ -262,7 +301,7 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
     block, per = np.uint32(cuda.blockIdx.x), np.uint32(units)  # 32-bit divisions (docstring)
     slices = np.uint32(size) // per
     n, s = np.int64(block // slices), np.int64(block % slices)
-    span = (size + 7) // 8 * 8  # _span(size), which device code cannot call
+    span = (size + 3) // 4 * 4  # _span(size), which device code cannot call
     pitch = span | 1
     shared = cuda.shared.array(0, numba.float32)
     _stage_r(r, shared, n, s, units, size, pitch, span)
@@ -271,32 +310,34 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
     j = n * size + s * units + u
     r_at = np.uint64(u * pitch * 4)
     end = np.uint64(span)
+    stride = np.uint64(lanes * span)
+    ins, outs = (table, rows, bias), (hs, cs, gates)
     grid = cuda.cg.this_grid()
     for t in range(steps):
         first_row = np.int64(0)
         while first_row < batch:  # not range(), as in _stage_h
-            _stage_h(hs, shared, h_base, t, first_row, 2 * lanes, batch, hidden, n, size, span)
-            b0, b1 = first_row + lane, first_row + lanes + lane
-            if lane < lanes and b0 < batch:
-                i0, f0, z0, o0 = _gate_inputs(table, rows, bias, t, b0, j)
+            _stage_h(hs, shared, h_base, t, first_row, ROWS * lanes, batch, hidden, n, size, span)
+            if lane < lanes:
                 zero = np.float32(0.0)
-                i1, f1, z1, o1 = _gate_inputs(table, rows, bias, t, b1, j) if b1 < batch else (zero, zero, zero, zero)
-                h0_at = np.uint64(h_base + lane * span)
-                h1_at = h0_at + np.uint64(lanes * span)
+                z4 = (zero, zero, zero, zero)
+                accs = (z4, z4, z4, z4, z4, z4, z4, z4)  # ROWS of them
+                h_at = np.uint64(h_base + lane * span)
                 k = np.uint64(0)
-                while k < end:  # rows past the batch are zeros in shared memory: computed, never written
-                    i0, f0, z0, o0, i1, f1, z1, o1 = _four_k(shared, h0_at + k, h1_at + k, r_at + (k << np.uint64(2)),
-                                                             i0, f0, z0, o0, i1, f1, z1, o1)
+                while k < end:
+                    accs = _four_k(shared, h_at + k, stride, r_at + (k << np.uint64(2)), accs)
                     k += np.uint64(4)
-                    i0, f0, z0, o0, i1, f1, z1, o1 = _four_k(shared, h0_at + k, h1_at + k, r_at + (k << np.uint64(2)),
-                                                             i0, f0, z0, o0, i1, f1, z1, o1)
-                    k += np.uint64(4)
-                outs = (hs, cs, gates)
-                c_state[b0, j] = _finish(outs, keep, t, b0, j, batch, hidden, (i0, f0, z0, o0), c_state[b0, j])
-                if b1 < batch:
-                    c_state[b1, j] = _finish(outs, keep, t, b1, j, batch, hidden, (i1, f1, z1, o1), c_state[b1, j])
+                a0, a1, a2, a3, a4, a5, a6, a7 = accs
+                b = first_row + lane
+                _row_end(ins, outs, c_state, keep, t, b, j, a0)
+                _row_end(ins, outs, c_state, keep, t, b + lanes, j, a1)
+                _row_end(ins, outs, c_state, keep, t, b + 2 * lanes, j, a2)
+                _row_end(ins, outs, c_state, keep, t, b + 3 * lanes, j, a3)
+                _row_end(ins, outs, c_state, keep, t, b + 4 * lanes, j, a4)
+                _row_end(ins, outs, c_state, keep, t, b + 5 * lanes, j, a5)
+                _row_end(ins, outs, c_state, keep, t, b + 6 * lanes, j, a6)
+                _row_end(ins, outs, c_state, keep, t, b + 7 * lanes, j, a7)
             cuda.syncthreads()  # every thread is done with the staged rows before the next group's
-            first_row += 2 * lanes
+            first_row += ROWS * lanes
         grid.sync()
 
 
