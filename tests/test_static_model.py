@@ -72,6 +72,18 @@ def test_a_loop_runs_as_often_as_the_launch_parameter_says(n):
     assert tally.classes["fp32"] == n and tally.issued[0] == 2 + 4 * n + 1 and not tally.unknown_loops
 
 
+def test_a_spilled_loop_bound_stays_known_and_each_lane_spills_its_own():
+    """A bound stored to local memory (a register spill) and reloaded in the loop still gives the trip
+    count; local memory is per thread: lanes storing their own index at one address read it back."""
+    spilled = ["LDC R1, c[0x0][0x28]", "LDC R2, c[0x0][0x210]", "STL [R1+0x8], R2", "IMAD.MOV.U32 R2, RZ, RZ, RZ",
+               "IMAD.MOV.U32 R3, RZ, RZ, RZ", "IADD3 R3, R3, 0x1, RZ", "FFMA R5, R5, R5, R5", "LDL R4, [R1+0x8]",
+               "ISETP.GE.AND P0, PT, R3, R4, PT", "@!P0 BRA 0x50", "EXIT", "BRA 0xb0"]
+    tally = counted(spilled, 9)
+    assert tally.classes["fp32"] == 9 and not tally.unknown_loops
+    w = run(["S2R R0, SR_TID.X", "STL [R1+0x4], R0", "IMAD.MOV.U32 R0, RZ, RZ, RZ", "LDL R6, [R1+0x4]"], R1=0x100)
+    assert (w.r["R6"] == np.arange(32)).all()
+
+
 def test_a_known_branch_that_splits_a_warp_runs_both_sides():
     tally = counted(["S2R R0, SR_TID.X", "ISETP.GE.U32.AND P0, PT, R0, 0x10, PT", "@P0 BRA 0x60",
                      "FFMA R5, R5, R5, R5", "FFMA R5, R5, R5, R5", "BRA 0x70", "FFMA R6, R6, R6, R6", "EXIT"], 0)

@@ -11,6 +11,7 @@ import numpy as np
 from bench.static_report import operands as ops_
 from bench.static_report.operands import M32, SHIFT32, WIDTH, Operand, bits, f32, pair_name, sign_extend, signed
 
+LANE_SHIFT = 48  # a lane's local bytes lie above any 32-bit local address
 NO_DEST = {"STG", "STS", "ST", "STL", "BRA", "BRX", "EXIT", "RET", "CALL", "BAR", "BSSY", "BSYNC", "BREAK", "NOP",
            "WARPSYNC", "MEMBAR", "DEPBAR", "YIELD", "ERRBAR", "CCTL", "FENCE", "BPT", "RED", "NANOSLEEP", "KILL"}
 
@@ -62,6 +63,7 @@ class Warps:
         self.const, self.special, self.memory = const, special, list(memory)
         self.cache = {}  # constant-bank words and immediates as lane arrays, shared by copies
         self.shared = {}
+        self.local = {}  # spilled registers: bytes keyed by lane << 48 | address (local memory is per thread)
         self.mask = np.ones(lanes, bool)
         self.cur = None  # lanes in which the current instruction's sources are all known (None: all)
 
@@ -185,16 +187,20 @@ class Warps:
             total = total + lo
         return total
 
-    def load(self, addresses, size, used, shared):
-        """Per-lane Python ints read at `addresses` by lanes `used` (0 elsewhere); None if unknown."""
+    def load(self, addresses, size, used, space):
+        """Per-lane Python ints read at `addresses` by lanes `used` (0 elsewhere) from "global",
+        "shared" or "local" memory; None if unknown."""
         out, cache = [0] * self.n, {}
         for lane in np.flatnonzero(used):
             a = int(addresses[lane])
-            if a not in cache:
-                cache[a] = self._read_shared(a, size) if shared else self._read_global(a, size)
-                if cache[a] is None:
-                    return None
-            out[lane] = cache[a]
+            if space == "local":
+                out[lane] = self._read_bytes(self.local, (int(lane) << LANE_SHIFT) | a, size)
+            else:
+                if a not in cache:
+                    cache[a] = self._read_bytes(self.shared, a, size) if space == "shared" else self._read_global(a, size)
+                out[lane] = cache[a]
+            if out[lane] is None:
+                return None
         return out
 
     def _read_global(self, a, size):
@@ -203,8 +209,9 @@ class Warps:
                 return int.from_bytes(data[a - start:a - start + size], "little")
         return None
 
-    def _read_shared(self, a, size):
-        got = [self.shared.get(a + k) for k in range(size)]
+    @staticmethod
+    def _read_bytes(stored, a, size):
+        got = [stored.get(a + k) for k in range(size)]
         return None if None in got else int.from_bytes(bytes(got), "little")
 
 
@@ -237,7 +244,8 @@ def unknown(ins, ops, w, guard):
 def _load(ins, ops, w, guard):
     size = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
     addresses = w.address(ops[1], guard) if ops[1].kind == "A" and guard is not None else None
-    value = None if addresses is None else w.load(addresses, size, guard, ins.base == "LDS")
+    space = {"LDS": "shared", "LDL": "local"}.get(ins.base, "global")
+    value = None if addresses is None else w.load(addresses, size, guard, space)
     for k in range(max(1, size // 4)):
         part = None
         if value is not None:
@@ -262,22 +270,27 @@ def _ldc(ins, ops, w, guard):
 
 
 def _store_shared(ins, ops, w, guard):
+    """STS, and STL (a spill: per-lane bytes, so that a loop counter or bound spilled and reloaded stays
+    known)."""
     size = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
     used = w.mask if guard is None else guard
     addresses = w.address(ops[0], used)
     if addresses is None:  # data-dependent addresses: assumed not to hit the tables control flow reads
+        if ins.base == "STL":  # a spill slot the walk cannot place: every spilled value is forgotten
+            w.local.clear()
         return
+    stored, local = (w.local, True) if ins.base == "STL" else (w.shared, False)
     words = [w.value(ops[1])]  # 8 and 16 bytes: a pair or quad of registers from the named one
     words += [w.reg(pair_name(ops[1].name, k)) for k in range(1, size // 4)]
     value = None if any(x is None for x in words) else words
     known = w.cur if w.cur is not None else np.ones(w.n, bool)
     for lane in np.flatnonzero(used):
         for k in range(size):
-            key = int(addresses[lane]) + k
+            key = ((int(lane) << LANE_SHIFT) if local else 0) | (int(addresses[lane]) + k)
             if value is None or guard is None or not known[lane]:
-                w.shared.pop(key, None)
+                stored.pop(key, None)
             else:
-                w.shared[key] = (int(value[k // 4][lane]) >> (8 * (k % 4))) & 0xFF
+                stored[key] = (int(value[k // 4][lane]) >> (8 * (k % 4))) & 0xFF
 
 
 def _r2ur(ins, ops, w, guard):
@@ -317,6 +330,6 @@ def _float(ins, ops, w, guard):
     w.write(ops[0].name, out, guard)
 
 
-HANDLERS = {**ops_.HANDLERS, "LDG": _load, "LDS": _load, "LD": _load, "LDC": _ldc,
-            "STS": _store_shared, "R2UR": _r2ur, "I2F": _float, "I2FP": _float, "F2I": _float, "FMUL": _float,
+HANDLERS = {**ops_.HANDLERS, "LDG": _load, "LDS": _load, "LD": _load, "LDL": _load, "LDC": _ldc,
+            "STS": _store_shared, "STL": _store_shared, "R2UR": _r2ur, "I2F": _float, "I2FP": _float, "F2I": _float, "FMUL": _float,
             "FADD": _float, "FFMA": _float, "MUFU": _float}

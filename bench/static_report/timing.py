@@ -1,13 +1,14 @@
 """What each SASS instruction costs on an H100 SM: its result latency (for one warp's scoreboard) and
 the pipe it occupies (for the throughput of the warps sharing a scheduler or the SM).
 
-Pipe costs are cycles per warp instruction from the CUDA programming guide's throughput table for
-compute capability 9.0 (results per clock per SM, four schedulers): FP32 add/multiply/FMA 128 (1 cycle a
+Pipe costs are cycles per warp instruction from the CUDA programming guide's throughput table for compute
+capability 9.0 (results per clock per SM, four schedulers): FP32 add/multiply/FMA 128 (1 cycle a
 scheduler), 32-bit integer add, compare, logic, shift, min/max and multiply-add 64 (2 cycles; IMAD runs
 on its own pipe beside the ALU), conversions and MUFU 16 (8 cycles). Per SM: shared and global memory
 instructions move 128 bytes per clock (an instruction costs at least one), tensor-core MMAs run at the
-dense peaks of limits.py. Latencies are round figures of published Hopper microbenchmarks; the global
-load latency, which mixes L1 and L2 hits and HBM, is the calibrated constant (calibration.py).
+dense peaks of limits.py. Spills (LDL, STL) are taken as L1 hits, at shared memory's cost. Latencies are
+round figures of published Hopper microbenchmarks; the global load latency, which mixes L1 and L2 hits
+and HBM, is the calibrated constant (calibration.py).
 """
 
 import numpy as np
@@ -29,6 +30,7 @@ FP32 = {"FFMA", "FMUL", "FADD", "FSWZADD", "HFMA2", "HADD2", "HMUL2"}
 IMAD = {"IMAD", "IDP", "IMUL", "IMADSP", "IMNMX3"}
 XU = {"MUFU", "I2F", "F2I", "F2F", "FRND", "POPC", "FLO", "BREV", "F2FP"}
 SHARED = {"LDS", "STS", "ATOMS", "LDSM", "SHFL"}
+LOCAL = {"LDL", "STL"}  # spills: a block's spill slots stay in L1, so they cost as shared memory does
 GLOBAL = {"LDG", "STG", "LD", "ST", "ATOMG", "ATOM", "RED", "LDGSTS"}
 PIPE_COST = {"alu": 2, "fp32": 1, "imad": 2, "xu": 8}
 WIDTH = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
@@ -51,7 +53,7 @@ class Timing:
         base = ins.base
         if base in GLOBAL:
             return self.global_latency, None, 0
-        if base in SHARED:
+        if base in SHARED or base in LOCAL:
             return SHARED_LATENCY, None, 0
         if base in MMA:
             return MMA_LATENCY, None, 0
@@ -67,7 +69,7 @@ class Timing:
         shared-memory datapath (at least one cycle an instruction), the L2-to-SM share of global
         accesses (at least one 32-byte sector), tensor cores."""
         base = ins.base
-        if base in SHARED or base in GLOBAL:
+        if base in SHARED or base in LOCAL or base in GLOBAL:
             width = max([WIDTH.get(m, 0) for m in ins.modifiers] or [0]) or 4
             moved = lanes * width
             costs = [("memory", np.maximum(1.0, moved / MEMORY_BYTES_PER_CLOCK))]
@@ -87,7 +89,7 @@ class Timing:
             return "mma"
         if base in GLOBAL:
             return "global"
-        if base in SHARED:
+        if base in SHARED or base in LOCAL:
             return "shared"
         for name, names in (("alu", ALU), ("fp32", FP32), ("imad", IMAD), ("xu", XU)):
             if base in names:

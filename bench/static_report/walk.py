@@ -21,12 +21,12 @@ import numpy as np
 from bench.static_report import machine
 from bench.static_report.flows import Flow, Tally, merge
 from bench.static_report.parse import MMA, find_loops
-from bench.static_report.timing import GLOBAL, SHARED
+from bench.static_report.timing import GLOBAL, LOCAL, SHARED, WIDTH
 
 BRANCH_TAKEN = 0.5  # probability of a branch whose predicate the walk cannot evaluate
 TRIP_CAP = 1 << 20
 _CONTROL = {"BRA", "BRX", "EXIT", "RET", "CALL", "JMP", "JMX"}
-SM_OPS = GLOBAL | SHARED | MMA  # instructions that use the SM-wide pipes
+SM_OPS = GLOBAL | SHARED | LOCAL | MMA  # instructions that use the SM-wide pipes
 
 
 class Kernel:
@@ -308,20 +308,33 @@ class Walker:
             return loop._slice
         body = self.k.body(loop)
         inner = [lp for lp in self.k.loops if lp is not loop and loop.start <= lp.start and lp.end <= loop.end]
-        chosen, carried = set(), set()
+        chosen, carried, slots = set(), set(), set()
         for _ in range(4):  # backward liveness from the branch, round the back edge until nothing new
             live = {branch._guard.name} | carried
+            reloaded = set(slots)
             for ins in reversed(body):
-                if ins.base in _CONTROL or not live.intersection(ins._dst):
+                # a reload (LDL) in the slice brings in the loop's spill stores to its slot
+                stored = ins.base == "STL" and bool(_slot(ins) & slots)
+                if ins.base in _CONTROL or not (stored or live.intersection(ins._dst)):
                     continue
                 if any(lp.start <= ins.address <= lp.end for lp in inner) and not self.invariant(ins, loop):
                     return loop._slice
                 chosen.add(id(ins))
+                if ins.base == "LDL":
+                    slots |= _slot(ins)
                 if ins._guard is None:
                     live.difference_update(ins._dst)
                 live.update(ins._src)
-            if live <= carried:
+            if live <= carried and slots == reloaded:
                 break
             carried |= live
         loop._slice = [ins for ins in body if id(ins) in chosen], carried
         return loop._slice
+
+
+def _slot(ins):
+    """The local-memory bytes a spill (STL) or reload (LDL) touches, as (base registers, byte) pairs."""
+    ops = machine.parsed(ins)
+    address = ops[0] if ins.base == "STL" else ops[1]
+    width = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
+    return {(tuple(address.name), address.value + k) for k in range(width)}
