@@ -197,7 +197,8 @@ class Warps:
                 out[lane] = self._read_bytes(self.local, (int(lane) << LANE_SHIFT) | a, size)
             else:
                 if a not in cache:
-                    cache[a] = self._read_bytes(self.shared, a, size) if space == "shared" else self._read_global(a, size)
+                    shared = space == "shared"
+                    cache[a] = self._read_bytes(self.shared, a, size) if shared else self._read_global(a, size)
                 out[lane] = cache[a]
             if out[lane] is None:
                 return None
@@ -269,7 +270,7 @@ def _ldc(ins, ops, w, guard):
         w.write(ops[0].name, x, guard)
 
 
-def _store_shared(ins, ops, w, guard):
+def _store(ins, ops, w, guard):
     """STS, and STL (a spill: per-lane bytes, so that a loop counter or bound spilled and reloaded stays
     known)."""
     size = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
@@ -331,5 +332,5 @@ def _float(ins, ops, w, guard):
 
 
 HANDLERS = {**ops_.HANDLERS, "LDG": _load, "LDS": _load, "LD": _load, "LDL": _load, "LDC": _ldc,
-            "STS": _store_shared, "STL": _store_shared, "R2UR": _r2ur, "I2F": _float, "I2FP": _float, "F2I": _float, "FMUL": _float,
-            "FADD": _float, "FFMA": _float, "MUFU": _float}
+            "STS": _store, "STL": _store, "R2UR": _r2ur, "I2F": _float, "I2FP": _float, "F2I": _float,
+            "FMUL": _float, "FADD": _float, "FFMA": _float, "MUFU": _float}

@@ -262,7 +262,8 @@ def _four_k(shared, h_at, stride, w_at, accs):
     """Four k of the persistent kernel's dot for its ROWS rows (h staged `stride` words apart): a unit's
     four gates of R for each k as one 16-byte load, used for every row; accs holds the rows' (i, f, z, o)."""
     w = (load_shared_v4(shared, np.int64(w_at)) + load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
-         + load_shared_v4(shared, np.int64(w_at + np.uint64(8))) + load_shared_v4(shared, np.int64(w_at + np.uint64(12))))
+         + load_shared_v4(shared, np.int64(w_at + np.uint64(8)))
+         + load_shared_v4(shared, np.int64(w_at + np.uint64(12))))
     a0, a1, a2, a3, a4, a5, a6, a7 = accs
     return (_row_four_k(shared, h_at, w, a0), _row_four_k(shared, h_at + stride, w, a1),
             _row_four_k(shared, h_at + 2 * stride, w, a2), _row_four_k(shared, h_at + 3 * stride, w, a3),
@@ -286,15 +287,16 @@ def _row_end(ins, outs, c_state, keep, t, b, j, acc):
 @kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64),
         block=MAX_THREADS, launch_bounds=MAX_THREADS)
 def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units, lanes):
-    """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the
-    grid synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in
-    c_state. Per step the batch goes in groups of ROWS x lanes rows: the group's h_(t-1) is staged in
-    shared memory behind R, then thread (unit u, lane l) computes unit u for rows l, l + lanes, ... of
-    the group, four k at a time: four 16-byte R loads serve all ROWS rows, each row's h is one 16-byte
-    load, 16 FMAs a row; the gate inputs and c are added after the dot, so the loop holds only the
+    """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the grid
+    synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in c_state.
+    Per step the batch goes in groups of ROWS x lanes rows: the group's h_(t-1) is staged in shared
+    memory behind R, then thread (unit u, lane l) computes unit u for rows l, l + lanes, ... of the
+    group, four k at a time: four 16-byte R loads serve all ROWS rows, each row's h is one 16-byte load,
+    16 FMAs a row; the gate inputs and c are added after the dot, so the loop holds only the
     accumulators, R and h. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM (ptxas
-    spills a few loop-invariant values, reloaded outside the dot). lanes (threads a unit) comes from the launcher, and the divisions are 32-bit: a 64-bit one is a call
-    into cudadevrt (slow, and opaque to the static model)."""
+    spills a few loop-invariant values, reloaded outside the dot). lanes (threads a unit) comes from the
+    launcher, and the divisions are 32-bit: a 64-bit one is a call into cudadevrt (slow, and opaque to
+    the static model)."""
     size = r.shape[2]
     steps, batch = rows.shape
     hidden = table.shape[1] // 4
