@@ -84,6 +84,28 @@ def test_a_spilled_loop_bound_stays_known_and_each_lane_spills_its_own():
     assert (w.r["R6"] == np.arange(32)).all()
 
 
+def test_the_trip_count_runs_ahead_without_touching_the_walks_spills():
+    """Working out the trip count runs the loop's spill stores; the walk itself still starts from the
+    counter's value at entry: the first iteration (counter 0) takes the extra FFMA, the others skip it."""
+    lines = ["LDC R1, c[0x0][0x28]", "LDC R2, c[0x0][0x210]", "STL [R1+0x8], RZ", "LDL R3, [R1+0x8]",
+             "ISETP.NE.AND P2, PT, R3, RZ, PT", "@P2 BRA 0x70", "FFMA R9, R9, R9, R9", "IADD3 R3, R3, 0x1, RZ",
+             "STL [R1+0x8], R3", "FFMA R5, R5, R5, R5", "ISETP.GE.AND P0, PT, R3, R2, PT", "@!P0 BRA 0x30", "EXIT",
+             "BRA 0xd0"]
+    tally = counted(lines, 9)
+    assert tally.classes["fp32"] == 9 + 1 and not tally.unknown_loops
+
+
+def test_a_slot_a_loop_spills_to_is_unknown_after_it():
+    """The walk sees one or two iterations of a loop, so a counter it keeps in local memory is not known
+    after it: a second loop bounded by that slot is counted as unknown, not by a stale value."""
+    lines = ["LDC R1, c[0x0][0x28]", "LDC R2, c[0x0][0x210]", "STL [R1+0x8], RZ", "LDL R3, [R1+0x8]",
+             "IADD3 R3, R3, 0x1, RZ", "STL [R1+0x8], R3", "FFMA R5, R5, R5, R5", "ISETP.GE.AND P0, PT, R3, R2, PT",
+             "@!P0 BRA 0x30", "LDL R6, [R1+0x8]", "IMAD.MOV.U32 R7, RZ, RZ, RZ", "IADD3 R7, R7, 0x1, RZ",
+             "FFMA R8, R8, R8, R8", "ISETP.GE.AND P1, PT, R7, R6, PT", "@!P1 BRA 0xb0", "EXIT", "BRA 0x100"]
+    tally = counted(lines, 9)
+    assert list(tally.unknown_loops) == [0xb0] and tally.classes["fp32"] >= 9
+
+
 def test_a_known_branch_that_splits_a_warp_runs_both_sides():
     tally = counted(["S2R R0, SR_TID.X", "ISETP.GE.U32.AND P0, PT, R0, 0x10, PT", "@P0 BRA 0x60",
                      "FFMA R5, R5, R5, R5", "FFMA R5, R5, R5, R5", "BRA 0x70", "FFMA R6, R6, R6, R6", "EXIT"], 0)

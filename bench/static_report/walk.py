@@ -241,9 +241,11 @@ class Walker:
             if trips != 1:
                 for name in written:
                     after.warps.forget(name)
+                self.forget_spills(loop, after.warps)
             return after
         after = again.split(entry.freq)
         after.warps.mask = entry.warps.mask.copy()
+        self.forget_spills(loop, after.warps)
         w0, w1, w2 = entry.warps, again.warps, again2.warps if again2 is not None else None
         for name in written:
             store = "r" if name.startswith(("R", "UR")) else "p"
@@ -268,6 +270,21 @@ class Walker:
                 after.warps.forget(name)
         return after
 
+    def forget_spills(self, loop, warps):
+        """Local memory the loop's spill stores write is unknown after it (the walk saw one or two of its
+        iterations); all of it where a store's address is unknown."""
+        for ins in self.k.body(loop):
+            if ins.base != "STL":
+                continue
+            addresses = warps.address(machine.parsed(ins)[0], np.ones(warps.n, bool))
+            if addresses is None:
+                warps.local.clear()
+                return
+            width = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
+            for lane, a in enumerate(addresses):
+                for k in range(width):
+                    warps.local.pop((lane << machine.LANE_SHIFT) | (int(a) + k), None)
+
     def trip_count(self, loop, warps):
         """(each lane's trips, the registers the count reads at entry), from the back edge's slice;
         trips None if they depend on something unknown."""
@@ -276,6 +293,7 @@ class Walker:
             return None, ()
         guard = self.k.code[self.k.index[loop.end]]._guard
         w = warps.copy()
+        w.local = dict(w.local)  # the slice's spill stores run ahead of the walk: kept off its state
         active = w.mask.copy()
         lane_trips = active.astype(np.int64)
         for _ in range(TRIP_CAP):
