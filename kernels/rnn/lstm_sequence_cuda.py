@@ -28,7 +28,7 @@ SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the
 OPT_IN_BUDGET = 227 * 1024  # with the opt-in: the most sm_90 allows a block
 H100_SMS = 132  # the static plan's co-resident blocks (one per SM); at run time the device's count
 ROWS = 8  # batch rows a persistent thread computes: each 16-byte load of R serves eight rows
-MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take 56 to 82
+MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take more (persistent: 128)
 
 
 def _device_activations():
