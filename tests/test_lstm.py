@@ -219,16 +219,16 @@ def test_weight_gradient_splits_fill_the_last_wave():
     assert grad_splits(64, 150, 2 * MIN_SPLIT_ROWS - 1, 132) == 1
 
 
-def test_the_persistent_kernel_takes_eight_rows_a_thread_and_pads_the_head_to_four(monkeypatch):
-    """The cooperative kernel computes a unit for eight rows of a group of 8 x lanes rows (10 units: 51
-    lanes, groups of 408), k padded from 10 to 12 (three iterations of four): batch 450 has a full group,
-    then one whose rows past the first 42 lie past the batch (staged as zeros, computed, never written)."""
+def test_the_persistent_kernel_takes_six_rows_a_thread_and_pads_the_head_to_four(monkeypatch):
+    """The cooperative kernel computes a unit for six rows of a group of 6 x lanes rows (10 units: 51
+    lanes, groups of 306), k padded from 10 to 12 (three iterations of four): batch 450 has a full group,
+    then one whose rows past the first 144 lie past the batch (staged as zeros, computed, never written)."""
     from eggnog.kernels.rnn import lstm_sequence_cuda
 
     monkeypatch.setattr(lstm_sequence_cuda, "SHARED_BUDGET", 16)
     steps, batch, size = 2, 450, 10
     assert lstm_sequence_cuda.plan(1, size, batch, steps)[:3:2] == (size, "persistent")
-    assert lstm_sequence_cuda.row_lanes(size) == 51 and lstm_sequence_cuda.ROWS == 8
+    assert lstm_sequence_cuda.row_lanes(size) == 51 and lstm_sequence_cuda.ROWS == 6
     table, rows, r, bias, states0 = lstm_inputs(RNG, steps, batch, 1, size, 7)
     want = lstm.reference_lstm_forward(table, rows, r, bias, states0, keep=True)
     got = lstm.cuda_lstm_forward(*(lstm.cuda.to_device(a) for a in (table, rows, r, bias, states0)), True)

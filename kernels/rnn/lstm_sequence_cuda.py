@@ -27,8 +27,8 @@ from eggnog.kernels.core.loads import load_shared_v4
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
 OPT_IN_BUDGET = 227 * 1024  # with the opt-in: the most sm_90 allows a block
 H100_SMS = 132  # the static plan's co-resident blocks (one per SM); at run time the device's count
-ROWS = 8  # batch rows a persistent thread computes: each 16-byte load of R serves eight rows
-MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take more (persistent: 128)
+ROWS = 6  # batch rows a persistent thread computes: each 16-byte load of R serves six (eight spill)
+MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take more (persistent: 120)
 
 
 def _device_activations():
@@ -264,11 +264,10 @@ def _four_k(shared, h_at, stride, w_at, accs):
     w = (load_shared_v4(shared, np.int64(w_at)) + load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
          + load_shared_v4(shared, np.int64(w_at + np.uint64(8)))
          + load_shared_v4(shared, np.int64(w_at + np.uint64(12))))
-    a0, a1, a2, a3, a4, a5, a6, a7 = accs
+    a0, a1, a2, a3, a4, a5 = accs
     return (_row_four_k(shared, h_at, w, a0), _row_four_k(shared, h_at + stride, w, a1),
             _row_four_k(shared, h_at + 2 * stride, w, a2), _row_four_k(shared, h_at + 3 * stride, w, a3),
-            _row_four_k(shared, h_at + 4 * stride, w, a4), _row_four_k(shared, h_at + 5 * stride, w, a5),
-            _row_four_k(shared, h_at + 6 * stride, w, a6), _row_four_k(shared, h_at + 7 * stride, w, a7))
+            _row_four_k(shared, h_at + 4 * stride, w, a4), _row_four_k(shared, h_at + 5 * stride, w, a5))
 
 
 @device_function
@@ -293,10 +292,9 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
     memory behind R, then thread (unit u, lane l) computes unit u for rows l, l + lanes, ... of the
     group, four k at a time: four 16-byte R loads serve all ROWS rows, each row's h is one 16-byte load,
     16 FMAs a row; the gate inputs and c are added after the dot, so the loop holds only the
-    accumulators, R and h. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM (ptxas
-    spills a few loop-invariant values, reloaded outside the dot). lanes (threads a unit) comes from the
-    launcher, and the divisions are 32-bit: a 64-bit one is a call into cudadevrt (slow, and opaque to
-    the static model)."""
+    accumulators, R and h. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM (with
+    eight rows ptxas spills). lanes (threads a unit) comes from the launcher, and the divisions are
+    32-bit: a 64-bit one is a call into cudadevrt (slow, and opaque to the static model)."""
     size = r.shape[2]
     steps, batch = rows.shape
     hidden = table.shape[1] // 4
@@ -322,13 +320,13 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
             if lane < lanes:
                 zero = np.float32(0.0)
                 z4 = (zero, zero, zero, zero)
-                accs = (z4, z4, z4, z4, z4, z4, z4, z4)  # ROWS of them
+                accs = (z4, z4, z4, z4, z4, z4)  # ROWS of them
                 h_at = np.uint64(h_base + lane * span)
                 k = np.uint64(0)
                 while k < end:
                     accs = _four_k(shared, h_at + k, stride, r_at + (k << np.uint64(2)), accs)
                     k += np.uint64(4)
-                a0, a1, a2, a3, a4, a5, a6, a7 = accs
+                a0, a1, a2, a3, a4, a5 = accs
                 b = first_row + lane
                 _row_end(ins, outs, c_state, keep, t, b, j, a0)
                 _row_end(ins, outs, c_state, keep, t, b + lanes, j, a1)
@@ -336,8 +334,6 @@ def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, 
                 _row_end(ins, outs, c_state, keep, t, b + 3 * lanes, j, a3)
                 _row_end(ins, outs, c_state, keep, t, b + 4 * lanes, j, a4)
                 _row_end(ins, outs, c_state, keep, t, b + 5 * lanes, j, a5)
-                _row_end(ins, outs, c_state, keep, t, b + 6 * lanes, j, a6)
-                _row_end(ins, outs, c_state, keep, t, b + 7 * lanes, j, a7)
             cuda.syncthreads()  # every thread is done with the staged rows before the next group's
             first_row += ROWS * lanes
         grid.sync()
