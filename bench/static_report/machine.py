@@ -242,8 +242,13 @@ def unknown(ins, ops, w, guard):
         w.write(name, None, guard)
 
 
+def access_bytes(ins):
+    """Bytes a memory instruction moves per lane: its width modifier, else a 32-bit word."""
+    return max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
+
+
 def _load(ins, ops, w, guard):
-    size = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
+    size = access_bytes(ins)
     addresses = w.address(ops[1], guard) if ops[1].kind == "A" and guard is not None else None
     space = {"LDS": "shared", "LDL": "local"}.get(ins.base, "global")
     value = None if addresses is None else w.load(addresses, size, guard, space)
@@ -273,14 +278,15 @@ def _ldc(ins, ops, w, guard):
 def _store(ins, ops, w, guard):
     """STS, and STL (a spill: per-lane bytes, so that a loop counter or bound spilled and reloaded stays
     known)."""
-    size = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
+    size = access_bytes(ins)
     used = w.mask if guard is None else guard
     addresses = w.address(ops[0], used)
     if addresses is None:  # data-dependent addresses: assumed not to hit the tables control flow reads
         if ins.base == "STL":  # a spill slot the walk cannot place: every spilled value is forgotten
             w.local.clear()
         return
-    stored, local = (w.local, True) if ins.base == "STL" else (w.shared, False)
+    local = ins.base == "STL"
+    stored = w.local if local else w.shared
     words = [w.value(ops[1])]  # 8 and 16 bytes: a pair or quad of registers from the named one
     words += [w.reg(pair_name(ops[1].name, k)) for k in range(1, size // 4)]
     value = None if any(x is None for x in words) else words

@@ -31,6 +31,7 @@ IMAD = {"IMAD", "IDP", "IMUL", "IMADSP", "IMNMX3"}
 XU = {"MUFU", "I2F", "F2I", "F2F", "FRND", "POPC", "FLO", "BREV", "F2FP"}
 SHARED = {"LDS", "STS", "ATOMS", "LDSM", "SHFL"}
 LOCAL = {"LDL", "STL"}  # spills: a block's spill slots stay in L1, so they cost as shared memory does
+ON_CHIP = SHARED | LOCAL
 GLOBAL = {"LDG", "STG", "LD", "ST", "ATOMG", "ATOM", "RED", "LDGSTS"}
 PIPE_COST = {"alu": 2, "fp32": 1, "imad": 2, "xu": 8}
 WIDTH = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
@@ -53,7 +54,7 @@ class Timing:
         base = ins.base
         if base in GLOBAL:
             return self.global_latency, None, 0
-        if base in SHARED or base in LOCAL:
+        if base in ON_CHIP:
             return SHARED_LATENCY, None, 0
         if base in MMA:
             return MMA_LATENCY, None, 0
@@ -69,7 +70,7 @@ class Timing:
         shared-memory datapath (at least one cycle an instruction), the L2-to-SM share of global
         accesses (at least one 32-byte sector), tensor cores."""
         base = ins.base
-        if base in SHARED or base in LOCAL or base in GLOBAL:
+        if base in ON_CHIP or base in GLOBAL:
             width = max([WIDTH.get(m, 0) for m in ins.modifiers] or [0]) or 4
             moved = lanes * width
             costs = [("memory", np.maximum(1.0, moved / MEMORY_BYTES_PER_CLOCK))]
@@ -89,7 +90,7 @@ class Timing:
             return "mma"
         if base in GLOBAL:
             return "global"
-        if base in SHARED or base in LOCAL:
+        if base in ON_CHIP:
             return "shared"
         for name, names in (("alu", ALU), ("fp32", FP32), ("imad", IMAD), ("xu", XU)):
             if base in names:

@@ -21,12 +21,12 @@ import numpy as np
 from bench.static_report import machine
 from bench.static_report.flows import Flow, Tally, merge
 from bench.static_report.parse import MMA, find_loops
-from bench.static_report.timing import GLOBAL, LOCAL, SHARED, WIDTH
+from bench.static_report.timing import GLOBAL, ON_CHIP
 
 BRANCH_TAKEN = 0.5  # probability of a branch whose predicate the walk cannot evaluate
 TRIP_CAP = 1 << 20
 _CONTROL = {"BRA", "BRX", "EXIT", "RET", "CALL", "JMP", "JMX"}
-SM_OPS = GLOBAL | SHARED | LOCAL | MMA  # instructions that use the SM-wide pipes
+SM_OPS = GLOBAL | ON_CHIP | MMA  # instructions that use the SM-wide pipes
 
 
 class Kernel:
@@ -280,9 +280,8 @@ class Walker:
             if addresses is None:
                 warps.local.clear()
                 return
-            width = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
             for lane, a in enumerate(addresses):
-                for k in range(width):
+                for k in range(machine.access_bytes(ins)):
                     warps.local.pop((lane << machine.LANE_SHIFT) | (int(a) + k), None)
 
     def trip_count(self, loop, warps):
@@ -354,5 +353,4 @@ def _slot(ins):
     """The local-memory bytes a spill (STL) or reload (LDL) touches, as (base registers, byte) pairs."""
     ops = machine.parsed(ins)
     address = ops[0] if ins.base == "STL" else ops[1]
-    width = max([WIDTH[m] for m in ins.modifiers if m in WIDTH] or [4])
-    return {(tuple(address.name), address.value + k) for k in range(width)}
+    return {(tuple(address.name), address.value + k) for k in range(machine.access_bytes(ins))}
