@@ -228,7 +228,13 @@ def test_the_population_on_disk_ranks_islands_and_summarises_once(tmp_path):
         table, live = pop.post(record)
     assert live == [0, 1] and table.shape == (3, len(FIELDS)) and np.isnan(table[2]).all()
     assert pops[1].percentile(1) == 0.0 and pops[1].percentile(0) == 0.5 and pops[1].percentile(2) == 1.0
-    assert pops[0].furthest() is None or pops[1].furthest() == (0, 10)
+    # island 0 posted before island 1: it has heard from nobody else yet; island 1 has heard from island 0
+    assert pops[0].furthest() is None and pops[1].furthest() == (0, 10)
+    pops[0].read()
+    assert pops[0].furthest() == (1, 11)
+    record[FIELDS.index("step")] = 12
+    pops[2].post(record)
+    assert pops[1].read()[1] == [0, 1, 2] and pops[1].furthest() == (2, 12)
     written = []
     assert pops[1].summarize_if_due(written.append) == 10 and written == [10]
     assert pops[0].summarize_if_due(written.append) is None  # the point was summarised already
