@@ -4,7 +4,9 @@
 # platformdirs or zarr; plus the mpich wheel, the MPI library mpi4py loads at run time), install
 # them into a fresh venv with no index and no pip configuration (only the folder), then run eggnog
 # from the checkout on PYTHONPATH, not installed, from a folder outside it, on the CUDA simulator.
-set -euo pipefail
+# Any failing command stops the run with a line naming it (tests/test_ci_scripts.py fails each in turn).
+set -Eeuo pipefail
+trap '_status=$?; if [ "$BASHPID" = "$$" ]; then echo "FAILED (exit $_status) at line $LINENO: $BASH_COMMAND"; fi' ERR
 cd "$(dirname "$0")/.."
 checkout=$PWD
 work=$(mktemp -d)
@@ -18,12 +20,11 @@ echo "== fetch the wheels for Python $version on this platform"
 python bin/offline_wheels.py fetch --python "$version" --out "$work/wheels" --with mpich
 
 echo "== install them into a fresh venv from the folder alone"
-(
-    # no index, no find-links but the folder: pip reads neither the environment nor its config files
-    while read -r var; do unset "$var"; done < <(compgen -e | grep '^PIP_' || true)
-    export PIP_CONFIG_FILE=/dev/null
-    python bin/offline_wheels.py install "$work/wheels" --interpreter "$node"
-)
+# no index, no find-links but the folder: pip reads neither the environment nor its config files (nothing
+# after this installs)
+unset "${!PIP_@}"
+export PIP_CONFIG_FILE=/dev/null
+python bin/offline_wheels.py install "$work/wheels" --interpreter "$node"
 
 echo "== run from the checkout on PYTHONPATH, outside it, on the simulator"
 mkdir "$work/elsewhere"

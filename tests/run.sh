@@ -2,17 +2,18 @@
 # The whole test suite, as the README runs it: serial tests (CUDA kernels on numba's simulator,
 # PTX compiled for sm_90); then, when a GPU is visible, the GPU layer on it (kernels at full size
 # against their CPU twins); then the MPI tests on 4 ranks. Any failure, including pytest's
-# "no tests collected" (exit 5), fails the run.
-set -uo pipefail
+# "no tests collected" (exit 5), fails the run, with a line naming the step (tests/test_ci_scripts.py).
+set -Eeuo pipefail
+trap '_status=$?; if [ "$BASHPID" = "$$" ]; then echo "FAILED (exit $_status) at line $LINENO: $BASH_COMMAND"; fi' ERR
 cd "$(dirname "$0")/.."
 export EGGNOG_REQUIRE_PTX=1 EGGNOG_PROGRESS=0
 
 step() {
     echo "== $*"
-    "$@"
-    local rc=$?
+    local rc=0
+    "$@" || rc=$?
     if [ "$rc" -ne 0 ]; then
-        [ "$rc" -eq 5 ] && echo "pytest collected no tests: that is a failure here"
+        if [ "$rc" -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi
         echo "FAILED (exit $rc): $*"
         exit 1
     fi

@@ -24,15 +24,18 @@ def test_readme_has_exactly_two_setup_commands():
 
 
 def test_ci_runs_the_readme_test_command_then_python_312_and_the_offline_install():
+    """CI runs the README's `a && b && ...` as one `step` a line (tests/test_ci_scripts.py fails each)."""
     lines = [line for line in open(os.path.join(ROOT, ".ci", "run")).read().splitlines()
              if line.strip() and not line.startswith("#")]
-    first = lines.index(readme_commands()[1])
-    rest = lines[first + 1:]
-    assert rest[0] == 'ruff check . && echo "ruff check passed"'
+    readme_steps = ["step " + command for command in readme_commands()[1].split(" && ")]
+    first = lines.index(readme_steps[0])
+    assert lines[first:first + len(readme_steps)] == readme_steps
+    rest = lines[first + len(readme_steps):]
+    assert rest[:2] == ["step ruff check .", 'echo "ruff check passed"']
     assert any(line.endswith("-m venv .venv312") for line in rest)
-    ptx_check = 'python -m eggnog.kernels.checks.ptx_compile > /dev/null && echo "PTX compile check passed"'
-    assert any(line.endswith(ptx_check) for line in rest)
-    assert rest[-1] == "bash tests/offline_install.sh"
+    ptx_check = "step without_stdout .venv312/bin/python -m eggnog.kernels.checks.ptx_compile"
+    assert rest[rest.index(ptx_check) + 1] == 'echo "PTX compile check passed"'
+    assert rest[-2:] == ["step bash tests/offline_install.sh", 'echo "CI passed: every step"']
 
 
 def test_install_puts_only_the_eggnog_namespace_in_site_packages(tmp_path):

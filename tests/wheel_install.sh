@@ -4,7 +4,9 @@
 # into a fresh venv, then, from a folder outside the checkout with nothing of it on the path: every
 # eggnog-* command's --help, and a tiny real run: eggnog-prepare, eggnog-train-es, eggnog-evaluate,
 # eggnog-train-es --resume, and resumes across `python bin/train_es.py` and `eggnog-train-es` (one program).
-set -euo pipefail
+# Any failing command stops the run with a line naming it (tests/test_ci_scripts.py fails each in turn).
+set -Eeuo pipefail
+trap '_status=$?; if [ "$BASHPID" = "$$" ]; then echo "FAILED (exit $_status) at line $LINENO: $BASH_COMMAND"; fi' ERR
 cd "$(dirname "$0")/.."
 checkout=$PWD
 work=$(mktemp -d)
@@ -60,12 +62,13 @@ steps() {  # the steps metrics.jsonl logged, in order
 }
 expect_steps() {
     local got
-    got=$(steps "$1")
-    [ "$got" = "$2" ] || { echo "$1 logged steps '$got', expected '$2'"; exit 1; }
+    got=$(steps "$1") || { echo "FAILED: the steps $1 logged could not be read"; exit 1; }
+    [ "$got" = "$2" ] || { echo "FAILED: $1 logged steps '$got', expected '$2'"; exit 1; }
 }
 
 mkdir text
-cp "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')"/json/*.py text/
+stdlib=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+cp "$stdlib"/json/*.py text/
 eggnog-prepare text --out corpus.bin --val-fraction 0.3
 tiny=(--backend cpu --depth 1 --dim 8 --population 8 --group-size 2 --tokens-per-update 8 --validate-every 2
       --checkpoint-every 1 --val-rows 4 --val-tokens 16 --seed 3)
@@ -73,7 +76,7 @@ eggnog-train-es --data corpus.bin --run-dir run "${tiny[@]}" --steps 2 > train.l
 expect_steps run "1 2"
 # the commands it prints are the installed ones
 grep -q "^continue: eggnog-train-es --resume run" train.log && grep -q "^generate: eggnog-generate run" train.log \
-    || { echo "printed commands are not the installed ones:"; cat train.log; exit 1; }
+    || { echo "FAILED: printed commands are not the installed ones:"; cat train.log; exit 1; }
 # the default corpus ships in the wheel, the pinned bytes
 EGGNOG_CACHE_DIR="$work/cache" "$py" -c 'from eggnog.corpus.default import SHA256, default_corpus, file_sha256
 c = default_corpus(); assert file_sha256(c.path) == SHA256, c.path; print("default corpus:", c.path)'
@@ -90,5 +93,6 @@ expect_steps by-script "1 2"
 # another program still refuses the run
 status=0
 eggnog-train-rge --resume run --steps 5 2> refused.err || status=$?
-[ "$status" = 2 ] && grep -q "is a train_es run" refused.err || { echo "exit $status"; cat refused.err; exit 1; }
+[ "$status" = 2 ] && grep -q "is a train_es run" refused.err \
+    || { echo "FAILED: eggnog-train-rge on a train_es run: exit $status, not a refusal"; cat refused.err; exit 1; }
 echo "wheel install: OK ($((SECONDS - started)) s)"
