@@ -1,13 +1,15 @@
-"""Every gradient-side trainer learns in the right direction: CD-RGE and FDRAS (zero-order estimates,
-with the fused SGD step and with Adam) on a tiny multi-head LSTM overfitting one fixed copy-task batch,
-and the BPTT trainer with each optimiser (Schedule-Free AdamW, AdamW, SGD) on a tiny MinGRU LM over a
-fixed slice of bytes. Each test runs the real trainer's step a stated number of times and asserts that
-the loss on fixed data (bits) falls by at least a stated margin.
+"""Every gradient-side trainer learns in the right direction: CD-RGE and FDRAS (zero-order estimates;
+the fused SGD step, Adam, and the estimate summed over ranks then stepped on the host) on a tiny
+multi-head LSTM overfitting one fixed copy-task batch, and the BPTT trainer with each optimiser
+(Schedule-Free AdamW, AdamW, SGD) on a tiny MinGRU LM over a fixed slice of bytes. Each test runs the
+real trainer's step a stated number of times and asserts that the loss on fixed data (bits) falls by at
+least a stated margin.
 
 The margins are about half of the fall measured at these seeds (given beside each), so a slower but
 correct trainer still passes while a reversed update, whose loss rises instead, fails by far: the
-estimate's sign flipped in RgeTrainer.coefficients, or an optimiser's step sign flipped (in
-training/optimizers.py or its CPU twin in kernels/optim/float_steps.py), each makes its test fail."""
+estimate's sign flipped in RgeTrainer.coefficients, the host step of "reduce" mode reversed, or an
+optimiser's step sign flipped (in training/optimizers.py or its CPU twin in kernels/optim/float_steps.py),
+each makes its test fail."""
 
 import numpy as np
 import pytest
@@ -27,23 +29,26 @@ CPU = Backend("cpu")
 LSTM = LstmModel(LstmConfig(VOCAB, 4, 8, 2))  # 1,604 parameters
 COPY_BATCH = make_task("copy", 2, 4, seed=1).batch(0, 8)
 RGE_STEPS = 60
-RGE_SETTINGS = {"sgd": dict(lr=0.2), "adam": dict(lr=0.02)}  # 16 probes, sigma 0.01 for both
-# Measured falls after 60 steps from 6.756 bits: cdrge and fdras alike, sgd 1.59, adam 1.36. Half of the
-# smaller, rounded; a reversed estimate raises the loss.
+# 16 probes, sigma 0.01 for all; "seeds" (the default) steps with the fused SGD pass or the optimiser,
+# "reduce" sums the estimate over ranks and steps on the host: another code path, one rank here
+RGE_SETTINGS = {"sgd": dict(lr=0.2), "adam": dict(optimizer="adam", lr=0.02),
+                "sgd-reduce": dict(lr=0.2, dist_mode="reduce")}
+# Measured falls after 60 steps from 6.756 bits: cdrge and fdras alike, sgd 1.59 (both modes), adam 1.36.
+# Half of the smaller, rounded; a reversed estimate raises the loss.
 RGE_MARGIN_BITS = 0.7
 
 
-@pytest.mark.parametrize("optimizer", sorted(RGE_SETTINGS))
+@pytest.mark.parametrize("setting", sorted(RGE_SETTINGS))
 @pytest.mark.parametrize("solver", ["cdrge", "fdras"])
-def test_zero_order_estimates_lower_the_loss(solver, optimizer):
-    cfg = RgeConfig(solver=solver, probes=16, sigma=0.01, optimizer=optimizer, **RGE_SETTINGS[optimizer])
+def test_zero_order_estimates_lower_the_loss(solver, setting):
+    cfg = RgeConfig(solver=solver, probes=16, sigma=0.01, **RGE_SETTINGS[setting])
     trainer = RgeTrainer(LSTM, cfg, CPU, LSTM.init_params(2), 9, 0, init_world())
     before = LSTM.loss("cpu", trainer.theta, COPY_BATCH)
     for _ in range(RGE_STEPS):
         trainer.train_step(COPY_BATCH)
     after = LSTM.loss("cpu", trainer.theta, COPY_BATCH)
     assert before - after >= RGE_MARGIN_BITS, (
-        f"{solver} with {optimizer}: loss {before:.3f} -> {after:.3f} bits after {RGE_STEPS} steps, "
+        f"{solver} with {setting}: loss {before:.3f} -> {after:.3f} bits after {RGE_STEPS} steps, "
         f"a fall under {RGE_MARGIN_BITS}")
 
 
