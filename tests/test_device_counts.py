@@ -41,6 +41,22 @@ def test_every_request_is_counted_once():
     assert like.shape == (4, 2)
 
 
+def test_a_device_to_device_copy_is_no_upload():
+    """Copying between device arrays moves nothing over the bus: not an upload, whichever call makes it."""
+    source, target = cuda.to_device(np.arange(8, dtype=np.float32)), cuda.device_array(8, np.float32)
+    with counting() as counts:
+        target.copy_to_device(source)
+        np.testing.assert_array_equal(target.copy_to_host(), np.arange(8))  # a wait
+        cuda.to_device(source, to=target)
+        copied = cuda.to_device(source)
+    assert (counts.uploads, counts.uploaded_bytes, counts.host_waits) == (0, 0, 1), counts
+    np.testing.assert_array_equal(copied.copy_to_host(), np.arange(8))
+    with counting() as counts:  # the same calls from the host are uploads
+        target.copy_to_device(np.ones(8, np.float32))
+        cuda.to_device(np.ones(8, np.float32), to=target)
+    assert (counts.uploads, counts.uploaded_bytes) == (2, 2 * 32), counts
+
+
 def test_a_freed_block_serves_the_next_request_of_its_size():
     freed = cuda.device_array(64, np.float32)
     del freed

@@ -30,7 +30,7 @@ def test_a_cdrge_step_and_a_mingru_bptt_step_after_warm_up():
     """The counting hook over a CD-RGE step (an LSTM at width 4, 2 probes: one pass of 4 evaluations; short
     copy samples keep the simulator quick) and a MinGRU BPTT step: nothing allocated, one wait (the losses),
     the batch uploaded once (CD-RGE: the batch, the probe keys and scales, the update's coefficients; BPTT:
-    the chunk). bench/host_path.py counts the Table 1 sizes."""
+    the chunk, beside the optimiser's scalars). bench/host_path.py counts the Table 1 sizes."""
     from bench.host_path import counted_step
     from eggnog.kernels.core.backend import Backend
     from eggnog.runtime.world import init_world
@@ -48,3 +48,5 @@ def test_a_cdrge_step_and_a_mingru_bptt_step_after_warm_up():
     trainer = BpttTrainer(bptt_cfg, init_world(), device, default_corpus())
     bptt = counted_step(lambda index: trainer.train_step())
     assert (bptt.allocations, bptt.host_waits) == (0, 1), bptt
+    # two uploads: the chunk's inputs and targets packed (2 bytes each, at 8-byte offsets) and SF-AdamW's 9 scalars
+    assert (bptt.uploads, bptt.uploaded_bytes) == (2, 2 * 8 + 9 * 4), bptt

@@ -127,16 +127,35 @@ def _waited():
         launches.append({"wait": True})
 
 
+def _on_device(ary):
+    """Whether `ary` is device memory: a copy from it stays on the device and is no upload."""
+    return hasattr(ary, "copy_to_host") or hasattr(ary, "__cuda_array_interface__")
+
+
 def _counted_call(call, allocation=False, upload=False):
     def counted(*args, **kwargs):
         array = call(*args, **kwargs)
         if array is not None:  # to_device(..., to=existing) uploads by copy_to_device, counted there
             nbytes = int(array.nbytes)
+            uploaded = upload and not _on_device(args[0] if args else kwargs.get("ary"))
             _add(allocations=int(allocation), allocated_bytes=nbytes if allocation else 0,
-                 uploads=int(upload), uploaded_bytes=nbytes if upload else 0)
+                 uploads=int(uploaded), uploaded_bytes=nbytes if uploaded else 0)
         return array
 
     return counted
+
+
+def _device_to_device_kept(to_device):
+    """The simulator's to_device(ary, to=existing) hands copy_to_device a host copy of ary, which would count
+    as an upload: a device array is given to copy_to_device as it is."""
+
+    def to_device_kept(ary, stream=0, copy=True, to=None):
+        if to is not None and _on_device(ary):
+            to.copy_to_device(ary, stream=stream)
+            return None  # what the simulator's to_device(..., to=existing) returns
+        return to_device(ary, stream=stream, copy=copy, to=to)
+
+    return to_device_kept
 
 
 def install(cuda):
@@ -149,7 +168,7 @@ def install(cuda):
 
     BlockCache.on_miss.append(lambda size: _add(allocations=1, allocated_bytes=size))
     cuda.mapped_array = _counted_call(cuda.mapped_array, allocation=True)
-    cuda.to_device = _counted_call(cuda.to_device, upload=True)
+    cuda.to_device = _counted_call(_device_to_device_kept(cuda.to_device), upload=True)
     synchronize, to_host, to_device = cuda.synchronize, FakeCUDAArray.copy_to_host, FakeCUDAArray.copy_to_device
 
     def counted_synchronize():
@@ -161,7 +180,7 @@ def install(cuda):
         return to_host(self, *args, **kwargs)
 
     def counted_to_device(self, ary, *args, **kwargs):
-        if not isinstance(ary, FakeCUDAArray):
+        if not _on_device(ary):
             _add(uploads=1, uploaded_bytes=int(np.asarray(ary).nbytes))
         return to_device(self, ary, *args, **kwargs)
 
