@@ -4,6 +4,7 @@ or the cache cannot be written. CI runs this file on Python 3.11 and 3.12."""
 
 import hashlib
 import json
+import lzma
 import os
 from pathlib import Path
 
@@ -53,6 +54,20 @@ def test_a_broken_shipped_file_and_an_unwritable_cache_are_one_sentence(tmp_path
         default.default_corpus(Path("/proc/1/cache"))
 
 
+def test_a_shipped_file_with_other_bytes_is_refused_before_anything_is_cached(tmp_path, monkeypatch):
+    """Valid xz and metadata, but not the pinned bytes: refused in one sentence, the cache left empty."""
+    other = tmp_path / "data"
+    other.mkdir()
+    (other / f"{default.NAME}.bin.xz").write_bytes(lzma.compress(b"print('not the standard library')\n" * 100))
+    (other / f"{default.NAME}.json").write_text(json.dumps({"documents": {"train": 1, "val": 1}}))
+    monkeypatch.setattr(default, "DATA", other)
+    cache = tmp_path / "cache"
+    with pytest.raises(BadInput, match=r"^the default corpus shipped in .* is damaged \(its SHA-256 is not the "
+                                       r"pinned one\): reinstall eggnog, or pass --data$"):
+        default.default_corpus(cache)
+    assert not cache.exists() or not any(cache.iterdir())
+
+
 def test_the_freezer_keeps_sources_only_in_sorted_order(tmp_path):
     root = tmp_path / "lib"
     for rel in ("abc.py", "json/__init__.py", "json/decoder.py", "site-packages/numpy/core.py", "test/test_abc.py",
@@ -66,8 +81,6 @@ def test_the_freezer_keeps_sources_only_in_sorted_order(tmp_path):
     digest = freeze(root, tmp_path / "out", "lib")
     meta = json.loads((tmp_path / "out" / "lib.json").read_text())
     assert meta["sources"] == ["abc.py", "json/__init__.py", "json/decoder.py", "z.py"]
-    import lzma
-
     assert hashlib.sha256(lzma.decompress((tmp_path / "out" / "lib.bin.xz").read_bytes())).hexdigest() == digest
 
 
