@@ -1,8 +1,10 @@
-"""Who may join a coordinator over TCP: a shared token, the same code, the same configuration.
+"""Who may join a run over TCP: a shared token, the same code, the same configuration.
 
-Every message carries a keyed BLAKE2b tag of its body (the key: SHA-256 of the token), so a process
-without the token can neither join nor inject a result, and a corrupted message is refused. The token
-itself never crosses the network. The tag does not encrypt: run on a network you trust, as MPI does."""
+The token's key (SHA-256 of the token) is the root of the CURVE keys and message tags of
+runtime/secure_socket.py: a process without the token cannot finish the encrypted handshake, so it can
+neither join nor inject a result, and a message captured in one run, direction or session is refused in
+any other. The token itself never crosses the network. `tag`/`tag_matches` are the plain keyed BLAKE2b
+tags of a body, for transports that do not bind a run or session."""
 
 import hashlib
 import hmac
@@ -21,8 +23,9 @@ UNSIGNED = b""  # the tag of a refusal: a peer with a wrong token could not chec
 LOCAL_FIELDS = ("transport", "listen", "token_file", "data")
 
 
-def token_key(token_file=None, environ=os.environ):
-    """The message key from --token-file or $EGGNOG_TOKEN; BadInput when neither gives a token."""
+def token_key(token_file=None, environ=os.environ, sharers="the coordinator and every worker"):
+    """The message key from --token-file or $EGGNOG_TOKEN; BadInput when neither gives a token.
+    sharers: who must hold the same token, for the refusal (gossip: "every island of the run")."""
     if token_file:
         try:
             token = Path(token_file).read_text().strip()
@@ -34,7 +37,7 @@ def token_key(token_file=None, environ=os.environ):
         token = environ.get(TOKEN_VAR, "").strip()
         if not token:
             raise BadInput(f"the TCP transport needs a shared token: pass --token-file PATH or set {TOKEN_VAR}, the "
-                           "same on the coordinator and every worker")
+                           f"same on {sharers}")
     return hashlib.sha256(token.encode()).digest()
 
 
