@@ -1,0 +1,110 @@
+"""Checkpoint files beyond the round trip (test_runtime.py): what a digest covers, which files pruning keeps,
+where a path resolves, what is refused and the earlier checkpoint a refusal names."""
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from eggnog.runtime.checkpoint import (
+    META_KEY,
+    array_digest,
+    checkpoint_path,
+    checkpoint_step,
+    earlier_checkpoint,
+    encode_checkpoint,
+    load_checkpoint,
+    mark_best,
+    prune_checkpoints,
+    resolve_checkpoint,
+    save_checkpoint,
+    unreadable,
+)
+from eggnog.runtime.errors import BadInput
+
+W = {"w": np.arange(6, dtype=np.int16)}
+
+
+def test_a_digest_covers_dtype_shape_and_bytes():
+    a = np.arange(6, dtype=np.int16)
+    digests = {array_digest(a), array_digest(a.reshape(2, 3)), array_digest(a.view(np.uint16)),
+               array_digest(a + 1), array_digest(a[::-1].copy())}
+    assert len(digests) == 5 and array_digest(a.reshape(3, 2).T) == array_digest(a.reshape(3, 2).T.copy())
+
+
+def test_the_record_names_format_version_step_and_each_arrays_digest():
+    with np.load(io.BytesIO(encode_checkpoint(np.int64(12), W, {"seed": 1})), allow_pickle=False) as npz:
+        record = json.loads(npz[META_KEY].tobytes())
+        assert np.array_equal(npz["w"], W["w"])
+    assert record == {"format": "eggnog-checkpoint", "version": 1, "step": 12, "meta": {"seed": 1},
+                      "arrays": {"w": array_digest(W["w"])}}
+    with pytest.raises(ValueError, match="reserved"):
+        encode_checkpoint(0, {META_KEY: np.zeros(1)}, {})
+
+
+def test_a_checkpoint_is_named_for_its_step_and_links_only_when_asked(tmp_path):
+    assert checkpoint_path(tmp_path, 12).name == "step-00000012.npz"
+    path = save_checkpoint(tmp_path / "c", 3, W, {}, link_latest=False)
+    assert path == tmp_path / "c" / "step-00000003.npz" and not (tmp_path / "c" / "latest").exists()
+    named = save_checkpoint(tmp_path / "c", 4, W, {}, name="final.npz")
+    assert named.name == "final.npz" and resolve_checkpoint(tmp_path / "c") == tmp_path / "c" / "latest"
+
+
+def test_pruning_keeps_the_newest_and_what_latest_and_best_point_at(tmp_path):
+    paths = [save_checkpoint(tmp_path, step, W, {}) for step in range(1, 6)]
+    mark_best(tmp_path, paths[0])
+    prune_checkpoints(tmp_path, 2)
+    assert sorted(p.name for p in tmp_path.glob("step-*.npz")) == [paths[0].name, paths[3].name, paths[4].name]
+    prune_checkpoints(tmp_path, 1)
+    assert sorted(p.name for p in tmp_path.glob("step-*.npz")) == [paths[0].name, paths[4].name]
+
+
+def test_a_path_resolves_to_a_file_a_folders_latest_or_a_runs_latest(tmp_path):
+    path = save_checkpoint(tmp_path / "run" / "checkpoints", 2, W, {})
+    assert resolve_checkpoint(path) == path
+    assert resolve_checkpoint(tmp_path / "run" / "checkpoints").resolve() == path
+    assert resolve_checkpoint(tmp_path / "run").resolve() == path
+    assert checkpoint_step(tmp_path / "run") == 2
+    with pytest.raises(BadInput, match="no checkpoint at"):
+        resolve_checkpoint(tmp_path)
+
+
+def test_a_damaged_checkpoint_names_the_one_before_it(tmp_path):
+    first, second, third = (save_checkpoint(tmp_path, s, W, {}) for s in (1, 2, 3))
+    assert earlier_checkpoint(third) == second and earlier_checkpoint(second) == first
+    assert earlier_checkpoint(first) is None
+    third.write_bytes(third.read_bytes()[:100])
+    with pytest.raises(BadInput, match=f"is damaged .*--resume {second}"):
+        load_checkpoint(third)
+    first.write_bytes(first.read_bytes()[:100])
+    with pytest.raises(BadInput, match="holds no earlier one"):
+        checkpoint_step(first)
+    assert "cannot read checkpoint" in str(unreadable(tmp_path / "missing.npz", "x"))
+    (tmp_path / "text.npz").write_text("text")
+    assert str(unreadable(tmp_path / "text.npz", "x")).endswith("is not an eggnog checkpoint (not a zip file)")
+
+
+def test_a_record_that_does_not_match_its_arrays_is_refused(tmp_path):
+    path = save_checkpoint(tmp_path, 1, W, {})
+    with np.load(path) as npz:
+        meta = npz[META_KEY]
+    np.savez(tmp_path / "extra.npz", w=W["w"], v=W["w"], **{META_KEY: meta})
+    with pytest.raises(BadInput, match="arrays do not match its record"):
+        load_checkpoint(tmp_path / "extra.npz")
+    record = json.loads(meta.tobytes())
+    np.savez(tmp_path / "other.npz", w=W["w"], **{META_KEY: np.frombuffer(
+        json.dumps({**record, "format": "other"}).encode(), np.uint8)})
+    with pytest.raises(BadInput, match="is not an eggnog checkpoint$"):
+        load_checkpoint(tmp_path / "other.npz")
+    np.savez(tmp_path / "none.npz", w=W["w"])
+    with pytest.raises(BadInput, match="no metadata record"):
+        load_checkpoint(tmp_path / "none.npz")
+
+
+def test_an_older_records_data_position_is_read_as_it_is_written_now(tmp_path):
+    path = save_checkpoint(tmp_path, 1, W, {"data_position": {"epoch": 4, "row": 2}, "seed": 1})
+    _, record = load_checkpoint(path)
+    assert record["meta"] == {"data_position": {"step": 4, "row": 2}, "seed": 1}
+    assert os.path.basename(path) == "step-00000001.npz"
