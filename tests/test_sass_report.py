@@ -2,8 +2,9 @@
 compiles for sm_90 (numba-cuda's compilers), the population matmul uses dp4a, and every registered
 kernel assembled for sm_90 has no spill,
 no local memory and no f64 in a float32/integer kernel, a kernel marked tensor_cores has IMMA/HMMA
-in an innermost loop, and the static model predicts each measured workload within 2x (but a measurement
-of a kernel whose module changed since its commit). The SASS parser,
+in an innermost loop, and the static model predicts each measured workload within 2x where the kernel is the
+one measured (a kernel whose module changed since the measured commit is not compared; with none current
+that test skips, saying so). The SASS parser,
 occupancy and roofline pieces are tested on hand-written input (the model's: tests/test_static_model.py).
 Needs ptxas/cuobjdump/nvdisasm (the dev extra) and numba-cuda's compilers; tests/run.sh requires them."""
 
@@ -40,7 +41,9 @@ def report(tmp_path_factory):
     assert result.returncode == 0, result.stderr[-4000:]
     (path,) = out.glob("sass_report-*.json")
     assert path.with_suffix(".md").exists()
-    return json.loads(path.read_text())
+    record = json.loads(path.read_text())
+    assert record["rows"] and record["roofline"], "the report lists no kernel or no workload"
+    return record
 
 
 def test_every_registered_signature_is_assembled_and_disassembled(report):
@@ -108,16 +111,48 @@ HEADLINE = ("EGG 6x256, population 32768: fused", "EGG 6x256, population 32768, 
             "scan 8x4096x1536 forward: scan launch")
 
 
-def test_static_model_predicts_every_measured_row_within_2x(report):
-    """The calibrated static model (model.py, calibration.py) against the newest GPU measurement of each
-    workload in bench/results; the headline rows must have one."""
+def test_static_model_walks_the_headline_workloads_with_known_loops(report):
+    """Every headline workload has a prediction and a GPU measurement in bench/results, and no walk
+    leaves many loops of unknown trip count."""
     rows = [r for r in report["roofline"] if "prediction" in r]
-    measured = {r["name"]: r["measured"] for r in rows if "measured" in r}
+    assert rows, "the report predicts no workload"
+    measured = [r["name"] for r in rows if "measured" in r]
     assert all(any(h in name for name in measured) for h in HEADLINE), (HEADLINE, sorted(measured))
-    current = {name: m["predicted_over_measured"] for name, m in measured.items() if not m["kernel_changed"]}
-    assert all(0.5 <= ratio <= 2 for ratio in current.values()), current
     assert all(not launch["unknown_loops"] or sum(launch["unknown_loops"].values()) < 50
                for r in rows for launch in r["prediction"]["launches"]), "loops of unknown trip count"
+
+
+def within_2x(roofline):
+    """Check predicted / measured within [0.5, 2] for each measured workload whose kernels are the ones measured
+    (a changed kernel's prediction beside the old kernel's measurement checks nothing); skip, with the reason,
+    when there is no such workload."""
+    measured = {r["name"]: r["measured"] for r in roofline if "prediction" in r and "measured" in r}
+    assert measured, "no workload has a measurement"
+    current = {name: m["predicted_over_measured"] for name, m in measured.items() if not m["kernel_changed"]}
+    if not current:
+        pytest.skip(f"no measured kernel is current: all {len(measured)} measurements predate their kernel's last "
+                    "change, so the static model is checked against none")
+    assert all(0.5 <= ratio <= 2 for ratio in current.values()), current
+
+
+def test_static_model_predicts_every_measured_row_within_2x(report):
+    """The static model (model.py, constants fitted in calibration.py) against the newest GPU measurement of
+    each workload in bench/results whose kernel has not changed since."""
+    within_2x(report["roofline"])
+
+
+def _measured(name, ratio, changed):
+    return {"name": name, "prediction": {}, "measured": {"predicted_over_measured": ratio, "kernel_changed": changed}}
+
+
+def test_the_2x_check_compares_current_kernels_only_and_never_passes_over_none():
+    within_2x([_measured("a", 1.2, False), _measured("b", 9.8, True), {"name": "c", "prediction": {}}])
+    with pytest.raises(AssertionError, match="'a': 2.5"):
+        within_2x([_measured("a", 2.5, False), _measured("b", 1.0, True)])
+    with pytest.raises(pytest.skip.Exception, match="no measured kernel is current: all 2 measurements predate"):
+        within_2x([_measured("a", 1.0, True), _measured("b", 9.8, True)])
+    with pytest.raises(AssertionError, match="no workload has a measurement"):
+        within_2x([{"name": "c", "prediction": {}}])
 
 
 # ---- the parser, on hand-written SASS ----

@@ -115,17 +115,21 @@ def _model(record):
     lines = ["## Static model: predictions against measurements", "",
              "Each workload's launches walked through the whole kernels' SASS (bench/static_report/model.py: "
              "instruction counts with loop trip counts, the issue and pipe rates occupancy allows, latency), plus "
-             f"its HBM floor and the host's time per call. Calibrated constants (calibration.py): global load latency "
-             f"{c['global_latency_cycles']} cycles, HBM {c['hbm_bytes_per_s']:.3g} B/s, host "
-             f"{c['host_s_per_call'] * 1e3:.2g} ms per call; the walk took {model['seconds']} s. Measured: the newest "
-             "GPU run of the workload's benchmark in bench/results.", ""]
+             f"its HBM floor and the host's time per call. Constants fitted on the measured kernels as they were "
+             f"measured (calibration.py): global load latency {c['global_latency_cycles']} cycles, HBM "
+             f"{c['hbm_bytes_per_s']:.3g} B/s, host {c['host_s_per_call'] * 1e3:.2g} ms per call; the walk took "
+             f"{model['seconds']} s. Measured: the newest GPU run of the workload's benchmark in bench/results. A "
+             "ratio is a check of the model only where the kernel is the one measured: where it changed since, the "
+             "prediction is of the new kernel and the measurement of the old, and they are not compared.", ""]
     table = []
     for w in rows:
         p, m = w["prediction"], w.get("measured")
         unknown = sum(len(launch["unknown_loops"]) for launch in p["launches"])
         table.append({"workload": w["name"], "predicted": f"{p['units_per_s']:.3g} {w['unit']}/s",
                       "measured": f"{m['units_per_s']:.3g} ({m['device']}, {m['file']})" if m else "-",
-                      "predicted / measured": f"{m['predicted_over_measured']:.2f}" if m else "-",
+                      "predicted / measured": (f"{m['predicted_over_measured']:.2f}"
+                                               + (" (the kernel changed since: not compared)"
+                                                  if m["kernel_changed"] else "")) if m else "-",
                       "SM / HBM / host s": f"{p['sm_seconds']:.3g} / {p['hbm_seconds']:.3g} / {p['host_seconds']:.2g}",
                       "loops of unknown trips": unknown})
     return lines + _table(table) + [""]
