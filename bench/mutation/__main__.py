@@ -92,17 +92,23 @@ def main(argv=None):
             tests += ["-k", target.keyword] if target.keyword else []
             print(f"{target.path}: {selected} mutants; tests {' '.join(tests)}", flush=True)
             line = {"module": target.path, "area": target.area, "functions": list(target.functions) or "all",
-                    "tests": tests, "missing_tests": missing}
+                    "tests": tests, "missing_tests": missing, "env": dict(target.env)}
             if args.list:
                 table.append({**line, "mutants": selected})
                 continue
-            code, seconds, output = session.baseline(copy, tests)  # also fills the compile cache, unmutated
-            if code:
-                print(f"  the unmutated tests fail; module skipped\n{output}", flush=True)
-                table.append({**line, "baseline": "tests fail unmutated", "baseline_output": output[-1500:]})
-                continue
-            timeout = max(30.0, 3 * seconds + 10)
-            session.run_mutants(db, tests, timeout, progress=lambda s: print(s, flush=True))
+            saved = dict(os.environ)
+            os.environ.update(dict(target.env))
+            try:
+                code, seconds, output = session.baseline(copy, tests)  # also fills the compile cache, unmutated
+                if code:
+                    print(f"  the unmutated tests fail; module skipped\n{output}", flush=True)
+                    table.append({**line, "baseline": "tests fail unmutated", "baseline_output": output[-1500:]})
+                    continue
+                timeout = max(30.0, 3 * seconds + 10)
+                session.run_mutants(db, tests, timeout, progress=lambda s: print(s, flush=True))
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
             mine = verdicts.keyed(module_rows(target, session.completed(db)))
             rows += mine
             table.append({**line, "baseline_s": round(seconds, 1), "timeout_s": round(timeout)})

@@ -41,6 +41,12 @@ class Target:
     keyword: str = ""  # pytest -k over all of `tests` (a file's name matches all its tests)
     functions: tuple = ()  # empty: every function of the module
     area: str = ""
+    env: tuple = ()  # (name, value) pairs set for the module's tests
+
+
+# The optimisers' element steps run as plain Python (the CPU twins' bodies unjitted, one float32 operation at a
+# time as numba runs them): a mutant then costs no parallel compile, which would be most of its time.
+UNJITTED = (("NUMBA_DISABLE_JIT", "1"),)
 
 
 LEARNING_ES = "tests/test_learning_direction_es.py"
@@ -59,18 +65,18 @@ TARGETS = (
            keyword="es_update_schedule or egg-settings0",
            functions=("lr_at", "alpha_at", "threshold_at", "noise_epoch", "tell"), area="ES updates"),
     Target("evolution/float_eggroll.py", ("tests/test_float_eggroll.py", LEARNING_ES),
-           keyword="float_eggroll_lowers or formula or estimate_points",
-           functions=("zscore_fitness", "noise_epoch", "gradient", "tell"), area="ES updates"),
-    Target("kernels/egg/int_update.py", ("tests/test_int_update.py",),
-           functions=("gate_bound", "_cpu_noise_rows", "_cpu_matrix", "_cpu_vector", "_no_votes", "cpu_int_update",
-                      "cpu_int_vote"), area="ES updates"),
+           keyword="float_eggroll_lowers or formula", functions=("zscore_fitness", "gradient", "tell"),
+           area="ES updates"),
+    Target("kernels/egg/int_update.py", ("tests/test_int_update.py", "tests/test_int_update_twin.py"),
+           functions=("gate_bound", "_cpu_noise_rows", "_cpu_matrix", "_cpu_vector", "cpu_int_update", "cpu_int_vote"),
+           area="ES updates"),
     Target("kernels/optim/quantized_adamw.py", ("tests/test_kernel_ops.py",), keyword="quantized_adamw",
            functions=("_scalars", "_update", "_cpu_all", "cpu_quantized_adamw_"), area="ES updates"),
-    Target("training/optimizers.py", ("tests/test_optim.py",), area="optimisers"),
-    Target("kernels/optim/float_steps.py", ("tests/test_optim.py",),
-           functions=("_adamw_scalars", "_sf_scalars", "sgd", "adamw", "sf_adamw", "evaluate", "_cpu_sgd_loop",
-                      "_cpu_adamw_loop", "_cpu_sf_loop", "_cpu_eval_loop", "cpu_sgd_step_", "cpu_adamw_step_",
-                      "cpu_sf_adamw_step_", "cpu_sf_adamw_eval"), area="optimisers"),
+    Target("training/optimizers.py", ("tests/test_optim.py",), keyword="not device", area="optimisers",
+           env=UNJITTED),
+    Target("kernels/optim/float_steps.py", ("tests/test_optim.py",), keyword="not device",
+           functions=("_adamw_scalars", "_sf_scalars", "sgd", "adamw", "sf_adamw", "evaluate", "cpu_sf_adamw_eval"),
+           area="optimisers", env=UNJITTED),
     Target("evolution/coordinator/wire.py", ("tests/test_coordinator.py", WIRE),
            functions=("encode", "header", "payload", "kind"), area="TCP wire and tags"),
     Target("training/gossip/tcp_wire.py",

@@ -1,0 +1,25 @@
+"""The integer EGGROLL update's CPU twin equals its NumPy reference bit for bit on the registered cases (both
+kinds, with and without the CLT scale, saturated weights, a zero threshold, each noise kind), without the
+simulator: the fast check of the twin that trains on every CPU (test_kernel_ops.py adds the CUDA kernel)."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from eggnog.kernels.core.registry import all_ops
+
+
+@pytest.mark.parametrize("name", ["int_update", "int_vote"])
+def test_the_cpu_twin_is_the_reference(name):
+    entry = all_ops()[name]
+    cases = list(entry.cases(np.random.default_rng(zlib.crc32(name.encode()))))
+    assert len(cases) == 8
+    for i, args in enumerate(cases):
+        ref = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        twin = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        expected, got = entry.numpy(*ref), entry.cpu(*twin)
+        if name == "int_vote":
+            assert got.dtype == np.int64 and np.array_equal(got, expected), f"case {i}"
+        else:
+            assert np.array_equal(twin[0], ref[0]) and not np.array_equal(twin[0], args[0]), f"case {i}"
