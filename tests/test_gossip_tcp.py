@@ -10,8 +10,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from eggnog.runtime.auth import UNSIGNED, tag, token_key
+from eggnog.runtime.auth import UNSIGNED, token_key
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.secure_socket import client_socket, derive_keys
 from eggnog.training.gossip import tcp_wire as wire
 from eggnog.training.gossip.file_population import FilePopulation
 from eggnog.training.gossip.fitness import FitnessEma
@@ -22,6 +23,9 @@ from eggnog.training.mingru.island import GossipRunConfig
 from tests.test_gossip import assert_refused, invoke
 
 HASH = "ab" * 32
+RUN_ID = "cd" * 16
+KEYS = derive_keys(token_key(environ={"EGGNOG_TOKEN": "t"}))
+MAX_BYTES = 1 << 16
 
 
 def test_slurm_node_lists_expand_as_scontrol_would():
@@ -102,18 +106,17 @@ class Events:
 
 def gossip_pair(merge="clonal", rates=(1.0, 0.0), timeout=5.0, optimizer_merge="interpolate"):
     """Two islands on sockets of this machine; island 0 starts exchanges (rate 1), island 1 answers."""
-    key = token_key(environ={"EGGNOG_TOKEN": "t"})
     sides = []
     for number in range(2):
-        router, port = bind_router("127.0.0.1", 0)
+        router, port = bind_router("127.0.0.1", 0, KEYS, MAX_BYTES)
         sides.append((number, router, f"127.0.0.1:{port}"))
     gossips = []
     for number, router, address in sides:
         cfg = GossipRunConfig(seed=1, gossip_mixing_rate=rates[number], gossip_merge=merge,
                               gossip_recombination_alpha=0.25, gossip_optimizer_merge=optimizer_merge)
         other = sides[1 - number][2]
-        gossips.append(TcpGossip(cfg, number, address, router, PeerBook(address, [other]), key, HASH, Events(),
-                                 timeout))
+        gossips.append(TcpGossip(cfg, number, address, router, PeerBook(address, [other]), KEYS, HASH, Events(),
+                                 timeout, RUN_ID, MAX_BYTES))
     return gossips
 
 
@@ -143,7 +146,7 @@ def test_a_tournament_over_sockets_sends_the_fitter_model_to_the_loser(initiator
         assert outcomes[loser] == [{"won": False, "merge": "clonal", "peer": winner}]
         value = 1.0 if initiator_fitter else 2.0
         assert np.all(islands[loser].params == value) and np.all(islands[loser].arrays["z"] == value)
-        assert fitness[loser].ema == fitness[winner].ema  # clonal: the fitness is inherited
+        assert fitness[loser].ema == (4.0 if initiator_fitter else 5.0)  # a claimed fitness is not inherited
         assert "mix_merge" in gossips[loser].events.kinds() and "mix_send" in gossips[winner].events.kinds()
     finally:
         for g in gossips:
@@ -156,8 +159,8 @@ def test_recombination_with_the_optimiser_reset_moves_the_parameters_only():
         islands = [FakeIsland(1.0), FakeIsland(2.0)]
         boundaries(gossips, islands, [FitnessEma(ema=5.0), FitnessEma(ema=4.0)])
         assert np.allclose(islands[0].params, 0.75 * 1.0 + 0.25 * 2.0)
-        sizes = {e["bytes"] for e in gossips[1].events.lines if e["event"] == "mix_send"}
-        assert sizes == {len(wire.encode(wire.MODEL, 0, gossips[1].record(), np.zeros(1), np.zeros(6)))}
+        sent = [e for e in gossips[1].events.lines if e["event"] == "mix_send"]
+        assert [e["values"] for e in sent] == [6]  # the parameters only, no optimiser state
     finally:
         for g in gossips:
             g.close()
@@ -197,23 +200,47 @@ def test_a_refused_offer_moves_no_weights_and_the_refused_island_stops_asking():
             g.close()
 
 
-def test_an_unsigned_message_gets_an_unsigned_refusal():
+def test_a_message_sealed_for_another_session_gets_an_unsigned_refusal():
     import zmq
 
     gossips = gossip_pair("clonal", rates=(0.0, 0.0))
-    socket = zmq.Context.instance().socket(zmq.DEALER)
-    socket.setsockopt(zmq.LINGER, 0)
+    socket = client_socket(zmq.Context.instance(), zmq.DEALER, KEYS, MAX_BYTES)
     socket.connect(f"tcp://{gossips[0].address}")
     try:
         body = wire.encode(wire.OFFER, 1, {})
-        socket.send_multipart([tag(token_key(environ={"EGGNOG_TOKEN": "other"}), body), body])
+        socket.send_multipart(gossips[1].signed(body, "gossip initiator>responder", b"another session"))
         for step in range(50):
             gossips[0].boundary(step, FakeIsland(0.0), FitnessEma())
             if socket.poll(20):
                 break
-        assert socket.recv_multipart() == [UNSIGNED, b"wrong token or a corrupted message"]
+        assert socket.recv_multipart()[0] == UNSIGNED
+        assert "sealed for another run, direction or session" in gossips[0].events.lines[0]["reason"]
     finally:
         socket.close()
+        for g in gossips:
+            g.close()
+
+
+def test_a_process_without_the_token_cannot_reach_an_island():
+    """CURVE: a client with another token never finishes the handshake; nothing it sends is read."""
+    import zmq
+
+    gossips = gossip_pair("clonal", rates=(0.0, 0.0))
+    strangers = [client_socket(zmq.Context.instance(), zmq.DEALER, derive_keys(token_key(environ={
+        "EGGNOG_TOKEN": "other"})), MAX_BYTES), zmq.Context.instance().socket(zmq.DEALER)]
+    try:
+        for socket in strangers:
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(f"tcp://{gossips[0].address}")
+            socket.send_multipart([b"x" * 32, wire.encode(wire.OFFER, 1, {})])
+        for step in range(30):
+            gossips[0].boundary(step, FakeIsland(0.0), FitnessEma())
+            time.sleep(0.01)
+        assert gossips[0].counts["refused"] == 0 and gossips[0].events.lines == []
+        assert not any(socket.poll(50) for socket in strangers)
+    finally:
+        for socket in strangers:
+            socket.close()
         for g in gossips:
             g.close()
 
@@ -259,7 +286,7 @@ def test_tcp_needs_a_run_folder_a_token_and_a_free_port(tmp_path, monkeypatch):
     assert_refused(invoke(base), "--transport tcp needs --run-dir RUN")
     assert_refused(invoke([*base, "--run-dir", tmp_path / "run"]), "needs a shared token")
     monkeypatch.setenv("EGGNOG_TOKEN", "t")
-    router, port = bind_router("127.0.0.1", 0)
+    router, port = bind_router("127.0.0.1", 0, KEYS, MAX_BYTES)
     try:
         assert_refused(invoke([*base, "--run-dir", tmp_path / "run", "--listen", f"127.0.0.1:{port}"]),
                        f"cannot listen on 127.0.0.1:{port}")

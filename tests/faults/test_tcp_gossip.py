@@ -80,14 +80,19 @@ def test_an_island_without_checkpoints_of_its_own_starts_from_the_populations_be
         for n in range(2):
             cluster.start(n)
         assert cluster.finish(range(2)) == {0: 0, 1: 0}
+        best = (cluster.run_dir / "checkpoints" / "best").resolve().name
         cluster.start(2)  # a new island, with the others gone
         assert cluster.finish([2]) == {2: 0}, cluster.log(2)
     finally:
         cluster.stop_all()
     start = cluster.events(2)[0]
-    best = (cluster.run_dir / "checkpoints" / "best").resolve().name
     assert start["event"] == "start" and start["origin"] == f"from the population's best checkpoint ({best})"
     assert start["fitness"] is not None  # the best checkpoint's fitness came with it
+    # the late island is in the run's records: its last summary counts it, and `latest` is its final checkpoint
+    summary = read_jsonl(cluster.run_dir / "metrics.jsonl")[-1]
+    assert summary["written_by"] == 2 and summary["steps"][2] == 12, summary
+    latest = (cluster.run_dir / "checkpoints" / "latest").resolve()
+    assert latest.parent.parent.name == "rank-02", latest
 
 
 EGG = dict(trainer="egg", depth=1, dim=8, population=8, group_size=2, tokens_per_update=8, validate_every=4,

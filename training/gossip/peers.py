@@ -16,6 +16,8 @@ from pathlib import Path
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
+from eggnog.training.gossip.messages import MAX_ISLANDS
+from eggnog.training.gossip.messages import parse_address as address_or_none
 
 BRACKET_RE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<ranges>[^\[\]]+)\](?P<suffix>[^\[\],]*)$")
 REGISTRATION_RE = re.compile(r"^island-(\d{2,})\.json$")
@@ -99,10 +101,13 @@ def advertised(host, port, environ=os.environ):
 
 
 class Rendezvous:
-    """The shared folder of island addresses."""
+    """The shared folder of island addresses. A registration whose island number is not its file's or
+    not below MAX_ISLANDS, or whose address is not HOST:PORT, is ignored, with one call of warn(**record)
+    per version of the file."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, warn=None):
         self.directory = Path(directory)
+        self.warn, self.warned = warn, set()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -120,10 +125,39 @@ class Rendezvous:
             if match is None:
                 continue
             try:
-                found[int(match[1])] = str(json.loads(path.read_text())["address"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # being replaced or damaged: read again at the next boundary
+                text = read_small(path)
+            except OSError:
+                continue  # being replaced: read again at the next boundary
+            address, reason = registration(int(match[1]), text)
+            if reason is None:
+                found[int(match[1])] = address
+            elif text and (path.name, text) not in self.warned and self.warn is not None:
+                self.warned.add((path.name, text))
+                self.warn(file=str(path), reason=reason)
         return found
+
+
+def read_small(path, limit=4096):
+    """A shared file's text, at most `limit` bytes of it."""
+    with open(path, "rb") as f:
+        return f.read(limit + 1).decode(errors="replace")
+
+
+def registration(number, text):
+    """(address, None) of a rendezvous file's text for island `number`, or (None, why it is refused)."""
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, "not JSON (being written, or damaged)"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    island = record.get("island")
+    if isinstance(island, bool) or island != number or not 0 <= number < MAX_ISLANDS:
+        return None, f"island {str(island)[:20]} in the file of island {number} (0..{MAX_ISLANDS - 1})"
+    address = record.get("address")
+    if address_or_none(address) != address:
+        return None, f"the address {str(address)[:80]!r} is not HOST:PORT"
+    return address, None
 
 
 class PeerBook:
@@ -136,3 +170,9 @@ class PeerBook:
     def addresses(self):
         found = set(self.fixed or []) | (set(self.rendezvous.addresses().values()) if self.rendezvous else set())
         return sorted(found - {self.own})
+
+    def island_of(self, address):
+        """The island registered at `address` in the rendezvous folder (None: not known there)."""
+        if self.rendezvous is None:
+            return None
+        return next((n for n, a in sorted(self.rendezvous.addresses().items()) if a == address), None)

@@ -3,6 +3,7 @@ and no island ever waits for another.
 
 More in docs/internals.md (training/gossip/tcp.py)."""
 
+import math
 import os
 import signal
 import time
@@ -11,25 +12,30 @@ from dataclasses import dataclass
 import numpy as np
 
 from eggnog import code_version
-from eggnog.runtime.auth import UNSIGNED, tag, tag_matches
+from eggnog.runtime.auth import UNSIGNED
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.secure_socket import client_socket, message_key, opened, seal, server_socket
 from eggnog.training.gossip import tcp_wire as wire
 from eggnog.training.gossip.merge import Snapshot, needs_state
+from eggnog.training.gossip.messages import CLOCK_SKEW_S, Expected, Refused, merges_of, read
 from eggnog.training.gossip.mpi import json_number, merge_into
 
 GOSSIP_STREAM = 0x7C9  # keeps this transport's draws apart from other uses of --seed
-MAX_LOGGED_REFUSALS = 100
+LOGGED_REFUSALS = 10  # refusals logged per peer and kind of message (all are counted)
+MESSAGES_PER_BOUNDARY = 256  # a flood on the socket cannot hold an island at one boundary
+TO_RESPONDER, TO_INITIATOR = "gossip initiator>responder", "gossip responder>initiator"  # message directions
 # Test hooks, read only by tests and bench/faults.py: drop every message for a while from a step
 # ("STEP:SECONDS"), and SIGKILL this island the moment it has handed its N-th model to the socket.
 DEAF_VAR, DIE_IN_SEND_VAR = "EGGNOG_TEST_GOSSIP_DEAF", "EGGNOG_TEST_GOSSIP_DIE_IN_SEND"
 
 
-def bind_router(host, port):
-    """(ROUTER socket, the port bound): port 0 takes a free one."""
+def bind_router(host, port, keys, max_bytes):
+    """(ROUTER socket, the port bound): port 0 takes a free one. A CURVE server that admits only holders
+    of the token (`keys`: runtime/secure_socket.py); a connection that sends a frame over max_bytes is
+    dropped before the frame is read."""
     import zmq
 
-    socket = zmq.Context.instance().socket(zmq.ROUTER)
-    socket.setsockopt(zmq.LINGER, 0)
+    socket = server_socket(zmq.Context.instance(), zmq.ROUTER, keys, max_bytes)
     try:
         if port == 0:
             port = socket.bind_to_random_port(f"tcp://{host}")
@@ -45,20 +51,30 @@ def bind_router(host, port):
 class Exchange:
     id: int
     address: str  # where the peer listens (initiator side) or "" (responder side)
-    peer: int  # its island number
+    peer: int | None  # its island number (None: not known yet)
     merge: str
     with_state: bool
     deadline: float
+    nonce: str | None = None  # the responder's, for the MODEL that answers its SEND_ME
+    to: str = ""  # the peer's address, which this island's messages of the exchange name
 
 
 class TcpGossip:
-    def __init__(self, cfg, island_number, address, router, book, key, config_hash, events, timeout):
+    def __init__(self, cfg, island_number, address, router, book, keys, config_hash, events, timeout, run_id,
+                 max_bytes):
+        """keys: the token's CurveKeys; run_id: the run's (32 hex digits), which every message is sealed with."""
         self.cfg, self.number, self.address, self.router, self.book = cfg, island_number, address, router, book
-        self.key, self.config_hash, self.events, self.timeout = key, config_hash, events, timeout
+        self.keys, self.config_hash, self.events, self.timeout = keys, config_hash, events, timeout
+        self.run_id, self.max_bytes = run_id, max_bytes
+        self.seal_keys = {d: message_key(keys, run_id.encode(), d) for d in (TO_RESPONDER, TO_INITIATOR)}
         self.dealers = {}  # peer address -> DEALER
+        self.sessions = {}  # peer address -> the DEALER's routing id: the session its messages are sealed with
         self.started = {}  # exchange id -> Exchange this island initiated
         self.awaiting = {}  # (peer island, exchange id) -> Exchange where this island must receive a MODEL
         self.dropped = {}  # peer address -> when it was dropped
+        self.offers_seen = {}  # (peer island, exchange id) -> when: an offer is taken once
+        self.islands = {}  # peer address -> island number, learnt from its messages
+        self.logged = {}  # (peer, kind) -> refusals logged
         self.counts = {"refused": 0, "timeouts": 0, "stale": 0, "sent_models": 0}
         self.step = 0
         self.deaf = parse_deaf(os.environ.get(DEAF_VAR, ""))
@@ -110,36 +126,43 @@ class TcpGossip:
         """Messages on the ROUTER: OFFERs, and MODELs answering this island's SEND_ME."""
         import zmq
 
-        while self.router.poll(0, zmq.POLLIN):
+        for _ in range(MESSAGES_PER_BOUNDARY):
+            if not self.router.poll(0, zmq.POLLIN):
+                break
             frames = self.router.recv_multipart(copy=False)
             route = frames[0].bytes
-            message = self.admit(frames[1:], lambda reason, r=route: self.refuse_on_router(r, reason))
+            message = self.admit(frames[1:], (wire.OFFER, wire.MODEL), TO_RESPONDER, route,
+                                 lambda reason, r=route: self.refuse_on_router(r, reason))
             if message is None:
                 continue
             if message.kind == wire.OFFER:
                 self.offered(route, message)
-            elif message.kind == wire.MODEL:
-                exchange = self.awaiting.pop((int(message.info["island"]), message.exchange), None)
-                if exchange is None:
-                    self.counts["stale"] += 1
-                else:
-                    self.receive_model(exchange, message)
+                continue
+            exchange = self.awaiting.get((message.info["island"], message.exchange))
+            if exchange is None:
+                self.counts["stale"] += 1
+            elif message.info["echo"] != exchange.nonce:
+                self.refused(lambda reason: None, "a model message that does not echo this island's nonce "
+                                                  "(a replay)", message.info["island"], "model")
             else:
-                self.refuse_on_router(route, f"a {wire.KINDS[message.kind]} message where an offer or a model "
-                                             "was expected")
+                del self.awaiting[(message.info["island"], message.exchange)]
+                self.receive_model(exchange, message)
 
     def hear(self, address):
         """Answers on the DEALER to `address`: a MODEL, SEND_ME or REFUSE for an exchange this island started."""
         import zmq
 
         socket = self.dealers.get(address)
-        while socket is not None and socket.poll(0, zmq.POLLIN):
+        for _ in range(MESSAGES_PER_BOUNDARY):
+            if socket is None or not socket.poll(0, zmq.POLLIN):
+                break
             frames = socket.recv_multipart(copy=False)
             if len(frames) == 2 and frames[0].bytes == UNSIGNED:  # a refusal from a peer that would not admit us
                 self.refused_by(address, frames[1].bytes)
                 socket = self.dealers.get(address)
                 continue
-            message = self.admit(frames, lambda reason: None)
+            message = self.admit(frames, (wire.SEND_ME, wire.MODEL), TO_INITIATOR, self.sessions[address],
+                                 lambda reason: None)
             if message is None:
                 continue
             exchange = self.started.pop(message.exchange, None)
@@ -147,42 +170,48 @@ class TcpGossip:
                 self.counts["stale"] += 1
                 continue
             self.dropped.pop(address, None)
-            exchange.peer = int(message.info["island"])
+            exchange.peer, exchange.nonce = message.info["island"], message.info.get("nonce")
+            self.islands[address] = exchange.peer
             if message.kind == wire.MODEL:
                 self.decided(exchange, won=False, peer_fitness=message.info.get("fitness"))
                 self.receive_model(exchange, message)
             elif message.kind == wire.SEND_ME:
                 self.decided(exchange, won=True, peer_fitness=message.info.get("fitness"))
-                self.send_model(exchange, lambda body: socket.send_multipart(self.signed(body)))
+                self.send_model(exchange, lambda body: socket.send_multipart(
+                    self.signed(body, TO_RESPONDER, self.sessions[address])))
 
-    def admit(self, frames, refuse):
-        """The message, or None when it is refused (the reason counted, logged and given to `refuse`)."""
+    def expected(self):
+        book = self.book
+        return Expected(code_version(), self.config_hash, self.run_id, frozenset([self.address, *(book.fixed or [])]),
+                        merges_of(self.cfg.gossip_merge), self.cfg.gossip_optimizer_merge)
+
+    def admit(self, frames, kinds, direction, session, refuse):
+        """The message, or None when it is refused (the reason counted, logged and, for a sender that runs
+        something else, given to `refuse`)."""
         if len(frames) != 2:
             return self.refused(refuse, f"a message of {len(frames)} frames, not 2")
         body = frames[1].buffer
-        if not tag_matches(self.key, frames[0].bytes, body):
-            return self.refused(refuse, "wrong token or a corrupted message")
+        if not opened(self.seal_keys[direction], session, frames[0].bytes, body):
+            return self.refused(refuse, "a message sealed for another run, direction or session (a replay or a "
+                                        "leftover of another run), or corrupted")
         try:
-            message = wire.decode(body)
-        except wire.Malformed as e:
-            return self.refused(refuse, str(e))
+            message = read(body, self.expected(), kinds, time.time())
+        except Refused as e:
+            return self.refused(refuse if e.answer else (lambda reason: None), e.reason, e.peer, e.kind)
         info = message.info
-        if info.get("version") != code_version():
-            return self.refused(refuse, f"eggnog {info.get('version')} differs from this island's {code_version()}")
-        if info.get("hash") != self.config_hash:
-            return self.refused(refuse, f"another configuration or corpus (hash {str(info.get('hash'))[:12]}, this "
-                                        f"run's {self.config_hash[:12]})")
-        if not isinstance(info.get("island"), int):
-            return self.refused(refuse, "a message without its island number")
-        if info.get("address") in self.dropped:
+        if info["address"] in self.dropped:
             self.dropped.pop(info["address"])
             self.events.write(event="peer_back", step=self.step, peer=info["island"], address=info["address"])
         return message
 
-    def refused(self, refuse, reason):
+    def refused(self, refuse, reason, peer=None, kind="unreadable"):
+        """Count a refusal; log the first LOGGED_REFUSALS of each peer and kind."""
         self.counts["refused"] += 1
-        if self.counts["refused"] <= MAX_LOGGED_REFUSALS:
-            self.events.write(event="refused", step=self.step, reason=reason, refusals=self.counts["refused"])
+        logged = self.logged.get((peer, kind), 0)
+        if logged < LOGGED_REFUSALS:
+            self.logged[(peer, kind)] = logged + 1
+            self.events.write(event="refused", step=self.step, reason=reason, peer=peer, kind=kind,
+                              refusals=self.counts["refused"], last_logged=logged + 1 == LOGGED_REFUSALS)
         refuse(reason)
         return None
 
@@ -200,27 +229,35 @@ class TcpGossip:
     # ---- the exchange --------------------------------------------------------------------------
     def offered(self, route, message):
         info = message.info
+        now = time.monotonic()
+        self.offers_seen = {k: t for k, t in self.offers_seen.items() if now - t <= 2 * CLOCK_SKEW_S}
+        if (info["island"], message.exchange) in self.offers_seen:
+            self.refused(lambda reason: None, "an offer already taken (a replay)", info["island"], "offer")
+            return
+        self.offers_seen[(info["island"], message.exchange)] = now
         theirs, mine = float(info["fitness"]), self.fitness.fitness
         won = not theirs >= mine  # the initiator wins ties
-        merge, with_state = str(info["merge"]), bool(info["with_state"])
-        exchange = Exchange(message.exchange, "", int(info["island"]), merge, with_state,
-                            time.monotonic() + self.timeout)
+        merge, with_state = info["merge"], info["with_state"]
+        exchange = Exchange(message.exchange, "", info["island"], merge, with_state, now + self.timeout,
+                            os.urandom(16).hex(), info["address"])
         base = {"round": self.step, "step": self.step, "peer": exchange.peer}
         self.events.write(event="mix_attempt", **base, initiator=False, merge=merge, fitness=json_number(mine))
         self.decided(exchange, won, json_number(theirs))
         if won:
-            self.send_model(exchange, lambda body: self.router.send_multipart([route, *self.signed(body)]))
+            self.send_model(exchange, lambda body: self.router.send_multipart(
+                [route, *self.signed(body, TO_INITIATOR, route)]))
             return
         self.awaiting[(exchange.peer, message.exchange)] = exchange
-        self.router.send_multipart([route, *self.signed(wire.encode(wire.SEND_ME, message.exchange, self.record()))])
+        body = wire.encode(wire.SEND_ME, message.exchange, self.record(info["address"], nonce=exchange.nonce))
+        self.router.send_multipart([route, *self.signed(body, TO_INITIATOR, route)])
 
     def decided(self, exchange, won, peer_fitness):
         self.events.write(event="mix_decision", round=self.step, step=self.step, peer=exchange.peer, won=won,
                           fitness=json_number(self.fitness.fitness), peer_fitness=peer_fitness, merge=exchange.merge)
 
-    def signed(self, body):
-        """The frames of a message: its keyed tag, then its body."""
-        return [tag(self.key, body), body]
+    def signed(self, body, direction, session):
+        """The frames of a message: its seal (run, direction, session), then its body."""
+        return [seal(self.seal_keys[direction], session, body), body]
 
     def snapshot(self, with_state):
         island = self.island
@@ -230,13 +267,13 @@ class TcpGossip:
     def send_model(self, exchange, send):
         started = time.perf_counter()
         buffer, scalars = self.snapshot(exchange.with_state).pack(exchange.with_state)
-        body = wire.encode(wire.MODEL, exchange.id, self.record(), scalars, buffer)
+        body = wire.encode(wire.MODEL, exchange.id, self.record(exchange.to, echo=exchange.nonce), scalars, buffer)
         send(body)
         self.counts["sent_models"] += 1
         if self.die_after and self.counts["sent_models"] >= self.die_after:
             os.kill(os.getpid(), signal.SIGKILL)  # test hook: die while the model is on its way
         self.events.write(event="mix_send", round=self.step, step=self.step, peer=exchange.peer, bytes=len(body),
-                          values=buffer.size, seconds=round(time.perf_counter() - started, 6))
+                          values=buffer.size, scalars=scalars.size, seconds=round(time.perf_counter() - started, 6))
         self.outcomes.append({"won": True, "merge": exchange.merge, "peer": exchange.peer})
 
     def receive_model(self, exchange, message):
@@ -248,20 +285,22 @@ class TcpGossip:
                                               f"{scalar_count}")
             return
         theirs = mine.unpack(np.array(message.buffer), np.array(message.scalars), exchange.with_state)
+        theirs.fitness = mine.fitness  # the peer's fitness is a claim: it decided the tournament, no more
         base = {"round": self.step, "step": self.step, "peer": exchange.peer}
         self.events.write(event="mix_receive", **base, bytes=message.size, values=message.buffer.size, seconds=0.0)
         merge_into(self.cfg, mine, theirs, exchange.merge, self.island, self.fitness, self.events, base)
         self.outcomes.append({"won": False, "merge": exchange.merge, "peer": exchange.peer})
 
-    def record(self, **extra):
+    def record(self, to, **extra):
         return {"island": self.number, "address": self.address, "hash": self.config_hash, "version": code_version(),
-                "fitness": json_number(self.fitness.fitness), **extra}
+                "run": self.run_id, "to": to, "time": time.time(), "fitness": json_number(self.fitness.fitness),
+                **extra}
 
     # ---- starting and ending exchanges -----------------------------------------------------------
     def maybe_start(self, step):
         cfg = self.cfg
         rng = np.random.default_rng([GOSSIP_STREAM, cfg.seed, self.number, step])
-        if self.started or rng.random() >= cfg.gossip_mixing_rate:
+        if self.started or rng.random() >= cfg.gossip_mixing_rate or not math.isfinite(self.fitness.fitness):
             return
         now = time.monotonic()
         live = [a for a in self.book.addresses() if now - self.dropped.get(a, -np.inf) >= self.timeout]
@@ -273,11 +312,17 @@ class TcpGossip:
             merge = "recombination" if rng.random() < cfg.gossip_recombination_prob else "clonal"
         with_state = needs_state(merge, cfg.gossip_optimizer_merge)
         exchange_id = int.from_bytes(os.urandom(7), "little")
-        self.started[exchange_id] = Exchange(exchange_id, address, -1, merge, with_state, now + self.timeout)
+        peer = self.book.island_of(address)
+        peer = self.islands.get(address) if peer is None else peer
+        self.started[exchange_id] = Exchange(exchange_id, address, peer, merge, with_state, now + self.timeout,
+                                             to=address)
         self.dropped.pop(address, None)
-        body = wire.encode(wire.OFFER, exchange_id, self.record(merge=merge, with_state=with_state))
-        self.dealer(address).send_multipart(self.signed(body))
-        self.events.write(event="mix_attempt", round=step, step=step, peer=None, address=address, initiator=True,
+        body = wire.encode(wire.OFFER, exchange_id, self.record(address, merge=merge, with_state=with_state))
+        dealer = self.dealer(address)
+        if dealer is None:
+            return
+        dealer.send_multipart(self.signed(body, TO_RESPONDER, self.sessions[address]))
+        self.events.write(event="mix_attempt", round=step, step=step, peer=peer, address=address, initiator=True,
                           merge=merge, fitness=json_number(self.fitness.fitness))
 
     def expire(self, step, now):
@@ -302,13 +347,22 @@ class TcpGossip:
         import zmq
 
         if address not in self.dealers:
-            socket = zmq.Context.instance().socket(zmq.DEALER)
-            socket.setsockopt(zmq.LINGER, 0)
-            socket.connect(f"tcp://{address}")
-            self.dealers[address] = socket
+            socket = client_socket(zmq.Context.instance(), zmq.DEALER, self.keys, self.max_bytes)
+            session = b"s" + os.urandom(15)  # a routing id must not start with a zero byte
+            socket.setsockopt(zmq.ROUTING_ID, session)
+            try:
+                socket.connect(f"tcp://{address}")
+            except zmq.ZMQError as e:  # the shared files are checked; this is the last guard
+                socket.close()
+                self.started = {x: e for x, e in self.started.items() if e.address != address}
+                self.dropped[address] = float("inf")
+                self.events.write(event="peer_unreachable", step=self.step, address=address, reason=e.strerror)
+                return None
+            self.dealers[address], self.sessions[address] = socket, session
         return self.dealers[address]
 
     def close_dealer(self, address):
+        self.sessions.pop(address, None)
         socket = self.dealers.pop(address, None)
         if socket is not None:
             socket.close()

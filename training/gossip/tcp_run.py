@@ -20,22 +20,27 @@ import numpy as np
 
 from eggnog.runtime.auth import config_hash, token_key
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.files import write_atomic
 from eggnog.runtime.loggers import open_island
 from eggnog.runtime.progress import progress
 from eggnog.runtime.rundir import JsonLog, check_resume, check_script, read_config, write_config
+from eggnog.runtime.secure_socket import derive_keys
 from eggnog.runtime.stop_signals import StopSignals, exit_status
 from eggnog.training.gossip.checkpoints import rank_dir, scan, tidy
 from eggnog.training.gossip.file_population import FilePopulation
+from eggnog.training.gossip.messages import finite_number
 from eggnog.training.gossip.mpi import json_number
 from eggnog.training.gossip.peers import PeerBook, Rendezvous, advertised, listed_peers, slurm_peers
 from eggnog.training.gossip.population import summary_record
 from eggnog.training.gossip.run import ARCHIVE_DRAW, GossipRun, drop_steps_after
 from eggnog.training.gossip.tcp import TcpGossip, bind_router
+from eggnog.training.gossip.tcp_wire import max_body_bytes
 
 # Test hooks, read only by tests and bench/faults.py: each step lasts at least this many seconds
 # (times the slowdown), so that a run's pace is known whatever the machine.
 STEP_SECONDS_VAR, SLOWDOWN_VAR = "EGGNOG_TEST_GOSSIP_STEP_SECONDS", "EGGNOG_TEST_GOSSIP_SLOWDOWN"
 CLAIM = ".config.claim"  # made by the first island to come: it writes config.json
+RUN_ID = "run_id"  # a random id of the run, which every message names
 STALE_TIMEOUTS = 10  # a status older than this many --peer-timeout is an island not heard from
 
 
@@ -43,12 +48,16 @@ class TcpGossipRun(GossipRun):
     def __init__(self, cfg, world, backend, corpus, island_cls):
         number = cfg.island_number()
         super().__init__(cfg, world, backend, corpus, island_cls, number=number)
-        self.key = token_key(cfg.token_file)
+        self.keys = derive_keys(token_key(cfg.token_file, sharers="every island of the run"))
         self.config_hash = config_hash(cfg, corpus)
         host, _, base = cfg.listen.rpartition(":")
         base = int(base)
+        arrays, scalars = self.island.optimizer_state()
+        self.max_bytes = max_body_bytes(self.island.parameters().size + sum(a.size for a in arrays.values()),
+                                        1 + len(scalars))
         # a taken port is refused before the run folder is touched
-        self.router, port = bind_router(host, base + world.local_rank if base else 0)
+        self.router, port = bind_router(host, base + world.local_rank if base else 0, self.keys,
+                                       self.max_bytes)
         self.address = advertised(host, port)
         rendezvous = Rendezvous(cfg.rendezvous) if cfg.rendezvous else None
         peers = cfg.peers or ("slurm" if rendezvous is None else None)
@@ -72,9 +81,26 @@ class TcpGossipRun(GossipRun):
     def adopt(self, path):
         """Take a checkpoint's parameters (a fresh optimiser) and its fitness; the step stays this island's."""
         params, meta = self.island.checkpoint_parameters(path)
+        if not np.isfinite(params).all():
+            raise BadInput(f"checkpoint {str(path)!r} holds values that are not finite")
         self.island.load(params)
-        ema = meta.get("gossip", {}).get("ema_loss")
-        self.fitness.ema = None if ema is None else ema
+        self.fitness.ema = checkpoint_loss(meta)
+
+    def take_over(self, path):
+        """Continue from another island's checkpoint: its parameters, optimiser, step and schedule, and its
+        fitness; this island's counters stay its own."""
+        params, _ = self.island.checkpoint_parameters(path)
+        if not np.isfinite(params).all():
+            raise BadInput(f"checkpoint {str(path)!r} holds values that are not finite")
+        self.fitness.ema = checkpoint_loss(self.island.restore(path))
+
+    def save(self, round_number, reason, percentile=None):
+        """Nothing that is not finite is saved (it would become this island's `latest`)."""
+        if not np.isfinite(self.island.parameters()).all():
+            self.unsaved = False
+            self.events.write(event="save_skipped", step=self.island.step, reason="parameters not finite")
+            return
+        super().save(round_number, reason, percentile)
 
     # ---- the loop ------------------------------------------------------------------------------
     def run(self, run_dir):
@@ -87,11 +113,13 @@ class TcpGossipRun(GossipRun):
         island_mirror = open_island(run_dir, self.home, asdict(cfg))
         steps_log = JsonLog(self.home / "metrics.jsonl", mirror=island_mirror)
         self.summaries = JsonLog(self.run_dir / "metrics.jsonl")  # lines appended by whichever island summarises
-        self.population = FilePopulation(run_dir, self.number, cfg.population_every, STALE_TIMEOUTS * cfg.peer_timeout)
+        self.population = FilePopulation(run_dir, self.number, cfg.population_every, STALE_TIMEOUTS * cfg.peer_timeout,
+                                         warn=self.bad_file)
         if self.rendezvous is not None:
+            self.rendezvous.warn = self.bad_file
             self.rendezvous.register(self.number, self.address)
-        gossip = TcpGossip(cfg, self.number, self.address, self.router, self.book, self.key, self.config_hash,
-                           self.events, cfg.peer_timeout)
+        gossip = TcpGossip(cfg, self.number, self.address, self.router, self.book, self.keys, self.config_hash,
+                           self.events, cfg.peer_timeout, read_run_id(run_dir), self.max_bytes)
         self.caught_up = set()
         try:
             with StopSignals() as signals:
@@ -135,22 +163,27 @@ class TcpGossipRun(GossipRun):
         bar.close()
         if self.unsaved:
             self.save(island.step, "final" if island.step >= cfg.steps else "stopped")
-        self.population_point()
+        self.population_point(final=True)
         if signals.signum:
             self.events.write(event="stop", round=island.step, step=island.step,
                               signal=signal.Signals(signals.signum).name)
         self.events.write(event="gossip_counts", step=island.step, **gossip.counts)
         return signals.signum
 
-    def population_point(self):
-        """Post this island's record, read the others', summarise if due, catch up if far behind."""
+    def bad_file(self, **record):
+        self.events.write(event="bad_shared_file", step=self.island.step, **record)
+
+    def population_point(self, final=False):
+        """Post this island's record, read the others', summarise if due (and when this island is done,
+        so that a late island's last checkpoint is counted), catch up if far behind."""
         table, live = self.population.post(self.record())
         seen = {**summary_record(table, self.island.step, self.elapsed()), "islands_heard": live}
         if self.first_summary is None and seen["mean_fitness"] is not None:
             self.first_summary = seen  # this island's view, for its closing line
         self.final = seen
-        self.population.summarize_if_due(lambda point: self.write_summary(table, live, point))
-        self.catch_up()
+        self.population.summarize_if_due(lambda point: self.write_summary(table, live, point), final)
+        if not final:
+            self.catch_up()
 
     def write_summary(self, table, live, point):
         cfg = self.cfg
@@ -169,17 +202,47 @@ class TcpGossipRun(GossipRun):
         newest = max((e for e in scan(self.run_dir) if e.rank == number), key=lambda e: e.step, default=None)
         if newest is None or newest.path in self.caught_up:
             return
-        before = self.fitness.fitness
+        before, behind = self.fitness.fitness, step - self.island.step
         try:
-            self.adopt(newest.path)
+            self.take_over(newest.path)
         except (BadInput, OSError) as e:  # removed or replaced since it was listed
             self.events.write(event="catch_up_skipped", step=self.island.step, reason=str(e))
             return
         self.caught_up.add(newest.path)
         self.unsaved = True
         self.events.write(event="catch_up", step=self.island.step, source=str(newest.path.relative_to(
-            self.run_dir.resolve())), behind=step - self.island.step, fitness_before=json_number(before),
+            self.run_dir.resolve())), behind=behind, fitness_before=json_number(before),
             fitness_after=json_number(self.fitness.fitness))
+
+def checkpoint_loss(meta):
+    """The fitness average a checkpoint's metadata gives (None when absent or not a finite number)."""
+    gossip = meta.get("gossip") if isinstance(meta, dict) else None
+    ema = gossip.get("ema_loss") if isinstance(gossip, dict) else None
+    return float(ema) if finite_number(ema) else None
+
+
+def read_run_id(run_dir, wait_s=10.0):
+    """The run's id, made by the first island to need it (32 hex digits in RUN/run_id)."""
+    path = Path(run_dir) / RUN_ID
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        fd = None
+    if fd is not None:
+        os.close(fd)
+        write_atomic(path, os.urandom(16).hex().encode())
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            text = ""
+        if len(text) == 32 and all(c in "0123456789abcdef" for c in text):
+            return text
+        if time.monotonic() > deadline:
+            raise BadInput(f"{str(path)!r} does not hold a run id (32 hex digits): remove it to make a new one")
+        time.sleep(0.05)
+
 
 def join_run_dir(run_dir, config, fixed, script):
     """This island's place in the shared run folder. The first island to come writes config.json;

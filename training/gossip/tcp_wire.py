@@ -15,6 +15,7 @@ SEND_ME = 31  # the responder lost: the initiator is to send its model
 MODEL = 32  # a winner's model (after an OFFER the responder won, or a SEND_ME)
 KINDS = {OFFER: "offer", SEND_ME: "send-me", MODEL: "model"}
 HEADER_FIELDS = 5
+MAX_RECORD_BYTES = 4096  # a record is a few hundred bytes
 EMPTY64, EMPTY32 = np.empty(0, np.float64), np.empty(0, np.float32)
 
 
@@ -47,13 +48,15 @@ def decode(body):
     kind, exchange, n_meta, n64, n32 = (int(v) for v in np.frombuffer(body[:8 * HEADER_FIELDS], np.int64))
     if kind not in KINDS:
         raise Malformed(f"unknown message kind {kind}")
-    if min(n_meta, n64, n32) < 0 or len(body) != 8 * HEADER_FIELDS + n_meta + 8 * n64 + 4 * n32:
+    if not 0 <= n_meta <= MAX_RECORD_BYTES:
+        raise Malformed(f"a {KINDS[kind]} message whose record is {n_meta} bytes, not 0..{MAX_RECORD_BYTES}")
+    if min(n64, n32) < 0 or len(body) != 8 * HEADER_FIELDS + n_meta + 8 * n64 + 4 * n32:
         raise Malformed(f"a {KINDS[kind]} message of {len(body)} bytes, not the size its header gives "
                         "(cut short or padded)")
     start = 8 * HEADER_FIELDS
     try:
-        info = json.loads(bytes(body[start:start + n_meta]).decode())
-    except (UnicodeDecodeError, ValueError):
+        info = json.loads(bytes(body[start:start + n_meta]).decode(), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise Malformed(f"a {KINDS[kind]} message whose record is not JSON") from None
     if not isinstance(info, dict):
         raise Malformed(f"a {KINDS[kind]} message whose record is not a JSON object")
@@ -61,3 +64,13 @@ def decode(body):
     scalars = np.frombuffer(body[start:start + 8 * n64], np.float64)
     buffer = np.frombuffer(body[start + 8 * n64:], np.float32)
     return Message(kind, exchange, info, scalars, buffer, len(body))
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def max_body_bytes(values, scalars):
+    """The largest legal body of a run whose models are `values` float32 and `scalars` float64 (with
+    the optimiser state): the bound set on every gossip socket."""
+    return 8 * HEADER_FIELDS + MAX_RECORD_BYTES + 8 * scalars + 4 * values
