@@ -272,7 +272,8 @@ def test_the_population_on_disk_ranks_islands_and_summarises_once(tmp_path):
     (["--transport", "tcp", "--island", "0", "--listen", "nowhere"], "--listen 'nowhere' is not HOST:PORT"),
     (["--transport", "tcp", "--island", "0", "--peers", "a:1", "--rendezvous", "x"], "give one"),
     (["--transport", "tcp", "--island", "0", "--peer-timeout", "0"], "--peer-timeout must be positive"),
-    (["--transport", "tcp", "--island", "-1"], "--island must be 0 or more"),
+    (["--transport", "tcp", "--island", "-1"], "--island must lie in 0..4095"),
+    (["--transport", "tcp", "--island", "4096"], "--island must lie in 0..4095"),
     (["--transport", "udp"], "unknown --transport 'udp'"),
 ])
 def test_bad_tcp_flags_are_refused_before_anything_is_written(tmp_path, args, message):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.world import launcher_rank
+from eggnog.training.gossip.messages import MAX_ISLANDS
 from eggnog.training.run.config import flag, option_name
 
 MERGES = ("clonal", "recombination", "mixed")
@@ -104,8 +105,8 @@ class GossipFields:
         if ranks != 1:
             raise BadInput(f"--transport tcp runs each island as a process of its own, not {ranks} MPI ranks: start "
                            "them with srun (no --mpi) or by hand")
-        if self.island_number() < 0:
-            raise BadInput(f"--island must be 0 or more, got {self.island_number()}")
+        if not 0 <= self.island_number() < MAX_ISLANDS:
+            raise BadInput(f"--island must lie in 0..{MAX_ISLANDS - 1}, got {self.island_number()}")
         host, _, port = self.listen.rpartition(":")
         if not host or not port.isdigit() or not 0 <= int(port) < 65536:
             raise BadInput(f"--listen {self.listen!r} is not HOST:PORT")

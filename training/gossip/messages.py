@@ -80,7 +80,7 @@ def read(body, expected, kinds, now):
     peer = island if isinstance(island, int) and not isinstance(island, bool) and 0 <= island < MAX_ISLANDS else None
 
     def refuse(reason, answer=False):
-        raise Refused(f"a {kind} message {reason}", peer, kind, answer)
+        raise Refused(f"{'an' if kind == 'offer' else 'a'} {kind} message {reason}", peer, kind, answer)
 
     # what says the sender runs something else comes first: such a sender is told, and stops asking
     if info.get("version") != expected.version:
@@ -90,7 +90,7 @@ def read(body, expected, kinds, now):
                f"{expected.config_hash[:12]})", answer=True)
     if info.get("run") != expected.run_id:
         refuse(f"of another run (id {str(info.get('run'))[:12]}, this run's {expected.run_id[:12]})", answer=True)
-    if info.get("to") not in expected.addresses:
+    if not isinstance(info.get("to"), str) or info["to"] not in expected.addresses:
         refuse(f"addressed to {str(info.get('to'))[:80]}, not this island (a relay, or a stale address)",
                answer=True)
     if message.kind not in kinds:

@@ -282,7 +282,7 @@ class TcpGossip:
         if message.buffer.size != count or message.scalars.size != scalar_count:
             self.refused(lambda reason: None, f"a model of {message.buffer.size:,} values and "
                                               f"{message.scalars.size} scalars, not this island's {count:,} and "
-                                              f"{scalar_count}")
+                                              f"{scalar_count}", exchange.peer, "model")
             return
         theirs = mine.unpack(np.array(message.buffer), np.array(message.scalars), exchange.with_state)
         theirs.fitness = mine.fitness  # the peer's fitness is a claim: it decided the tournament, no more

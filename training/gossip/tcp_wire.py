@@ -49,21 +49,25 @@ def decode(body):
     if kind not in KINDS:
         raise Malformed(f"unknown message kind {kind}")
     if not 0 <= n_meta <= MAX_RECORD_BYTES:
-        raise Malformed(f"a {KINDS[kind]} message whose record is {n_meta} bytes, not 0..{MAX_RECORD_BYTES}")
+        raise Malformed(f"{article(kind)} message whose record is {n_meta} bytes, not 0..{MAX_RECORD_BYTES}")
     if min(n64, n32) < 0 or len(body) != 8 * HEADER_FIELDS + n_meta + 8 * n64 + 4 * n32:
-        raise Malformed(f"a {KINDS[kind]} message of {len(body)} bytes, not the size its header gives "
+        raise Malformed(f"{article(kind)} message of {len(body)} bytes, not the size its header gives "
                         "(cut short or padded)")
     start = 8 * HEADER_FIELDS
     try:
         info = json.loads(bytes(body[start:start + n_meta]).decode(), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise Malformed(f"a {KINDS[kind]} message whose record is not JSON") from None
+        raise Malformed(f"{article(kind)} message whose record is not JSON") from None
     if not isinstance(info, dict):
-        raise Malformed(f"a {KINDS[kind]} message whose record is not a JSON object")
+        raise Malformed(f"{article(kind)} message whose record is not a JSON object")
     start += n_meta
     scalars = np.frombuffer(body[start:start + 8 * n64], np.float64)
     buffer = np.frombuffer(body[start + 8 * n64:], np.float32)
     return Message(kind, exchange, info, scalars, buffer, len(body))
+
+
+def article(kind):
+    return f"{'an' if kind == OFFER else 'a'} {KINDS[kind]}"
 
 
 def _no_constant(name):
