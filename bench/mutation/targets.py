@@ -65,7 +65,7 @@ TARGETS = (
            keyword="es_update_schedule or egg-settings0",
            functions=("lr_at", "alpha_at", "threshold_at", "noise_epoch", "tell"), area="ES updates"),
     Target("evolution/float_eggroll.py", ("tests/test_float_eggroll.py", LEARNING_ES),
-           keyword="float_eggroll_lowers or formula", functions=("zscore_fitness", "gradient", "tell"),
+           keyword="float_eggroll_lowers or formula or zscore", functions=("zscore_fitness", "gradient", "tell"),
            area="ES updates"),
     Target("kernels/egg/int_update.py", ("tests/test_int_update.py", "tests/test_int_update_twin.py"),
            functions=("gate_bound", "_cpu_noise_rows", "_cpu_matrix", "_cpu_vector", "cpu_int_update", "cpu_int_vote"),
