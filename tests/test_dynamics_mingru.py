@@ -69,7 +69,7 @@ def test_no_peer_runs_eggnog_alone(tmp_path):
     assert result.returncode == 0, result.stderr
     [path] = (tmp_path / "results").glob("dynamics_mingru-cpu-*.json")
     rows = json.loads(path.read_text())["rows"]
-    assert all(r["verdict"] == "peer not run" and r["curves"]["peer_adamw"] is None for r in rows)
+    assert rows and all(r["verdict"] == "peer not run" and r["curves"]["peer_adamw"] is None for r in rows)
 
 
 def test_verdicts():

@@ -61,6 +61,7 @@ def test_curves_json_png_and_verdict_with_a_fake_peer(tmp_path):
     [row] = record["rows"]
     assert (row["model"], row["population"], row["epochs"], row["seeds"]) == ("1x8", 4, 2, 2)
     assert row["nano_egg_val_bpb"] == {"mean": 100.005, "std": 0.0071, "se": 0.005, "n": 2}
+    assert len(row["runs"]["eggnog"]) == 2  # a run a seed
     for run in row["runs"]["eggnog"]:  # eggnog really trained: a figure a step, validations at 1 and 2
         assert len(run["train_bpb"]) == 2 and [s for s, _ in run["val"]] == [1, 2]
         assert all(0 < v < 16 for _, v in run["val"])

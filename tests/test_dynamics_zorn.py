@@ -79,7 +79,7 @@ def test_no_peer_runs_eggnog_alone(tmp_path):
     assert result.returncode == 0, result.stderr
     [path] = (tmp_path / "results").glob("dynamics_zorn-cpu-*.json")
     rows = json.loads(path.read_text())["rows"]
-    assert all(r["verdict"] == "peer not run" and r["peer_clean_nats"] is None for r in rows)
+    assert rows and all(r["verdict"] == "peer not run" and r["peer_clean_nats"] is None for r in rows)
 
 
 def test_verdicts():

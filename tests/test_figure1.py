@@ -21,6 +21,7 @@ def test_figure1_writes_its_series_and_figure(tmp_path):
     record = json.loads(next(tmp_path.glob("figure1-*.json")).read_text())
     assert [r["method"] for r in record["rows"]] == ["bptt", "cdrge", "fdras"]
     series = record["series"]
+    assert sorted(series) == ["bptt", "cdrge", "fdras"]
     assert all(len(series[m]["loss"]) == 3 and series[m]["peak_bytes"] > 0 for m in series)
     assert series["cdrge"]["seconds"] == sorted(series["cdrge"]["seconds"])
     assert record["settings"]["hidden"] == 16 and record["theirs"]["cdrge"]["loss"][0] == 5.299

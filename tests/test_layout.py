@@ -34,8 +34,10 @@ def imported_modules(path):
 
 def python_files(*folders):
     for folder in folders:
-        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
-            yield from (os.path.join(dirpath, f) for f in files if f.endswith(".py"))
+        found = [os.path.join(dirpath, f) for dirpath, _, files in os.walk(os.path.join(ROOT, folder))
+                 for f in files if f.endswith(".py")]
+        assert found, f"no Python files under {folder}/: nothing to check"  # a wrong ROOT checks nothing
+        yield from found
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))

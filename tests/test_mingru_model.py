@@ -107,7 +107,8 @@ def test_initialisation_makes_every_block_the_identity():
     model = tiny_model(dim=16, depth=3)
     flat = model.init_params(5)
     views = model.views(flat)
-    assert all(not views[n].any() for n in views if n.endswith(("gru_out", "ff_out", "ff_out_bias")))
+    zeroed = [n for n in views if n.endswith(("gru_out", "ff_out", "ff_out_bias"))]
+    assert len(zeroed) == 3 * 3 and not any(views[n].any() for n in zeroed), zeroed  # three a block
     assert np.std(views["embed"]) == pytest.approx(0.02 / 4, rel=0.1)
     ops = ops_for("numpy")
     window = tokens(2, 5)[:, :-1]
