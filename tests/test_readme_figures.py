@@ -106,7 +106,9 @@ def test_every_measured_figure_names_where_it_comes_from():
 
 def test_the_compile_cache_figures_are_its_benchmark_file():
     text = " ".join(paragraph_citing("compile_cache-cpu-2026-11-28.json").split())
-    for row in result("compile_cache-cpu-2026-11-28.json")["rows"]:
+    rows = result("compile_cache-cpu-2026-11-28.json")["rows"]
+    assert rows, "the benchmark file has no rows to check"
+    for row in rows:
         name = "--model transformer" if "transformer" in row["run"] else row["run"]
         assert f"`{name}` {row['first_start_s']} → {row['second_start_s']} s" in text, (name, row)
 
@@ -114,7 +116,9 @@ def test_the_compile_cache_figures_are_its_benchmark_file():
 def test_the_goals_table_is_its_benchmark_file():
     text = paragraph_citing("goals-sm90-2026-11-28.json")
     table = [line for line in DOCS.split("\n") if line.strip().startswith("| ") and "÷ goal" not in line]
-    for row in result("goals-sm90-2026-11-28.json")["rows"]:
+    rows = result("goals-sm90-2026-11-28.json")["rows"]
+    assert rows, "the benchmark file has no rows to check"
+    for row in rows:
         line = next((t for t in table if t.strip().startswith(f"| {row['row']} |")), None)
         assert line is not None, row["row"]
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
