@@ -29,7 +29,7 @@ gpu_visible() {
 step python -m pytest -q -n "${EGGNOG_TEST_WORKERS:-2}" --dist loadfile tests
 if gpu_visible; then
     echo "GPU visible: running the GPU layer (tests/gpu) on it"
-    step env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q -rs tests/gpu
+    step env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q tests/gpu
     gpu_layer="ran on the GPU"
 else
     echo "no GPU visible: the GPU layer (tests/gpu) was skipped"
