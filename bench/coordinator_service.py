@@ -17,35 +17,38 @@ from bench.fault_cluster import free_port
 from eggnog import code_version
 from eggnog.evolution.coordinator import wire
 from eggnog.evolution.coordinator.coordinator import Coordinator
-from eggnog.evolution.coordinator.tcp import bind
+from eggnog.evolution.coordinator.messages import run_shape
+from eggnog.evolution.coordinator.tcp import UP, bind
 from eggnog.evolution.coordinator.trainer import tcp_link
 from eggnog.evolution.fitness import pack_ternary
-from eggnog.runtime.auth import tag, token_key
+from eggnog.runtime.auth import token_key
 from eggnog.runtime.rundir import JsonLog
+from eggnog.runtime.secure_socket import client_socket, derive_keys, message_key, seal
 from eggnog.runtime.world import World
 
 
 class FakeWorker:
-    def __init__(self, address, key, index):
-        self.key = key
-        self.socket = zmq.Context.instance().socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.ROUTING_ID, f"fake-worker-{index}".encode())
+    def __init__(self, address, keys, index):
+        self.keys, self.name = keys, f"fake-worker-{index}".encode()
+        self.key = message_key(keys, b"", UP)  # admission's; the run's once WELCOME names it
+        self.socket = client_socket(zmq.Context.instance(), zmq.DEALER, keys, 1 << 26)
+        self.socket.setsockopt(zmq.ROUTING_ID, self.name)
         self.socket.connect(f"tcp://{address}")
 
     def send(self, message):
         body = np.ascontiguousarray(message).tobytes()
-        self.socket.send_multipart([tag(self.key, body), body])
+        self.socket.send_multipart([seal(self.key, self.name, body), body])
 
     def receive(self):
         return np.frombuffer(self.socket.recv_multipart()[-1], np.uint8)
 
 
-def coordinator_for(cfg, corpus, address, key, directory):
+def coordinator_for(cfg, corpus, address, keys, directory):
     """A TCP coordinator of `cfg` over its real link, ready to serve (no run loop, no checkpoints)."""
     cfg = replace(cfg, transport="tcp", listen=address)
-    link = tcp_link(cfg, corpus, bind(address), key, directory)
-    states = np.zeros((cfg.population, *cfg.build_model().state_dims), np.int8)
+    model = cfg.build_model()
+    link = tcp_link(cfg, corpus, bind(address, keys, run_shape(cfg, model).max_message_bytes()), keys, directory)
+    states = np.zeros((cfg.population, *model.state_dims), np.int8)
     c = Coordinator(cfg, World(None, 0, 1, 0, 1), link, 0, states, {}, None, (1, 1))
     c.log, c.started = JsonLog(Path(directory) / "metrics.jsonl"), time.perf_counter()
     c.begin_step()
@@ -54,11 +57,13 @@ def coordinator_for(cfg, corpus, address, key, directory):
 
 def admit(c, workers, cfg_hash):
     for w in workers:
-        hello = json.dumps({"worker": w.socket.getsockopt(zmq.ROUTING_ID).decode(), "version": code_version()})
+        hello = json.dumps({"worker": w.name.decode(), "version": code_version()})
         w.send(wire.encode([wire.HELLO], np.frombuffer(hello.encode(), np.uint8)))
         timed_serve(c)
-        w.receive()
-        w.send(wire.encode([wire.READY], np.frombuffer(cfg_hash.encode(), np.uint8)))
+        run_id = bytes.fromhex(json.loads(bytes(w.receive()[8:]).decode())["run_id"])
+        w.key = message_key(w.keys, run_id, UP)
+        ready = json.dumps({"worker": w.name.decode(), "version": code_version(), "config_hash": cfg_hash})
+        w.send(wire.encode([wire.READY], np.frombuffer(ready.encode(), np.uint8)))
         timed_serve(c)
         w.receive()
 
@@ -77,11 +82,11 @@ def measure(cfg, corpus, workers=8, steps=3):
     and per step on its closing work, for `cfg`'s chunk size."""
     from eggnog.runtime.auth import config_hash
 
-    key = token_key(environ={"EGGNOG_TOKEN": "scale-model"})
+    keys = derive_keys(token_key(environ={"EGGNOG_TOKEN": "scale-model"}))
     address = f"127.0.0.1:{free_port()}"
     with tempfile.TemporaryDirectory() as directory:
-        c, link = coordinator_for(cfg, corpus, address, key, directory)
-        fakes = [FakeWorker(address, key, i) for i in range(workers)]
+        c, link = coordinator_for(cfg, corpus, address, keys, directory)
+        fakes = [FakeWorker(address, keys, i) for i in range(workers)]
         try:
             admit(c, fakes, config_hash(c.cfg, corpus))
             signs = pack_ternary(np.resize(np.array([1, -1, 0], np.int8), cfg.population_chunk // 2))

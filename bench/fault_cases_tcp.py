@@ -8,12 +8,12 @@ import time
 from statistics import median
 
 import numpy as np
-import zmq
 
 from bench.fault_cluster import TOKEN, Cluster, reference_params
+from bench.hostile_client import TokenHolder
 from eggnog import code_version
 from eggnog.evolution.coordinator import wire
-from eggnog.runtime.auth import tag, token_key
+from eggnog.runtime.secure_socket import seal
 
 STEPS = 24
 VICTIM_JOB_SECONDS = 1.0  # a worker to be killed computes nearly all the time, so it dies holding a chunk
@@ -128,40 +128,42 @@ def coordinator_killed(directory, data, reference):
     return run_case(directory, data, body)
 
 
-def signed(key, message):
-    body = np.ascontiguousarray(message).tobytes()
-    return [tag(key, body), body]
-
-
-def intruders(address, key):
-    """Messages a stray or broken process could send, each on a connection of its own: a wrong token,
-    a corrupted message, a truncated one, a HELLO of another code version, a result before admission."""
-    wrong = token_key(environ={"EGGNOG_TOKEN": "not-the-token"})
+def intruders(address):
+    """Messages a stray or broken process could send, each on a connection of its own: a wrong token (its
+    handshake fails: nothing is read, nothing answered), a corrupted message, a truncated one, a header cut
+    short, a HELLO of another code version, a result before admission."""
+    wrong = TokenHolder(address, "not-the-token")
+    holder = TokenHolder(address, TOKEN)
     hello = json.dumps({"worker": "intruder", "version": code_version()}).encode()
     old = json.dumps({"worker": "old", "version": "0.0.1+0000"}).encode()
+    hello_message = wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8))
     result = wire.encode([wire.RESULT, 0, 0, 0, 0, 1], np.zeros(40, np.uint8))
-    corrupted = signed(key, wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8)))
-    corrupted[1] = corrupted[1][:-1] + b"?"
-    sends = {"wrong token": [signed(wrong, wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8)))],
-             "corrupted": [corrupted],
-             "truncated": [signed(key, wire.encode([wire.HELLO]))[:1]],
-             "short header": [signed(key, np.zeros(3, np.uint8))],
-             "other version": [signed(key, wire.encode([wire.HELLO], np.frombuffer(old, np.uint8)))],
-             "result before admission": [signed(key, wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8))),
-                                         signed(key, result)]}
-    context = zmq.Context.instance()
+
+    def frames(who, name, message, run_id=b""):
+        body = np.ascontiguousarray(message).tobytes()
+        return [seal(who.key(run_id), name, body), body]
+
     answers = {}
-    for name, messages in sends.items():
-        s = context.socket(zmq.DEALER)
-        s.setsockopt(zmq.LINGER, 0)
-        s.connect(f"tcp://{address}")
+    for name, who, sends in [
+            ("wrong token", wrong, lambda n: [frames(wrong, n, hello_message)]),
+            ("corrupted", holder, lambda n: [[f[0], f[1][:-1] + b"?"] for f in [frames(holder, n, hello_message)]]),
+            ("truncated", holder, lambda n: [frames(holder, n, hello_message)[:1]]),
+            ("short header", holder, lambda n: [frames(holder, n, np.zeros(3, np.uint8))]),
+            ("other version", holder, lambda n: [frames(holder, n, wire.encode([wire.HELLO],
+                                                                                np.frombuffer(old, np.uint8)))]),
+            ("result before admission", holder, lambda n: [frames(holder, n, hello_message),
+                                                           frames(holder, n, result)])]:
+        session = f"intruder-{len(answers)}".encode()
+        s = who.connect(session)
         got = []
-        for frames in messages:
-            s.send_multipart(frames)
-            if s.poll(3000):
-                got.append(wire.kind(np.frombuffer(s.recv_multipart()[-1], np.uint8)))
+        for message in sends(session):
+            s.send_multipart(message)
+            kind = who.answer(s, 3.0)
+            if kind is not None:
+                got.append(kind)
         answers[name] = got
-        s.close()
+    wrong.close()
+    holder.close()
     return answers
 
 
@@ -173,7 +175,7 @@ def bad_messages(directory, data, reference, other_corpus):
         for _ in range(2):
             cluster.start_worker()
         cluster.wait_for_step(3)
-        answers = intruders(cluster.address, token_key(environ={"EGGNOG_TOKEN": TOKEN}))
+        answers = intruders(cluster.address)
         other = cluster.start_worker(data=other_corpus)
         other_status = other.wait(60)
         cluster.workers.remove(other)

@@ -103,7 +103,7 @@ def test_a_worker_behind_replays_the_history_or_loads_a_snapshot(tmp_path):
     c.on_request(1, 4)
     dest, (kind, step), packed = c.link.last(2)
     assert (dest, kind, step) == (1, wire.CATCHUP, 4) and np.array_equal(packed, history[4])
-    with pytest.raises(RuntimeError, match="raise --history"):
+    with pytest.raises(wire.Malformed, match="raise --history"):
         c.on_request(2, 1)
     c.latest = (3, bytes(range(100)))
     for behind_or_ahead in (1, 7):  # past the history; ahead of a coordinator resumed at step 5

@@ -15,6 +15,7 @@ from eggnog.evolution.coordinator.tcp import TcpCoordinatorLink, bind
 from eggnog.evolution.coordinator.tcp_worker_link import LinkLost, Refused, RunOver, TcpWorkerLink
 from eggnog.runtime.auth import config_hash, token_key
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.secure_socket import derive_keys
 from tests.es_helpers import tiny_config, tiny_corpus
 from tests.helpers import assert_user_error, run_script
 
@@ -50,13 +51,18 @@ def test_the_configuration_hash_covers_the_model_and_corpus_not_where_things_are
     assert config_hash(tiny_config("transformer", mode="coordinator"), corpus) != same
 
 
+HASH, OTHER_HASH, RUN_ID = "a" * 64, "b" * 64, bytes(range(16))
+SMALL = 1 << 16
+
+
 @pytest.fixture
 def links():
     """A coordinator link served by a thread that answers every REQUEST with WAIT, and its address."""
     address = f"127.0.0.1:{free_port()}"
     key = token_key(None, environ={"EGGNOG_TOKEN": "t"})
-    link = TcpCoordinatorLink(bind(address), key, {"model": "egg", "config": {"seed": 3}}, "hash-1",
-                              heartbeat_timeout=0.6)
+    keys = derive_keys(key)
+    link = TcpCoordinatorLink(bind(address, keys, 1 << 16), keys, {"model": "egg", "config": {"seed": 3}}, HASH,
+                              heartbeat_timeout=0.6, run_id=RUN_ID)
     got, lost, stop = [], [], threading.Event()
 
     def serve():
@@ -78,8 +84,8 @@ def links():
 def test_a_worker_is_admitted_in_two_steps_and_beats_while_it_is_silent(links):
     address, key, link, got, lost = links
     worker = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
-    assert worker.join(5.0) == {"model": "egg", "config": {"seed": 3}}
-    worker.ready("hash-1")
+    assert worker.join(5.0) == {"model": "egg", "config": {"seed": 3}, "run_id": RUN_ID.hex()}
+    worker.ready(HASH, SMALL)
     reply = worker.request(wire.encode([wire.REQUEST, 0, 0]))
     assert wire.kind(reply) == wire.WAIT and wire.header(got[-1][0], 3) == [wire.REQUEST, 0, 0]
     time.sleep(1.5)  # silent but for the heartbeat thread: still admitted
@@ -97,13 +103,13 @@ def test_another_configuration_or_token_is_refused(links):
     worker = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
     worker.join(5.0)
     with pytest.raises(Refused, match="configuration or corpus differs"):
-        worker.ready("hash-2")
+        worker.ready(OTHER_HASH, SMALL)
     worker.close()
     stranger = TcpWorkerLink(address, token_key(None, environ={"EGGNOG_TOKEN": "guess"}), heartbeat_timeout=0.6)
-    with pytest.raises(Refused, match="wrong token"):
+    with pytest.raises(Refused, match="token differs from the coordinator's"):
         stranger.join(5.0)
     stranger.close()
-    assert got == [] and link.refusals == 2
+    assert got == [] and link.refusals == 1  # the stranger's handshake failed: nothing of it was read
 
 
 def test_a_worker_joining_as_the_run_ends_is_told_to_stop(links):
@@ -112,7 +118,7 @@ def test_a_worker_joining_as_the_run_ends_is_told_to_stop(links):
     late.join(5.0)  # welcomed, still compiling when the last step ends
     link.closing(143)
     with pytest.raises(RunOver) as over:
-        late.ready("hash-1")
+        late.ready(HASH, SMALL)
     assert over.value.status == 143 and not link.workers
     newcomer = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
     with pytest.raises(RunOver):

@@ -13,8 +13,8 @@ from statistics import median
 
 import numpy as np
 
-from eggnog.evolution.coordinator import wire
-from eggnog.evolution.eggroll import snapshot_arrays
+from eggnog.evolution.coordinator import messages, wire
+from eggnog.evolution.eggroll import full_state, snapshot_arrays, snapshot_bytes
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
 from eggnog.runtime.checkpoint import encode_checkpoint, prune_checkpoints, save_checkpoint
 from eggnog.runtime.commands import this_program
@@ -68,6 +68,7 @@ class Coordinator:
         for workers that fall behind."""
         self.cfg, self.world, self.link = cfg, world, link
         self.model = cfg.build_model()  # its tensor table only, to read a worker's snapshot
+        self.shape = messages.run_shape(cfg, self.model)  # what a worker's message must look like
         self.step, self.states, self.history, self.best_val = step, states, history, best_val
         self.val_rows, self.val_tokens = val_sample
         self.chunk = cfg.population_chunk
@@ -162,40 +163,45 @@ class Coordinator:
 
     def catch_up(self, source, worker_step):
         """The next step's fitness for a worker behind, or the latest snapshot where that is past the
-        history, moves more bytes than the snapshot, or the worker is ahead (a resumed coordinator)."""
+        history, moves more bytes than the snapshot, or the worker is ahead (a resumed coordinator, or a
+        worker of an earlier run). Before the run's first snapshot that is the initial parameters."""
         replay = worker_step < self.step and worker_step in self.history
-        snapshot = self.latest
+        snapshot = self.latest or self.initial_snapshot()
         if replay and (snapshot is None or snapshot[0] <= worker_step
                        or sum(self.history[s].size for s in range(worker_step, snapshot[0])) <= len(snapshot[1])):
             self.reply(source, [wire.CATCHUP, worker_step], self.history[worker_step])
         elif snapshot is not None and (snapshot[0] in self.history or snapshot[0] == self.step):
             self.reply(source, [wire.LOAD, snapshot[0]], np.frombuffer(snapshot[1], np.uint8))
-        else:
-            raise RuntimeError(f"a worker at step {worker_step} is behind both the fitness history and the "
-                               f"latest snapshot; raise --history")
+        else:  # refused, not a crash: the run goes on without this worker
+            raise wire.Malformed(f"a worker at step {worker_step} that neither the fitness history nor the latest "
+                                 f"snapshot can bring to step {self.step} (raise --history)")
+
+    def initial_snapshot(self):
+        """(0, snapshot bytes) of the run's initial parameters, while every step since is in the history."""
+        if any(s not in self.history for s in range(self.step)):
+            return None
+        params = self.model.init_params(self.cfg.seed)
+        self.latest = (0, snapshot_bytes(self.cfg, self.model, params, full_state(self.cfg, self.model, {})))
+        return self.latest
 
     def on_result(self, message):
-        _, step, chunk, loglik, proxy, n_packed = wire.header(message, 6)
-        if step != self.step:
+        result = messages.parse_result(message, self.shape)
+        if result.step != self.step:
             self.counts["stale"] += 1
             return
-        pairs = self.chunk // 2
-        body = wire.payload(message, 6)
-        state_bytes = self.chunk * int(np.prod(self.model.state_dims))
-        if not 0 <= chunk < self.n_chunks or n_packed != -(-pairs // 5) or body.size != n_packed + state_bytes:
-            raise wire.Malformed(f"a result for chunk {chunk} with {body.size} payload bytes")
+        chunk, pairs = result.chunk, self.chunk // 2
         if self.done[chunk]:
             self.counts["duplicates"] += 1
             return
         self.chunk_seconds.append(time.perf_counter() - self.assigned_at[chunk])
         if pairs % 5:
-            self.fitness[chunk * pairs:(chunk + 1) * pairs] = unpack_ternary(body[:n_packed], pairs)
+            self.fitness[chunk * pairs:(chunk + 1) * pairs] = unpack_ternary(result.packed, pairs)
         else:  # a chunk's packed bytes are those of its place in the step's row: no unpacking
-            self.packed[chunk] = body[:n_packed].copy()
+            self.packed[chunk] = result.packed.copy()
         self.states[chunk * self.chunk:(chunk + 1) * self.chunk] = \
-            body[n_packed:].view(np.int8).reshape(self.chunk, *self.model.state_dims)
-        self.loglik += loglik
-        self.proxy += proxy
+            result.states.view(np.int8).reshape(self.chunk, *self.model.state_dims)
+        self.loglik += result.loglik
+        self.proxy += result.proxy
         self.done[chunk] = True
         if self.done.all():
             self.finish_step()
@@ -222,15 +228,13 @@ class Coordinator:
         self.begin_step()
 
     def on_snapshot(self, message, run_dir):
-        _, step, validated, val_loglik = wire.header(message, 4)
+        step, validated, val_loglik, body = messages.parse_snapshot_result(message, self.shape)
         if self.snapshot is None or step != self.snapshot["step"]:
             self.counts["duplicates"] += 1
             return
-        body = wire.payload(message, 4)
-        try:
-            params, state = snapshot_arrays(self.cfg, self.model, body)
-        except ValueError as e:
-            raise wire.Malformed(str(e)) from None
+        if validated != self.snapshot["validate"]:
+            raise wire.Malformed(f"a snapshot validated={validated} where {self.snapshot['validate']} was asked")
+        params, state = snapshot_arrays(self.cfg, self.model, body)
         self.latest = (self.step, body.tobytes())
         improved = False
         if validated:
@@ -278,9 +282,9 @@ class Coordinator:
             self.forget(source)
 
     def dispatch(self, message, source, run_dir):
-        what = wire.kind(message)
+        what = messages.kind_of(message)
         if what == wire.REQUEST:
-            _, worker_step, signum = wire.header(message, 3)
+            worker_step, signum = messages.parse_request(message, self.shape)
             self.unanswered = source  # answered with STOP if handling the request fails
             self.stop_signal = self.stop_signal or signum
             self.on_request(source, worker_step)
@@ -329,7 +333,11 @@ class Coordinator:
             if got is None:
                 continue
             message, source = got
-            if wire.kind(message) == wire.REQUEST:
+            try:
+                what = messages.kind_of(message)
+            except wire.Malformed:
+                what = None
+            if what == wire.REQUEST:
                 self.reply(source, [wire.STOP, status])
                 self.link.stopped_worker(source)
             else:

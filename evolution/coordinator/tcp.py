@@ -1,34 +1,41 @@
-"""The coordinator's side over TCP (ZeroMQ ROUTER): workers connect, leave and come back while the
-run goes on.
+"""The coordinator's side over TCP (ZeroMQ ROUTER, CurveZMQ): workers connect, leave and come back while
+the run goes on.
 
-A worker is admitted in two messages: HELLO (its code version) is answered with WELCOME (the run's
-configuration), READY (the hash of the configuration it built, with its corpus) makes it a worker.
-Every message must carry the token's tag. Anything else (a wrong token, a corrupted or truncated
-message, another version or configuration, a message before admission) is refused with one line in
-the coordinator's log and events.jsonl, and the run goes on. A worker that sends nothing, heartbeats
-included, for --heartbeat-timeout seconds is lost: `lost()` hands it to the coordinator, which puts
-its chunks back in the queue."""
+The socket is a CURVE server keyed from the shared token (runtime/secure_socket.py): a process without
+the token cannot finish the handshake, so nothing it sends is read, and no frame larger than the run's
+largest legal message is read. A worker is admitted in two messages: HELLO (its code version), on a
+connection of its own, is answered with WELCOME (the run's configuration and run id); READY (its version
+and the hash of the configuration it built, with its corpus), on the connection it then works on, makes
+it a worker. Every message carries a tag bound to the run id, its direction and its connection (HELLO
+and the answers to admission: no run id yet). Each message kind is parsed by one function of
+messages.py. Anything else (a message of another run, connection or direction, a malformed field,
+another version or configuration, a message before admission) is refused with one line in the
+coordinator's log and events.jsonl, at most MAX_LOGGED_REFUSALS lines per peer address and message kind,
+and counted; the run goes on. A worker that sends nothing, heartbeats included, for --heartbeat-timeout
+seconds is lost (messages already queued are read first): `lost()` hands it to the coordinator, which
+puts its chunks back in the queue."""
 
 import json
 import time
+from collections import Counter, deque
 
 import numpy as np
 
 from eggnog import code_version
-from eggnog.evolution.coordinator import wire
-from eggnog.runtime.auth import UNSIGNED, tag, tag_matches
+from eggnog.evolution.coordinator import messages, wire
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.secure_socket import message_key, opened, seal, server_socket
 
-MAX_LOGGED_REFUSALS = 100  # a flood of junk must not fill the log
+MAX_LOGGED_REFUSALS = 20  # per peer address and message kind: a flood of junk must not fill the log
+DRAIN_LIMIT = 10000  # messages read at most before looking for lost workers
+UP, DOWN, BEAT = "worker>coordinator", "coordinator>worker", "heartbeat"
 
 
-def bind(listen):
-    """A ROUTER socket bound to HOST:PORT; BadInput when the address cannot be taken."""
+def bind(listen, keys, max_bytes):
+    """A CURVE ROUTER socket bound to HOST:PORT; BadInput when the address cannot be taken."""
     import zmq
 
-    context = zmq.Context.instance()
-    socket = context.socket(zmq.ROUTER)
-    socket.setsockopt(zmq.LINGER, 0)
+    socket = server_socket(zmq.Context.instance(), zmq.ROUTER, keys, max_bytes)
     try:
         socket.bind(f"tcp://{listen}")
     except zmq.ZMQError as e:
@@ -40,19 +47,26 @@ def bind(listen):
 class TcpCoordinatorLink:
     elastic = True
 
-    def __init__(self, socket, key, welcome, config_hash, heartbeat_timeout, events=None):
+    def __init__(self, socket, keys, welcome, config_hash, heartbeat_timeout, run_id, events=None):
         """welcome: the JSON-able configuration sent to each new worker; config_hash: what its READY
-        must say; events: a JsonLog for joins, losses and refusals."""
-        self.socket, self.key, self.heartbeat_timeout, self.events = socket, key, heartbeat_timeout, events
-        self.welcome = json.dumps(welcome).encode()
+        must say; run_id: 16 bytes naming the run; events: a JsonLog for joins, losses and refusals."""
+        self.socket, self.heartbeat_timeout, self.events = socket, heartbeat_timeout, events
+        self.welcome = json.dumps({**welcome, "run_id": run_id.hex()}).encode()
         self.config_hash = config_hash
-        self.workers = {}  # routing id -> {"name", "last_seen", "ready"}
-        self.refusals, self.stop_deadline, self.address = 0, None, None
+        self.keys = {"admit_up": message_key(keys, b"", UP), "admit_down": message_key(keys, b"", DOWN),
+                     "up": message_key(keys, run_id, UP), "down": message_key(keys, run_id, DOWN),
+                     "beat": message_key(keys, run_id, BEAT)}
+        self.workers = {}  # routing id -> {"name", "last_seen", "address"}
+        self.pending, self.dropped = deque(), []  # messages read while draining; workers refused meanwhile
+        self.refusals, self.logged = 0, Counter()
+        self.stop_deadline, self.address = None, None
         self.stop_status = None  # set when the run has ended: newcomers are told to stop
 
     # ---- what the coordinator calls ------------------------------------------------------------
     def receive(self, timeout):
         """(message, routing id) of the next message of an admitted worker, or None after `timeout`."""
+        if self.pending:
+            return self.pending.popleft()
         deadline = time.perf_counter() + timeout
         while True:
             wait_ms = max(0, int((deadline - time.perf_counter()) * 1000))
@@ -66,19 +80,32 @@ class TcpCoordinatorLink:
 
     def send(self, peer, message):
         body = np.ascontiguousarray(message).tobytes()
-        self.socket.send_multipart([peer, tag(self.key, body), body])
+        key = self.keys["down"] if peer in self.workers else self.keys["admit_down"]
+        self.socket.send_multipart([peer, seal(key, peer, body), body])
 
     def lost(self):
+        """Workers lost or refused since the last call; queued messages (heartbeats) are read first."""
+        self.drain()
         now = time.perf_counter()
         gone = [p for p, w in self.workers.items() if now - w["last_seen"] > self.heartbeat_timeout]
         for peer in gone:
             self.address = self.workers[peer]["address"]
             self.note("lost", peer, f"no message for {self.heartbeat_timeout:g} s")
             del self.workers[peer]
+        gone += self.dropped
+        self.dropped = []
         return gone
 
-    def refuse(self, peer, reason):
-        self.reject(peer, reason)
+    def drain(self):
+        for _ in range(DRAIN_LIMIT):
+            if not self.socket.poll(0):
+                return
+            got = self.admit(self.socket.recv_multipart(copy=False))
+            if got is not None:
+                self.pending.append(got)
+
+    def refuse(self, peer, reason, kind=None):
+        self.reject(peer, reason, kind)
         self.workers.pop(peer, None)
 
     def stopped_worker(self, peer):
@@ -89,8 +116,8 @@ class TcpCoordinatorLink:
         self.stop_status = status
 
     def waiting(self):
-        """True while a worker admitted or being admitted has not been told to stop, for at most one
-        heartbeat timeout after the first call (a worker that never asks again is gone)."""
+        """True while an admitted worker has not been told to stop, for at most one heartbeat timeout
+        after the first call (a worker that never asks again is gone)."""
         if self.stop_deadline is None:
             self.stop_deadline = time.perf_counter() + self.heartbeat_timeout
         return bool(self.workers) and time.perf_counter() < self.stop_deadline
@@ -104,73 +131,95 @@ class TcpCoordinatorLink:
         self.address = frames[-1].get("Peer-Address")  # for the log lines of this message
         if len(frames) != 3:
             return self.reject(peer, f"a message of {len(frames) - 1} frames, not 2")
-        body = frames[2].bytes
-        if not tag_matches(self.key, frames[1].bytes, body):
-            return self.reject(peer, "wrong token or a corrupted message")
+        received, body = frames[1].bytes, frames[2].bytes
         message = np.frombuffer(body, np.uint8)
         try:
-            what = wire.kind(message)
+            what = messages.kind_of(message)
+            if what == wire.HEARTBEAT:
+                return self.heartbeat(messages.parse_heartbeat(message), received, body)
+            if what == wire.HELLO:
+                if not opened(self.keys["admit_up"], peer, received, body):
+                    return self.reject(peer, "a HELLO not sealed with the run's token", what)
+                return self.hello(peer, message)
+            worker = self.workers.get(peer)
+            if worker is None:
+                return self.stranger(peer, what, received, body, message)
+            if not opened(self.keys["up"], peer, received, body):
+                self.dropped.append(peer)
+                return self.refuse(peer, "a message not sealed for this run, direction and connection", what)
+            worker["last_seen"] = time.perf_counter()
+            if what == wire.LEAVE:
+                messages.parse_leave(message)
+                self.note("left", peer, "stopped by a signal between jobs")
+                del self.workers[peer]
+                return None
+            if what == wire.READY:
+                self.dropped.append(peer)
+                return self.refuse(peer, "a second READY", what)
+            return message, peer
         except wire.Malformed as e:
-            return self.reject(peer, str(e))
-        worker = self.workers.get(peer)
-        if what == wire.HEARTBEAT:
-            beating = self.workers.get(body[8:])
-            if beating is not None:
-                beating["last_seen"] = time.perf_counter()
+            if peer in self.workers:
+                self.dropped.append(peer)
+                return self.refuse(peer, str(e), "malformed")
+            return self.reject(peer, str(e), "malformed")
+
+    def heartbeat(self, name, received, body):
+        beating = self.workers.get(name)
+        if beating is None:  # a worker already lost, or one still building its replica: nothing to renew
             return None
-        if self.stop_status is not None and what in (wire.HELLO, wire.READY):  # joining a run that has ended
-            self.workers.pop(peer, None)  # before the answer: the worker may look at the run once it has it
-            self.send(peer, wire.encode([wire.STOP, self.stop_status]))
-            return None
-        if what == wire.HELLO:
-            return self.hello(peer, message)
-        if worker is None:
-            if what == wire.REQUEST:  # a worker of an earlier coordinator process: admit it again
-                self.send(peer, wire.encode([wire.HELLO_AGAIN]))
-            return None
-        worker["last_seen"] = time.perf_counter()
-        if what == wire.READY:
+        if not opened(self.keys["beat"], name, received, body):
+            return self.reject(name, "a heartbeat not sealed for this run and worker", wire.HEARTBEAT, answer=False)
+        beating["last_seen"] = time.perf_counter()
+        return None
+
+    def stranger(self, peer, what, received, body, message):
+        """A message on a connection not admitted: READY admits it; a REQUEST of a worker this process
+        does not know (an earlier coordinator's, or one lost) is told to introduce itself again."""
+        if what == wire.READY and opened(self.keys["up"], peer, received, body):
             return self.ready(peer, message)
-        if what == wire.LEAVE:
-            self.note("left", peer, "stopped by a signal between jobs")
-            del self.workers[peer]
+        if what == wire.REQUEST:
+            self.send(peer, wire.encode([wire.HELLO_AGAIN]))
             return None
-        if not worker["ready"]:
-            return self.refuse(peer, "a message before its configuration was checked")
-        return message, peer
+        return self.reject(peer, "a message before admission, or of another run", what)
 
     def hello(self, peer, message):
-        try:
-            said = json.loads(bytes(wire.payload(message, 1)).decode())
-            name, version = str(said["worker"]), str(said["version"])
-        except (ValueError, KeyError, TypeError):
-            return self.reject(peer, "an unreadable HELLO")
+        name, version = messages.parse_hello(message)
         if version != code_version():
-            return self.reject(peer, f"eggnog {version} differs from the coordinator's {code_version()}")
-        self.workers[peer] = {"name": name, "last_seen": time.perf_counter(), "ready": False,
-                              "address": self.address}
+            return self.reject(peer, f"eggnog {version} differs from the coordinator's {code_version()}", wire.HELLO)
+        if self.stop_status is not None:  # joining a run that has ended
+            self.send(peer, wire.encode([wire.STOP, self.stop_status]))
+            return None
         self.send(peer, wire.encode([wire.WELCOME], np.frombuffer(self.welcome, np.uint8)))
         return None
 
     def ready(self, peer, message):
-        said = bytes(wire.payload(message, 1)).decode(errors="replace")
+        name, version, said = messages.parse_ready(message)
+        if version != code_version():
+            return self.reject(peer, f"eggnog {version} differs from the coordinator's {code_version()}", wire.READY)
         if said != self.config_hash:
-            return self.refuse(peer, f"its configuration or corpus differs (hash {said[:12]}, the run's "
-                                     f"{self.config_hash[:12]})")
-        self.workers[peer]["ready"] = True
-        self.note("joined", peer, f"{sum(w['ready'] for w in self.workers.values())} workers")
+            return self.reject(peer, f"its configuration or corpus differs (hash {said[:12]}, the run's "
+                                     f"{self.config_hash[:12]})", wire.READY)
+        if self.stop_status is not None:
+            self.send(peer, wire.encode([wire.STOP, self.stop_status]))
+            return None
+        self.workers[peer] = {"name": name, "last_seen": time.perf_counter(), "address": self.address}
+        self.note("joined", peer, f"{len(self.workers)} workers")
         self.send(peer, wire.encode([wire.WAIT]))
         return None
 
-    def reject(self, peer, reason):
-        """Log the refusal; tell the peer, unsigned (it may not hold the token)."""
+    def reject(self, peer, reason, kind=None, answer=True):
+        """Count and log the refusal (at most MAX_LOGGED_REFUSALS lines per peer address and kind); tell
+        the peer."""
         self.refusals += 1
-        if self.refusals <= MAX_LOGGED_REFUSALS:
+        host = (self.address or "?").rpartition(":")[0] or self.address
+        which = (host, kind)
+        self.logged[which] += 1
+        if self.logged[which] <= MAX_LOGGED_REFUSALS:
             self.note("refused", peer, reason)
-        elif self.refusals == MAX_LOGGED_REFUSALS + 1:
-            print("coordinator: further refusals are counted, not logged", flush=True)
-        self.socket.send_multipart([peer, UNSIGNED, wire.encode([wire.REFUSE], np.frombuffer(reason.encode(),
-                                                                                             np.uint8)).tobytes()])
+        elif self.logged[which] == MAX_LOGGED_REFUSALS + 1:
+            print(f"coordinator: further refusals from {host} of this kind are counted, not logged", flush=True)
+        if answer:
+            self.send(peer, wire.encode([wire.REFUSE], np.frombuffer(reason.encode(), np.uint8)))
         return None
 
     def note(self, event, peer, detail):

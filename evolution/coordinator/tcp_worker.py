@@ -4,8 +4,11 @@ It is admitted with the token, its code version and the hash of the configuratio
 the coordinator's WELCOME (its corpus included: `--data` may name another copy of the same file). It
 keeps its replica across a lost coordinator: when the connection goes quiet it asks to be admitted
 again, for up to --reconnect-timeout seconds, and catches up from wherever the coordinator (resumed
-from a checkpoint) is."""
+from a checkpoint) is. A coordinator of another run (another run id) gets a fresh replica, from the
+run's initial parameters."""
 
+from eggnog.evolution.coordinator import wire
+from eggnog.evolution.coordinator.messages import run_shape
 from eggnog.evolution.coordinator.tcp_worker_link import LinkLost, RunOver, TcpWorkerLink
 from eggnog.evolution.coordinator.worker import Worker
 from eggnog.evolution.es_trainer import EsRunConfig, val_sample
@@ -43,11 +46,13 @@ def serve(address, token_file=None, backend=None, threads=None, data=None, recon
 
 
 def work(link, address, backend, threads, data, reconnect_timeout):
-    world, worker = world_without_mpi(), None
+    world, worker, replica_run = world_without_mpi(), None, None
     while True:
         cfg = config_of(link.join(reconnect_timeout), data)
         link.timeout = cfg.heartbeat_timeout
-        link.beat.interval = cfg.heartbeat_timeout / 5
+        if worker is not None and link.run_id != replica_run:  # a replica of another run is of no use here
+            print("worker: the coordinator runs another run; starting from its initial parameters", flush=True)
+            worker = None
         if worker is None:
             chosen = select_backend(backend, world.local_rank)
             count = set_threads(threads, world)
@@ -56,12 +61,16 @@ def work(link, address, backend, threads, data, reconnect_timeout):
             memory = cfg.memory_line(model, cfg.population_chunk, device_free_bytes(chosen))  # or BadInput
             worker = Worker(cfg, link, chosen, corpus, model, model.init_params(cfg.seed), 0, val_sample(cfg, corpus))
             worker.warm_up()
+            replica_run = link.run_id
             print(f"worker {link.name.decode()[:12]}: coordinator {address}  backend: {chosen.name} "
                   f"({chosen.device_name})  threads: {count}" + (f"  {memory}" if memory else ""), flush=True)
         else:  # a resumed coordinator may change what a run may change on resume
             worker.cfg, (worker.val_rows, worker.val_tokens) = cfg, val_sample(cfg, corpus)
+            worker.shape = run_shape(cfg, worker.model)
         try:
-            link.ready(config_hash(cfg, corpus))
+            link.ready(config_hash(cfg, corpus), worker.shape.max_message_bytes())
             return worker.run()
         except LinkLost as e:
             print(f"worker: {e}; asking to be admitted again", flush=True)
+        except wire.Malformed as e:
+            print(f"worker: the coordinator sent {e}; asking to be admitted again", flush=True)

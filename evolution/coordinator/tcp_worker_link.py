@@ -1,11 +1,15 @@
-"""A worker's side over TCP (ZeroMQ DEALER): admission, heartbeats, answers with a time limit.
+"""A worker's side over TCP (ZeroMQ DEALER, CurveZMQ): admission, heartbeats, answers with a time limit.
 
-The connection's routing id is a fresh random name per admission. A thread beats on a socket of its
-own every fifth of the heartbeat timeout, so the coordinator hears from the worker while it computes
-on the GPU (a CPU kernel call holds the interpreter: the timeout must exceed one chunk's evaluation
-there). An answer that does not come within the heartbeat timeout, or a
-HELLO_AGAIN (a coordinator restarted by --resume), raises LinkLost: the worker keeps its replica and
-is admitted again."""
+Admission: HELLO on a connection of its own (a frame cap for admission only) is answered with WELCOME,
+the run's configuration and run id; the worker builds that configuration and opens the connection it
+works on, its frame cap the run's largest legal message, with a fresh random routing id (its session),
+and sends READY. Every message is sealed for the run, its direction and this connection
+(runtime/secure_socket.py); an answer that is not is refused. A thread beats on a socket of its own
+every fifth of the heartbeat timeout, so the coordinator hears from the worker while it computes on the
+GPU (a CPU kernel call holds the interpreter: the timeout must exceed one chunk's evaluation there). An
+answer that does not come within the heartbeat timeout, or a HELLO_AGAIN (a coordinator restarted by
+--resume), raises LinkLost: the worker keeps its replica and is admitted again. A handshake the
+coordinator refuses (another token) raises Refused."""
 
 import json
 import threading
@@ -15,9 +19,14 @@ import uuid
 import numpy as np
 
 from eggnog import code_version
-from eggnog.evolution.coordinator import wire
-from eggnog.runtime.auth import tag, tag_matches
+from eggnog.evolution.coordinator import messages, wire
+from eggnog.evolution.coordinator.tcp import BEAT, DOWN, UP
 from eggnog.runtime.errors import BadInput
+from eggnog.runtime.secure_socket import client_socket, derive_keys, message_key, opened, seal
+
+ADMISSION_BYTES = (1 << 20) + messages.SLACK_BYTES  # the largest WELCOME
+BEAT_BYTES = 4096
+ADMISSION_KINDS = (wire.WELCOME, wire.REFUSE, wire.STOP, wire.HELLO_AGAIN)
 
 
 class LinkLost(RuntimeError):
@@ -40,8 +49,11 @@ class TcpWorkerLink:
     elastic = True
 
     def __init__(self, address, key, heartbeat_timeout):
-        self.address, self.key, self.timeout = address, key, heartbeat_timeout
-        self.socket = self.beat = None
+        """key: the token's key (runtime.auth.token_key)."""
+        self.address, self.curve, self.timeout = address, derive_keys(key), heartbeat_timeout
+        self.admit_keys = (message_key(self.curve, b"", UP), message_key(self.curve, b"", DOWN))
+        self.run_id = self.run_keys = None
+        self.socket = self.beat = self.monitor = None
 
     # ---- connection ----------------------------------------------------------------------------
     def join(self, reconnect_timeout):
@@ -49,7 +61,7 @@ class TcpWorkerLink:
         refusal (Refused), trying for `reconnect_timeout` seconds (then BadInput)."""
         deadline = time.perf_counter() + reconnect_timeout
         while True:
-            self.open()
+            self.open(ADMISSION_BYTES)
             try:
                 hello = json.dumps({"worker": self.name.decode(), "version": code_version()}).encode()
                 wait = min(self.timeout, max(deadline - time.perf_counter(), 0.1))
@@ -60,43 +72,63 @@ class TcpWorkerLink:
                     raise BadInput(f"no coordinator answered at {self.address} for {reconnect_timeout:g} s "
                                    "(--reconnect-timeout)") from None
                 continue
-            if wire.kind(reply) == wire.STOP:
-                raise RunOver(wire.header(reply, 2)[1])
-            if wire.kind(reply) != wire.WELCOME:
-                raise RuntimeError(f"the coordinator answered HELLO with message kind {wire.kind(reply)}")
-            return json.loads(bytes(wire.payload(reply, 1)).decode())
+            what = messages.kind_of(reply)
+            if what == wire.STOP:
+                raise RunOver(messages.parse_stop(reply))
+            try:
+                welcome = messages.parse_welcome(reply)
+            except wire.Malformed as e:
+                raise LinkLost(f"the coordinator answered HELLO with {e}") from None
+            self.run_id = bytes.fromhex(welcome["run_id"])
+            self.run_keys = tuple(message_key(self.curve, self.run_id, d) for d in (UP, DOWN, BEAT))
+            self.close()
+            return welcome
 
-    def ready(self, config_hash):
-        """Admission's second half: the hash of the configuration built; Refused when it differs."""
-        reply = self.request(wire.encode([wire.READY], np.frombuffer(config_hash.encode(), np.uint8)))
-        if wire.kind(reply) == wire.STOP:
-            raise RunOver(wire.header(reply, 2)[1])
-        if wire.kind(reply) != wire.WAIT:
-            raise RuntimeError(f"the coordinator answered READY with message kind {wire.kind(reply)}")
+    def ready(self, config_hash, max_bytes):
+        """Admission's second half, on the connection the worker then works on (frames up to `max_bytes`):
+        the hash of the configuration built; Refused when it differs."""
+        self.open(max_bytes, beat=True)
+        said = json.dumps({"worker": self.name.decode(), "version": code_version(), "config_hash": config_hash})
+        reply = self.request(wire.encode([wire.READY], np.frombuffer(said.encode(), np.uint8)))
+        what = messages.kind_of(reply)
+        if what == wire.STOP:
+            raise RunOver(messages.parse_stop(reply))
+        if what != wire.WAIT:
+            raise LinkLost(f"the coordinator answered READY with message kind {what}")
+        messages.parse_wait(reply)
 
-    def open(self):
+    def open(self, max_bytes, beat=False):
         import zmq
 
         self.close()
         self.name = uuid.uuid4().hex.encode()
         context = zmq.Context.instance()
-        self.socket = context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket = client_socket(context, zmq.DEALER, self.curve, max_bytes)
         self.socket.setsockopt(zmq.ROUTING_ID, self.name)
+        failed = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | \
+            zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        self.monitor = self.socket.get_monitor_socket(events=failed)
         self.socket.connect(f"tcp://{self.address}")
-        self.beat = Heartbeat(context, self.address, self.key, self.name, self.timeout / 5)
+        if beat:
+            self.beat = Heartbeat(context, self.address, self.curve, self.run_keys[2], self.name, self.timeout / 5)
 
     def close(self):
         if self.beat is not None:
             self.beat.stop()
         if self.socket is not None:
+            self.socket.disable_monitor()
+            self.monitor.close()
             self.socket.close()
-        self.socket = self.beat = None
+        self.socket = self.beat = self.monitor = None
+
+    def handshake_failed(self):
+        return self.monitor is not None and bool(self.monitor.poll(0))
 
     # ---- messages ------------------------------------------------------------------------------
     def send(self, message):
         body = np.ascontiguousarray(message).tobytes()
-        self.socket.send_multipart([tag(self.key, body), body])
+        key = self.run_keys[0] if messages.kind_of(message) != wire.HELLO else self.admit_keys[0]
+        self.socket.send_multipart([seal(key, self.name, body), body])
 
     def request(self, message, wait=None):
         """Send `message` and return the coordinator's answer (LinkLost after `wait` seconds, by default
@@ -104,31 +136,38 @@ class TcpWorkerLink:
         self.send(message)
         wait = self.timeout if wait is None else wait
         if not self.socket.poll(int(wait * 1000)):
+            if self.handshake_failed():
+                raise Refused(f"the coordinator at {self.address} refused this worker's encrypted handshake: "
+                              "its token differs from the coordinator's")
             raise LinkLost(f"no answer from the coordinator at {self.address} for {wait:g} s")
         frames = self.socket.recv_multipart()
         body = frames[-1]
         reply = np.frombuffer(body, np.uint8).copy()  # writable: a job's states are updated in place
-        if len(frames) == 2 and frames[0] == b"" and wire.kind(reply) == wire.REFUSE:
-            raise Refused(f"the coordinator at {self.address} refused this worker: "
-                          f"{bytes(wire.payload(reply, 1)).decode(errors='replace')}")
-        if len(frames) != 2 or not tag_matches(self.key, frames[0], body):
-            raise LinkLost("an answer without the token's tag")
-        if wire.kind(reply) == wire.HELLO_AGAIN:
+        try:
+            what = messages.kind_of(reply)
+        except wire.Malformed as e:
+            raise LinkLost(f"an unreadable answer ({e})") from None
+        keys = [self.run_keys[1]] if self.run_keys else []
+        keys += [self.admit_keys[1]] if what in ADMISSION_KINDS else []
+        if len(frames) != 2 or not any(opened(k, self.name, frames[0], body) for k in keys):
+            raise LinkLost("an answer not sealed for this run and connection")
+        if what == wire.REFUSE:
+            raise Refused(f"the coordinator at {self.address} refused this worker: {messages.parse_refuse(reply)}")
+        if what == wire.HELLO_AGAIN:
             raise LinkLost("the coordinator restarted")
         return reply
 
 
 class Heartbeat:
-    """A thread that sends HEARTBEAT + the worker's name every `interval` seconds until stopped."""
+    """A thread that sends HEARTBEAT + the worker's routing id every `interval` seconds until stopped."""
 
-    def __init__(self, context, address, key, name, interval):
+    def __init__(self, context, address, curve, key, name, interval):
         import zmq
 
-        self.socket = context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket = client_socket(context, zmq.DEALER, curve, BEAT_BYTES)
         self.socket.connect(f"tcp://{address}")
         body = wire.encode([wire.HEARTBEAT], np.frombuffer(name, np.uint8)).tobytes()
-        self.frames = [tag(key, body), body]
+        self.frames = [seal(key, name, body), body]
         self.interval, self.stopping = interval, threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()

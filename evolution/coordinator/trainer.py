@@ -2,6 +2,7 @@
 TCP) and, over MPI, the workers on the other ranks, over the same run directory, checkpoints and
 resume as the synchronous trainer (whose checkpoints it reads, and which reads its own)."""
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,16 +16,37 @@ from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es
 from eggnog.kernels.core.backend import device_free_bytes
 from eggnog.runtime.auth import config_hash, token_key
 from eggnog.runtime.rundir import JsonLog
+from eggnog.runtime.secure_socket import derive_keys
+
+RUN_ID_FILE = "run_id"
 
 
-def tcp_link(cfg, corpus, socket, key, run_dir):
+def tcp_link(cfg, corpus, socket, keys, run_dir):
     """The coordinator's TCP link on a bound `socket`: it welcomes workers with `cfg` and admits those whose
     configuration and corpus hash like this one's; joins, losses and refusals go to run_dir/events.jsonl."""
     from eggnog.evolution.coordinator.tcp import TcpCoordinatorLink
 
     welcome = {"model": cfg.model_name, "config": asdict(cfg)}
-    return TcpCoordinatorLink(socket, key, welcome, config_hash(cfg, corpus), cfg.heartbeat_timeout,
-                              JsonLog(Path(run_dir) / "events.jsonl"))
+    return TcpCoordinatorLink(socket, keys, welcome, config_hash(cfg, corpus), cfg.heartbeat_timeout,
+                              run_id(run_dir), JsonLog(Path(run_dir) / "events.jsonl"))
+
+
+def run_id(run_dir):
+    """The run's id (16 bytes): drawn at its first start and kept in run_dir/run_id, so a resumed
+    coordinator keeps it (its workers' replicas stay of use) and another run's messages are refused."""
+    path = Path(run_dir) / RUN_ID_FILE
+    try:
+        text = path.read_text().strip()
+        if len(text) == 32 and all(c in "0123456789abcdef" for c in text):
+            return bytes.fromhex(text)
+        print(f"coordinator: {path} is not 32 hex digits; drawing a new run id", flush=True)
+    except FileNotFoundError:
+        pass
+    value = os.urandom(16)
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_text(value.hex() + "\n")
+    os.replace(temp, path)
+    return value
 
 
 class CoordinatedEsTrainer:
@@ -41,10 +63,11 @@ class CoordinatedEsTrainer:
         self.states = np.zeros((cfg.population, *self.model.state_dims), np.int8) if world.is_root else None
         self.socket = None
         if cfg.transport == "tcp":  # the token and the port first: a refusal writes nothing
+            from eggnog.evolution.coordinator.messages import run_shape
             from eggnog.evolution.coordinator.tcp import bind
 
-            self.key = token_key(cfg.token_file)
-            self.socket = bind(cfg.listen)
+            self.keys = derive_keys(token_key(cfg.token_file))
+            self.socket = bind(cfg.listen, self.keys, run_shape(cfg, self.model).max_message_bytes())
 
     def restore(self, path):
         arrays, record = read_es_checkpoint(path, self.cfg, self.model)
@@ -60,7 +83,7 @@ class CoordinatedEsTrainer:
     def coordinator_link(self, run_dir):
         if self.socket is None:
             return MpiCoordinatorLink(self.world)
-        return tcp_link(self.cfg, self.corpus, self.socket, self.key, run_dir)
+        return tcp_link(self.cfg, self.corpus, self.socket, self.keys, run_dir)
 
     def run(self, run_dir):
         """Every rank leaves through the closing barrier, also when the coordinator fails (it stops

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from eggnog.corpus.samplers import ContiguousStreams
-from eggnog.evolution.coordinator import wire
+from eggnog.evolution.coordinator import messages, wire
 from eggnog.evolution.coordinator.chunk_shaping import ternary_fitness
 from eggnog.evolution.eggroll import IntEggroll, snapshot_arrays, snapshot_bytes
 from eggnog.evolution.fitness import pack_ternary, unpack_ternary
@@ -49,6 +49,7 @@ class Worker:
         self.strategy = IntEggroll(model, cfg, backend, params, cfg.seed, step=step, members=self.chunk,
                                    optimizer_state=optimizer_state)
         self.val_rows, self.val_tokens = val_sample
+        self.shape = messages.run_shape(cfg, model)  # what the coordinator's answers must look like
         self.slow = slow_hook(link.name)
         self.job_seconds = float(os.environ.get(JOB_SECONDS_VAR) or 0)
         self.slowdown = float(os.environ.get(SLOWDOWN_VAR) or 1)
@@ -67,27 +68,35 @@ class Worker:
                     return status
 
     def serve_one(self, signum):
+        """One request and what its answer says; wire.Malformed for an answer that does not check."""
         reply = self.link.request(wire.encode([wire.REQUEST, self.strategy.step, signum]))
-        what = wire.kind(reply)
+        what = messages.kind_of(reply)
         if what == wire.STOP:
-            return wire.header(reply, 2)[1]
+            return messages.parse_stop(reply)
         if what == wire.WAIT:
+            messages.parse_wait(reply)
             time.sleep(WAIT_S)
         elif what == wire.CATCHUP:
-            _, step = wire.header(reply, 2)
-            assert step == self.strategy.step, (step, self.strategy.step)
-            self.strategy.tell(unpack_ternary(wire.payload(reply, 2), self.cfg.population // 2))
+            step, row = messages.parse_catchup(reply, self.shape)
+            self.at_my_step("CATCHUP", step)
+            self.strategy.tell(unpack_ternary(row, self.cfg.population // 2))
         elif what == wire.JOB:
-            _, step, chunk = wire.header(reply, 3)
-            self.job(step, chunk, wire.payload(reply, 3))
+            step, chunk, states = messages.parse_job(reply, self.shape)
+            self.at_my_step("JOB", step)
+            self.job(step, chunk, states)
         elif what == wire.SNAPSHOT:
-            _, step, validate = wire.header(reply, 3)
+            step, validate = messages.parse_snapshot(reply, self.shape)
+            self.at_my_step("SNAPSHOT", step)
             self.snapshot(step, validate)
         elif what == wire.LOAD:
-            self.load(wire.header(reply, 2)[1], wire.payload(reply, 2))
+            self.load(*messages.parse_load(reply, self.shape))
         else:
-            raise RuntimeError(f"unknown coordinator message kind {what}")
+            raise wire.Malformed(f"an answer of unknown kind {what}")
         return None
+
+    def at_my_step(self, what, step):
+        if step != self.strategy.step:
+            raise wire.Malformed(f"a {what} for step {step}, this worker being at step {self.strategy.step}")
 
     def warm_up(self):
         """Evaluate one chunk from zero states and drop the scores: the kernels compile here, before
