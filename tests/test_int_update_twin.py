@@ -23,3 +23,14 @@ def test_the_cpu_twin_is_the_reference(name):
             assert got.dtype == np.int64 and np.array_equal(got, expected), f"case {i}"
         else:
             assert np.array_equal(twin[0], ref[0]) and not np.array_equal(twin[0], args[0]), f"case {i}"
+
+
+@pytest.mark.parametrize("shape, kind", [((5, 7), "matrix"), ((9,), "vector")])
+def test_a_zero_vote_moves_down_when_the_threshold_is_zero(shape, kind):
+    theta = np.arange(-127, -127 + int(np.prod(shape))).astype(np.int8).reshape(shape)  # -127 stays
+    got = theta.copy()
+    all_ops()["int_update"].cpu(got, np.zeros(6, np.int8), 555, kind, 0, True)
+    assert np.array_equal(got, np.maximum(theta.astype(np.int16) - 1, -127))
+    again = theta.copy()
+    all_ops()["int_update"].cpu(again, np.zeros(6, np.int8), 555, kind, 1, True)
+    assert np.array_equal(again, theta)  # a threshold above zero stops a zero vote
