@@ -130,7 +130,10 @@ class TcpCoordinatorLink:
         peer = frames[0].bytes
         self.address = frames[-1].get("Peer-Address")  # for the log lines of this message
         if len(frames) != 3:
-            return self.reject(peer, f"a message of {len(frames) - 1} frames, not 2")
+            if peer in self.workers:
+                self.dropped.append(peer)
+                return self.refuse(peer, f"a message of {len(frames) - 1} frames, not 2", "frames")
+            return self.reject(peer, f"a message of {len(frames) - 1} frames, not 2", "frames")
         received, body = frames[1].bytes, frames[2].bytes
         message = np.frombuffer(body, np.uint8)
         try:
