@@ -34,3 +34,19 @@ def test_a_zero_vote_moves_down_when_the_threshold_is_zero(shape, kind):
     again = theta.copy()
     all_ops()["int_update"].cpu(again, np.zeros(6, np.int8), 555, kind, 1, True)
     assert np.array_equal(again, theta)  # a threshold above zero stops a zero vote
+
+
+@pytest.mark.parametrize("shape, kind", [((5, 7), "matrix"), ((9,), "vector")])
+@pytest.mark.parametrize("threshold", [0, 16, 17])
+def test_votes_of_one_pair_without_the_clt_move_at_the_gates_edge(shape, kind, threshold):
+    """One pair, noise as signs: every vote is +-1, so |Z| * 16 = 16 meets a threshold of 16 exactly (the
+    bound is the threshold times isqrt(1) = 1) and falls short of 17."""
+    theta = np.zeros(shape, np.int8)
+    fitness = np.array([1], np.int8)
+    votes = all_ops()["int_vote"].cpu(theta, fitness, 77, kind, False)
+    assert set(np.unique(votes)) == {-1, 1}
+    got, expected = theta.copy(), theta.copy()
+    all_ops()["int_update"].cpu(got, fitness, 77, kind, threshold, False)
+    all_ops()["int_update"].numpy(expected, fitness, 77, kind, threshold, False)
+    assert np.array_equal(got, expected)
+    assert np.array_equal(got, votes if threshold <= 16 else theta)
