@@ -82,3 +82,24 @@ def test_the_state_counts_the_steps_taken(name):
     for g in GRADS:
         opt.step(f32(g))
     assert opt.state()[1]["k"] == len(GRADS)
+
+
+TINY = [[1e-9, -2e-9, 3e-9], [2e-9, 1e-9, -1e-9], [-3e-9, 2e-9, 1e-9]]
+
+
+@pytest.mark.parametrize("name", ["sf-adamw", "adamw"])
+def test_eps_matters_where_gradients_are_tiny(name):
+    """Gradients of 1e-9: sqrt(v) is about 1e-9 after bias correction, so eps (1e-8) dominates the denominator."""
+    params, grads = f32(P0), [as64(g) for g in TINY]
+    opt = make_optimizer(name, params, 0.01)
+    reference = (ref_sf_adamw(as64(P0), grads, 0.01, 0.9, 0.999, 1e-8, 0.0, 0) if name == "sf-adamw" else
+                 ref_adamw(as64(P0), grads, 0.01, 0.9, 0.999, 1e-8, 0.0))
+    for g, expected in zip(TINY, reference):
+        opt.step(f32(g))
+        close(params, expected[0])
+
+
+def test_schedule_free_weight_decay_of_one():
+    params, grads = f32(P0), [as64(g) for g in GRADS]
+    steps(make_optimizer("sf-adamw", params, 0.01, weight_decay=1.0), params,
+          ref_sf_adamw(as64(P0), grads, 0.01, 0.9, 0.999, 1e-8, 1.0, 0))
