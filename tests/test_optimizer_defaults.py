@@ -99,7 +99,9 @@ def test_eps_matters_where_gradients_are_tiny(name):
         close(params, expected[0])
 
 
-def test_schedule_free_weight_decay_of_one():
+def test_a_weight_decay_of_one():
     params, grads = f32(P0), [as64(g) for g in GRADS]
     steps(make_optimizer("sf-adamw", params, 0.01, weight_decay=1.0), params,
           ref_sf_adamw(as64(P0), grads, 0.01, 0.9, 0.999, 1e-8, 1.0, 0))
+    params = f32(P0)
+    steps(make_optimizer("sgd", params, 0.01, weight_decay=1.0), params, ref_sgd(as64(P0), grads, 0.01, 0.9, 1.0))
