@@ -49,10 +49,11 @@ def reference_params(directory, data, steps):
 
 
 class Cluster:
-    def __init__(self, directory, data, steps, heartbeat=HEARTBEAT_S, straggler_factor=2.0, job_seconds=JOB_SECONDS):
+    def __init__(self, directory, data, steps, heartbeat=HEARTBEAT_S, straggler_factor=2.0, job_seconds=JOB_SECONDS,
+                 port=None):
         self.directory, self.data, self.steps, self.job_seconds = Path(directory), data, steps, job_seconds
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.run_dir, self.port = self.directory / "run", free_port()
+        self.run_dir, self.port = self.directory / "run", port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.token_file = self.directory / "token"
         self.token_file.write_text(TOKEN)
@@ -80,8 +81,8 @@ class Cluster:
         self.started = self.started or time.monotonic()
         return self.coordinator
 
-    def start_worker(self, slowdown=1.0, data=None, token_file=None, job_seconds=None):
-        args = [str(ROOT / "bin" / "es_worker.py"), "--connect", self.address, "--token-file",
+    def start_worker(self, slowdown=1.0, data=None, token_file=None, job_seconds=None, address=None):
+        args = [str(ROOT / "bin" / "es_worker.py"), "--connect", address or self.address, "--token-file",
                 str(token_file or self.token_file), "--backend", "cpu", "--reconnect-timeout", "60"]
         if data is not None:
             args += ["--data", str(data)]

@@ -91,7 +91,11 @@ class CaptureProxy:
                 client, _ = self.server.accept()
             except OSError:
                 return
-            upstream = pysocket.create_connection(self.target)
+            try:
+                upstream = pysocket.create_connection(self.target)
+            except OSError:  # the coordinator not listening yet: the client tries again
+                client.close()
+                continue
             record = bytearray()
             self.captures.append(record)
             threading.Thread(target=pump, args=(client, upstream, record), daemon=True).start()
