@@ -108,3 +108,36 @@ def test_an_older_records_data_position_is_read_as_it_is_written_now(tmp_path):
     _, record = load_checkpoint(path)
     assert record["meta"] == {"data_position": {"step": 4, "row": 2}, "seed": 1}
     assert os.path.basename(path) == "step-00000001.npz"
+
+
+UNPICKLED = []
+
+
+def tripped(what):
+    UNPICKLED.append(what)
+
+
+class Tripwire:
+    """Records its own unpickling: a checkpoint reader that unpickles would run it."""
+
+    def __reduce__(self):
+        return (tripped, ("unpickled",))
+
+
+def test_an_object_array_in_a_checkpoint_is_never_unpickled(tmp_path):
+    np.savez(tmp_path / "step-00000001.npz", w=np.zeros(2), **{META_KEY: np.array([Tripwire()], dtype=object)})
+    for read in (checkpoint_step, load_checkpoint):
+        with pytest.raises(BadInput):
+            read(tmp_path / "step-00000001.npz")
+    assert UNPICKLED == []
+
+
+def test_pruning_passes_over_a_checkpoint_another_process_removed(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    paths = [save_checkpoint(tmp_path, step, W, {}) for step in (1, 2, 3)]
+    listed = Path.glob
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: [*listed(self, pattern), self / "step-00000000.npz"])
+    prune_checkpoints(tmp_path, 1)
+    monkeypatch.undo()
+    assert sorted(tmp_path.glob("step-*.npz")) == [paths[2]]

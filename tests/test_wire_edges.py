@@ -99,3 +99,16 @@ def test_the_configuration_hash_is_the_sha256_of_the_sorted_record():
     cfg = tiny_config(mode="coordinator")
     one, other = config_hash(cfg, None), config_hash(tiny_config(mode="coordinator", transport="tcp"), None)
     assert one == other and len(one) == 64  # the transport is local to each process
+
+
+def test_the_key_and_seal_derivations_are_pinned():
+    """Known answers: a change to how keys, labels or seals are derived (a field's width, a label's text) would
+    make two builds of one release unable to talk, so it must be made on purpose, here too."""
+    from eggnog.runtime.secure_socket import derive_keys, message_key, seal
+
+    keys = derive_keys(token_key(None, environ={"EGGNOG_TOKEN": "pinned"}))
+    assert (keys.server_public, keys.client_public) == (b"5NtNnq/&ciNC)nu&98T6whdtshpq+4/5JBX:EYOo",
+                                                        b"vvknGGO}JQN}n%r]ESW7t#[H?]XeZnYbAZf[<0V#")
+    key = message_key(keys, b"run-7", "up")
+    assert key.hex() == "9ba8aa1d3cd8625b3d74b86ee1f22406256018b5e9865351d2338eeb3ff96d7c"
+    assert seal(key, b"session-3", b"body").hex() == "f5251e67447b1b5a2bddce641a34773346fef1999237eca0419a17bdbfd75fb2"

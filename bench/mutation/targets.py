@@ -87,7 +87,7 @@ TARGETS = (
            area="TCP wire and tags"),
     Target("runtime/auth.py", ("tests/test_coordinator_tcp.py", WIRE),
            keyword="token_comes_from or configuration_hash_covers or wire_edges", area="TCP wire and tags"),
-    Target("runtime/secure_socket.py", ("tests/test_secure_socket.py",),
+    Target("runtime/secure_socket.py", ("tests/test_secure_socket.py", WIRE),
            functions=("_derive", "derive_keys", "callback", "message_key", "seal", "opened"), area="TCP wire and tags"),
     Target("runtime/checkpoint.py", ("tests/test_runtime.py", "tests/test_checkpoint_files.py"),
            area="checkpoints"),
