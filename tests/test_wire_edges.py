@@ -49,10 +49,11 @@ def test_a_gossip_body_of_exactly_its_header_size_is_read():
     (body(n64=1, extra=b"\0"), "not the size"),
     (body()[:39], "a message of 39 bytes is shorter than its header"),
     (body(kind=tcp_wire.MODEL + 1), f"unknown message kind {tcp_wire.MODEL + 1}"),
-    (body(meta=b"\xff\xfe"), "a offer message whose record is not JSON"),
+    (body(meta=b"\xff\xfe"), "an? offer message whose record is not JSON"),
     (body(meta=b"{no"), "record is not JSON"),
     (body(meta=b"[1]"), "not a JSON object"),
-])
+], ids=["negative-record", "negative-scalars", "negative-buffer", "short", "padded", "short-header", "unknown-kind",
+        "not-utf8", "not-json", "not-an-object"])
 def test_a_gossip_body_that_does_not_add_up_is_refused(bad, reason):
     with pytest.raises(tcp_wire.Malformed, match=reason):
         tcp_wire.decode(bad)
