@@ -81,7 +81,7 @@ def test_a_damaged_checkpoint_names_the_one_before_it(tmp_path):
     first.write_bytes(first.read_bytes()[:100])
     with pytest.raises(BadInput, match="holds no earlier one"):
         checkpoint_step(first)
-    assert "cannot read checkpoint" in str(unreadable(tmp_path / "missing.npz", "x"))
+    assert str(unreadable(tmp_path / "missing.npz", "x")).endswith("missing.npz' (No such file or directory)")
     (tmp_path / "text.npz").write_text("text")
     assert str(unreadable(tmp_path / "text.npz", "x")).endswith("is not an eggnog checkpoint (not a zip file)")
 
