@@ -6,19 +6,13 @@ tests/faults asserts on them; bench/faults.py tabulates them."""
 import statistics
 
 import numpy as np
-import zmq
 
-from bench.fault_cluster import TOKEN
 from bench.gossip_cluster import GossipCluster
-from eggnog import code_version
-from eggnog.runtime.auth import UNSIGNED, config_hash, tag, token_key
-from eggnog.runtime.rundir import config_from, read_config
+from bench.gossip_intruder import INTRUDER, describe_answer, intruder_for
 from eggnog.training.gossip import tcp_wire as wire
-from eggnog.training.mingru.island import GossipRunConfig
 
 STEPS = 60
 FITNESS_DECAY = 0.995  # --gossip-fitness-decay's default, which the cases keep
-INTRUDER = 99  # the island number the bad messages claim
 
 
 def run_case(directory, data, body, steps=STEPS, **options):
@@ -155,66 +149,55 @@ def partitioned(directory, data, seconds=30.0, steps=None):
 
 def slow_island(directory, data):
     """Island 3 of 4 runs 10x slower. The others finish in the undisturbed time; the slow one, when
-    --catch-up-steps behind, loads the furthest island's newest checkpoint, and is stopped (SIGTERM)
-    once the others are done and it has caught up (or a minute has passed)."""
+    --catch-up-steps behind, continues from the furthest island's newest checkpoint (its step and
+    schedule too), and is stopped (SIGTERM) once the others are done and it has caught up (or a minute
+    has passed), unless it has finished by then."""
     def body(cluster):
         for n in range(3):
             cluster.start(n)
         cluster.start(3, slowdown=10.0)
         statuses = cluster.finish(range(3))
-        at_the_end = cluster.step_of(3)
+        at_the_end = len({r["step"] for r in cluster.step_records(3)})  # steps it trained (not caught up to)
         cluster.wait_until(lambda: any(e["event"] == "catch_up" for e in cluster.events(3)), 60)
         cluster.kill(3, signum=15)
         statuses[3] = cluster.islands[3].returncode
-        catch_ups = sum(e["event"] == "catch_up" for e in cluster.events(3))
+        catch_ups = [e for e in cluster.events(3) if e["event"] == "catch_up"]
+        # a catch-up takes the checkpoint's step (and schedule): the island is then where its source was
+        took_step = all(e["step"] == int(e["source"].split("step-")[1][:8]) for e in catch_ups)
         return outcome("1 of 4 10x slower", cluster, statuses, [0, 1, 2], work_redone=0,
-                       slow_island_steps=at_the_end, slow_island_catch_ups=catch_ups)
+                       slow_island_steps=at_the_end, slow_island_catch_ups=len(catch_ups),
+                       catch_up_took_the_step=took_step)
     return run_case(directory, data, body, catch_up_steps=20)
 
 
-def signed(key, body):
-    return [tag(key, body), body]
-
-
-def ask(socket, frames, timeout_s=20):
-    """Send and wait for one answer (None: none came)."""
-    socket.send_multipart(frames)
-    if socket.poll(int(timeout_s * 1000)):
-        return socket.recv_multipart()
-    return None
-
-
 def bad_messages(directory, data):
-    """2 islands; an intruder sends island 0 a wrong token, a corrupted message, another
-    configuration's hash, an unreadable record and a model cut short (after an OFFER it won). Each is
-    refused and counted; no weights are sent to it and none of its bytes is merged."""
+    """2 islands; an intruder without the token (CURVE: it never finishes the handshake), then one with
+    it sending a corrupted message, another configuration's hash, an unreadable record and a model cut
+    short (after an OFFER it won). Each is refused and counted; no weights are sent to the first and
+    none of their bytes is merged."""
     def body(cluster):
         for n in range(2):
             cluster.start(n)
-        address = cluster.address(0)
-        cfg = config_from(GossipRunConfig, read_config(cluster.run_dir), {})
-        right = config_hash(cfg, cfg.open_data(cfg.data))
-        key, wrong_key = token_key(environ={"EGGNOG_TOKEN": TOKEN}), token_key(environ={"EGGNOG_TOKEN": "not-it"})
-        record = {"island": INTRUDER, "address": "127.0.0.1:9", "version": code_version(), "fitness": 1e9,
-                  "merge": "clonal", "with_state": True}
-        offer = wire.encode(wire.OFFER, 7, {**record, "hash": right})
-        socket = zmq.Context.instance().socket(zmq.DEALER)
-        socket.setsockopt(zmq.LINGER, 0)
-        socket.connect(f"tcp://{address}")
+        stranger, intruder = intruder_for(cluster, 0, token="not-it"), intruder_for(cluster, 0)
+        offer = intruder.offer(7)
         answers = {}
         try:
-            answers["wrong token"] = ask(socket, signed(wrong_key, offer))
-            answers["corrupted"] = ask(socket, [tag(key, offer), offer[:-1] + b"x"])
-            answers["another configuration"] = ask(socket, signed(key, wire.encode(wire.OFFER, 8,
-                                                                                   {**record, "hash": "0" * 64})))
+            answers["wrong token"] = stranger.ask(stranger.sealed(offer), 3)
+            tag, _ = intruder.sealed(offer)
+            answers["corrupted"] = intruder.ask([tag, offer[:-1] + b"x"])
+            answers["another configuration"] = intruder.ask(intruder.sealed(intruder.offer(8, hash="0" * 64)))
             broken = bytearray(offer)
             broken[8 * wire.HEADER_FIELDS] = ord("[")  # the record no longer parses as JSON
-            answers["unreadable record"] = ask(socket, signed(key, bytes(broken)))
-            answers["offer"] = ask(socket, signed(key, offer))  # fitness 1e9: the island loses and asks for ours
-            short = wire.encode(wire.MODEL, 7, {**record, "hash": right}, np.zeros(2), np.zeros(10, np.float32))
-            socket.send_multipart(signed(key, short))
+            answers["unreadable record"] = intruder.ask(intruder.sealed(bytes(broken)), 1)
+            answer = intruder.ask(intruder.sealed(intruder.offer(9)))  # fitness 1e9: the island asks for ours
+            answers["offer"] = answer
+            nonce = wire.decode(answer[1]).info["nonce"] if describe_answer(answer) == "send-me" else None
+            short = intruder.model(9, np.zeros(10, np.float32), np.array([1e9, 0.0]), echo=nonce)
+            intruder.socket.send_multipart(intruder.sealed(short))
+            cluster.wait_until(lambda: any("not this island's" in e.get("reason", "") for e in cluster.events(0)), 20)
         finally:
-            socket.close()
+            stranger.close()
+            intruder.close()
         statuses = cluster.finish(range(2))
         kinds = {name: describe_answer(frames) for name, frames in answers.items()}
         merged = sum(e["event"] == "mix_merge" and e["peer"] == INTRUDER for e in cluster.events(0))
@@ -223,12 +206,3 @@ def bad_messages(directory, data):
                        intruder_merges=merged, refusals_counted=counts["refused"],
                        refusal_reasons=[e["reason"] for e in cluster.events(0) if e["event"] == "refused"])
     return run_case(directory, data, body, steps=120)
-
-
-def describe_answer(frames):
-    if frames is None:
-        return "no answer"
-    if len(frames) == 2 and frames[0] == UNSIGNED:
-        return "refused"
-    return wire.KINDS.get(int(np.frombuffer(frames[1][:8], np.int64)[0]), "unknown")
-

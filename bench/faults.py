@@ -2,9 +2,9 @@
 (processes on localhost, a tiny model, jobs padded to a fixed time); per case: steps missing from the
 log, work done again, wall time against the undisturbed run (process start-up included), and whether
 the final parameters equal the synchronous trainer's bit for bit. Then gossip islands over TCP
-(bench/fault_cases_gossip.py): steps lost, work redone, training time and final fitness against an
-undisturbed run. Then runs under MPI (MPICH ends the whole job when a rank dies): how fast the job
-ends, what --resume redoes, and gossip's stop signals.
+(bench/fault_cases_gossip.py; hostile peers: bench/fault_cases_gossip_hostile.py): steps lost, work
+redone, training time and final fitness against an undisturbed run. Then runs under MPI (MPICH ends
+the whole job when a rank dies): how fast the job ends, what --resume redoes, and gossip's stop signals.
 
     python -m bench.faults
     python -m bench.faults --case slow --case gossip-sigint --case gossip-partition --partition-seconds 10
@@ -18,6 +18,7 @@ from pathlib import Path
 import typer
 
 from bench import fault_cases_gossip as gossip
+from bench import fault_cases_gossip_hostile as hostile
 from bench import fault_cases_mpi as mpi
 from bench import fault_cases_tcp as tcp
 from bench.report import print_table, write_result
@@ -35,11 +36,14 @@ LOST = {"undisturbed": "nothing", "one-killed": "its chunk in progress",
 GOSSIP_CASES = {"gossip-undisturbed": gossip.undisturbed, "gossip-killed-mid-transfer": gossip.killed_mid_transfer,
                 "gossip-two-of-six-killed": gossip.two_of_six_killed_one_restarted,
                 "gossip-partition": gossip.partitioned, "gossip-slow": gossip.slow_island,
-                "gossip-bad-messages": gossip.bad_messages}
+                "gossip-bad-messages": gossip.bad_messages, "gossip-bad-fields": hostile.bad_fields,
+                "gossip-relay-and-replay": hostile.relay_and_replay, "gossip-huge-frames": hostile.huge_frames,
+                "gossip-bad-files": hostile.bad_files}
+HOSTILE = ("gossip-bad-fields", "gossip-relay-and-replay", "gossip-huge-frames", "gossip-bad-files")  # 150 steps
 GOSSIP_LOST = {"gossip-undisturbed": "nothing", "gossip-killed-mid-transfer": "the killed island and the model it sent",
                "gossip-two-of-six-killed": "the island not restarted; the other's steps since its checkpoint",
                "gossip-partition": "its tournaments while cut off", "gossip-slow": "nothing (the others do not wait)",
-               "gossip-bad-messages": "nothing"}
+               "gossip-bad-messages": "nothing", **dict.fromkeys(HOSTILE, "nothing")}
 MPI_CASES = {"mpi-sync-rank-killed": lambda d, data: mpi.es_rank_killed(d, data, mode="sync"),
              "mpi-coordinator-rank-killed": lambda d, data: mpi.es_rank_killed(d, data, mode="coordinator"),
              "gossip-sigint": lambda d, data: mpi.gossip_stopped(d, data, signal.SIGINT),
@@ -104,9 +108,12 @@ def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all)
             gossip.undisturbed(tmp / "gossip-warm-up", data)  # fills the compile cache: not timed
             base = gossip.undisturbed(tmp / "gossip-undisturbed", data)
             gossip_results["gossip-undisturbed"] = base
+            if any(c in HOSTILE for c in chosen):  # the hostile cases' runs are longer: a base as long
+                long_base = gossip.undisturbed(tmp / "gossip-undisturbed-long", data, steps=hostile.STEPS)
             for name in [c for c in chosen if c in GOSSIP_CASES and c != "gossip-undisturbed"]:
                 options = {"seconds": partition_seconds} if name == "gossip-partition" else {}
-                gossip_results[name] = gossip.compared(GOSSIP_CASES[name](tmp / name, data, **options), base)
+                gossip_results[name] = gossip.compared(GOSSIP_CASES[name](tmp / name, data, **options),
+                                                       long_base if name in HOSTILE else base)
                 print(f"{name}: {gossip_results[name]}", flush=True)
         for name in [c for c in chosen if c in MPI_CASES]:
             (tmp / name).mkdir()

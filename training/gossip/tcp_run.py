@@ -115,11 +115,12 @@ class TcpGossipRun(GossipRun):
         self.summaries = JsonLog(self.run_dir / "metrics.jsonl")  # lines appended by whichever island summarises
         self.population = FilePopulation(run_dir, self.number, cfg.population_every, STALE_TIMEOUTS * cfg.peer_timeout,
                                          warn=self.bad_file)
+        run_id = read_run_id(run_dir)  # before registering: a registered island's run has its id
         if self.rendezvous is not None:
             self.rendezvous.warn = self.bad_file
             self.rendezvous.register(self.number, self.address)
         gossip = TcpGossip(cfg, self.number, self.address, self.router, self.book, self.keys, self.config_hash,
-                           self.events, cfg.peer_timeout, read_run_id(run_dir), self.max_bytes)
+                           self.events, cfg.peer_timeout, run_id, self.max_bytes)
         self.caught_up = set()
         try:
             with StopSignals() as signals:
