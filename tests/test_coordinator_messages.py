@@ -199,13 +199,16 @@ class FakeFrame:
 
 class FakeRouter:
     def __init__(self):
-        self.sent = []
+        self.sent, self.queued = [], []
 
     def send_multipart(self, frames):
         self.sent.append(frames)
 
     def poll(self, ms):
-        return 0
+        return len(self.queued)
+
+    def recv_multipart(self, copy=True):
+        return self.queued.pop(0)
 
 
 KEYS = derive_keys(token_key(environ={"EGGNOG_TOKEN": "t"}))
@@ -290,3 +293,34 @@ def test_a_worker_refuses_an_answer_that_does_not_fit_its_replica(worker, messag
     with pytest.raises(wire.Malformed):
         worker.serve_one(0)
     assert worker.strategy.step == 1 and np.array_equal(worker.strategy.host_params(), params)
+
+
+def test_a_worker_ahead_of_a_fresh_run_loads_its_initial_parameters_or_is_refused(tmp_path):
+    row = pack_ternary(np.ones(4, np.int8))
+    c = coordinator(tmp_path, step=2, fitness_history={0: row, 1: row})
+    c.on_request(1, 7)  # ahead, and the run has no snapshot yet
+    dest, (kind, step), body = c.link.last(2)
+    model = c.cfg.build_model()
+    initial = snapshot_bytes(c.cfg, model, model.init_params(c.cfg.seed), full_state(c.cfg, model, {}))
+    assert (dest, kind, step) == (1, wire.LOAD, 0) and bytes(body) == initial
+    c.on_request(1, 0)  # then it replays the history
+    assert c.link.last(2)[1] == [wire.CATCHUP, 0]
+    c = coordinator(tmp_path, step=2, fitness_history={1: row})  # step 0 no longer kept: refused, no crash
+    with pytest.raises(wire.Malformed, match="can bring to step 2"):
+        c.on_request(1, 7)
+
+
+def test_queued_heartbeats_are_read_before_a_worker_is_declared_lost():
+    link = tcp_link()
+    ready = VALID[wire.READY].tobytes()
+    link.admit([FakeFrame(b"w"), FakeFrame(seal(message_key(KEYS, RUN, "worker>coordinator"), b"w", ready)),
+                FakeFrame(ready)])
+    link.workers[b"w"]["last_seen"] -= 10.0  # silent for longer than the timeout, as far as was read
+    beat = wire.encode([wire.HEARTBEAT], np.frombuffer(b"w", np.uint8)).tobytes()
+    junk = wire.encode([wire.RESULT]).tobytes()
+    link.socket.queued = [[FakeFrame(b"flood"), FakeFrame(b"x" * 32), FakeFrame(junk)]] * 500
+    link.socket.queued += [[FakeFrame(b"beat"), FakeFrame(seal(message_key(KEYS, RUN, "heartbeat"), b"w", beat)),
+                            FakeFrame(beat)]]
+    assert link.lost() == [] and not link.socket.queued  # the beat behind the flood was read
+    link.workers[b"w"]["last_seen"] -= 10.0
+    assert link.lost() == [b"w"]

@@ -117,6 +117,7 @@ def test_a_worker_joining_as_the_run_ends_is_told_to_stop(links):
     late = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
     late.join(5.0)  # welcomed, still compiling when the last step ends
     link.closing(143)
+    assert link.waiting()  # the coordinator waits for it (at most a heartbeat timeout) to tell it to stop
     with pytest.raises(RunOver) as over:
         late.ready(HASH, SMALL)
     assert over.value.status == 143 and not link.workers

@@ -28,6 +28,7 @@ from eggnog.runtime.secure_socket import message_key, opened, seal, server_socke
 
 MAX_LOGGED_REFUSALS = 20  # per peer address and message kind: a flood of junk must not fill the log
 DRAIN_LIMIT = 10000  # messages read at most before looking for lost workers
+MAX_WELCOMED = 1024  # welcomed workers remembered until their READY
 UP, DOWN, BEAT = "worker>coordinator", "coordinator>worker", "heartbeat"
 
 
@@ -57,6 +58,7 @@ class TcpCoordinatorLink:
                      "up": message_key(keys, run_id, UP), "down": message_key(keys, run_id, DOWN),
                      "beat": message_key(keys, run_id, BEAT)}
         self.workers = {}  # routing id -> {"name", "last_seen", "address"}
+        self.welcomed = {}  # worker name -> when it was welcomed, until its READY: waited for as the run ends
         self.pending, self.dropped = deque(), []  # messages read while draining; workers refused meanwhile
         self.refusals, self.logged = 0, Counter()
         self.stop_deadline, self.address = None, None
@@ -116,11 +118,11 @@ class TcpCoordinatorLink:
         self.stop_status = status
 
     def waiting(self):
-        """True while an admitted worker has not been told to stop, for at most one heartbeat timeout
-        after the first call (a worker that never asks again is gone)."""
+        """True while an admitted or welcomed worker has not been told to stop, for at most one heartbeat
+        timeout after the first call (a worker that never asks again is gone)."""
         if self.stop_deadline is None:
             self.stop_deadline = time.perf_counter() + self.heartbeat_timeout
-        return bool(self.workers) and time.perf_counter() < self.stop_deadline
+        return bool(self.workers or self.welcomed) and time.perf_counter() < self.stop_deadline
 
     def close(self):
         self.socket.close()
@@ -192,11 +194,15 @@ class TcpCoordinatorLink:
         if self.stop_status is not None:  # joining a run that has ended
             self.send(peer, wire.encode([wire.STOP, self.stop_status]))
             return None
+        if len(self.welcomed) >= MAX_WELCOMED:
+            del self.welcomed[min(self.welcomed, key=self.welcomed.get)]
+        self.welcomed[name] = time.perf_counter()
         self.send(peer, wire.encode([wire.WELCOME], np.frombuffer(self.welcome, np.uint8)))
         return None
 
     def ready(self, peer, message):
         name, version, said = messages.parse_ready(message)
+        self.welcomed.pop(name, None)
         if version != code_version():
             return self.reject(peer, f"eggnog {version} differs from the coordinator's {code_version()}", wire.READY)
         if said != self.config_hash:

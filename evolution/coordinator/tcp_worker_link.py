@@ -53,6 +53,7 @@ class TcpWorkerLink:
         self.address, self.curve, self.timeout = address, derive_keys(key), heartbeat_timeout
         self.admit_keys = (message_key(self.curve, b"", UP), message_key(self.curve, b"", DOWN))
         self.run_id = self.run_keys = None
+        self.label = uuid.uuid4().hex  # this worker's name in HELLO and READY, whatever its connection
         self.socket = self.beat = self.monitor = None
 
     # ---- connection ----------------------------------------------------------------------------
@@ -63,7 +64,7 @@ class TcpWorkerLink:
         while True:
             self.open(ADMISSION_BYTES)
             try:
-                hello = json.dumps({"worker": self.name.decode(), "version": code_version()}).encode()
+                hello = json.dumps({"worker": self.label, "version": code_version()}).encode()
                 wait = min(self.timeout, max(deadline - time.perf_counter(), 0.1))
                 reply = self.request(wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8)), wait)
             except LinkLost:
@@ -88,7 +89,7 @@ class TcpWorkerLink:
         """Admission's second half, on the connection the worker then works on (frames up to `max_bytes`):
         the hash of the configuration built; Refused when it differs."""
         self.open(max_bytes, beat=True)
-        said = json.dumps({"worker": self.name.decode(), "version": code_version(), "config_hash": config_hash})
+        said = json.dumps({"worker": self.label, "version": code_version(), "config_hash": config_hash})
         reply = self.request(wire.encode([wire.READY], np.frombuffer(said.encode(), np.uint8)))
         what = messages.kind_of(reply)
         if what == wire.STOP:
