@@ -23,7 +23,7 @@ def shipped(tmp_path, monkeypatch):
     data = tmp_path / "data"
     data.mkdir()
     (data / f"{default.NAME}.bin.xz").write_bytes(lzma.compress(BODY))
-    (data / f"{default.NAME}.json").write_text(json.dumps(META))
+    (data / f"{default.NAME}.json").write_text(json.dumps(META, indent=1) + "\n")  # as default_freeze writes it
     monkeypatch.setattr(default, "DATA", data)
     monkeypatch.setattr(default, "SHA256", hashlib.sha256(BODY).hexdigest())
     monkeypatch.setattr(default, "open_corpus", lambda path: path)
@@ -41,19 +41,21 @@ def test_file_sha256_hashes_every_block(tmp_path):
 
 
 def test_unpacked_on_first_use_reused_then_unpacked_again_when_damaged_or_incomplete(shipped, tmp_path):
-    path = default.default_corpus(tmp_path / "cache")
-    assert path.read_bytes() == BODY and json.loads(path.with_suffix(".bin.json").read_text()) == META
+    cache = tmp_path / "user" / "cache"  # its parent made too
+    path = default.default_corpus(cache)
+    assert path.read_bytes() == BODY
+    assert path.with_suffix(".bin.json").read_bytes() == (shipped / f"{default.NAME}.json").read_bytes()
     os.utime(path, ns=(1, 1))
-    assert default.default_corpus(tmp_path / "cache") == path and path.stat().st_mtime_ns == 1  # reused
+    assert default.default_corpus(cache) == path and path.stat().st_mtime_ns == 1  # reused
     path.write_bytes(BODY[:-1] + b"x")  # same size, other bytes
-    default.default_corpus(tmp_path / "cache")
+    default.default_corpus(cache)
     assert path.read_bytes() == BODY
     os.utime(path, ns=(1, 1))
     path.with_suffix(".bin.json").unlink()
-    default.default_corpus(tmp_path / "cache")
+    default.default_corpus(cache)
     assert path.stat().st_mtime_ns != 1 and path.with_suffix(".bin.json").is_file()
     path.unlink()
-    assert default.default_corpus(tmp_path / "cache").read_bytes() == BODY
+    assert default.default_corpus(cache).read_bytes() == BODY
 
 
 def test_a_shipped_file_that_is_not_the_pinned_bytes_is_refused(shipped, tmp_path):

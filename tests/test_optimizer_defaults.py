@@ -105,3 +105,14 @@ def test_a_weight_decay_of_one():
           ref_sf_adamw(as64(P0), grads, 0.01, 0.9, 0.999, 1e-8, 1.0, 0))
     params = f32(P0)
     steps(make_optimizer("sgd", params, 0.01, weight_decay=1.0), params, ref_sgd(as64(P0), grads, 0.01, 0.9, 1.0))
+
+
+def test_checkpoint_arrays_carry_the_state_under_a_prefix_and_come_back():
+    from eggnog.training.optimizers import checkpoint_arrays, state_from_checkpoint
+
+    opt = make_optimizer("sf-adamw", f32(P0), 0.01)
+    opt.step(f32(GRADS[0]))
+    arrays, scalars = checkpoint_arrays(opt)
+    assert sorted(arrays) == ["opt_v", "opt_z"] and scalars["k"] == 1
+    back = state_from_checkpoint({**arrays, "params": f32(P0)})
+    assert sorted(back) == ["v", "z"] and np.array_equal(back["z"], opt.state()[0]["z"])

@@ -145,7 +145,7 @@ def _digest(copy):
 
 def survivor_record(row):
     return {k: row[k] for k in ("key", "module", "function", "line", "operator", "verdict")} | {
-        "mutation": verdicts.changed_lines(row["diff"]), **({"why": row["why"]} if "why" in row else {})}
+        "mutation": verdicts.changed_lines(row["diff"]), **{k: row[k] for k in ("why", "note") if k in row}}
 
 
 def write(args, commit, table, rows, notes, seconds):

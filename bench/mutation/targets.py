@@ -94,7 +94,9 @@ TARGETS = (
     Target("corpus/default.py",
            ("tests/test_default_corpus_checks.py", "tests/test_default_corpus.py::test_cache_dir_from_environment"),
            area="default corpus check"),
-    Target("kernels/core/device_counts.py", ("tests/test_device_counts.py",), area="device counts"),
-    Target("training/gossip/merge.py", ("tests/test_gossip.py", LEARNING_ES),
-           keyword="snapshot_crosses or merges_on_the_loser or rejuvenation or tournament_moves", area="gossip merge"),
+    Target("kernels/core/device_counts.py", ("tests/test_device_counts.py", "tests/test_device_trace_edges.py"),
+           area="device counts"),
+    Target("training/gossip/merge.py", ("tests/test_gossip_snapshot_edges.py", "tests/test_gossip.py", LEARNING_ES),
+           keyword="snapshot_edges or snapshot_crosses or merges_on_the_loser or rejuvenation or tournament_moves",
+           area="gossip merge"),
 )
