@@ -3,7 +3,7 @@ cosmic-ray, on a temporary copy of the checkout: the working tree is never edite
 
     python -m bench.mutation                    # HEAD's files; results in bench/results/mutation-cpu-<date>.json
     python -m bench.mutation --working-tree     # the files as they are now, uncommitted changes included
-    python -m bench.mutation --only merge --out /tmp/m   # modules whose path contains "merge"
+    python -m bench.mutation --only merge --out elsewhere   # modules whose path contains "merge"
     python -m bench.mutation --list             # count the mutants only
 
 About half an hour on two cores; not run in CI. See docs/internals.md (mutation testing)."""
@@ -153,7 +153,8 @@ def write(args, commit, table, rows, notes, seconds):
     record = {
         "benchmark": "mutation", "device": "cpu", "cpu": cpu_name(), "commit": commit, "date": today,
         "tool": f"cosmic-ray {version('cosmic-ray')}", "source": "working tree" if args.working_tree else "HEAD",
-        "command": "python -m bench.mutation " + " ".join(sys.argv[1:]), "wall_s": round(seconds),
+        "command": " ".join(["python -m bench.mutation", *(["--working-tree"] if args.working_tree else []),
+                             *(f"--only {o}" for o in args.only)]), "wall_s": round(seconds),
         "operators": [o.split("/")[-1] for o in OPERATORS],
         "kill_rate_is": "(killed + timed out) / (mutants - equivalent - incompetent)",
         "overall": summary(rows), "rows": table,
