@@ -22,7 +22,10 @@ def make_copy(repo, dest, working_tree=False, rev="HEAD"):
         archive = dest.parent / (dest.name + ".tar")
         archive.write_bytes(_git(repo, "archive", "--format=tar", rev))
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
+            if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+                tar.extractall(dest, filter="data")
+            else:
+                tar.extractall(dest)  # our own archive of our own commit
         archive.unlink()
         return sha
     names = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split(b"\0")
