@@ -1,33 +1,14 @@
-"""Authenticated ZeroMQ sockets from a shared token: CurveZMQ for the connection, a keyed tag per message.
+"""Authenticated ZeroMQ sockets from a shared token: CurveZMQ per connection, a keyed tag per message.
 
-The connection. `derive_keys(token_key)` turns the token's key (`runtime.auth.token_key`) into two CURVE
-key pairs, the server's and the client's, with distinct labels; both sides derive both public keys. A
-server socket (`server_socket`) is a CURVE server whose ZAP handler (one per ZeroMQ context, started on
-first use) admits only the client key derived from the same token, so a process without the token cannot
-finish the handshake and nothing it sends reaches the application. A client socket (`client_socket`)
-knows the server's public key, so it talks only to a holder of the token. Traffic is encrypted and
-authenticated with per-connection session keys: bytes captured on one connection are useless on another.
-Every socket gets `zmq.MAXMSGSIZE` (a larger frame closes the connection before it is read) and LINGER 0.
+    keys = derive_keys(token_key)                             # both CURVE key pairs, the tag root
+    s = server_socket(context, zmq.ROUTER, keys, max_bytes)   # its ZAP handler admits the token's client key only
+    c = client_socket(context, zmq.DEALER, keys, max_bytes)   # talks only to a server holding the token
+    k = message_key(keys, run_id, "worker>coordinator")       # one run (bytes), one direction
+    t = seal(k, session, body); opened(k, session, t, body)   # one connection (session: bytes both ends know)
 
-The message. Inside a connection a peer that holds the token is still checked: every application message
-carries `seal(message_key(keys, run_id, direction), session, body)`, a keyed BLAKE2b tag over the session
-id and the body, compared with `hmac.compare_digest` (`opened`). The key binds the message to its run
-(`run_id`, bytes) and direction (a short name such as "coordinator>worker"); the session id (bytes both
-ends know, such as a worker's routing id) binds it to one connection. A message captured in one run,
-direction or session is refused in any other. Admission messages sent before the run id is known use
-`run_id=b""`.
-
-Run ids. The coordinator draws a random run id when it starts and sends it in WELCOME. Gossip islands of
-one run share a run id derived from what they all share (for example the run directory's configuration
-hash and the run's seed), given to `message_key` as bytes.
-
-API:
-    keys = derive_keys(token_key)                      # CurveKeys
-    s = server_socket(context, zmq.ROUTER, keys, max_bytes)
-    c = client_socket(context, zmq.DEALER, keys, max_bytes)
-    k = message_key(keys, run_id, "worker>coordinator")
-    t = seal(k, session, body); opened(k, session, t, body) -> bool
-"""
+Traffic is encrypted and authenticated with per-connection session keys; a frame over max_bytes closes
+its connection unread; LINGER is 0. Run ids: the coordinator draws one at its first start (kept in
+run_dir/run_id); the gossip islands of a run share one. More in docs/internals.md (runtime/secure_socket.py)."""
 
 import hashlib
 import hmac

@@ -2,18 +2,14 @@
 the run goes on.
 
 The socket is a CURVE server keyed from the shared token (runtime/secure_socket.py): a process without
-the token cannot finish the handshake, so nothing it sends is read, and no frame larger than the run's
-largest legal message is read. A worker is admitted in two messages: HELLO (its code version), on a
-connection of its own, is answered with WELCOME (the run's configuration and run id); READY (its version
-and the hash of the configuration it built, with its corpus), on the connection it then works on, makes
-it a worker. Every message carries a tag bound to the run id, its direction and its connection (HELLO
-and the answers to admission: no run id yet). Each message kind is parsed by one function of
-messages.py. Anything else (a message of another run, connection or direction, a malformed field,
-another version or configuration, a message before admission) is refused with one line in the
-coordinator's log and events.jsonl, at most MAX_LOGGED_REFUSALS lines per peer address and message kind,
-and counted; the run goes on. A worker that sends nothing, heartbeats included, for --heartbeat-timeout
-seconds is lost (messages already queued are read first): `lost()` hands it to the coordinator, which
-puts its chunks back in the queue."""
+the token cannot finish the handshake, and no frame over the run's largest legal message is read. A
+worker is admitted in two messages: HELLO (its code version), on a connection of its own, is answered
+with WELCOME (the configuration and run id); READY (the hash of the configuration it built, with its
+corpus), on the connection it then works on, makes it a worker. Every message is sealed for the run, its
+direction and its connection, and parsed by one function of messages.py; anything else is refused with
+one log line (at most MAX_LOGGED_REFUSALS per peer address and kind) and counted, and the run goes on.
+A worker silent for --heartbeat-timeout seconds (queued messages read first) is lost: `lost()` hands it
+to the coordinator, which requeues its chunks. More in docs/internals.md (evolution/coordinator/tcp.py)."""
 
 import json
 import time
