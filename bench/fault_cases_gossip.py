@@ -159,6 +159,7 @@ def slow_island(directory, data):
         statuses = cluster.finish(range(3))
         at_the_end = len({r["step"] for r in cluster.step_records(3)})  # steps it trained (not caught up to)
         cluster.wait_until(lambda: any(e["event"] == "catch_up" for e in cluster.events(3)), 60)
+        cluster.wait_until(lambda: cluster.islands[3].poll() is not None, 30)  # caught up to the end, it finishes
         cluster.kill(3, signum=15)
         statuses[3] = cluster.islands[3].returncode
         catch_ups = [e for e in cluster.events(3) if e["event"] == "catch_up"]

@@ -11,7 +11,7 @@ import numpy as np
 import zmq
 
 from bench.fault_cluster import TOKEN
-from eggnog import code_version
+from eggnog import code_version, source_digest
 from eggnog.runtime.auth import config_hash, token_key
 from eggnog.runtime.rundir import config_from, read_config
 from eggnog.runtime.secure_socket import client_socket, derive_keys, message_key, seal
@@ -67,6 +67,7 @@ WRONG_DIRECTION = TO_INITIATOR
 def intruder_for(cluster, number, token=TOKEN):
     """An intruder speaking to island `number` of a GossipCluster, with the run's id and configuration."""
     address = cluster.address(number)  # registered: config.json and run_id are written
+    source_digest.cache_clear()  # the sources as the islands read them (not at this process's start)
     cfg = config_from(GossipRunConfig, read_config(cluster.run_dir), {})
     run_id = (cluster.run_dir / "run_id").read_text().strip()
     return Intruder(address, token, run_id, config_hash(cfg, cfg.open_data(cfg.data)))
