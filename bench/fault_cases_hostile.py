@@ -183,7 +183,7 @@ def huge_frames(directory, data, reference):
         return outcome("200 MB frames, without and with the token", cluster, reference, status=status,
                        workers=workers, peak_rss_mb_before=before, peak_rss_mb_after=after,
                        bytes_sent_without_token=sum(sent), answer_to_token_holder=answer,
-                       slowest_step_during_s=max(during, default=None), median_step_s=median(others),
+                       slowest_step_during_s=max(during, default=None), median_step_s=round(median(others), 4),
                        workers_lost=len(events(cluster, "lost")))
     return run_case(directory, data, body)
 

@@ -1,7 +1,8 @@
 """The fault suite as tables: what each failure costs. First a coordinator run over TCP on this machine
 (processes on localhost, a tiny model, jobs padded to a fixed time); per case: steps missing from the
 log, work done again, wall time against the undisturbed run (process start-up included), and whether
-the final parameters equal the synchronous trainer's bit for bit. Then gossip islands over TCP
+the final parameters equal the synchronous trainer's bit for bit; its hostile peers
+(bench/fault_cases_hostile.py) in a table of their own, with each attack's figures. Then gossip islands over TCP
 (bench/fault_cases_gossip.py; hostile peers: bench/fault_cases_gossip_hostile.py): steps lost, work
 redone, training time and final fitness against an undisturbed run. Then runs under MPI (MPICH ends
 the whole job when a rank dies): how fast the job ends, what --resume redoes, and gossip's stop signals.
@@ -19,6 +20,7 @@ import typer
 
 from bench import fault_cases_gossip as gossip
 from bench import fault_cases_gossip_hostile as hostile
+from bench import fault_cases_hostile as coordinator_hostile
 from bench import fault_cases_mpi as mpi
 from bench import fault_cases_tcp as tcp
 from bench.report import print_table, write_result
@@ -29,10 +31,20 @@ from eggnog.runtime.errors import BadInput
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 CASES = {"undisturbed": tcp.undisturbed, "one-killed": tcp.one_of_three_killed,
          "two-killed-two-joined": tcp.two_killed_two_joined, "slow": tcp.slow_worker,
-         "coordinator-killed": tcp.coordinator_killed, "bad-messages": tcp.bad_messages}
+         "coordinator-killed": tcp.coordinator_killed, "bad-messages": tcp.bad_messages,
+         "replayed-captures": coordinator_hostile.captured_replays,
+         "sealed-elsewhere-malformed": coordinator_hostile.sealed_elsewhere_and_malformed,
+         "huge-frames": coordinator_hostile.huge_frames, "leftover-worker": coordinator_hostile.leftover_worker}
+# The coordinator's hostile-peer cases and the figures each reports beside the common columns.
+HOSTILE_FIGURES = {"replayed-captures": ("admitted_by_replay", "most_bytes_back", "victim_lost_after_s"),
+                   "sealed-elsewhere-malformed": ("attacks", "attacks_refused", "refusals_logged"),
+                   "huge-frames": ("peak_rss_mb_before", "peak_rss_mb_after", "slowest_step_during_s", "median_step_s",
+                                   "workers_lost"),
+                   "leftover-worker": ("leftover_was_at", "leftover_restarted", "leftover_status")}
 LOST = {"undisturbed": "nothing", "one-killed": "its chunk in progress",
         "two-killed-two-joined": "their chunks in progress", "slow": "its chunks, redone by others",
-        "coordinator-killed": "steps since the checkpoint", "bad-messages": "nothing"}
+        "coordinator-killed": "steps since the checkpoint", "bad-messages": "nothing",
+        **dict.fromkeys(HOSTILE_FIGURES, "nothing")}
 GOSSIP_CASES = {"gossip-undisturbed": gossip.undisturbed, "gossip-killed-mid-transfer": gossip.killed_mid_transfer,
                 "gossip-two-of-six-killed": gossip.two_of_six_killed_one_restarted,
                 "gossip-partition": gossip.partitioned, "gossip-slow": gossip.slow_island,
@@ -65,6 +77,14 @@ def row(name, result, base_s):
     return {"case": name, "lost": LOST[name], "steps_lost": result["steps_lost"], "work_redone": redone,
             "time_vs_undisturbed": ratio if ratio is not None else round(result["wall_s"] / base_s, 2),
             "params_equal": result["params_equal"], "exit": result["status"]}
+
+
+def hostile_row(name, result):
+    """A line of the coordinator's hostile-peer table: what the attack got, and its figures."""
+    survived = result["status"] == 0 and result["steps_lost"] == 0 and result["params_equal"]
+    return {"case": result["case"], "outcome": "refused, run undamaged" if survived else "DAMAGED",
+            "steps_lost": result["steps_lost"], "params_equal": result["params_equal"],
+            "figures": ", ".join(f"{k} {result[k]}" for k in HOSTILE_FIGURES[name])}
 
 
 def mpi_row(name, result):
@@ -120,13 +140,15 @@ def main(case: list[str] = typer.Option(None, help=f"Cases to run (default: all)
             mpi_results[name] = {k: v for k, v in MPI_CASES[name](tmp / name, data).items() if "output" not in k}
             print(f"{name}: {mpi_results[name]}", flush=True)
     rows = [row(name, results[name], results["undisturbed"]["wall_s"]) for name in results]
+    hostile_rows = [hostile_row(name, results[name]) for name in results if name in HOSTILE_FIGURES]
     gossip_rows = [gossip_row(name, gossip_results[name]) for name in gossip_results]
     mpi_rows = [mpi_row(name, mpi_results[name]) for name in mpi_results]
-    for table in (rows, gossip_rows, mpi_rows):
+    for table in (rows, hostile_rows, gossip_rows, mpi_rows):
         if table:
             print_table(table, list(table[0]))
             print()
-    extra = {"steps": tcp.STEPS, "details": results, "gossip": gossip_rows, "gossip_details": gossip_results,
+    extra = {"steps": tcp.STEPS, "details": results, "hostile": hostile_rows, "gossip": gossip_rows,
+             "gossip_details": gossip_results,
              "mpi": mpi_rows, "mpi_details": mpi_results,
              "note": "TCP coordinator: the slow case's time is the median step time against the same 4 workers at "
                      "equal speed; the others compare wall time with the undisturbed run's. TCP gossip: islands' "
