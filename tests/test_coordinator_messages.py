@@ -324,3 +324,56 @@ def test_queued_heartbeats_are_read_before_a_worker_is_declared_lost():
     assert link.lost() == [] and not link.socket.queued  # the beat behind the flood was read
     link.workers[b"w"]["last_seen"] -= 10.0
     assert link.lost() == [b"w"]
+
+
+def welcome_of(cfg):
+    from dataclasses import asdict
+
+    return {"model": cfg.model_name, "config": asdict(cfg), "run_id": "0" * 32}
+
+
+TCP_CFG = tiny_config(mode="coordinator", population_chunk=CHUNK, transport="tcp")
+
+
+def test_a_worker_takes_the_coordinators_configuration_and_refuses_a_bad_one():
+    from eggnog.evolution.coordinator.tcp_worker import config_of
+    from eggnog.runtime.errors import BadInput
+
+    assert config_of(welcome_of(TCP_CFG), None) == TCP_CFG
+    transformer = tiny_config("transformer", mode="coordinator", population_chunk=CHUNK, transport="tcp")
+    assert config_of(welcome_of(transformer), None) == transformer
+    for field, value, says in [("dim", "x", "dim = 'x'"), ("dim", 1.5, "dim = 1.5"),
+                               ("fast_fitness", 1, "fast_fitness"), ("population", -8, "does not check"),
+                               ("population_chunk", 3, "does not check"), ("token_file", [1], "token_file")]:
+        welcome = welcome_of(TCP_CFG)
+        welcome["config"][field] = value
+        with pytest.raises(BadInput, match=says):
+            config_of(welcome, None)
+
+
+@FAST
+@given(changes=st.dictionaries(st.sampled_from(sorted(welcome_of(TCP_CFG)["config"])),
+                               st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40),
+                                         st.floats(allow_nan=True), st.text(max_size=8)), max_size=4))
+def test_any_configuration_in_a_welcome_is_taken_or_refused_in_one_sentence(changes):
+    from eggnog.evolution.coordinator.tcp_worker import config_of
+    from eggnog.runtime.errors import BadInput
+
+    welcome = welcome_of(TCP_CFG)
+    welcome["config"].update(changes)
+    try:
+        config_of(welcome, None)
+    except BadInput:
+        pass
+
+
+def test_a_run_keeps_its_run_id_on_resume_and_another_run_has_another(tmp_path):
+    from eggnog.evolution.coordinator.trainer import RUN_ID_FILE, run_id
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = run_id(tmp_path / "a")
+    assert len(first) == 16 and run_id(tmp_path / "a") == first and run_id(tmp_path / "b") != first
+    (tmp_path / "a" / RUN_ID_FILE).write_bytes(b"\xff\xfe not hex")
+    drawn = run_id(tmp_path / "a")
+    assert drawn != first and run_id(tmp_path / "a") == drawn

@@ -7,6 +7,10 @@ again, for up to --reconnect-timeout seconds, and catches up from wherever the c
 from a checkpoint) is. A coordinator of another run (another run id) gets a fresh replica, from the
 run's initial parameters."""
 
+import math
+import typing
+from dataclasses import fields
+
 from eggnog.evolution.coordinator import wire
 from eggnog.evolution.coordinator.messages import run_shape
 from eggnog.evolution.coordinator.tcp_worker_link import LinkLost, RunOver, TcpWorkerLink
@@ -26,11 +30,36 @@ JOIN_WAIT_S = 10.0  # for an answer to HELLO, before the run's own --heartbeat-t
 
 
 def config_of(welcome, data):
+    """The run configuration the coordinator's WELCOME names, each field of the type its flag takes and
+    the whole checked as the coordinator checked it; BadInput otherwise."""
     cls = CONFIGS.get(welcome.get("model"))
     if cls is None:
         raise BadInput(f"the coordinator runs a {welcome.get('model')!r} model, which this worker cannot")
-    stored = welcome["config"]
-    return config_from(cls, stored, {"data": data} if data else {})
+    stored, hints = welcome["config"], typing.get_type_hints(cls)
+    for field in fields(cls):
+        if field.name in stored and not same_kind(stored[field.name], hints[field.name]):
+            raise BadInput(f"the coordinator's configuration gives {field.name} = {stored[field.name]!r}, "
+                           f"not a value of its flag's type")
+    cfg = config_from(cls, stored, {"data": data} if data else {})
+    try:
+        cfg.check(1)
+    except BadInput as e:
+        raise BadInput(f"the coordinator's configuration does not check: {e}") from None
+    return cfg
+
+
+def same_kind(value, hint):
+    """JSON `value` is of the type `hint` a flag declares (int, float, bool, str, or one of them or None)."""
+    allowed = typing.get_args(hint) or (hint,)
+    if isinstance(value, bool):
+        return bool in allowed
+    if isinstance(value, int):
+        return int in allowed or float in allowed
+    if isinstance(value, float):
+        return float in allowed and math.isfinite(value)
+    if value is None:
+        return type(None) in allowed
+    return isinstance(value, str) and str in allowed
 
 
 def serve(address, token_file=None, backend=None, threads=None, data=None, reconnect_timeout=600.0):

@@ -15,6 +15,7 @@ from eggnog.evolution.eggroll import snapshot_bytes
 from eggnog.evolution.es_trainer import EsRunConfig, optimizer_state_of, read_es_checkpoint, val_sample
 from eggnog.kernels.core.backend import device_free_bytes
 from eggnog.runtime.auth import config_hash, token_key
+from eggnog.runtime.files import write_atomic
 from eggnog.runtime.rundir import JsonLog
 from eggnog.runtime.secure_socket import derive_keys
 
@@ -42,10 +43,10 @@ def run_id(run_dir):
         print(f"coordinator: {path} is not 32 hex digits; drawing a new run id", flush=True)
     except FileNotFoundError:
         pass
+    except (OSError, ValueError) as e:
+        print(f"coordinator: cannot read {path} ({e}); drawing a new run id", flush=True)
     value = os.urandom(16)
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_text(value.hex() + "\n")
-    os.replace(temp, path)
+    write_atomic(path, (value.hex() + "\n").encode())
     return value
 
 
