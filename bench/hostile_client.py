@@ -54,9 +54,11 @@ class TokenHolder:
         hello = json.dumps({"worker": "hostile", "version": code_version()}).encode()
         self.send(s, b"hostile-hello", wire.encode([wire.HELLO], np.frombuffer(hello, np.uint8)), b"")
         if not s.poll(5000):
-            raise RuntimeError("no WELCOME")
-        said = json.loads(bytes(np.frombuffer(s.recv_multipart()[-1], np.uint8)[8:]).decode())
-        return said
+            raise RuntimeError("no answer to HELLO")
+        reply = np.frombuffer(s.recv_multipart()[-1], np.uint8)
+        if wire.kind(reply) != wire.WELCOME:
+            raise RuntimeError(f"HELLO answered with kind {wire.kind(reply)}: {bytes(reply[8:])[:200]!r}")
+        return json.loads(bytes(reply[8:]).decode())
 
     def admitted(self, name, run_id, config_hash):
         """A connection admitted as a worker (READY answered with WAIT)."""
