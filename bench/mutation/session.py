@@ -19,7 +19,7 @@ from bench.mutation.targets import OPERATORS
 from bench.mutation.verdicts import changed_lines
 
 MODULE_LEVEL = "<module>"  # in Target.functions: code outside any function or class (constants, tags)
-FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.M)  # node ids may hold spaces
 # plugins that cost seconds at every start and that these tests do not use
 PYTEST_FLAGS = ("-q", "-x", "-p", "no:randomly", "-p", "no:hypothesispytest", "-p", "no:zarr", "-p", "no:anyio",
                 "-p", "no:xdist", "-p", "no:xdist.looponfail", "-p", "no:platformdirs", "-p", "no:cacheprovider")
