@@ -91,6 +91,8 @@ TARGETS = (
            area="TCP wire and tags"),
     Target("runtime/secure_socket.py", ("tests/test_secure_socket.py", WIRE),
            functions=("_derive", "derive_keys", "callback", "message_key", "seal", "opened"), area="TCP wire and tags"),
+    Target("evolution/coordinator/messages.py", ("tests/test_coordinator_messages.py",), area="TCP wire and tags"),
+    Target("training/gossip/messages.py", ("tests/test_gossip_messages.py",), area="TCP wire and tags"),
     Target("runtime/checkpoint.py", ("tests/test_runtime.py", "tests/test_checkpoint_files.py"),
            area="checkpoints"),
     Target("corpus/default.py",
