@@ -2,6 +2,7 @@
 heartbeats between a coordinator link and a worker link, and the refusals of both scripts. The
 runs with processes killed and restarted are in tests/faults."""
 
+import dataclasses
 import socket
 import threading
 import time
@@ -110,6 +111,24 @@ def test_another_configuration_or_token_is_refused(links):
         stranger.join(5.0)
     stranger.close()
     assert got == [] and link.refusals == 1  # the stranger's handshake failed: nothing of it was read
+
+
+def test_a_stranger_whose_handshake_was_refused_is_told_so_not_left_waiting(links):
+    """The coordinator's refusal of a client key (which knows the server's public key, no secret) ends the
+    connection for good; a blocking send on it would then wait for ever."""
+    address, key, link, got, lost = links
+    stranger = TcpWorkerLink(address, key, heartbeat_timeout=0.6)
+    guessed = derive_keys(token_key(None, environ={"EGGNOG_TOKEN": "guess"}))
+    stranger.curve = dataclasses.replace(stranger.curve, client_secret=guessed.client_secret,
+                                         client_public=guessed.client_public)
+    stranger.open(SMALL)
+    deadline = time.perf_counter() + 10
+    while not stranger.handshake_failed() and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    assert stranger.handshake_failed()
+    with pytest.raises(Refused, match="token differs from the coordinator's"):
+        stranger.send(wire.encode([wire.HELLO]))
+    stranger.close()
 
 
 def test_a_worker_joining_as_the_run_ends_is_told_to_stop(links):

@@ -29,6 +29,10 @@ BEAT_BYTES = 4096
 ADMISSION_KINDS = (wire.WELCOME, wire.REFUSE, wire.STOP, wire.HELLO_AGAIN)
 
 
+HANDSHAKE_REFUSED = "the coordinator at {} refused this worker's encrypted handshake: its token differs from the " \
+    "coordinator's"
+
+
 class LinkLost(RuntimeError):
     """No answer from the coordinator in time, or it no longer knows this worker."""
 
@@ -127,9 +131,17 @@ class TcpWorkerLink:
 
     # ---- messages ------------------------------------------------------------------------------
     def send(self, message):
+        import zmq
+
         body = np.ascontiguousarray(message).tobytes()
         key = self.run_keys[0] if messages.kind_of(message) != wire.HELLO else self.admit_keys[0]
-        self.socket.send_multipart([seal(key, self.name, body), body])
+        try:
+            # never blocking: a failed handshake ends the connection, and a send would then wait for ever
+            self.socket.send_multipart([seal(key, self.name, body), body], flags=zmq.NOBLOCK)
+        except zmq.Again:
+            if self.handshake_failed():
+                raise Refused(HANDSHAKE_REFUSED.format(self.address)) from None
+            raise LinkLost(f"no connection to the coordinator at {self.address}") from None
 
     def request(self, message, wait=None):
         """Send `message` and return the coordinator's answer (LinkLost after `wait` seconds, by default
@@ -138,8 +150,7 @@ class TcpWorkerLink:
         wait = self.timeout if wait is None else wait
         if not self.socket.poll(int(wait * 1000)):
             if self.handshake_failed():
-                raise Refused(f"the coordinator at {self.address} refused this worker's encrypted handshake: "
-                              "its token differs from the coordinator's")
+                raise Refused(HANDSHAKE_REFUSED.format(self.address))
             raise LinkLost(f"no answer from the coordinator at {self.address} for {wait:g} s")
         frames = self.socket.recv_multipart()
         body = frames[-1]

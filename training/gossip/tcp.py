@@ -177,8 +177,8 @@ class TcpGossip:
                 self.receive_model(exchange, message)
             elif message.kind == wire.SEND_ME:
                 self.decided(exchange, won=True, peer_fitness=message.info.get("fitness"))
-                self.send_model(exchange, lambda body: socket.send_multipart(
-                    self.signed(body, TO_RESPONDER, self.sessions[address])))
+                self.send_model(exchange, lambda body: send_without_waiting(
+                    socket, self.signed(body, TO_RESPONDER, self.sessions[address])))
 
     def expected(self):
         book = self.book
@@ -321,7 +321,7 @@ class TcpGossip:
         dealer = self.dealer(address)
         if dealer is None:
             return
-        dealer.send_multipart(self.signed(body, TO_RESPONDER, self.sessions[address]))
+        send_without_waiting(dealer, self.signed(body, TO_RESPONDER, self.sessions[address]))
         self.events.write(event="mix_attempt", round=step, step=step, peer=peer, address=address, initiator=True,
                           merge=merge, fitness=json_number(self.fitness.fitness))
 
@@ -371,6 +371,17 @@ class TcpGossip:
         for address in list(self.dealers):
             self.close_dealer(address)
         self.router.close()
+
+
+def send_without_waiting(dealer, frames):
+    """Send on a connection to a peer, or drop the message when it cannot take it: a failed handshake ends
+    the connection, and a blocking send would then wait for ever. The exchange then times out."""
+    import zmq
+
+    try:
+        dealer.send_multipart(frames, flags=zmq.NOBLOCK)
+    except zmq.Again:
+        pass
 
 
 def parse_deaf(text):
