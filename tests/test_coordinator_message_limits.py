@@ -255,9 +255,11 @@ def test_refuse_returns_the_reason_printable_and_cut_at_2000_characters():
 
 
 def test_job_ranges():
+    states = (np.arange(SHAPE.state_bytes) % 251).astype(np.uint8)
     for step, chunk in [(0, 0), (SHAPE.steps - 1, SHAPE.n_chunks - 1)]:
-        job = wire.encode([wire.JOB, step, chunk], np.zeros(SHAPE.state_bytes, np.uint8))
-        assert messages.parse_job(job, SHAPE)[:2] == (step, chunk)
+        job = wire.encode([wire.JOB, step, chunk], states)
+        got = messages.parse_job(job, SHAPE)
+        assert got[:2] == (step, chunk) and np.array_equal(np.asarray(got[2]), states)  # the states, whole
     for step, chunk in [(SHAPE.steps, 0), (SHAPE.steps + 1, 0), (-1, 0), (0, SHAPE.n_chunks), (0, -1)]:
         with refused("outside"):
             messages.parse_job(wire.encode([wire.JOB, step, chunk], np.zeros(SHAPE.state_bytes, np.uint8)), SHAPE)
