@@ -162,7 +162,8 @@ def write(args, commit, table, rows, notes, seconds):
         "explanation_findings": notes,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    name = "mutation" + ("-" + "-".join(args.only) if args.only else "")
+    # an --only of a path ("coordinator/messages.py") names the file with its slashes as dashes
+    name = "mutation" + ("-" + "-".join(o.replace("/", "-") for o in args.only) if args.only else "")
     path = args.out / f"{name}-cpu-{today}.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
