@@ -14,7 +14,6 @@ table alone is 1 GiB) and a minute on two cores.
         --check tests/data/egg_nano_egg_L1_D16.npz
 """
 
-import argparse
 import importlib.util
 import os
 import sys
@@ -22,7 +21,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from golden_compare import compare, refuse, require_commit, require_version, save
+from golden_compare import parser, refuse, require_commit, require_version, save_and_check
 
 COMMIT = "a04bab2d6515967f3e9c54949e95de1f00a67c4c"
 JAX_VERSION = "0.10.2"
@@ -143,12 +142,8 @@ def rebuild(source):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", required=True, help="a git checkout of nano-egg at a04bab2")
-    parser.add_argument("--out", required=True, help="the archive to write")
-    parser.add_argument("--check", help="a committed archive to compare the rebuilt arrays with")
-    parser.add_argument("--unpinned", action="store_true", help="accept a JAX other than the pinned one")
-    args = parser.parse_args()
+    flags = parser(__doc__.splitlines()[0], "a git checkout of nano-egg at a04bab2", "JAX")
+    args = flags.parse_args()
     require_commit(args.source, COMMIT, "nano-egg")
     if os.environ.get("JAX_PLATFORMS") != "cpu":
         refuse("set JAX_PLATFORMS=cpu: the committed outputs are nano-egg's on the CPU.")
@@ -156,9 +151,7 @@ def main():
 
     require_version("jax", jax.__version__, JAX_VERSION, args.unpinned)
     arrays = rebuild(args.source)
-    save(args.out, arrays)
-    if args.check and not compare(arrays, args.check, float_tolerance=0.0):
-        raise SystemExit(1)
+    save_and_check(args, arrays, 0.0)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Archives are compared by their arrays, not their bytes: `numpy.savez_compressed`
 of writing, so two archives of the same arrays differ as files.
 """
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -39,9 +40,22 @@ def require_version(name, found, pinned, unpinned):
     print(f"note: {name} {found}, not the pinned {pinned}")
 
 
-def save(path, arrays):
-    np.savez_compressed(path, **arrays)
-    print(f"wrote {path} ({len(arrays)} arrays)")
+def parser(description, source_help, library):
+    """The flags every rebuild script takes: --source, --out, --check and --unpinned (for `library`)."""
+    flags = argparse.ArgumentParser(description=description)
+    flags.add_argument("--source", required=True, help=source_help)
+    flags.add_argument("--out", required=True, help="the archive to write")
+    flags.add_argument("--check", help="a committed archive to compare the rebuilt arrays with")
+    flags.add_argument("--unpinned", action="store_true", help=f"accept a {library} other than the pinned one")
+    return flags
+
+
+def save_and_check(args, arrays, float_tolerance):
+    """Write the archive to --out; with --check, exit 1 unless it agrees with the committed one."""
+    np.savez_compressed(args.out, **arrays)
+    print(f"wrote {args.out} ({len(arrays)} arrays)")
+    if args.check and not compare(arrays, args.check, float_tolerance):
+        raise SystemExit(1)
 
 
 def compare(arrays, committed_path, float_tolerance):

@@ -18,13 +18,12 @@ states0 takes a gradient too. Tokens come from `np.random.seed(1); np.random.ran
         --check tests/data/lstm_zorn_code9.npz
 """
 
-import argparse
 import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
-from golden_compare import compare, refuse, require_commit, require_version, save
+from golden_compare import parser, refuse, require_commit, require_version, save_and_check
 
 COMMIT = "bd1104da9239b0142a08e3e17e1636c8cb54d078"
 FLASHRNN_COMMIT = "d73fb52b1b492ce9f9b2c107660b49079add5eb1"
@@ -82,13 +81,9 @@ def rebuild(source):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", required=True, help="a git checkout of zero_order_rnn at bd1104d")
-    parser.add_argument("--flashrnn", required=True, help="a git checkout of FlashRNN at d73fb52")
-    parser.add_argument("--out", required=True, help="the archive to write")
-    parser.add_argument("--check", help="a committed archive to compare the rebuilt arrays with")
-    parser.add_argument("--unpinned", action="store_true", help="accept a torch other than the pinned one")
-    args = parser.parse_args()
+    flags = parser(__doc__.splitlines()[0], "a git checkout of zero_order_rnn at bd1104d", "torch")
+    flags.add_argument("--flashrnn", required=True, help="a git checkout of FlashRNN at d73fb52")
+    args = flags.parse_args()
     require_commit(args.source, COMMIT, "zero_order_rnn")
     require_commit(args.flashrnn, FLASHRNN_COMMIT, "FlashRNN")
     sys.path.insert(0, str(Path(args.flashrnn).resolve()))
@@ -96,9 +91,7 @@ def main():
 
     require_version("torch", torch.__version__.split("+")[0], TORCH_VERSION, args.unpinned)
     arrays = rebuild(args.source)
-    save(args.out, arrays)
-    if args.check and not compare(arrays, args.check, FLOAT_TOLERANCE):
-        raise SystemExit(1)
+    save_and_check(args, arrays, FLOAT_TOLERANCE)
 
 
 if __name__ == "__main__":

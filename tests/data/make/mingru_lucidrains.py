@@ -10,13 +10,12 @@ cast to float64); the loss is minLM's `return_loss=True` path and its gradient i
         --check tests/data/mingru_lucidrains_chunk1.npz
 """
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
-from golden_compare import compare, require_commit, require_version, save
+from golden_compare import parser, require_commit, require_version, save_and_check
 
 COMMIT = "38b26e119a2e85e70ea53825dc09b91b021afa06"  # tagged 0.2.1 on PyPI
 TORCH_VERSION = "2.13.0"
@@ -57,21 +56,15 @@ def rebuild():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", required=True, help="a git checkout of minGRU-pytorch at 38b26e1 (v0.2.1)")
-    parser.add_argument("--out", required=True, help="the archive to write")
-    parser.add_argument("--check", help="a committed archive to compare the rebuilt arrays with")
-    parser.add_argument("--unpinned", action="store_true", help="accept a torch other than the pinned one")
-    args = parser.parse_args()
+    flags = parser(__doc__.splitlines()[0], "a git checkout of minGRU-pytorch at 38b26e1 (v0.2.1)", "torch")
+    args = flags.parse_args()
     require_commit(args.source, COMMIT, "minGRU-pytorch")
     sys.path.insert(0, str(Path(args.source).resolve()))
     import torch
 
     require_version("torch", torch.__version__.split("+")[0], TORCH_VERSION, args.unpinned)
     arrays = rebuild()
-    save(args.out, arrays)
-    if args.check and not compare(arrays, args.check, FLOAT_TOLERANCE):
-        raise SystemExit(1)
+    save_and_check(args, arrays, FLOAT_TOLERANCE)
 
 
 if __name__ == "__main__":
