@@ -9,6 +9,7 @@ import pytest
 import zmq
 
 from eggnog.runtime.secure_socket import client_socket, derive_keys, message_key, opened, seal, server_socket
+from eggnog.training.gossip.tcp import send_without_waiting  # a refused handshake ends the connection for good
 
 KEYS = derive_keys(hashlib.sha256(b"the run's token").digest())
 OTHER = derive_keys(hashlib.sha256(b"another token").digest())
@@ -29,14 +30,6 @@ def dealer(keys, port, max_bytes=4096):
     return d
 
 
-def try_send(d, frames):
-    """Send without waiting: once a refused handshake ends the connection, a send would block for ever."""
-    try:
-        d.send_multipart(frames, flags=zmq.NOBLOCK)
-    except zmq.Again:
-        pass
-
-
 def heard(s, wait_ms=1500):
     return s.recv_multipart() if s.poll(wait_ms) else None
 
@@ -55,7 +48,7 @@ def test_a_token_holder_gets_through_both_ways(server):
 def test_a_client_with_another_token_is_not_heard(server):
     s, port = server
     d = dealer(OTHER, port)
-    try_send(d, [b"inject"])
+    send_without_waiting(d, [b"inject"])
     assert heard(s, 800) is None
     d.close()
 
@@ -70,7 +63,7 @@ def test_a_client_that_knows_the_server_key_but_not_the_token_is_refused(server)
     d.setsockopt(zmq.CURVE_SECRETKEY, secret)
     d.setsockopt(zmq.CURVE_PUBLICKEY, public)
     d.connect(f"tcp://127.0.0.1:{port}")
-    try_send(d, [b"inject"])
+    send_without_waiting(d, [b"inject"])
     assert heard(s, 800) is None
     d.close()
 
@@ -80,7 +73,7 @@ def test_a_client_without_curve_is_not_heard(server):
     d = zmq.Context.instance().socket(zmq.DEALER)
     d.setsockopt(zmq.LINGER, 0)
     d.connect(f"tcp://127.0.0.1:{port}")
-    try_send(d, [b"inject"])
+    send_without_waiting(d, [b"inject"])
     assert heard(s, 800) is None
     d.close()
 
@@ -91,7 +84,7 @@ def test_a_server_with_another_token_is_not_heard():
     s = server_socket(context, zmq.ROUTER, OTHER, max_bytes=4096)
     port = s.bind_to_random_port("tcp://127.0.0.1")
     d = dealer(KEYS, port)
-    try_send(d, [b"result"])
+    send_without_waiting(d, [b"result"])
     assert heard(s, 800) is None
     d.close()
     s.close()
