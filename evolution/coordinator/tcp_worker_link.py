@@ -135,8 +135,12 @@ class TcpWorkerLink:
 
         body = np.ascontiguousarray(message).tobytes()
         key = self.run_keys[0] if messages.kind_of(message) != wire.HELLO else self.admit_keys[0]
+        # a failed handshake ends the connection, but its pipe is torn down after the monitor reports it: a
+        # send in between would be queued and lost, so the report is read first
+        if self.handshake_failed():
+            raise Refused(HANDSHAKE_REFUSED.format(self.address))
         try:
-            # never blocking: a failed handshake ends the connection, and a send would then wait for ever
+            # never blocking: once the connection is gone, a send would wait for ever
             self.socket.send_multipart([seal(key, self.name, body), body], flags=zmq.NOBLOCK)
         except zmq.Again:
             if self.handshake_failed():
