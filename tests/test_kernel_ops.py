@@ -1,5 +1,6 @@
 """Generated from the kernel registry: for every op and each of its registered cases, the NumPy
-reference, the CPU twin and the CUDA launcher (on the simulator) agree: bit for bit for integer ops,
+reference, the CPU twin and the CUDA launcher (on the simulator), each called through the registry's check
+of the op's declared arguments, agree: bit for bit for integer ops,
 within the op's registered (rtol, atol) for float ones. Outputs are the returned arrays and every array
 argument after the call (so in-place ops are compared too). The last test checks that each kernel was
 launched with exactly the signatures registered for the PTX check."""
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from eggnog.kernels.core.cuda_api import KERNELS, LAUNCHES, SIMULATED, cuda
-from eggnog.kernels.core.placement import to_host
+from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.core.registry import all_ops
 
 OPS = all_ops()
@@ -25,7 +26,7 @@ def _prepare(arg, backend):
 def run_op(entry, backend, args):
     """Host copies of what one implementation returns, then of its array arguments after the call."""
     prepared = [_prepare(a, backend) for a in args]
-    result = getattr(entry, backend)(*prepared)
+    result = entry(kernels_for(backend), *prepared)  # through the registry's check of the declarations
     outputs = list(result) if isinstance(result, tuple) else ([] if result is None else [result])
     outputs += [a for a, given in zip(prepared, args) if isinstance(given, np.ndarray)]
     return [np.asarray(to_host(o)) for o in outputs]

@@ -57,8 +57,20 @@ def _cases(rng):
     yield x, w, 4242, 1, 2, True, random_gains(rng, 70 + 19)
 
 
-@op(cases=_cases)
+@op(cases=_cases, args={"x": "int8[members, d_in]", "w": "int8[d_out, d_in]", "prefix": "int", "first_member": "int",
+                         "sigma_shift": "int", "perturbed": "bool", "gain": "uint8[d_in + d_out] | None"})
 def reference_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+    """int8 (members, d_out): each member's row of x through W^T, plus its own EGGROLL rank-1 perturbation
+    when `perturbed`, scaled down and clipped to +-127 (the formula: this module's docstring).
+
+    x: one int8 input row per member (members, d_in). w: the layer's weights (d_out, d_in), shared.
+    prefix: the noise key of this tensor at this noise epoch, `model.prefixes(seed, epoch)[name]`
+    (models/egg.py): the tensor's id hashed with the run's seed and `step // noise_reuse`.
+    first_member: the population index of x's first row; row i is member g = first_member + i, which
+    uses pair p = g // 2's noise stream (B_p: elements 0..d_in-1, A_p: d_in..d_in+d_out-1 of
+    `gaussian_int8` keyed by (prefix, p)) with sign +1 for even g and -1 for odd.
+    sigma_shift: the perturbation is divided by 2**(4 + sigma_shift). perturbed: False gives x W^T only.
+    gain: the adaptive-noise gains (uint8, 64 = one), scaling B_p and A_p element by element, or None."""
     x64, w64 = x.astype(np.int64), w.astype(np.int64)
     d_out, d_in = w.shape
     acc = x64 @ w64.T

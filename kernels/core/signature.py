@@ -1,0 +1,222 @@
+"""What an op takes, declared once on its reference and checked by the registry before any backend runs:
+`@op(args={"x": "int8[members, d_in]", "w": "int8[d_out, d_in]", "gain": "uint8[d_in + d_out] | None",
+"prefix": "int", ...})`.
+
+An argument is one of:
+- an array `<dtype>[<dims>]`: dtype a NumPy name (`int8`, `float32`, ...), several joined by `/`
+  (`int32/int64`), or `float`, the backend's float type (float32; the NumPy references also take
+  float64). Each dim is a name (the first array that has it fixes it; every other use must agree), a whole
+  number, `_` (any size), or an expression of names and numbers with + - * // (checked once every name is
+  known). `[]` is a 0-d array.
+- a scalar: `int` (not bool), `float` (any real number), `bool`, `str`, or `any` (not checked: an
+  argument of a type the grammar has no word for);
+and `| None` after either lets it be None.
+
+Arrays are taken as they come where the backend can use them without a copy (placement.adopt): on
+"cuda", device arrays from numba, PyTorch, CuPy or JAX (C-contiguous); on "numpy" and "cpu", NumPy arrays
+and anything NumPy reads through DLPack or the array protocol. A call that does not fit is refused with
+one sentence (BadInput) naming the op and the argument, so an implementation never sees a mismatch."""
+
+import ast
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from eggnog.runtime.errors import BadInput
+
+SCALARS = ("int", "float", "bool", "str", "any")
+FLOAT_DTYPES = {"numpy": (np.dtype(np.float32), np.dtype(np.float64))}
+BACKEND_FLOAT = (np.dtype(np.float32),)
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+
+
+@dataclass(frozen=True)
+class Dim:
+    text: str
+    size: int | None = None  # a whole number
+    name: str | None = None  # a name bound by the first array that has it
+    expression: ast.AST | None = None  # an expression of names, checked after every name is bound
+
+    def names(self):
+        if self.name is not None:
+            return {self.name}
+        if self.expression is None:
+            return set()
+        return {node.id for node in ast.walk(self.expression) if isinstance(node, ast.Name)}
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    text: str
+    optional: bool
+    scalar: str | None = None  # one of SCALARS, or None for an array
+    dtypes: tuple = ()  # np.dtype objects; ("float",) for the backend's float type
+    dims: tuple = ()
+
+    @property
+    def is_array(self):
+        return self.scalar is None
+
+
+def parse(text: str) -> ArgSpec:
+    """One argument's declaration (the grammar is in this module's docstring)."""
+    body, optional = text.strip(), False
+    if body.endswith("| None"):
+        body, optional = body[: -len("| None")].strip(), True
+    if "[" not in body:
+        if body not in SCALARS:
+            raise ValueError(f"unknown argument kind {body!r} in {text!r}: an array is <dtype>[dims], a scalar one "
+                             f"of {', '.join(SCALARS)}")
+        return ArgSpec(text, optional, scalar=body)
+    if not body.endswith("]"):
+        raise ValueError(f"an array declaration ends with ']': {text!r}")
+    head, inside = body[:-1].split("[", 1)
+    dtypes = tuple("float" if d == "float" else np.dtype(d) for d in head.strip().split("/"))
+    dims = tuple(_dim(d.strip(), text) for d in inside.split(",")) if inside.strip() else ()
+    return ArgSpec(text, optional, dtypes=dtypes, dims=dims)
+
+
+def _dim(text, declaration):
+    if text == "_":
+        return Dim(text)
+    if text.isdigit():
+        return Dim(text, size=int(text))
+    if text.isidentifier():
+        return Dim(text, name=text)
+    tree = ast.parse(text, mode="eval").body
+    allowed = (ast.BinOp, ast.Name, ast.Constant, ast.Load, *_OPERATORS)
+    for node in ast.walk(tree):
+        if not isinstance(node, allowed) or isinstance(node, ast.Constant) and type(node.value) is not int:
+            raise ValueError(f"dimension {text!r} of {declaration!r} is not names and numbers with + - * //")
+    return Dim(text, expression=tree)
+
+
+def _evaluate(node, sizes):
+    if isinstance(node, ast.Constant):
+        return int(node.value)
+    if isinstance(node, ast.Name):
+        return sizes[node.id]
+    return _OPERATORS[type(node.op)](_evaluate(node.left, sizes), _evaluate(node.right, sizes))
+
+
+class Signature:
+    """The declared arguments of one op, in its reference's parameter order, and the check of a call."""
+
+    def __init__(self, op_name, parameters, declared):
+        """parameters: the reference's inspect.Parameter list; declared: {name: declaration text}."""
+        unknown = sorted(set(declared) - {p.name for p in parameters})
+        if unknown:
+            raise ValueError(f"op {op_name!r} declares arguments its reference does not take: {unknown}")
+        self.op = op_name
+        self.names = tuple(p.name for p in parameters)
+        self.required = frozenset(p.name for p in parameters if p.default is p.empty)
+        self.defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+        self.specs = {name: parse(text) for name, text in declared.items()}
+        self.undeclared = tuple(n for n in self.names if n not in self.specs)
+
+    def check(self, backend: str, args: tuple, kwargs: dict, adopt) -> tuple[tuple, dict]:
+        """The call's arguments with arrays adopted for `backend` (`adopt(value, backend)`), after checking
+        every declared one; BadInput (one sentence) for the first that does not fit."""
+        if len(args) > len(self.names):
+            raise BadInput(f"{self.op} takes at most {len(self.names)} arguments after the backend, got {len(args)}")
+        for name in kwargs:
+            if name not in self.specs and name not in self.names:
+                raise BadInput(f"{self.op} takes no argument {name!r}: its arguments are {', '.join(self.names)}")
+        args = list(args)
+        sizes, where, later = {}, {}, []
+        for i, name in enumerate(self.names):
+            positional = i < len(args)
+            if positional:
+                value = args[i]
+            elif name in kwargs:
+                value = kwargs[name]
+            elif name in self.required:
+                raise BadInput(f"{self.op} needs its argument {name!r}")
+            else:
+                value = self.defaults[name]
+            spec = self.specs.get(name)
+            if spec is None:
+                continue
+            checked = self._one(backend, name, spec, value, sizes, where, later, adopt)
+            if checked is not value:
+                if positional:
+                    args[i] = checked
+                else:
+                    kwargs = {**kwargs, name: checked}
+        for name, dim, size in later:
+            expected = _evaluate(dim.expression, sizes)
+            if size != expected:
+                bound = ", ".join(f"{n} = {sizes[n]} (from {where[n]})" for n in sorted(dim.names()))
+                raise BadInput(f"{self.op}: {name} has {size} along the axis declared {dim.text}, which is {expected} "
+                               f"here ({bound})")
+        return tuple(args), kwargs
+
+    def _one(self, backend, name, spec, value, sizes, where, later, adopt):
+        if value is None:
+            if spec.optional:
+                return value
+            raise BadInput(f"{self.op}: {name} may not be None (it is {spec.text})")
+        if not spec.is_array:
+            _check_scalar(self.op, name, spec, value)
+            return value
+        if not _is_array(value):
+            value = adopt(value, backend)
+        self._check_array(backend, name, spec, value, sizes, where, later)
+        return value
+
+    def _check_array(self, backend, name, spec, value, sizes, where, later):
+        dtype = np.dtype(value.dtype)
+        allowed = [d for want in spec.dtypes for d in (_floats(backend) if want == "float" else (want,))]
+        if dtype not in allowed:
+            names = " or ".join(str(d) for d in allowed)
+            raise BadInput(f"{self.op}: {name} must be {names} (it is {spec.text}), got {dtype}")
+        shape = tuple(int(d) for d in value.shape)
+        if len(shape) != len(spec.dims):
+            raise BadInput(f"{self.op}: {name} must have {len(spec.dims)} axes ({spec.text}), got shape {shape}")
+        if backend == "cuda" and not isinstance(value, np.ndarray) and not _c_contiguous(value):
+            raise BadInput(f"{self.op}: {name} must be C-contiguous on the GPU (copy it with .contiguous() or "
+                           f"ascontiguousarray first)")
+        for dim, size in zip(spec.dims, shape):
+            if dim.size is not None and size != dim.size:
+                raise BadInput(f"{self.op}: {name} must have {dim.size} along that axis ({spec.text}), got shape "
+                               f"{shape}")
+            if dim.name is not None:
+                if dim.name not in sizes:
+                    sizes[dim.name], where[dim.name] = size, name
+                elif sizes[dim.name] != size:
+                    raise BadInput(f"{self.op}: {name} has {dim.name} = {size} (shape {shape}) but "
+                                   f"{where[dim.name]} has {dim.name} = {sizes[dim.name]}")
+            if dim.expression is not None:
+                later.append((name, dim, size))
+
+
+def _floats(backend):
+    return FLOAT_DTYPES.get(backend, BACKEND_FLOAT)
+
+
+def _is_array(value):
+    return isinstance(value, np.ndarray) or hasattr(value, "copy_to_host")
+
+
+def _c_contiguous(device_array):
+    flags = getattr(device_array, "flags", None)
+    if flags is not None:
+        return bool(flags["C_CONTIGUOUS"])
+    return bool(device_array.is_c_contiguous())
+
+
+def _check_scalar(op, name, spec, value):
+    kind = spec.scalar
+    if kind == "any":
+        return
+    if kind == "bool":
+        ok = isinstance(value, bool | np.bool_)
+    elif kind == "int":
+        ok = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+    elif kind == "float":
+        ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool | np.bool_)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise BadInput(f"{op}: {name} must be {spec.text}, got {type(value).__name__} {value!r:.40}")
