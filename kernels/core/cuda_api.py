@@ -9,6 +9,7 @@ every CUDA kernel with the signatures its launcher uses, so the PTX check compil
 GPU; on the simulator it also records the argument types of every launch, so a test can compare them.
 """
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numba
@@ -64,6 +65,23 @@ class KernelSpec:
 KERNELS: list[KernelSpec] = []
 LAUNCHES: dict[str, set] = {}  # kernel name -> argument-type tuples seen on the simulator
 
+# The numba stream kernels launch on (None: the default stream), set by streams.kernels_on_stream; a
+# context variable, so threads and asyncio tasks each keep their own.
+LAUNCH_STREAM: ContextVar = ContextVar("eggnog_launch_stream", default=None)
+
+
+def with_launch_stream(launch_config):
+    """`launch_config` with the stream of LAUNCH_STREAM: [grid, block] gains it as third entry, a config
+    naming the default stream (0) has it replaced, a config naming another stream keeps its own."""
+    stream = LAUNCH_STREAM.get()
+    if stream is None:
+        return launch_config
+    if len(launch_config) == 2:
+        return (*launch_config, stream)
+    if len(launch_config) > 2 and isinstance(launch_config[2], int) and launch_config[2] == 0:
+        return (*launch_config[:2], stream, *launch_config[3:])
+    return launch_config
+
 
 def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS, launch_bounds=None):
     """`cuda.jit` that also records the kernel for the PTX check and the static report (`block`: the
@@ -82,8 +100,13 @@ def kernel(*signatures, float64_free=True, tensor_cores=False, block=THREADS, la
         KERNELS.append(spec)
         bounds = {"launch_bounds": launch_bounds} if launch_bounds and not SIMULATED else {}
         compiled = cuda.jit(cache=True, **bounds)(fn)
-        compiled = _RecordingKernel(spec.name, compiled) if SIMULATED else compiled
-        return kernel_timer.TimedKernel(spec.name, compiled, cuda) if kernel_timer.ENABLED else compiled
+        if SIMULATED:
+            compiled = _RecordingKernel(spec.name, compiled)
+        if kernel_timer.ENABLED:
+            return _StreamedTimedKernel(spec.name, compiled, cuda)
+        if not SIMULATED:
+            compiled.__class__ = _stream_dispatcher_class(type(compiled))  # still a CUDADispatcher
+        return compiled
 
     return wrap
 
@@ -124,8 +147,47 @@ def flat(a):
 
 
 def on_device(a, dtype=None):
-    """`a` itself when it is already a device array, else a contiguous device copy (of `dtype` if given)."""
-    return a if hasattr(a, "copy_to_host") else cuda.to_device(np.ascontiguousarray(a, dtype))
+    """`a` itself when it is already a numba device array, a zero-copy view of any other GPU array (one
+    with `__cuda_array_interface__`: PyTorch, CuPy, JAX), else a contiguous device copy of a host array
+    (NumPy, or a CPU tensor read through DLPack) of `dtype` if given. GPU arrays keep their dtype."""
+    view = device_view(a)
+    if view is not None:
+        return view
+    host = np.from_dlpack(a) if hasattr(a, "__dlpack__") and not isinstance(a, np.ndarray) else a
+    return cuda.to_device(np.ascontiguousarray(host, dtype))
+
+
+def device_view(value):
+    """A numba device array over the memory of `value`, without a copy: `value` itself when it is one,
+    a view when it has `__cuda_array_interface__`; None for anything else. On the simulator, whose
+    "device" memory is host memory, the view wraps the interface's pointer in a simulated device array."""
+    if getattr(value, "__cuda_ndarray__", False):
+        return value
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is None or isinstance(value, np.ndarray):
+        return None
+    if SIMULATED:
+        return cuda.cudadrv.devicearray.FakeCUDAArray(_host_view_of_interface(interface, value))
+    return cuda.as_cuda_array(value)
+
+
+class _InterfaceOwner:
+    """Hands a CUDA array interface to NumPy as an array interface (the fields are the same), keeping
+    the object that owns the memory alive as long as the NumPy view."""
+
+    def __init__(self, interface, owner):
+        self.owner = owner
+        self.__array_interface__ = {key: interface[key] for key in ("shape", "typestr", "data", "strides")
+                                    if key in interface} | {"version": 3}
+
+
+def _host_view_of_interface(interface, owner):
+    if interface.get("mask") is not None:
+        raise BadInput(f"a {type(owner).__name__} with a mask in its __cuda_array_interface__ is not supported")
+    shape = tuple(interface["shape"])
+    if 0 in shape:  # an empty array may carry a null pointer, which NumPy refuses
+        return np.empty(shape, np.dtype(interface["typestr"]))
+    return np.asarray(_InterfaceOwner(interface, owner))
 
 
 def device_zeros(shape, dtype=np.float32):
@@ -157,14 +219,39 @@ def launch_type(value):
     return numba.typeof(host)
 
 
+_STREAM_DISPATCHERS: dict = {}  # numba's dispatcher class -> its subclass launching on LAUNCH_STREAM
+
+
+def _stream_dispatcher_class(dispatcher_class):
+    """`dispatcher_class` with launches on LAUNCH_STREAM; a subclass, so checks that look for numba's
+    dispatchers (the PTX inventory) still find the kernels."""
+    made = _STREAM_DISPATCHERS.get(dispatcher_class)
+    if made is None:
+        def __getitem__(self, launch_config):
+            return dispatcher_class.__getitem__(self, with_launch_stream(launch_config))
+
+        made = _STREAM_DISPATCHERS[dispatcher_class] = type(dispatcher_class.__name__, (dispatcher_class,),
+                                              {"__getitem__": __getitem__, "__module__": __name__})
+    return made
+
+
+class _StreamedTimedKernel(kernel_timer.TimedKernel):
+    """A timed kernel whose launches, and the events around them, go on LAUNCH_STREAM."""
+
+    def __getitem__(self, launch_config):
+        return super().__getitem__(with_launch_stream(launch_config))
+
+
 class _RecordingKernel:
     """A simulated kernel that notes the argument types of each launch before running it (unless a
-    device_counts.tracing window runs none)."""
+    device_counts.tracing window runs none); launches go on LAUNCH_STREAM (the simulator runs every
+    stream in order on the host)."""
 
     def __init__(self, name, compiled):
         self._name, self._compiled = name, compiled
 
     def __getitem__(self, launch_config):
+        launch_config = with_launch_stream(launch_config)
         configured = self._compiled[launch_config]
 
         def launch(*args):
