@@ -81,14 +81,21 @@ def _erf64(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
-@op(cases=_gelu_cases, tolerance=TOLERANCE)
+# any shape (flattened): the grammar has no word for an array of any number of axes
+@op(cases=_gelu_cases, tolerance=TOLERANCE, args={"x": "any"})
 def reference_gelu(x):
+    """The exact GELU, x Phi(x) with Phi the standard normal CDF (erf), element by element: a float32 array
+    of x's shape (float64 here). x: a float array of any shape (the MinGRU LM's feed-forward rows)."""
     x = f64(x)
     return 0.5 * x * (1.0 + _erf64(x * INV_SQRT2))
 
 
-@op(cases=_gelu_backward_cases, tolerance=TOLERANCE)
+# any shape (flattened): the grammar has no word for an array of any number of axes
+@op(cases=_gelu_backward_cases, tolerance=TOLERANCE, args={"dy": "any", "x": "any"})
 def reference_gelu_backward(dy, x):
+    """The gradient through gelu: dy (Phi(x) + x phi(x)), of x's shape, float32 (float64 here).
+
+    dy: the loss's gradient with respect to gelu(x); x: gelu's input (not its output), of dy's shape."""
     x = f64(x)
     return f64(dy) * (0.5 * (1.0 + _erf64(x * INV_SQRT2)) + x * INV_SQRT_2PI * np.exp(-0.5 * x * x))
 
@@ -163,15 +170,25 @@ def _activation_backward_cases(rng):
         yield rng.normal(size=x.shape).astype(np.float32), reference_activation(x, kind).astype(np.float32), kind
 
 
-@op(cases=_activation_cases, tolerance=TOLERANCE)
+# any shape (flattened): the grammar has no word for an array of any number of axes
+@op(cases=_activation_cases, tolerance=TOLERANCE, args={"x": "any", "kind": "int"})
 def reference_activation(x, kind):
+    """sigmoid(x) or tanh(x) element by element, a float32 array of x's shape (float64 here).
+
+    x: a float array of any shape; kind: SIGMOID (0) or TANH (1), this module's constants."""
     _check_kind(kind)
     x = f64(x)
     return 1.0 / (1.0 + np.exp(-x)) if kind == SIGMOID else np.tanh(x)
 
 
-@op(cases=_activation_backward_cases, tolerance=TOLERANCE)
+# any shape (flattened): the grammar has no word for an array of any number of axes
+@op(cases=_activation_backward_cases, tolerance=TOLERANCE, args={"dy": "any", "y": "any", "kind": "int"})
 def reference_activation_backward(dy, y, kind):
+    """The gradient through activation, from its output: dy y (1 - y) for SIGMOID, dy (1 - y^2) for TANH,
+    of y's shape, float32 (float64 here).
+
+    dy: the loss's gradient with respect to y; y: the activation's output (not its input), of dy's shape;
+    kind: SIGMOID (0) or TANH (1), as in the forward."""
     _check_kind(kind)
     y = f64(y)
     return f64(dy) * (y * (1.0 - y) if kind == SIGMOID else 1.0 - y * y)

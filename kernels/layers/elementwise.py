@@ -37,8 +37,14 @@ def _check_add(a, b):
                                               f"and {tuple(b.shape)}")
 
 
-@op(cases=_add_cases, tolerance=ROUNDED)
+# any shape (1-D biases, 2-D rows, ...): the grammar has no word for an array of any number of axes, so
+# _check_add compares the shapes
+@op(cases=_add_cases, tolerance=ROUNDED, args={"a": "any", "b": "any"})
 def reference_add(a, b):
+    """a + b element by element, a new float32 array of their shape (float64 here).
+
+    a, b: float arrays of one shape, any number of axes (a residual stream and a block's output, two
+    bias vectors)."""
     _check_add(a, b)
     return f64(a) + f64(b)
 
@@ -76,8 +82,12 @@ def _check_add_bias(x, bias):
             f"add_bias takes rows (n, d) and a bias (d,), got {tuple(x.shape)} and {tuple(bias.shape)}")
 
 
-@op(cases=_add_bias_cases, tolerance=ROUNDED)
+@op(cases=_add_bias_cases, tolerance=ROUNDED, args={"x": "float[rows, d]", "bias": "float[d]"})
 def reference_add_bias(x, bias):
+    """x + bias on every row, (rows, d) float32 (float64 here): a linear layer's bias, or a vector
+    parameter added to each member's noise row (float EGGROLL).
+
+    x: rows of features; bias: one value per feature."""
     _check_add_bias(x, bias)
     return f64(x) + f64(bias)[None, :]
 
@@ -113,8 +123,10 @@ def _column_sum_cases(rng):
         yield (normal32(rng, rows, cols, scale=5.0),)
 
 
-@op(cases=_column_sum_cases, tolerance=SUMMED)
+@op(cases=_column_sum_cases, tolerance=SUMMED, args={"x": "float[rows, d]"})
 def reference_column_sum(x):
+    """The sum over the rows of x, (d,) float32 (float64 here; the twins accumulate in float64 or in
+    partial sums): the gradient of a bias or of a norm's weight from its per-row gradients x."""
     return f64(x).sum(axis=0)
 
 
@@ -185,8 +197,13 @@ def _check_member_affine(x, scale, shift):
             f"{tuple(x.shape)}, scale {tuple(scale.shape)} and shift {tuple(shift.shape)}")
 
 
-@op(cases=_member_affine_cases, tolerance=SUMMED)
+@op(cases=_member_affine_cases, tolerance=SUMMED,
+    args={"x": "float[members, steps, d]", "scale": "float[members, d]", "shift": "float[members, d]"})
 def reference_member_affine(x, scale, shift):
+    """x[m, t] * scale[m] + shift[m] for every member m and step t, (members, steps, d) float32 (float64
+    here): each population member's own (perturbed) norm weight and bias applied to its rows.
+
+    x: each member's steps of features; scale, shift: one row of weights and one of biases per member."""
     _check_member_affine(x, scale, shift)
     return f64(x) * f64(scale)[:, None, :] + f64(shift)[:, None, :]
 
@@ -237,8 +254,10 @@ def _check_last_step(h):
             f"last_step takes a (batch, steps, channels) sequence with a step, got {tuple(h.shape)}")
 
 
-@op(cases=_last_step_cases)
+@op(cases=_last_step_cases, args={"h": "float[batch, steps, channels]"})
 def reference_last_step(h):
+    """h[:, -1], the last step of a scan's output, as a contiguous (batch, channels) float32 array (float64
+    here): the state a recurrent layer carries into the next window. h needs at least one step."""
     _check_last_step(h)
     return f64(h)[:, -1]
 
@@ -290,8 +309,14 @@ def _copy_window_host(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
     dst[dst_row:dst_row + rows, dst_col:dst_col + cols] = src[src_row:src_row + rows, src_col:src_col + cols]
 
 
-@op(cases=_copy_window_cases)
+@op(cases=_copy_window_cases, args={"src": "float[_, _]", "dst": "float[_, _]", "src_row": "int", "src_col": "int",
+                                    "dst_row": "int", "dst_col": "int", "rows": "int", "cols": "int"})
 def reference_copy_window(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
+    """dst[dst_row:dst_row + rows, dst_col:dst_col + cols] = src[src_row:src_row + rows, src_col:src_col + cols],
+    in place; returns None. Joins and splits columns and stacks time steps without a host copy (the DNC).
+
+    src, dst: two matrices of any sizes; (src_row, src_col) and (dst_row, dst_col): the window's top-left
+    corner in each; rows, cols: its size (0 copies nothing). The window must lie inside both."""
     _copy_window_host(src, dst, src_row, src_col, dst_row, dst_col, rows, cols)
 
 
@@ -329,8 +354,15 @@ def _check_accumulate(dst, src):
             f"accumulate needs two arrays of one shape, got {tuple(dst.shape)} and {tuple(src.shape)}")
 
 
-@op(cases=_accumulate_cases, tolerance=ROUNDED)
+# any shape (flat gradients, 2-D rows, 3-D memories): the grammar has no word for an array of any number of
+# axes, so _check_accumulate compares the shapes
+@op(cases=_accumulate_cases, tolerance=ROUNDED, args={"dst": "any", "src": "any"})
 def reference_accumulate(dst, src):
+    """dst += src in place, element by element; returns None. Sums gradients and pre-activations
+    without a new array.
+
+    dst: the float array added to (its values change); src: a float array of dst's shape, any number of
+    axes."""
     _check_accumulate(dst, src)
     dst += f64(src)
 
@@ -366,8 +398,12 @@ def _check_scale_rows(x, scale):
             f"scale_rows takes rows (n, d) and one scale per row, got {tuple(x.shape)} and {tuple(scale.shape)}")
 
 
-@op(cases=_scale_rows_cases, tolerance=ROUNDED)
+@op(cases=_scale_rows_cases, tolerance=ROUNDED, args={"x": "float[rows, d]", "scale": "float[rows]"})
 def reference_scale_rows(x, scale):
+    """x[i] * scale[i] for every row i, (rows, d) float32 (float64 here): the logits' gradient weighted
+    per row (a mask over the mean), or each member's noise row scaled by its sigma.
+
+    x: rows of values; scale: one factor per row."""
     _check_scale_rows(x, scale)
     return f64(x) * f64(scale)[:, None]
 
@@ -414,8 +450,10 @@ def _check_swap_leading(x):
     require(len(x.shape) == 3, f"swap_leading takes a 3-D array, got shape {tuple(x.shape)}")
 
 
-@op(cases=_swap_leading_cases)
+@op(cases=_swap_leading_cases, args={"x": "float[a, b, m]"})
 def reference_swap_leading(x):
+    """x with its first two axes exchanged, (b, a, m) as a contiguous copy of x's dtype: a probe axis
+    moved in or out of the rows (the probe-batched LSTM)."""
     _check_swap_leading(x)
     return np.ascontiguousarray(np.swapaxes(x, 0, 1))
 

@@ -51,14 +51,23 @@ def _check_gradient(dout, tokens):
             f"got dout {tuple(dout.shape)} and tokens {tuple(tokens.shape)}")
 
 
-@op(cases=_embedding_cases)
+@op(cases=_embedding_cases, args={"table": "float[vocab, d]", "tokens": "uint8[n]"})
 def reference_embedding(table, tokens):
+    """The rows of `table` at `tokens`, (n, d) of table's dtype: each byte's embedding vector.
+
+    table: one row per token value (vocab rows, each token below vocab); tokens: the bytes, flattened."""
     _check_lookup(table, tokens)
     return f64(table)[np.asarray(tokens, np.int64)]
 
 
-@op(cases=_embedding_backward_cases, tolerance=(1e-5, 1e-6))
+@op(cases=_embedding_backward_cases, tolerance=(1e-5, 1e-6),
+    args={"dout": "float[n, d]", "tokens": "uint8[n]", "vocab": "int"})
 def reference_embedding_backward(dout, tokens, vocab):
+    """The gradient of the table of an embedding: grad[v] = sum of dout[i] over the i with tokens[i] = v,
+    (vocab, d) float32 (float64 here); rows of tokens never seen are zero.
+
+    dout: the loss's gradient with respect to the looked-up rows; tokens: the bytes the forward looked up;
+    vocab: the table's number of rows (every token below it)."""
     _check_gradient(dout, tokens)
     grad = np.zeros((vocab, dout.shape[1]))
     np.add.at(grad, np.asarray(tokens, np.int64), f64(dout))

@@ -36,8 +36,14 @@ def _check(logits, targets):
             f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)}")
 
 
-@op(cases=_cases, tolerance=(1e-5, 1e-6))
+@op(cases=_cases, tolerance=(1e-5, 1e-6), args={"logits": "float[rows, vocab]", "targets": "uint8[rows]"})
 def reference_cross_entropy(logits, targets):
+    """Each row's cross-entropy in bits and its gradient: (loss (rows,), grad (rows, vocab)), float32
+    (float64 here). loss[i] = -log2 softmax(logits[i])[targets[i]]; grad is the gradient of the mean of
+    loss over the rows with respect to logits.
+
+    logits: one row of unnormalised scores per predicted byte; targets: the byte each row should predict
+    (below vocab)."""
     _check(logits, targets)
     z = f64(logits)
     z = z - z.max(axis=1, keepdims=True)

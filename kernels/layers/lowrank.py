@@ -68,20 +68,40 @@ def _check_expand(y, xb, a, coef):
             f"and coef (members,), got {tuple(y.shape)}, {tuple(xb.shape)}, {tuple(a.shape)} and {tuple(coef.shape)}")
 
 
-@op(cases=_project_cases, tolerance=TOLERANCE)
+@op(cases=_project_cases, tolerance=TOLERANCE,
+    args={"x": "float[members, steps, d_in]", "b": "float[members, d_in, rank]"})
 def reference_lowrank_project(x, b):
+    """xb[m] = x[m] B[m], (members, steps, rank) float32 (float64 here): each member's rows projected onto
+    its own rank-r noise factor B, the first half of its perturbation x (coef A B^T)^T.
+
+    x: each member's input rows of the layer; b: each member's factor B (float EGGROLL's `matrix(name)`:
+    the member's pair noise for the layer's input side)."""
     _check_project(x, b)
     return np.matmul(f64(x), f64(b))
 
 
-@op(cases=_project_rows_cases)
+# b's rows: at least 256 (every byte), which the grammar cannot say; _check_project_rows does
+@op(cases=_project_rows_cases, args={"tokens": "uint8[members, steps]", "b": "float[members, _, rank]"})
 def reference_lowrank_project_rows(tokens, b):
+    """xb[m, t] = B[m, tokens[m, t]], (members, steps, rank) float32 (float64 here): lowrank_project for an
+    embedding, whose one-hot input makes the product a row gather.
+
+    tokens: each member's input bytes; b: each member's noise factor on the table's rows (256 or more
+    rows, one per byte value)."""
     _check_project_rows(tokens, b)
     return f64(b)[np.arange(b.shape[0])[:, None], np.asarray(tokens, np.int64)]
 
 
-@op(cases=_expand_cases, tolerance=TOLERANCE)
+@op(cases=_expand_cases, tolerance=TOLERANCE,
+    args={"y": "float[members, steps, d_out]", "xb": "float[members, steps, rank]",
+          "a": "float[members, d_out, rank]", "coef": "float[members]"})
 def reference_lowrank_expand(y, xb, a, coef):
+    """y[m] + coef[m] xb[m] A[m]^T, a new (members, steps, d_out) float32 array (float64 here): the shared
+    product y = x W^T plus each member's low-rank perturbation.
+
+    y: the unperturbed layer's output per member; xb: lowrank_project's (or _rows') result; a: each
+    member's factor A on the output side; coef: each member's sign times sigma / sqrt(rank) (float EGGROLL:
+    +1 and -1 for a pair's two members)."""
     _check_expand(y, xb, a, coef)
     delta = np.matmul(f64(xb), np.transpose(f64(a), (0, 2, 1)))
     return f64(y) + f64(coef)[:, None, None] * delta
@@ -191,9 +211,14 @@ def _check_sum(weight, a, b):
             f"{tuple(weight.shape)}, {tuple(a.shape)} and {tuple(b.shape)}")
 
 
-@op(cases=_sum_cases, tolerance=TOLERANCE)
+@op(cases=_sum_cases, tolerance=TOLERANCE,
+    args={"weight": "float[pairs]", "a": "float[pairs, rows, rank]", "b": "float[pairs, cols, rank]"})
 def reference_lowrank_sum(weight, a, b):
-    """sum_p weight[p] A[p] B[p]^T (rows, cols)."""
+    """sum_p weight[p] A[p] B[p]^T, (rows, cols) float32 (float64 here): float EGGROLL's update of one
+    matrix from its pairs' noise factors, never forming a pair's matrix.
+
+    weight: each antithetic pair's weight (its two members' shaped fitness difference, scaled); a, b:
+    each pair's noise factors (a vector parameter passes A = 1 of rank 1 and its noise as B)."""
     _check_sum(weight, a, b)
     return np.einsum("p,pir,pjr->ij", f64(weight), f64(a), f64(b))
 

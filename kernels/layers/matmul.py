@@ -60,14 +60,23 @@ def check_layer(x, w, dy=None):
                 f"{(x.shape[0], w.shape[0])}, got {tuple(dy.shape)}")
 
 
-@op(cases=_matmul_cases, tolerance=TOLERANCE)
+@op(cases=_matmul_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
 def reference_matmul(x, w):
+    """A linear layer without bias: y = x W^T, (rows, d_out) float32 (computed in float64 here).
+
+    x: the layer's input, one row per token (or member); w: its weights, PyTorch's (out, in) layout.
+    At precision tf32 or bf16 the op runs as matmul_tf32 or matmul_bf16 (inputs rounded first)."""
     check_layer(x, w)
     return f64(x) @ f64(w).T
 
 
-@op(cases=_matmul_backward_cases, tolerance=TOLERANCE)
+@op(cases=_matmul_backward_cases, tolerance=TOLERANCE,
+    args={"dy": "float[rows, d_out]", "x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
 def reference_matmul_backward(dy, x, w):
+    """The two gradients of y = x W^T: (dx, dW) = (dy W, dy^T x), shapes (rows, d_in) and (d_out, d_in).
+
+    dy: the loss's gradient with respect to y; x and w: the forward's input and weights. At precision
+    tf32 or bf16 the op runs as matmul_backward_tf32 or matmul_backward_bf16."""
     check_layer(x, w, dy)
     dy64 = f64(dy)
     return dy64 @ f64(w), dy64.T @ f64(x)
@@ -302,8 +311,15 @@ def _check_bmm(a, b, transpose_a, transpose_b):
             f"batch or inner sizes differ")
 
 
-@op(cases=_bmm_cases, tolerance=TOLERANCE)
+# the inner sizes are a's axis 1 or 2 and b's axis 2 or 1 by the flags: _check_bmm compares them
+@op(cases=_bmm_cases, tolerance=TOLERANCE, args={"a": "float[batch, _, _]", "b": "float[batch, _, _]",
+                                                 "transpose_a": "bool", "transpose_b": "bool"})
 def reference_bmm(a, b, transpose_a=False, transpose_b=False):
+    """A batch of matrix products: c[n] = op(a[n]) op(b[n]), (batch, rows, cols), op(m) = m^T where the
+    flag is set, else m.
+
+    a, b: the batch of left and right factors, one pair per leading index; transpose_a / transpose_b:
+    use a[n]^T (a is (batch, inner, rows)) / b[n]^T (b is (batch, cols, inner)). The inner sizes must agree."""
     _check_bmm(a, b, transpose_a, transpose_b)
     return np.matmul(_op(f64(a), transpose_a), _op(f64(b), transpose_b))
 

@@ -45,14 +45,25 @@ def _backward_cases(rng):
         yield normal32(rng, rows, d_out), normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
-@op(cases=_matmul_cases, tolerance=TOLERANCE)
+@op(cases=_matmul_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
 def reference_matmul_bf16(x, w):
+    """matmul on bf16 tensor cores: y = bf16(x) bf16(W)^T accumulated in fp32, (rows, d_out) float32
+    (float64 products of the rounded values here). What `matmul` runs at precision bf16.
+
+    x: the layer's input (rows, d_in); w: its weights (d_out, d_in). bf16(.) rounds fp32 to
+    an 8-bit significand, to nearest with ties to even (`mma.round_bf16`)."""
     check_layer(x, w)
     return f64(round_bf16(x)) @ f64(round_bf16(w)).T
 
 
-@op(cases=_backward_cases, tolerance=TOLERANCE)
+@op(cases=_backward_cases, tolerance=TOLERANCE,
+    args={"dy": "float[rows, d_out]", "x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
 def reference_matmul_backward_bf16(dy, x, w):
+    """matmul_backward on bf16 tensor cores: (dx, dW) = (bf16(dy) bf16(W), bf16(dy)^T bf16(x)),
+    shapes (rows, d_in) and (d_out, d_in), accumulated in fp32. What `matmul_backward` runs at precision bf16.
+
+    dy: the loss's gradient with respect to y = x W^T; x and w: the forward's input and weights, each
+    rounded by bf16(.) before the products."""
     return rounded_reference_backward(round_bf16, dy, x, w)
 
 

@@ -51,8 +51,13 @@ def _cases(rng):
         yield normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
-@op(cases=_cases, tolerance=TOLERANCE)
+@op(cases=_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
 def reference_matmul_tf32(x, w):
+    """matmul on TF32 tensor cores: y = tf32(x) tf32(W)^T accumulated in fp32, (rows, d_out) float32
+    (float64 products of the rounded values here). What `matmul` runs at precision tf32.
+
+    x: the layer's input (rows, d_in); w: its weights (d_out, d_in). tf32(.) rounds fp32 to
+    a 10-bit mantissa, to nearest with ties away from zero (`mma.round_tf32`)."""
     check_layer(x, w)
     return f64(round_tf32(x)) @ f64(round_tf32(w)).T
 
@@ -70,8 +75,14 @@ def _backward_cases(rng):
         yield normal32(rng, rows, d_out), normal32(rng, rows, d_in), normal32(rng, d_out, d_in)
 
 
-@op(cases=_backward_cases, tolerance=TOLERANCE)
+@op(cases=_backward_cases, tolerance=TOLERANCE,
+    args={"dy": "float[rows, d_out]", "x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
 def reference_matmul_backward_tf32(dy, x, w):
+    """matmul_backward on TF32 tensor cores: (dx, dW) = (tf32(dy) tf32(W), tf32(dy)^T tf32(x)),
+    shapes (rows, d_in) and (d_out, d_in), accumulated in fp32. What `matmul_backward` runs at precision tf32.
+
+    dy: the loss's gradient with respect to y = x W^T; x and w: the forward's input and weights, each
+    rounded by tf32(.) before the products."""
     return rounded_reference_backward(round_tf32, dy, x, w)
 
 

@@ -58,15 +58,24 @@ def _layernorm_backward_cases(rng):
 
 # ---- RMSNorm -------------------------------------------------------------------------------------------
 
-@op(cases=_rmsnorm_cases, tolerance=TOLERANCE)
+@op(cases=_rmsnorm_cases, tolerance=TOLERANCE, args={"x": "float[rows, d]", "w": "float[d]"})
 def reference_rmsnorm(x, w):
+    """RMSNorm of each row: (y (rows, d), rstd (rows,)), float32 (float64 here), y = x * rstd * w with
+    rstd = 1 / sqrt(mean(x^2) + RMS_EPS) over the row; rstd is what rmsnorm_backward needs.
+
+    x: rows of features; w: the norm's weight, one per feature."""
     x64 = f64(x)
     rstd = 1.0 / np.sqrt((x64 * x64).mean(axis=1) + RMS_EPS)
     return x64 * rstd[:, None] * f64(w), rstd
 
 
-@op(cases=_rmsnorm_backward_cases, tolerance=TOLERANCE)
+@op(cases=_rmsnorm_backward_cases, tolerance=TOLERANCE,
+    args={"dy": "float[rows, d]", "x": "float[rows, d]", "w": "float[d]", "rstd": "float[rows]"})
 def reference_rmsnorm_backward(dy, x, w, rstd):
+    """The gradients of rmsnorm: (dx (rows, d), dw (d,)), float32 (float64 here).
+
+    dy: the loss's gradient with respect to y; x, w: the forward's input and weight; rstd: the forward's
+    second result."""
     dy, x, w, rstd = (f64(a) for a in (dy, x, w, rstd))
     dyw = dy * w
     dx = rstd[:, None] * dyw - x * rstd[:, None] ** 3 * (dyw * x).mean(axis=1, keepdims=True)
@@ -158,8 +167,13 @@ def cuda_rmsnorm_backward(dy, x, w, rstd):
 
 # ---- LayerNorm -----------------------------------------------------------------------------------------
 
-@op(cases=_layernorm_cases, tolerance=TOLERANCE)
+@op(cases=_layernorm_cases, tolerance=TOLERANCE, args={"x": "float[rows, d]", "w": "float[d]", "b": "float[d]"})
 def reference_layernorm(x, w, b):
+    """LayerNorm of each row: (y (rows, d), mean (rows,), rstd (rows,)), float32 (float64 here),
+    y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(biased variance + LN_EPS); mean and rstd are what
+    layernorm_backward needs.
+
+    x: rows of features; w, b: the norm's weight and bias, one per feature."""
     x = f64(x)
     mean = x.mean(axis=1)
     xc = x - mean[:, None]
@@ -167,8 +181,14 @@ def reference_layernorm(x, w, b):
     return xc * rstd[:, None] * f64(w) + f64(b), mean, rstd
 
 
-@op(cases=_layernorm_backward_cases, tolerance=TOLERANCE)
+@op(cases=_layernorm_backward_cases, tolerance=TOLERANCE,
+    args={"dy": "float[rows, d]", "x": "float[rows, d]", "w": "float[d]", "mean": "float[rows]",
+          "rstd": "float[rows]"})
 def reference_layernorm_backward(dy, x, w, mean, rstd):
+    """The gradients of layernorm: (dx (rows, d), dw (d,), db (d,)), float32 (float64 here).
+
+    dy: the loss's gradient with respect to y; x, w: the forward's input and weight (the bias is not
+    needed); mean, rstd: the forward's second and third results."""
     dy, x, w, mean, rstd = (f64(a) for a in (dy, x, w, mean, rstd))
     xhat = (x - mean[:, None]) * rstd[:, None]
     g = dy * w

@@ -36,15 +36,21 @@ def _softmax_rows_backward_cases(rng):
         yield rng.normal(size=x.shape).astype(np.float32), reference_softmax_rows(x).astype(np.float32)
 
 
-@op(cases=_softmax_rows_cases, tolerance=TOLERANCE)
+@op(cases=_softmax_rows_cases, tolerance=TOLERANCE, args={"x": "float[rows, d]"})
 def reference_softmax_rows(x):
+    """softmax along each row of x (its maximum subtracted first), (rows, d) float32 (float64 here): each
+    row of the result is positive and sums to one."""
     z = f64(x)
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
 
-@op(cases=_softmax_rows_backward_cases, tolerance=TOLERANCE)
+@op(cases=_softmax_rows_backward_cases, tolerance=TOLERANCE, args={"dp": "float[rows, d]", "p": "float[rows, d]"})
 def reference_softmax_rows_backward(dp, p):
+    """The gradient through softmax_rows from its output: dx = p * (dp - sum_j dp p) per row, (rows, d)
+    float32 (float64 here).
+
+    dp: the loss's gradient with respect to p; p: softmax_rows' output (not its input)."""
     dp, p = f64(dp), f64(p)
     return p * (dp - (dp * p).sum(axis=1, keepdims=True))
 

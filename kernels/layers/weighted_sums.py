@@ -44,8 +44,16 @@ def _check(x, w, out):
             f"{tuple(getattr(out, 'shape', ()))}")
 
 
-@op(cases=_cases, tolerance=TOLERANCE)
+@op(cases=_cases, tolerance=TOLERANCE,
+    args={"x": "float[groups, n]", "w": "float[n]", "out": "float64[groups] | None", "scale": "float"})
 def reference_weighted_row_sums(x, w, out=None, scale=1.0):
+    """scale * sum_j x[g, j] w[j] for each row g, accumulated in float64: a (groups,) float64 array of the
+    backend (`out` itself when given): one number per probe or member to copy to the host.
+
+    x: per-token losses, one row per group (a probe's or a member's); w: one weight per column (a 0/1 mask,
+    ones, or any weights; on "cuda" it may be a host array); out: where the sums go, or None for a new
+    array (a slot of a longer vector gathers several calls for one copy to the host); scale: a factor on
+    every sum (1 / total weight makes means)."""
     _check(x, w, out)
     if out is None:
         return f64(x) @ f64(w) * scale
