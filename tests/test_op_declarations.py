@@ -56,11 +56,17 @@ def breaks(entry, args):
                                                                    if "float" in spec.dtypes else set())
             other = next(d for d in CANDIDATE_DTYPES if d not in allowed)
             yield "dtype", name, (*args[:i], value.astype(other), *args[i + 1:])
-            yield "axis", name, (*args[:i], value[None], *args[i + 1:])
-            for axis, dim in enumerate(spec.dims):
+            star = next((j for j, d in enumerate(spec.dims) if d.star is not None), None)
+            if star is None or shared["*" + spec.dims[star].star] > 1:  # a lone *name takes any axes
+                yield "axis", name, (*args[:i], value[None], *args[i + 1:])
+            for j, dim in enumerate(spec.dims):
+                if dim.star is not None:
+                    continue
+                axis = j if star is None or j < star else j - len(spec.dims)
                 if dim.size is not None or any(shared[n] > 1 for n in dim.names()):
                     grown = np.concatenate([value, value.take([0], axis=axis)], axis=axis) if value.shape[axis] \
-                        else np.zeros(value.shape[:axis] + (1,) + value.shape[axis + 1:], value.dtype)
+                        else np.zeros(value.shape[:axis % value.ndim] + (1,) + value.shape[axis % value.ndim + 1:],
+                                      value.dtype)
                     yield f"size of axis {axis}", name, (*args[:i], grown, *args[i + 1:])
         elif spec.scalar in ("int", "bool") and value is not None:
             yield "scalar kind", name, (*args[:i], 0.5, *args[i + 1:])

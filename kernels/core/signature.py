@@ -6,8 +6,9 @@ An argument is one of:
 - an array `<dtype>[<dims>]`: dtype a NumPy name (`int8`, `float32`, ...), several joined by `/`
   (`int32/int64`), or `float`, the backend's float type (float32; the NumPy references also take
   float64). Each dim is a name (the first array that has it fixes it; every other use must agree), a whole
-  number, `_` (any size), or an expression of names and numbers with + - * // (checked once every name is
-  known). `[]` is a 0-d array.
+  number, `_` (any size), an expression of names and numbers with + - * // (checked once every name is
+  known), or `*name`: any number of axes (at most one such dim an array), bound as a whole by the first
+  array that has it (`float[*shape]` for two arrays of one shape, whatever it is). `[]` is a 0-d array.
 - a scalar: `int` (not bool), `float` (any real number), `bool`, `str`, or `any` (not checked: an
   argument of a type the grammar has no word for);
 and `| None` after either lets it be None.
@@ -37,8 +38,11 @@ class Dim:
     size: int | None = None  # a whole number
     name: str | None = None  # a name bound by the first array that has it
     expression: ast.AST | None = None  # an expression of names, checked after every name is bound
+    star: str | None = None  # `*name`: any number of axes, bound as a whole
 
     def names(self):
+        if self.star is not None:
+            return {"*" + self.star}
         if self.name is not None:
             return {self.name}
         if self.expression is None:
@@ -74,6 +78,8 @@ def parse(text: str) -> ArgSpec:
     head, inside = body[:-1].split("[", 1)
     dtypes = tuple("float" if d == "float" else np.dtype(d) for d in head.strip().split("/"))
     dims = tuple(_dim(d.strip(), text) for d in inside.split(",")) if inside.strip() else ()
+    if sum(d.star is not None for d in dims) > 1:
+        raise ValueError(f"an array has at most one *name dim: {text!r}")
     return ArgSpec(text, optional, dtypes=dtypes, dims=dims)
 
 
@@ -84,6 +90,8 @@ def _dim(text, declaration):
         return Dim(text, size=int(text))
     if text.isidentifier():
         return Dim(text, name=text)
+    if text.startswith("*") and text[1:].isidentifier():
+        return Dim(text, star=text[1:])
     tree = ast.parse(text, mode="eval").body
     allowed = (ast.BinOp, ast.Name, ast.Constant, ast.Load, *_OPERATORS)
     for node in ast.walk(tree):
@@ -172,12 +180,27 @@ class Signature:
             names = " or ".join(str(d) for d in allowed)
             raise BadInput(f"{self.op}: {name} must be {names} (it is {spec.text}), got {dtype}")
         shape = tuple(int(d) for d in value.shape)
-        if len(shape) != len(spec.dims):
+        star = next((i for i, d in enumerate(spec.dims) if d.star is not None), None)
+        if star is None and len(shape) != len(spec.dims):
             raise BadInput(f"{self.op}: {name} must have {len(spec.dims)} axes ({spec.text}), got shape {shape}")
+        if star is not None:
+            if len(shape) < len(spec.dims) - 1:
+                raise BadInput(f"{self.op}: {name} must have at least {len(spec.dims) - 1} axes ({spec.text}), got "
+                               f"shape {shape}")
+            tail = len(shape) - (len(spec.dims) - 1 - star)
+            key, part = "*" + spec.dims[star].star, shape[star:tail]
+            if key not in sizes:
+                sizes[key], where[key] = part, name
+            elif sizes[key] != part:
+                raise BadInput(f"{self.op}: {name} has shape {shape}, whose {spec.dims[star].text} {part} differs from "
+                               f"{where[key]}'s {sizes[key]}")
+            shape = shape[:star] + (None,) + shape[tail:]
         if backend == "cuda" and not isinstance(value, np.ndarray) and not _c_contiguous(value):
             raise BadInput(f"{self.op}: {name} must be C-contiguous on the GPU (copy it with .contiguous() or "
                            f"ascontiguousarray first)")
         for dim, size in zip(spec.dims, shape):
+            if dim.star is not None:
+                continue
             if dim.size is not None and size != dim.size:
                 raise BadInput(f"{self.op}: {name} must have {dim.size} along that axis ({spec.text}), got shape "
                                f"{shape}")
