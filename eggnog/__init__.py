@@ -1,6 +1,6 @@
 """eggnog: Numba-CUDA kernels and thin MPI scripts for training recurrent byte-level language models
 without backpropagation. Its parts install as `eggnog.kernels`, `eggnog.models`, `eggnog.training`,
-`eggnog.evolution`, `eggnog.zorn`, `eggnog.corpus` and `eggnog.runtime`.
+`eggnog.evolution`, `eggnog.zorn`, `eggnog.corpus`, `eggnog.runtime` and `eggnog.interop`.
 
 Importing eggnog does no work and changes nothing outside this package: the source hash behind
 `code_version()` is computed when first asked for, and numba's compile cache is pointed at eggnog's
@@ -10,7 +10,7 @@ import functools
 import os
 
 __version__ = "0.1.0"
-PARTS = ("kernels", "models", "training", "evolution", "zorn", "corpus", "runtime")
+PARTS = ("kernels", "models", "training", "evolution", "zorn", "corpus", "runtime", "interop")
 
 # From a source checkout on PYTHONPATH (no install), the parts are the folders beside this one: the
 # package's own search path says so, as a namespace package's would.

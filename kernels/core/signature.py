@@ -1,22 +1,16 @@
-"""What an op takes, declared once on its reference and checked by the registry before any backend runs:
-`@op(args={"x": "int8[members, d_in]", "w": "int8[d_out, d_in]", "gain": "uint8[d_in + d_out] | None",
-"prefix": "int", ...})`.
-
-An argument is one of:
-- an array `<dtype>[<dims>]`: dtype a NumPy name (`int8`, `float32`, ...), several joined by `/`
-  (`int32/int64`), or `float`, the backend's float type (float32; the NumPy references also take
-  float64). Each dim is a name (the first array that has it fixes it; every other use must agree), a whole
-  number, `_` (any size), an expression of names and numbers with + - * // (checked once every name is
-  known), or `*name`: any number of axes (at most one such dim an array), bound as a whole by the first
-  array that has it (`float[*shape]` for two arrays of one shape, whatever it is). `[]` is a 0-d array.
-- a scalar: `int` (not bool), `float` (any real number), `bool`, `str`, or `any` (not checked: an
-  argument of a type the grammar has no word for);
-and `| None` after either lets it be None.
-
-Arrays are taken as they come where the backend can use them without a copy (placement.adopt): on
-"cuda", device arrays from numba, PyTorch, CuPy or JAX (C-contiguous); on "numpy" and "cpu", NumPy arrays
-and anything NumPy reads through DLPack or the array protocol. A call that does not fit is refused with
-one sentence (BadInput) naming the op and the argument, so an implementation never sees a mismatch."""
+"""What an op takes, declared once on its reference (`@op(args={"x": "int8[members, d_in]", "gain":
+"uint8[d_in + d_out] | None", "prefix": "int"})`) and checked by the registry on every backend before an
+implementation runs, so that a twin never sees a mismatch. A declaration is:
+- an array `dtype[dims]`: a NumPy dtype name, several joined by `/`, or `float` (float32; the NumPy
+  references also take float64). A dim is a name (the first array fixes it, the others must agree), a
+  whole number, `_` (any), an expression of names and numbers with + - * //, or `*name` (any number of
+  axes, bound whole); `[]` is 0-d;
+- a scalar `int` (not bool), `float`, `bool`, `str`, or `any` (unchecked: a type the grammar has no word for);
+- either followed by `| None` when None is allowed.
+Arrays are adopted without a copy where the backend can use them (placement.adopt: device arrays of
+numba, PyTorch, CuPy or JAX on "cuda", C-contiguous; NumPy, DLPack and array-protocol objects on "numpy"
+and "cpu"). A call that does not fit is refused in one sentence (BadInput) naming the op and the argument.
+More in docs/kernels.md (Declaring an op's arguments)."""
 
 import ast
 import operator
