@@ -72,7 +72,7 @@ class EggIsland:
         windows = t.streams.member_batch(t.strategy.step + self.data_offset, 0, cfg.population, cfg.group_size)
         scores = t.strategy.evaluate(windows, t.states)
         fitness, total = t.exchange(scores)
-        t.strategy.tell(fitness)
+        t.strategy.update(fitness)
         return bits_per_byte(total, cfg.population * cfg.tokens_per_update)
 
     def parameters(self):

@@ -1,14 +1,14 @@
 """Integer EGGROLL (nano-egg): antithetic rank-1 int8 perturbations, sign fitness, z-test gated
-+-1 updates. The strategy (training/strategy.py) is explicit state (parameters, step, seed) and two
-calls:
++-1 updates. The strategy (training/strategy.py) is explicit state (parameters, step, seed) and
+ask/tell, with `tell(fitness) = update(shape(fitness))`. The trainers evaluate through the fused
+kernels, shape each rank's scores into pair signs, gather them, and apply the same update everywhere:
 
     scores = strategy.evaluate(windows, states)   # this rank's slice; states (n_layer, members, D)
-    strategy.tell(fitness_of_all_pairs)          # identical on every rank
+    strategy.update(gathered(strategy.shape(scores)))
 
 The update is an optimiser object (evolution/int_optimizers.py): nano-egg's z-test gated +-1 step or
-d-eggs' quantized AdamW on the vote. With
-`--adaptive-noise` the forward's noise is scaled by d-eggs' per row / column / element overlay
-(evolution/noise_overlay.py), updated after every step from which weights moved.
+d-eggs' quantized AdamW on the vote. With `--adaptive-noise` the forward's noise is scaled by d-eggs'
+per row / column / element overlay (evolution/noise_overlay.py), updated after every step that moved.
 
 Member g belongs to pair g // 2 and carries sign +1 (even g) or -1 (odd g); noise of tensor t at
 epoch e is keyed by (seed, t, e // noise_reuse, pair), so any rank can regenerate any member's.
@@ -19,7 +19,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from eggnog.evolution.fitness import Z_SCALE, check_population
+from eggnog.evolution.fitness import Z_SCALE, check_population, pair_signs, pair_zscores
+from eggnog.evolution.int_members import perturbed_members
 from eggnog.evolution.int_optimizers import INT_OPTIMIZERS, OPTIMIZER_ARRAYS
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
 from eggnog.kernels.core.backend import Backend
@@ -27,6 +28,7 @@ from eggnog.kernels.core.placement import BackendArray, kernels_for, to_host
 from eggnog.kernels.egg.changed import count_changed
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
+from eggnog.training.ask_tell import fitness_of
 
 MAX_ALPHA = 64
 WARM_UP = 200  # adamw: d-eggs' 4x and 2x learning-rate steps end here
@@ -134,8 +136,21 @@ def snapshot_arrays(cfg, model, body):
 
 
 class IntEggroll:
-    """The strategy (training/strategy.py) of integer EGGROLL: `evaluate(windows, states)` scores this
-    rank's members, `tell(pair_fitness)` moves the parameters by the optimiser the config names."""
+    """The strategy (training/strategy.py) of integer EGGROLL over an int8 model of named tensors.
+
+    ask()                  this rank's members at the current step: (members, n) int8 on the host
+    tell(fitness)          one fitness per member asked, higher is better (`maximize=False` for
+                           losses); = update(shape(fitness)); returns the fraction of parameters moved
+    shape(fitness)         pair fitness, int8: sign(f_even - f_odd) per antithetic pair with
+                           `cfg.fast_fitness` (a rank's own members suffice), else the pair
+                           differences z-scored over the whole population (all members needed)
+    update(pair_fitness)   the optimiser the config names (z-test gated +-1 or quantized AdamW)
+                           from every pair's shaped fitness; `step` advances by one
+    evaluate(windows, states)  this rank's members' log-likelihood sums through the fused kernels
+
+    Randomness is explicit: member g's noise is keyed by (seed, tensor, noise epoch of `step`, g // 2),
+    so two strategies made with the same seed ask the same members. `params` are the flat parameters
+    on the backend, `host_params()` a host copy."""
 
     def __init__(self, model: IntTensorModel, cfg: IntEggrollConfig, backend: Backend, params: np.ndarray, seed: int,
                  step: int = 0, first_member: int = 0, members: int | None = None,
@@ -190,11 +205,36 @@ class IntEggroll:
             return np.ascontiguousarray(scores[:, 0])
         return scores
 
-    def tell(self, fitness: np.ndarray) -> float:
-        """Apply the update from the fitness of every pair of the population; returns the fraction of
-        parameters that moved. Identical on every rank given identical fitness."""
-        if fitness.size != self.cfg.population // 2:
-            raise ValueError(f"expected {self.cfg.population // 2} pair fitnesses, got {fitness.size}")
+    def ask(self) -> np.ndarray:
+        """The parameters of this rank's members at the current step, (members, n) int8 on the host, in
+        member order (member g: pair g // 2, sign + for even g). A vector's member is exactly the
+        kernels' (egg_vector); a matrix's is W + (sign A_p B_p^T) >> (4 + sigma_shift), clipped, with
+        the kernels' A_p, B_p (int_members.py says where the fused matmul rounds otherwise)."""
+        prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.step))
+        gains = None if self.overlay is None else gains_of(self.overlay)
+        return perturbed_members(self.model, self.host_params(), prefixes, self.first_member, self.members,
+                                 self.cfg.sigma_shift, gains)
+
+    def shape(self, fitness, maximize: bool = True) -> np.ndarray:
+        """Pair fitness (int8, one per antithetic pair) from one fitness per member, higher is better
+        (`maximize=False`: the values are losses). Pair signs (`cfg.fast_fitness`) take this rank's
+        members; pair z-scores (16 = one standard deviation) take the whole population."""
+        if self.cfg.fast_fitness:
+            return pair_signs(fitness_of(fitness, self.members, maximize))
+        return pair_zscores(fitness_of(fitness, self.cfg.population, maximize))
+
+    def tell(self, fitness, maximize: bool = True) -> float:
+        """update(shape(fitness)): one fitness per member asked (the whole population), higher is better
+        unless `maximize` is False; returns the fraction of parameters that moved."""
+        return self.update(self.shape(fitness, maximize))
+
+    def update(self, fitness: np.ndarray) -> float:
+        """Apply the update from the shaped fitness of every pair of the population (`shape`'s output,
+        gathered over ranks); returns the fraction of parameters that moved. Identical on every rank
+        given identical fitness."""
+        if np.size(fitness) != self.cfg.population // 2:
+            raise BadInput(f"update takes one shaped fitness per pair ({self.cfg.population // 2}), got "
+                           f"{np.size(fitness)}")
         prefixes = self.model.prefixes(self.seed, self.cfg.noise_epoch(self.step))
         device_fitness = self.backend.to_device(np.asarray(fitness, dtype=np.int8))
         # the adaptive-noise overlay is updated on the host; without it, the moved count stays on the device

@@ -9,7 +9,7 @@ from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution.coordinator.fields import CoordinatorFields
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.es_memory import int_eggroll_memory
-from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, pair_signs, pair_zscores, unpack_ternary
+from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
 from eggnog.kernels.core.backend import device_free_bytes
 from eggnog.kernels.core.placement import to_host
 from eggnog.models.egg import EggConfig, EggModel
@@ -259,16 +259,16 @@ class EsTrainer:
 
     # ---- one step ------------------------------------------------------------------------------
     def exchange(self, scores):
-        """Every rank gets the fitness of every pair: ternary-packed signs (5 per byte), or all raw
-        scores when fitness is z-scored over the population."""
+        """Every rank gets the shaped fitness of every pair (the strategy's `shape`): ternary-packed signs
+        of its own pairs (5 per byte), or all raw scores when fitness is z-scored over the population."""
         if self.cfg.fast_fitness:
-            mine = pair_signs(scores)
+            mine = self.strategy.shape(scores)
             packed = self.world.allgather_array(pack_ternary(mine)).reshape(self.world.size, -1)
             fitness = np.concatenate([unpack_ternary(row, mine.size) for row in packed])
             total = float(self.world.allgather_array(np.array([scores.sum()], dtype=np.float64)).sum())
             return fitness, total
         everything = self.world.allgather_array(scores)
-        return pair_zscores(everything), float(everything.sum())
+        return self.strategy.shape(everything), float(everything.sum())
 
     def validate(self):
         """Bits/byte of the unperturbed model from a zero state on a fixed sample of the val split;
@@ -291,7 +291,7 @@ class EsTrainer:
             fitness, total = self.exchange(scores)
         alpha = cfg.alpha_at(step)
         with clock.phase("update"):
-            moved = self.strategy.tell(fitness)
+            moved = self.strategy.update(fitness)
         tokens = cfg.population * cfg.tokens_per_update  # member-tokens evaluated by all ranks
         record = {"step": step + 1, "train_bpb": round(bits_per_byte(total, tokens), 5), "alpha": alpha,
                   "moved_fraction": round(moved, 6)}

@@ -33,8 +33,10 @@ def deggs_proxy(proxy_sum, tokens):
 
 
 def pair_signs(scores):
-    """Fast fitness: sign(s_even - s_odd) per antithetic pair, int8 in {-1, 0, +1}."""
-    scores = np.asarray(scores, dtype=np.int64)
+    """Fast fitness: sign(s_even - s_odd) per antithetic pair, int8 in {-1, 0, +1}; integer scores
+    subtract in int64, any others in float64 (a cast to int64 would tie 0.3 with 0.1)."""
+    scores = np.asarray(scores)
+    scores = scores.astype(np.int64 if scores.dtype.kind in "biu" else np.float64)
     return np.sign(scores[0::2] - scores[1::2]).astype(np.int8)
 
 

@@ -29,6 +29,7 @@ from eggnog.kernels.noise.normal_rows import normal_rows
 from eggnog.kernels.noise.scalar_math import prefix_key
 from eggnog.models.mingru import MinGruModel
 from eggnog.runtime.errors import BadInput
+from eggnog.training.ask_tell import fitness_of
 from eggnog.training.optimizers import Optimizer
 
 FITNESS_MODES = ("global", "group")
@@ -115,9 +116,19 @@ class Perturbation:
 
 
 class FloatEggroll:
-    """The strategy (training/strategy.py) of float EGGROLL: `evaluate(windows)` scores this rank's
-    slice of the population, `tell(losses)` takes every member's loss (identical on all ranks) and
-    steps the optimiser, which owns the flat float32 parameters on the backend."""
+    """The strategy (training/strategy.py) of float EGGROLL over a flat float32 model of named tensors.
+
+    ask()                this rank's members at the current step: (members, n) float32 on the host
+    tell(fitness)        one fitness per member of the population, higher is better (`maximize=False`
+                         for losses); = update(shape(fitness))
+    shape(fitness)       z-scored fitness per member (float64): over the population (`cfg.fitness`
+                         "global") or with each group's mean removed ("group")
+    update(shaped)       one step of the optimiser along the ES gradient estimate; `step` advances
+    evaluate(windows)    this rank's members' losses through the model's low-rank forward
+
+    Randomness is explicit: pair p's noise is keyed by (seed, tensor, noise epoch of `step`, p), so two
+    strategies made with the same seed ask the same members. The optimiser owns the flat float32
+    parameters on the backend (`params`); `host_params()` is a host copy."""
 
     def __init__(self, model: MinGruModel, cfg: FloatEggrollConfig, backend: Backend, params: Optimizer, seed: int,
                  step: int = 0, first_member: int = 0, members: int | None = None):
@@ -185,15 +196,40 @@ class FloatEggroll:
         loss, _ = cross_entropy(ops, logits, ops.to_device(np.ascontiguousarray(windows[:, 1:]).reshape(-1)))
         return weighted_means(ops, loss, np.ones(loss.size // windows.shape[0]), windows.shape[0])
 
-    def gradient(self, losses):
-        """The ES estimate of the loss gradient (flat float32, on the backend) from every member's loss:
-        only the per-pair weights travel to the device."""
+    def ask(self) -> np.ndarray:
+        """The parameters of this rank's members at the current step, (members, n) float32 on the host,
+        in member order (member m: pair m // 2, sign + for even m). A vector's member is exactly the one
+        the forward uses; a matrix's is M + s sigma A B^T / sqrt(r), formed here in float64 and rounded
+        once, where the forward adds the low-rank term to each product instead."""
+        perturbation = self.perturbation()
+        views = self.model.views(to_host(self.params))
+        out = np.empty((self.members, self.model.n_params), np.float32)
+        for name, (shape, kind) in self.kinds.items():
+            start, size = self.model.offsets[name][0], math.prod(shape)
+            base = np.asarray(views[name], np.float64).reshape(size)
+            if kind == "matrix":
+                a, b, coef = (np.asarray(to_host(x), np.float64) for x in perturbation.matrix(name))
+                value = base + (coef[:, None, None] * np.einsum("mor,mir->moi", a, b)).reshape(self.members, size)
+            else:
+                vector = perturbation.vector(name)
+                value = base if vector is None else np.asarray(to_host(vector)).reshape(self.members, size)
+            out[:, start:start + size] = value  # a vector's member as the forward has it; a matrix's rounded once
+        return out
+
+    def shape(self, fitness, maximize: bool = True) -> np.ndarray:
+        """Shaped fitness (float64, one per member of the population, mean 0 and std 1 or all 0) from one
+        fitness per member, higher is better (`maximize=False`: the values are losses)."""
+        fitness = fitness_of(fitness, self.cfg.population, maximize)
+        return zscore_fitness(-fitness, self.cfg.group_size, self.cfg.fitness)  # z-scores -(losses) = fitness
+
+    def gradient_of(self, shaped):
+        """The ES estimate of the loss gradient (flat float32, on the backend) from every member's shaped
+        fitness: only the per-pair weights travel to the device."""
         cfg, ops = self.cfg, self.ops
-        losses = np.asarray(losses, np.float64)
-        if losses.size != cfg.population:
-            raise ValueError(f"expected {cfg.population} member losses, got {losses.size}")
-        fitness = zscore_fitness(losses, cfg.group_size, cfg.fitness)
-        weight = -(fitness[0::2] - fitness[1::2]) / (cfg.population * cfg.sigma)  # per pair, sign folded in
+        shaped = np.asarray(shaped, np.float64)
+        if shaped.size != cfg.population:
+            raise BadInput(f"update takes one shaped fitness per member ({cfg.population}), got {shaped.size}")
+        weight = -(shaped[0::2] - shaped[1::2]) / (cfg.population * cfg.sigma)  # per pair, sign folded in
         pairs = np.arange(cfg.population // 2)
         matrix_weight = ops.to_device((weight / math.sqrt(cfg.perturbation_rank)).astype(np.float32))
         vector_weight = ops.to_device(weight.astype(np.float32))
@@ -208,7 +244,16 @@ class FloatEggroll:
                 grads[name] = lowrank_sum(ops, vector_weight, ones, eps.reshape(pairs.size, shape[0], 1))
         return self.model.flatten_on(grads, ops)
 
-    def tell(self, losses: np.ndarray) -> None:
-        """One optimiser step from the losses of the whole population (identical on every rank)."""
-        self.optimizer.step(self.gradient(losses))
+    def gradient(self, losses):
+        """The ES estimate of the loss gradient from every member's loss (gradient_of(shape(losses)))."""
+        return self.gradient_of(self.shape(losses, maximize=False))
+
+    def tell(self, fitness, maximize: bool = True) -> None:
+        """update(shape(fitness)): one fitness per member of the population (identical on every rank),
+        higher is better unless `maximize` is False (the trainers pass their losses that way)."""
+        self.update(self.shape(fitness, maximize))
+
+    def update(self, shaped) -> None:
+        """One optimiser step from every member's shaped fitness (`shape`'s output); `step` advances."""
+        self.optimizer.step(self.gradient_of(shaped))
         self.step += 1

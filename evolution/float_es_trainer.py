@@ -134,7 +134,7 @@ class FloatEsTrainer:
         with clock.phase("exchange"):
             losses = self.world.allgather_array(mine)
         with clock.phase("update"):
-            self.strategy.tell(losses)
+            self.strategy.tell(losses, maximize=False)
         # member-tokens evaluated by all ranks
         return {"step": step + 1, "train_bpb": round(float(losses.mean()), 5)}, cfg.population * cfg.tokens_per_update
 

@@ -1,6 +1,6 @@
-"""Integer EGGROLL's update schedule and `tell`, against nano-egg's and d-eggs' formulas written out here: the
+"""Integer EGGROLL's update schedule and `update`, against nano-egg's and d-eggs' formulas written out here: the
 learning rate's 4x / 2x warm-up and linear decay, the z-test level's decay, the gate threshold, the noise
-epoch, and what `tell` returns and moves."""
+epoch, and what `update` returns and moves."""
 
 from statistics import NormalDist
 
@@ -11,6 +11,7 @@ from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.kernels.core.backend import Backend
 from eggnog.models.egg import EggConfig, EggModel
+from eggnog.runtime.errors import BadInput
 
 CPU = Backend("cpu")
 
@@ -61,28 +62,28 @@ FITNESS = np.array([1, -1, 1, 1, -1, 0, 1, -1], np.int8)
 
 
 @pytest.mark.parametrize("adaptive_noise", [False, True])
-def test_tell_returns_the_fraction_of_parameters_moved_and_advances_the_step(adaptive_noise):
+def test_update_returns_the_fraction_of_parameters_moved_and_advances_the_step(adaptive_noise):
     s = strategy(adaptive_noise=adaptive_noise)
     before = s.host_params()
-    moved = s.tell(FITNESS)
+    moved = s.update(FITNESS)
     after = s.host_params()
     assert s.step == 1 and 0 < moved < 1
     assert moved == np.count_nonzero(after != before) / s.model.n_params
-    assert s.tell(np.zeros(8, np.int8)) == 0.0 and s.step == 2 and np.array_equal(s.host_params(), after)
-    with pytest.raises(ValueError, match="expected 8 pair fitnesses, got 7"):
-        s.tell(FITNESS[:7])
+    assert s.update(np.zeros(8, np.int8)) == 0.0 and s.step == 2 and np.array_equal(s.host_params(), after)
+    with pytest.raises(BadInput, match=r"update takes one shaped fitness per pair \(8\), got 7"):
+        s.update(FITNESS[:7])
 
 
-def test_tell_moves_by_the_noise_of_its_steps_epoch():
+def test_update_moves_by_the_noise_of_its_steps_epoch():
     def delta(step, reuse):
         s = strategy(step, reuse)
         before = s.host_params().astype(np.int16)
-        s.tell(FITNESS)
+        s.update(FITNESS)
         return s.host_params().astype(np.int16) - before
 
     assert np.array_equal(delta(0, 2), delta(1, 2))  # steps 0 and 1 share epoch 0
     assert not np.array_equal(delta(0, 1), delta(1, 1))
     reversed_delta = strategy().host_params().astype(np.int16)
     s = strategy()
-    s.tell(-FITNESS)
+    s.update(-FITNESS)
     assert np.array_equal(s.host_params() - reversed_delta, -delta(0, 1))  # the update's sign is the fitness's

@@ -123,7 +123,7 @@ def test_noise_perturbation_and_update_on_the_device_match_the_cpu():
     np.testing.assert_allclose(mine.vector("norm").copy_to_host(), theirs.vector("norm"), rtol=1e-6, atol=1e-6)
     losses = RNG.normal(size=4)
     for es in (host, device):
-        es.tell(losses)
+        es.tell(losses, maximize=False)
     assert hasattr(device.params, "copy_to_host")
     np.testing.assert_allclose(device.params.copy_to_host(), host.params, rtol=1e-5, atol=1e-5)
     assert not np.allclose(host.params, flat)

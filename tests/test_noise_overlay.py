@@ -54,7 +54,7 @@ def test_a_strategy_starts_at_64_updates_its_overlay_and_refuses_one_that_does_n
     strategy = IntEggroll(model, cfg, Backend("numpy"), model.init_params(3), 3)
     assert np.all(strategy.overlay == 64)
     before = strategy.host_params()
-    strategy.tell(np.array([1, -1, 0, 1], np.int8))
+    strategy.update(np.array([1, -1, 0, 1], np.int8))
     assert np.array_equal(strategy.overlay, updated_overlay(initial_overlay(model), model, before,
                                                             strategy.host_params()))
     assert np.array_equal(strategy.host_optimizer_state()["noise_overlay"], strategy.overlay)

@@ -36,7 +36,7 @@ def test_each_tensor_moves_by_adamw_at_its_scaled_rate():
             flat = slice(t.offset, t.offset + t.size)
             reference_quantized_adamw_(theta[flat], np.asarray(votes).reshape(t.size), m[flat], v[flat], acc[flat],
                                        2 * 2.0 * SCALE.get(t.name, 1.0), 0.8, 0.9, 1e-8, 0.01)
-        s.tell(fitness)
+        s.update(fitness)
         s.step = step  # the same noise and rate each time
         views = model.views(theta.copy())
     state = s.host_optimizer_state()

@@ -1,12 +1,15 @@
 """The interface every training strategy shares (integer EGGROLL: evolution/eggroll.py, float EGGROLL:
 evolution/float_eggroll.py, CD-RGE and FDRAS: zorn/rge/trainer.py), in the spirit of evosax's
 init / ask / tell. A strategy is made from (model, cfg, backend, params, seed, step), the same six
-arguments in the same order for all three; each step it evaluates this rank's share of the step's
-perturbations, and is told every rank's results once the caller has gathered them (and, for integer
-EGGROLL, shaped them into pair signs):
+arguments in the same order for all three; its noise is keyed by (seed, step), so two made alike ask
+the same members. EGGROLL's `ask()` gives one row of parameters per member; `tell(fitness)` takes one
+fitness per member in that order, higher is better (`maximize=False` for losses), and is
+`update(shape(fitness))`: `shape` makes what the update consumes (pair signs or z-scores), `update`
+applies the optimiser. Trainers evaluate this rank's members, shape what is local, gather, update:
 
-    results = strategy.evaluate(*batch)     # this rank's results at strategy.step
-    strategy.tell(gathered(results))        # the update; strategy.step advances by one
+    results = strategy.evaluate(*batch)                  # this rank's results at strategy.step
+    strategy.update(gathered(strategy.shape(results)))   # integer EGGROLL (pair signs are local)
+    strategy.tell(gathered(results), maximize=False)     # float EGGROLL (losses, shaped over all)
 """
 
 from typing import Protocol, runtime_checkable
@@ -26,7 +29,8 @@ class Strategy(Protocol):
         """This rank's results for the current step: scores, losses or (probe, L+, L-) rows."""
 
     def tell(self, results):
-        """Update from every rank's results of the current step and advance `step`."""
+        """Update from every rank's results of the current step and advance `step` (EGGROLL: one
+        fitness per member, higher is better, `maximize=False` for losses)."""
 
     def host_params(self) -> np.ndarray:
         """A host copy of the flat parameters."""

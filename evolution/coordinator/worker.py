@@ -79,7 +79,7 @@ class Worker:
         elif what == wire.CATCHUP:
             step, row = messages.parse_catchup(reply, self.shape)
             self.at_my_step("CATCHUP", step)
-            self.strategy.tell(unpack_ternary(row, self.cfg.population // 2))
+            self.strategy.update(unpack_ternary(row, self.cfg.population // 2))
         elif what == wire.JOB:
             step, chunk, states = messages.parse_job(reply, self.shape)
             self.at_my_step("JOB", step)

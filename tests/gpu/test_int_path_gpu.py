@@ -134,7 +134,7 @@ def eggroll_epoch(backend, model, cfg, params, windows, states):
     carried = backend.to_device(states.copy())
     scores = strategy.evaluate(windows, carried)
     fitness = pair_signs(scores)
-    moved = strategy.tell(fitness)
+    moved = strategy.update(fitness)
     return scores, to_host(carried), strategy.host_params(), fitness, moved
 
 

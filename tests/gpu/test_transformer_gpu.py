@@ -60,7 +60,7 @@ def test_an_eggroll_step_matches_the_cpu(gpu):
         strategy = IntEggroll(model, cfg, backend, model.init_params(7), 7)
         states = backend.zeros((0, MEMBERS, 0), np.int8)
         scores = strategy.evaluate(windows, states)
-        strategy.tell(np.sign(scores[0::2] - scores[1::2]).astype(np.int8))
+        strategy.update(np.sign(scores[0::2] - scores[1::2]).astype(np.int8))
         results.append((scores, strategy.host_params(), strategy.host_optimizer_state()))
     (s_cpu, p_cpu, o_cpu), (s_gpu, p_gpu, o_gpu) = results
     np.testing.assert_array_equal(s_gpu, s_cpu)
