@@ -113,7 +113,8 @@ class RgeTrainer:
     (probe, L+, L-) rows of the current step, `tell(rows of every rank)` updates the parameters and
     returns the mean probe loss (as the authors report it); `train_step` does both with the gather.
     Holds the master parameters (`theta`, on the backend), a work copy and the optimiser (None for
-    plain SGD, fused into the probe pass)."""
+    plain SGD, fused into the probe pass). `model` may be None where the caller evaluates the
+    perturbations itself (zorn/rge/search.py: ask/tell on any loss); `tell` is then the one update."""
 
     def __init__(self, model, cfg: RgeConfig, backend: Backend, params: np.ndarray, seed: int, step: int = 0,
                  world: World | None = None):
@@ -157,37 +158,45 @@ class RgeTrainer:
         return np.stack([self.mine.astype(np.float64), plus, minus], axis=1)
 
     def _losses(self, loss_fn, probes_fn):
-        cfg, ops = self.cfg, self.ops
-        keys, signs = self._signed_keys(self.step)
+        cfg = self.cfg
         clean = loss_fn(self.theta) if cfg.solver == "fdras" else None
         if probes_fn is not None and cfg.probe_batch > 1:
-            return self._losses_batched(probes_fn, keys, signs, clean)
-        plus, minus = np.empty(self.mine.size), np.empty(self.mine.size)
-        for i in range(self.mine.size):
-            perturbed_copy(ops, self.theta, self.work, keys[i], float(signs[i] * cfg.eps), cfg.distribution)
-            plus[i] = loss_fn(self.work)
-            if clean is None:
-                perturbed_copy(ops, self.theta, self.work, keys[i], float(-signs[i] * cfg.eps), cfg.distribution)
-                minus[i] = loss_fn(self.work)
-            else:
-                minus[i] = clean
-        return plus, minus
+            return self._losses_batched(probes_fn, clean)
+        losses = np.array([loss_fn(self.perturbed(key, alpha)) for key, alpha in zip(*self.perturbations())],
+                          np.float64)
+        return self._plus_minus(losses, clean)
 
-    def _losses_batched(self, probes_fn, keys, signs, clean):
-        """The same (L+, L-) with the perturbed evaluations (+ then - of each probe) in passes of
-        --probe-batch: every alpha is the float32 that perturbed_copy would be given. The keys and alphas
-        go to the backend in one upload, every pass writes its losses into one vector there, and that
-        vector comes back in one copy."""
-        cfg = self.cfg
-        alphas = signs * np.float32(cfg.eps)
-        if clean is None:
+    def perturbations(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys (m, 2) and float32 alphas (m,) of this rank's perturbed evaluations at the current step,
+        each theta + alpha z(key), in the order they are evaluated: cdrge probe i's +eps then -eps
+        (evaluations 2i and 2i+1), fdras probe i alone (antithetic members carry their sign in alpha)."""
+        keys, signs = self._signed_keys(self.step)
+        alphas = signs * np.float32(self.cfg.eps)
+        if self.cfg.solver == "cdrge":
             keys, alphas = np.repeat(keys, 2, axis=0), np.stack([alphas, -alphas], axis=1).reshape(-1)
-        keys, alphas = packed_to_device(self.backend.to_device, keys, alphas.astype(np.float32))
+        return keys, alphas.astype(np.float32)
+
+    def perturbed(self, key, alpha):
+        """The work copy set to theta + alpha z(key) (alpha one of `perturbations`); theta untouched."""
+        perturbed_copy(self.ops, self.theta, self.work, key, float(alpha), self.cfg.distribution)
+        return self.work
+
+    def _losses_batched(self, probes_fn, clean):
+        """The same (L+, L-) with the perturbed evaluations (`perturbations`) in passes of --probe-batch:
+        every alpha is the float32 that perturbed_copy would be given. The keys and alphas go to the
+        backend in one upload, every pass writes its losses into one vector there, and that vector comes
+        back in one copy."""
+        cfg = self.cfg
+        keys, alphas = packed_to_device(self.backend.to_device, *self.perturbations())
         losses = self.backend.empty(len(alphas), np.float64)
         for i in range(0, len(alphas), cfg.probe_batch):
             j = i + cfg.probe_batch
             probes_fn(self.theta, keys[i:j], alphas[i:j], losses[i:j])
-        losses = to_host(losses)
+        return self._plus_minus(to_host(losses), clean)
+
+    @staticmethod
+    def _plus_minus(losses, clean):
+        """(L+, L-) per probe from the losses of `perturbations` in order, and the clean loss (fdras)."""
         if clean is None:
             return losses[0::2], losses[1::2]
         return losses, np.full(losses.size, clean)
