@@ -52,8 +52,7 @@ def breaks(entry, args):
     for i, (name, value) in enumerate(zip(names, args)):
         spec = specs[name]
         if isinstance(value, np.ndarray) and spec.is_array:
-            allowed = {d for d in spec.dtypes if d != "float"} | ({np.dtype(np.float32), np.dtype(np.float64)}
-                                                                   if "float" in spec.dtypes else set())
+            allowed = set(spec.dtypes) | ({np.dtype(np.float32), np.dtype(np.float64)} if spec.backend_float else set())
             other = next(d for d in CANDIDATE_DTYPES if d not in allowed)
             yield "dtype", name, (*args[:i], value.astype(other), *args[i + 1:])
             star = next((j for j, d in enumerate(spec.dims) if d.star is not None), None)
@@ -131,3 +130,20 @@ def test_help_shows_the_signature_the_declarations_and_the_meaning():
     assert "first_member: the population index" in text
     for name in OPS:
         assert registered(name).__doc__.startswith((inspect.getdoc(OPS[name].numpy) or "")[:40])
+
+
+def test_a_named_float_dtype_is_that_dtype_and_float_is_the_backends():
+    """np.dtype("float64") == "float" is True in NumPy: a declared float64 must not read as the backend's."""
+    from eggnog.kernels.core.signature import Signature
+
+    def fn(a, b):
+        pass
+
+    check = Signature("fn", list(inspect.signature(fn).parameters.values()), {"a": "float64[n]", "b": "float[n]"}).check
+    f32, f64 = np.zeros(3, np.float32), np.zeros(3, np.float64)
+    check("cpu", (f64, f32), {}, None)
+    check("numpy", (f64, f64), {}, None)
+    with pytest.raises(BadInput, match="fn: a must be float64"):
+        check("cpu", (f32, f32), {}, None)
+    with pytest.raises(BadInput, match="fn: b must be float32"):
+        check("cpu", (f64, f64), {}, None)

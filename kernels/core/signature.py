@@ -49,7 +49,8 @@ class ArgSpec:
     text: str
     optional: bool
     scalar: str | None = None  # one of SCALARS, or None for an array
-    dtypes: tuple = ()  # np.dtype objects; ("float",) for the backend's float type
+    dtypes: tuple = ()  # np.dtype objects
+    backend_float: bool = False  # `float`: the backend's float type
     dims: tuple = ()
 
     @property
@@ -70,11 +71,12 @@ def parse(text: str) -> ArgSpec:
     if not body.endswith("]"):
         raise ValueError(f"an array declaration ends with ']': {text!r}")
     head, inside = body[:-1].split("[", 1)
-    dtypes = tuple("float" if d == "float" else np.dtype(d) for d in head.strip().split("/"))
+    names = [d.strip() for d in head.split("/")]
+    dtypes = tuple(np.dtype(d) for d in names if d != "float")
     dims = tuple(_dim(d.strip(), text) for d in inside.split(",")) if inside.strip() else ()
     if sum(d.star is not None for d in dims) > 1:
         raise ValueError(f"an array has at most one *name dim: {text!r}")
-    return ArgSpec(text, optional, dtypes=dtypes, dims=dims)
+    return ArgSpec(text, optional, dtypes=dtypes, backend_float="float" in names, dims=dims)
 
 
 def _dim(text, declaration):
@@ -169,7 +171,7 @@ class Signature:
 
     def _check_array(self, backend, name, spec, value, sizes, where, later):
         dtype = np.dtype(value.dtype)
-        allowed = [d for want in spec.dtypes for d in (_floats(backend) if want == "float" else (want,))]
+        allowed = spec.dtypes + (_floats(backend) if spec.backend_float else ())
         if dtype not in allowed:
             names = " or ".join(str(d) for d in allowed)
             raise BadInput(f"{self.op}: {name} must be {names} (it is {spec.text}), got {dtype}")
