@@ -81,8 +81,7 @@ def _erf64(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
-# any shape (flattened): the grammar has no word for an array of any number of axes
-@op(cases=_gelu_cases, tolerance=TOLERANCE, args={"x": "any"})
+@op(cases=_gelu_cases, tolerance=TOLERANCE, args={"x": "float[*shape]"})
 def reference_gelu(x):
     """The exact GELU, x Phi(x) with Phi the standard normal CDF (erf), element by element: a float32 array
     of x's shape (float64 here). x: a float array of any shape (the MinGRU LM's feed-forward rows)."""
@@ -90,8 +89,7 @@ def reference_gelu(x):
     return 0.5 * x * (1.0 + _erf64(x * INV_SQRT2))
 
 
-# any shape (flattened): the grammar has no word for an array of any number of axes
-@op(cases=_gelu_backward_cases, tolerance=TOLERANCE, args={"dy": "any", "x": "any"})
+@op(cases=_gelu_backward_cases, tolerance=TOLERANCE, args={"dy": "float[*shape]", "x": "float[*shape]"})
 def reference_gelu_backward(dy, x):
     """The gradient through gelu: dy (Phi(x) + x phi(x)), of x's shape, float32 (float64 here).
 
@@ -170,8 +168,7 @@ def _activation_backward_cases(rng):
         yield rng.normal(size=x.shape).astype(np.float32), reference_activation(x, kind).astype(np.float32), kind
 
 
-# any shape (flattened): the grammar has no word for an array of any number of axes
-@op(cases=_activation_cases, tolerance=TOLERANCE, args={"x": "any", "kind": "int"})
+@op(cases=_activation_cases, tolerance=TOLERANCE, args={"x": "float[*shape]", "kind": "int"})
 def reference_activation(x, kind):
     """sigmoid(x) or tanh(x) element by element, a float32 array of x's shape (float64 here).
 
@@ -181,8 +178,8 @@ def reference_activation(x, kind):
     return 1.0 / (1.0 + np.exp(-x)) if kind == SIGMOID else np.tanh(x)
 
 
-# any shape (flattened): the grammar has no word for an array of any number of axes
-@op(cases=_activation_backward_cases, tolerance=TOLERANCE, args={"dy": "any", "y": "any", "kind": "int"})
+@op(cases=_activation_backward_cases, tolerance=TOLERANCE,
+    args={"dy": "float[*shape]", "y": "float[*shape]", "kind": "int"})
 def reference_activation_backward(dy, y, kind):
     """The gradient through activation, from its output: dy y (1 - y) for SIGMOID, dy (1 - y^2) for TANH,
     of y's shape, float32 (float64 here).

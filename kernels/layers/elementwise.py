@@ -37,9 +37,7 @@ def _check_add(a, b):
                                               f"and {tuple(b.shape)}")
 
 
-# any shape (1-D biases, 2-D rows, ...): the grammar has no word for an array of any number of axes, so
-# _check_add compares the shapes
-@op(cases=_add_cases, tolerance=ROUNDED, args={"a": "any", "b": "any"})
+@op(cases=_add_cases, tolerance=ROUNDED, args={"a": "float[*shape]", "b": "float[*shape]"})
 def reference_add(a, b):
     """a + b element by element, a new float32 array of their shape (float64 here).
 
@@ -354,9 +352,7 @@ def _check_accumulate(dst, src):
             f"accumulate needs two arrays of one shape, got {tuple(dst.shape)} and {tuple(src.shape)}")
 
 
-# any shape (flat gradients, 2-D rows, 3-D memories): the grammar has no word for an array of any number of
-# axes, so _check_accumulate compares the shapes
-@op(cases=_accumulate_cases, tolerance=ROUNDED, args={"dst": "any", "src": "any"})
+@op(cases=_accumulate_cases, tolerance=ROUNDED, args={"dst": "float[*shape]", "src": "float[*shape]"})
 def reference_accumulate(dst, src):
     """dst += src in place, element by element; returns None. Sums gradients and pre-activations
     without a new array.
