@@ -76,8 +76,19 @@ def _eval_cases(rng):
 
 # ---- NumPy references (float64) -----------------------------------------------------------------------
 
-@op(cases=_sgd_cases, tolerance=TOLERANCE)
+VECTOR = "float[n]"
+
+
+@op(cases=_sgd_cases, tolerance=TOLERANCE,
+    args={"p": VECTOR, "buf": VECTOR, "grad": VECTOR, "lr": "float", "momentum": "float", "weight_decay": "float",
+          "first": "bool"})
 def reference_sgd_step_(p, buf, grad, lr, momentum, weight_decay, first):
+    """(p, buf), both updated in place: one step of PyTorch's SGD with momentum and L2 weight decay,
+    g = grad + weight_decay p, buf = g at the first step else momentum buf + g, p -= lr buf.
+
+    p: the flat parameters. buf: the momentum buffer (read only after the first step). grad: the loss's
+    gradient at p. lr, momentum, weight_decay: the optimiser's settings. first: whether this is the first
+    step (training/optimizers.py's counter at 0), which starts the buffer at g."""
     _check(p, buf, grad)
     g = f64(grad) + weight_decay * f64(p)
     b = g if first else momentum * f64(buf) + g
@@ -85,8 +96,17 @@ def reference_sgd_step_(p, buf, grad, lr, momentum, weight_decay, first):
     return p, buf
 
 
-@op(cases=_adamw_cases, tolerance=TOLERANCE)
+@op(cases=_adamw_cases, tolerance=TOLERANCE,
+    args={"p": VECTOR, "m": VECTOR, "v": VECTOR, "grad": VECTOR, "lr": "float", "beta1": "float", "beta2": "float",
+          "eps": "float", "weight_decay": "float", "k": "int"})
 def reference_adamw_step_(p, m, v, grad, lr, beta1, beta2, eps, weight_decay, k):
+    """(p, m, v), updated in place: step k of PyTorch's AdamW (decoupled decay, bias-corrected moments),
+    m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2,
+    p = p (1 - lr weight_decay) - lr / (1 - beta1^k) m / (sqrt(v) / sqrt(1 - beta2^k) + eps).
+
+    p: the flat parameters; m, v: the moment estimates (zeros before the first step); grad: the loss's
+    gradient at p. lr, beta1, beta2, eps, weight_decay: the optimiser's settings. k: the step's number,
+    counted from 1 (the bias corrections' exponent)."""
     _check(p, m, v, grad)
     g = f64(grad)
     m_new = beta1 * f64(m) + (1 - beta1) * g
@@ -97,8 +117,18 @@ def reference_adamw_step_(p, m, v, grad, lr, beta1, beta2, eps, weight_decay, k)
     return p, m, v
 
 
-@op(cases=_sf_cases, tolerance=TOLERANCE)
+@op(cases=_sf_cases, tolerance=TOLERANCE,
+    args={"y": VECTOR, "z": VECTOR, "v": VECTOR, "grad": VECTOR, "lr": "float", "c": "float", "beta1": "float",
+          "beta2": "float", "eps": "float", "weight_decay": "float", "k": "int"})
 def reference_sf_adamw_step_(y, z, v, grad, lr, c, beta1, beta2, eps, weight_decay, k):
+    """(y, z, v), updated in place: step k of Schedule-Free AdamW (the rule: training/optimizers.py),
+    v = beta2 v + (1 - beta2) g^2, d = g / (sqrt(v / (1 - beta2^(k+1))) + eps) + weight_decay y,
+    y = (1 - c) y + c z + lr (beta1 (1 - c) - 1) d, z = z - lr d.
+
+    y: the parameters where gradients are taken; z: the base sequence; v: the second moment; grad: the
+    loss's gradient at y. lr: this step's learning rate (after warmup) and c: its averaging weight, both
+    computed by training/optimizers.py's SfAdamW. beta1, beta2, eps, weight_decay: the optimiser's
+    settings. k: the step's number, counted from 0."""
     _check(y, z, v, grad)
     g, y64, z64 = f64(grad), f64(y), f64(z)
     v_new = beta2 * f64(v) + (1 - beta2) * g * g
@@ -108,8 +138,12 @@ def reference_sf_adamw_step_(y, z, v, grad, lr, c, beta1, beta2, eps, weight_dec
     return y, z, v
 
 
-@op(cases=_eval_cases, tolerance=TOLERANCE)
+@op(cases=_eval_cases, tolerance=TOLERANCE, args={"y": VECTOR, "z": VECTOR, "beta1": "float"})
 def reference_sf_adamw_eval(y, z, beta1):
+    """x (n,), a new vector: Schedule-Free AdamW's averaged iterate x = y / beta1 + (1 - 1 / beta1) z, where
+    a model is evaluated and checkpointed (never at y).
+
+    y, z: sf_adamw_step_'s parameters and base sequence. beta1: the optimiser's first beta."""
     _check(y, z)
     return f64(y) / beta1 + (1 - 1 / beta1) * f64(z)
 

@@ -47,8 +47,20 @@ def _scalars(lr, beta1, beta2, eps, weight_decay):
             np.float32(eps), np.float32(weight_decay))
 
 
-@op(cases=_cases)
+STATE = "float32[n]"  # float32 on every backend: the rule is bit-identical, the reference computes in float32
+
+
+@op(cases=_cases, args={"theta": "int8[n]", "votes": "int64[n]", "m": STATE, "v": STATE, "acc": STATE,
+                        "lr": "float", "beta1": "float", "beta2": "float", "eps": "float", "weight_decay": "float"})
 def reference_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay):
+    """Nothing: theta, m, v and acc are updated in place by one quantized AdamW step (the rule: this
+    module's docstring), each weight moving by at most one and staying within +-127.
+
+    theta: the flat int8 weights of one tensor. votes: the EGGROLL vote of each weight at this step
+    (kernels/egg/int_update.py's int_vote; the gradient is minus the vote). m, v: the moment estimates,
+    acc: the fractional steps not yet applied (zeros before the first update; evolution/int_optimizers.py
+    keeps them). lr: this step's learning rate (the schedule's, times the tensor's scale). beta1, beta2, eps,
+    weight_decay: the optimiser's settings (no bias correction)."""
     _check(theta, votes, m, v, acc)
     lr, b1, c1, b2, c2, eps, wd = _scalars(lr, beta1, beta2, eps, weight_decay)
     g = -votes.astype(np.float32)

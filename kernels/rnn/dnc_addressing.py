@@ -71,16 +71,32 @@ def _check_backward(dp, p, keys, mem):
             f"and {tuple(p.shape)}")
 
 
-@op(cases=_forward_cases, tolerance=TOLERANCE)
+KEYS = "float[batch, n_keys, width]"
+MEMORY = "float[batch, rows, width]"
+WEIGHTS = "float[batch, n_keys, rows]"
+
+
+@op(cases=_forward_cases, tolerance=TOLERANCE, args={"keys": KEYS, "mem": MEMORY})
 def reference_content_address(keys, mem):
+    """p (batch, n_keys, rows): for every key, a softmax over the memory rows of the key's dot product
+    with each row, p[b, k, m] = softmax_m(keys[b, k] . mem[b, m]) (no sharpness: the DNC layer-normalises
+    keys and memory first, models/dnc.py).
+
+    keys: the heads' lookup keys (the write key, or the read keys), one set per batch row. mem: the
+    (normalised) memory, one per batch row."""
     _check(keys, mem)
     scores = np.einsum("bkw,bmw->bkm", f64(keys), f64(mem))
     e = np.exp(scores - scores.max(axis=2, keepdims=True))
     return e / e.sum(axis=2, keepdims=True)
 
 
-@op(cases=_backward_cases, tolerance=TOLERANCE)
+@op(cases=_backward_cases, tolerance=TOLERANCE, args={"dp": WEIGHTS, "p": WEIGHTS, "keys": KEYS, "mem": MEMORY})
 def reference_content_address_backward(dp, p, keys, mem):
+    """(dkeys (batch, n_keys, width), dmem (batch, rows, width)): content_address's gradients, through the
+    softmax ds = p (dp - sum_m dp p): dkeys = ds mem, dmem = ds^T keys.
+
+    dp: the loss's gradient with respect to the weights p. p: content_address's output; keys, mem: its
+    arguments."""
     _check_backward(dp, p, keys, mem)
     dp, p = f64(dp), f64(p)
     ds = p * (dp - (dp * p).sum(axis=2, keepdims=True))
@@ -105,15 +121,27 @@ def _check_read(keys, mem_ln, mem):
             f"{tuple(mem.shape)}")
 
 
-@op(cases=_read_cases, tolerance=TOLERANCE)
+@op(cases=_read_cases, tolerance=TOLERANCE, args={"keys": KEYS, "mem_ln": MEMORY, "mem": MEMORY})
 def reference_content_read(keys, mem_ln, mem):
+    """(p (batch, n_keys, rows), reads (batch, n_keys, width)): the read heads' weights addressed on the
+    normalised memory, p = content_address(keys, mem_ln), and the rows they read from the memory itself,
+    reads = p mem.
+
+    keys: the read keys. mem_ln: the memory layer-normalised (what is addressed). mem: the memory as
+    written (what is read)."""
     _check_read(keys, mem_ln, mem)
     p = reference_content_address(keys, mem_ln)
     return p, np.einsum("bkm,bmw->bkw", p, f64(mem))
 
 
-@op(cases=_read_backward_cases, tolerance=TOLERANCE)
+@op(cases=_read_backward_cases, tolerance=TOLERANCE,
+    args={"dreads": KEYS, "p": WEIGHTS, "keys": KEYS, "mem_ln": MEMORY, "mem": MEMORY})
 def reference_content_read_backward(dreads, p, keys, mem_ln, mem):
+    """(dkeys (batch, n_keys, width), dmem_ln, dmem (batch, rows, width)): content_read's gradients, the
+    weights' through dp = dreads mem^T and content_address_backward, dmem = p^T dreads.
+
+    dreads: the loss's gradient with respect to the reads. p: content_read's weights; keys, mem_ln, mem:
+    its arguments."""
     _check_read(keys, mem_ln, mem)
     require(tuple(dreads.shape) == tuple(keys.shape), f"dreads must have the keys' shape {tuple(keys.shape)}, got "
                                                       f"{tuple(dreads.shape)}")

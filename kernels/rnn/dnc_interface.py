@@ -57,8 +57,14 @@ def _check_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength):
             f"and strength (B,), got {shapes[0]}, {shapes[1:4]}, {shapes[4]}, {tuple(erase.shape)}, {shapes[5:]}")
 
 
-@op(cases=_forward_cases, tolerance=TOLERANCE)
+@op(cases=_forward_cases, tolerance=TOLERANCE, args={"iface": "float[batch, _]", "w": "int"})
 def reference_dnc_interface(iface, w):
+    """(rk (batch, R w), wk (batch, w), erase (batch, w), add (batch, w), strength (batch,)): the interface
+    vector cut into the read keys, the write key, the erase vector (sigmoid), the add vector (tanh) and the
+    write strength (sigmoid); R, the number of read heads, follows from iface's width.
+
+    iface: the controller's interface vectors, columns [read keys R w | write key w | erase w | add w |
+    strength 1], so R w + 3 w + 1 of them (checked). w: the memory's word width (the head size)."""
     _check(iface, w)
     x = f64(iface)
     rw = x.shape[1] - 3 * w - 1
@@ -67,8 +73,18 @@ def reference_dnc_interface(iface, w):
             np.tanh(x[:, rw + 2 * w:rw + 3 * w]), sig(x[:, -1]))
 
 
-@op(cases=_backward_cases, tolerance=TOLERANCE)
+@op(cases=_backward_cases, tolerance=TOLERANCE,
+    args={"drk": "float[batch, _]", "dwk": "float[batch, width]", "derase": "float[batch, width]",
+          "dadd": "float[batch, width]", "dstrength": "float[batch]", "erase": "float[batch, width]",
+          "add": "float[batch, width]", "strength": "float[batch]"})
 def reference_dnc_interface_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength):
+    """diface (batch, R width + 3 width + 1): the gradient of dnc_interface's input, its five outputs'
+    gradients joined back in the interface's column order, through the activations: e (1 - e) for erase,
+    1 - a^2 for add, s (1 - s) for strength.
+
+    drk, dwk, derase, dadd, dstrength: the loss's gradients with respect to the read keys (R width
+    columns, a whole number of words), the write key, erase, add and strength. erase, add, strength:
+    dnc_interface's activated outputs (the activations' derivatives are taken from them)."""
     _check_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength)
     e, a, s = f64(erase), f64(add), f64(strength)
     return np.concatenate([f64(drk), f64(dwk), f64(derase) * e * (1.0 - e), f64(dadd) * (1.0 - a * a),

@@ -45,15 +45,30 @@ def _backward_cases(rng):
     yield from _cases(rng, True)
 
 
-@op(cases=_forward_cases, tolerance=TOLERANCE)
+MEMORY = "float[batch, rows, width]"
+WRITE = {"mem": MEMORY, "p": "float[batch, rows]", "s": "float[batch]", "e": "float[batch, width]",
+         "a": "float[batch, width]"}
+
+
+@op(cases=_forward_cases, tolerance=TOLERANCE, args=WRITE)
 def reference_memory_write(mem, p, s, e, a):
+    """mem' (batch, rows, width): the memory after the write head's erase and add,
+    mem' = mem * (1 - w^T e) + w^T a with the write weights w = p * s.
+
+    mem: the memory before the write. p: the write head's weights over the memory rows (content_address's
+    softmax). s: the write strength (dnc_interface's, in (0, 1)). e: the erase vector (in (0, 1)), a: the
+    add vector (dnc_interface's)."""
     mem, w, e, a = f64(mem), f64(p) * f64(s)[:, None], f64(e), f64(a)
     return mem * (1.0 - w[:, :, None] * e[:, None, :]) + w[:, :, None] * a[:, None, :]
 
 
-@op(cases=_backward_cases, tolerance=TOLERANCE)
+@op(cases=_backward_cases, tolerance=TOLERANCE, args={"dout": MEMORY, **WRITE})
 def reference_memory_write_backward(dout, mem, p, s, e, a):
-    """(dmem, dp, ds, de, da) for mem' = mem * (1 - w^T e) + w^T a with w = p * s."""
+    """(dmem, dp, ds, de, da), each of its argument's shape: memory_write's gradients, for
+    mem' = mem * (1 - w^T e) + w^T a with w = p * s.
+
+    dout: the loss's gradient with respect to the written memory mem'. mem, p, s, e, a: memory_write's
+    arguments."""
     dout, mem, p, s, e, a = (f64(v) for v in (dout, mem, p, s, e, a))
     w = p * s[:, None]
     dmem = dout * (1.0 - w[:, :, None] * e[:, None, :])

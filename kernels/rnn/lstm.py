@@ -226,9 +226,22 @@ def _sig64(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-@op(cases=_forward_step_cases, tolerance=TOLERANCE)
+# H = heads * size units; gate-major columns [i | f | z | o] of H each
+R = "float[4, heads, size, size]"
+UNITS = "float[batch, heads * size]"
+GATE_COLUMNS = "float[batch, 4 * heads * size]"
+
+
+@op(cases=_forward_step_cases, tolerance=TOLERANCE,
+    args={"wx": GATE_COLUMNS, "r": R, "bias": "float[4 * heads * size]", "h_prev": UNITS, "c_prev": UNITS})
 def reference_lstm_forward_step(wx, r, bias, h_prev, c_prev):
-    """(h, c, gates) of one step; wx (B, 4H), h_prev and c_prev (B, H)."""
+    """(h, c, gates) of one step of the multi-head LSTM (the cell: this module's docstring): h and c
+    (batch, H), gates (batch, 4H) the activated i, f, z, o that lstm_backward_step takes.
+
+    wx: this step's input projections x W_in (columns i, f, z, o of H = heads * size units each, no bias).
+    r: the recurrent weights, block-diagonal over heads: R[g, n, d, k] takes unit k of head n's h_prev
+    into unit d of gate g of head n. bias: added to the pre-activations, in wx's column order.
+    h_prev, c_prev: the state before the step."""
     r = f64(r)
     n, d, hidden = _shape(r)
     batch = wx.shape[0]
@@ -240,9 +253,17 @@ def reference_lstm_forward_step(wx, r, bias, h_prev, c_prev):
     return h, c, np.concatenate([i, f, z, o], axis=1)
 
 
-@op(cases=_backward_step_cases, tolerance=TOLERANCE)
+@op(cases=_backward_step_cases, tolerance=TOLERANCE,
+    args={"dh": UNITS, "dc": UNITS, "r": R, "gates": GATE_COLUMNS, "c": UNITS, "c_prev": UNITS,
+          "dh_extra": f"{UNITS} | None"})
 def reference_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
-    """(draw, dh_prev, dc_prev) of one step; dh_prev = R^T draw per head (+ dh_extra)."""
+    """(draw (batch, 4H), dh_prev (batch, H), dc_prev (batch, H)) of one step: draw the gradients of the
+    gate pre-activations (raw_g), dh_prev = R^T draw per head (+ dh_extra), dc_prev through the cell.
+
+    dh, dc: the loss's gradients with respect to this step's h and c. r: the recurrent weights
+    (lstm_forward_step). gates: the step's activated gates, c: its cell state, c_prev: the cell state
+    before it (lstm_forward_step's outputs and argument). dh_extra: a gradient reaching h_prev other than
+    through this step (the loss's gradient on the previous step's output), added to dh_prev; None: none."""
     r, gates = f64(r), f64(gates)
     n, d, hidden = _shape(r)
     batch = gates.shape[0]
@@ -257,9 +278,15 @@ def reference_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
     return draw, dh_prev, dct * f
 
 
-@op(cases=_recurrent_grad_cases, tolerance=TOLERANCE)
+@op(cases=_recurrent_grad_cases, tolerance=TOLERANCE,
+    args={"draw": "float[steps, batch, 4 * hidden]", "hs": "float[steps + 1, batch, hidden]", "heads": "int"})
 def reference_lstm_recurrent_grad(draw, hs, heads):
-    """dR (4, N, D, D) from draw (T, B, 4H) and hs (T + 1, B, H) (h_{t-1} = hs[t]), N = heads."""
+    """dR (4, heads, D, D), D = hidden / heads: the gradient of the recurrent weights,
+    dR[g, n, d, k] = sum over steps t and batch rows b of draw[t, b, gate g, head n, unit d] hs[t, b, n, k].
+
+    draw: every step's gradients of the gate pre-activations (lstm_backward's first output). hs: the
+    states of lstm_forward, hs[t] the state entering step t (its last is not read). heads: how many
+    heads the hidden units are cut into (a whole number of units each)."""
     draw, hs = f64(draw), f64(hs)
     steps, batch, four_h = draw.shape
     hidden = four_h // 4
@@ -269,10 +296,18 @@ def reference_lstm_recurrent_grad(draw, hs, heads):
     return np.einsum("xgnd,xnk->gndk", g, prev)
 
 
-@op(cases=_forward_cases, tolerance=TOLERANCE)
+@op(cases=_forward_cases, tolerance=TOLERANCE,
+    args={"table": "float[table_rows, 4 * heads * size]", "rows": "int32[steps, batch]", "r": R,
+          "bias": "float[4 * heads * size]", "states0": "float[2, heads * size]", "keep": "bool"})
 def reference_lstm_forward(table, rows, r, bias, states0, keep=False):
-    """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H)) from the input projections table[rows]
-    (rows (T, B)) and states0 (2, H) broadcast over the batch; cs and gates are None unless `keep`."""
+    """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H)): the multi-head LSTM over T steps of B sequences
+    (lstm_forward_step at every step); hs[0], cs[0] the initial state, hs[t + 1] the output of step t;
+    cs and gates (the activated i, f, z, o that lstm_backward takes) are None unless `keep`.
+
+    table: the input projections of every token (lstm_input_projection of the embedding), read by row.
+    rows: the table row of step t, sequence b (the token ids, time-major; checked against the table on
+    the host). r, bias: the recurrent weights and bias (lstm_forward_step). states0: the learned initial
+    h (row 0) and c (row 1), the same for every sequence. keep: also return cs and gates, for training."""
     _check_rows(table, rows)
     steps, batch = rows.shape
     wx = np.asarray(table)[np.asarray(rows, np.int64)]
@@ -286,9 +321,16 @@ def reference_lstm_forward(table, rows, r, bias, states0, keep=False):
     return (hs, cs, gates) if keep else (hs, None, None)
 
 
-@op(cases=_backward_cases, tolerance=TOLERANCE)
+@op(cases=_backward_cases, tolerance=TOLERANCE,
+    args={"dh_out": "float[steps, batch, heads * size]", "r": R, "hs": "float[steps + 1, batch, heads * size]",
+          "cs": "float[steps + 1, batch, heads * size]", "gates": "float[steps, batch, 4 * heads * size]"})
 def reference_lstm_backward(dh_out, r, hs, cs, gates):
-    """(draw (T, B, 4H), dR, dh0 (B, H), dc0 (B, H)) from the output gradients dh_out (T, B, H)."""
+    """(draw (T, B, 4H), dR (4, heads, size, size), dh0 (B, H), dc0 (B, H)): full BPTT through lstm_forward.
+    draw: every step's gradients of the gate pre-activations (summed over rows: the bias's gradient; by
+    token: the input table's); dR: the recurrent weights'; dh0, dc0: the initial state's, per sequence.
+
+    dh_out: the loss's gradients with respect to every step's output hs[1:]. r: the recurrent weights;
+    hs, cs, gates: lstm_forward's outputs with keep=True."""
     steps = dh_out.shape[0]
     draw = np.empty(gates.shape)
     dh, dc = f64(dh_out[steps - 1]), np.zeros(dh_out.shape[1:])
@@ -298,13 +340,22 @@ def reference_lstm_backward(dh_out, r, hs, cs, gates):
     return draw, reference_lstm_recurrent_grad(draw, hs, r.shape[1]), dh, dc
 
 
-@op(cases=_projection_cases, tolerance=TOLERANCE)
+@op(cases=_projection_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w_in": "float[d_in, d_out]"})
 def reference_lstm_input_projection(x, w_in):
+    """x W_in (rows, d_out): the input projections of every row of x, which lstm_forward reads as its table.
+
+    x: the inputs (the embedding table, one row a token). w_in: the input weights, d_out = 4H columns in
+    the gate order i, f, z, o."""
     return f64(x) @ f64(w_in)
 
 
-@op(cases=_projection_backward_cases, tolerance=TOLERANCE)
+@op(cases=_projection_backward_cases, tolerance=TOLERANCE,
+    args={"dwx": "float[rows, d_out]", "x": "float[rows, d_in]", "w_in": "float[d_in, d_out]"})
 def reference_lstm_input_projection_backward(dwx, x, w_in):
+    """(dx (rows, d_in), dw_in (d_in, d_out)) = (dwx W_in^T, x^T dwx): lstm_input_projection's gradients.
+
+    dwx: the loss's gradient with respect to the projections (for the table: lstm_backward's draw summed
+    by token). x, w_in: the forward's arguments."""
     dwx = f64(dwx)
     return dwx @ f64(w_in).T, f64(x).T @ dwx
 

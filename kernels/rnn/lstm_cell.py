@@ -53,15 +53,30 @@ def _lstm_gates64(gates):
             _sigmoid64(g[:, 3 * h:]))
 
 
-@op(cases=_forward_cases, tolerance=TOLERANCE)
+GATES = "float[batch, 4 * hidden]"
+STATE = "float[batch, hidden]"
+
+
+@op(cases=_forward_cases, tolerance=TOLERANCE, args={"gates": GATES, "c_prev": STATE})
 def reference_lstm_cell(gates, c_prev):
+    """(h, c), each (batch, hidden): one step of the DNC controller's LSTM cell from its summed gate
+    pre-activations, c = sigmoid(f) c_prev + sigmoid(i) tanh(g), h = sigmoid(o) tanh(c).
+
+    gates: x W_ih^T + h_prev W_hh^T + b, its columns the four gates i, f, g, o (torch's order) of hidden
+    units each. c_prev: the cell state before the step (zeros at the first)."""
     i, f, g, o = _lstm_gates64(gates)
     c = f * f64(c_prev) + i * g
     return o * np.tanh(c), c
 
 
-@op(cases=_backward_cases, tolerance=TOLERANCE)
+@op(cases=_backward_cases, tolerance=TOLERANCE,
+    args={"dh": STATE, "dc": STATE, "gates": GATES, "c_prev": STATE, "c": STATE})
 def reference_lstm_cell_backward(dh, dc, gates, c_prev, c):
+    """(dgates (batch, 4 hidden), dc_prev (batch, hidden)): lstm_cell's gradients with respect to its gate
+    pre-activations (columns i, f, g, o) and to the cell state it was given.
+
+    dh, dc: the loss's gradients with respect to the cell's outputs h and c (dc: what flows back from the
+    next step, zeros at the last). gates, c_prev: the forward's arguments; c: the forward's cell state."""
     i, f, g, o = _lstm_gates64(gates)
     dh, dc, c_prev, c = f64(dh), f64(dc), f64(c_prev), f64(c)
     tc = np.tanh(c)

@@ -116,8 +116,19 @@ def _gates64(k, u):
     return z, g, dg
 
 
-@op(cases=_forward_cases, tolerance=FORWARD_TOLERANCE)
+SEQUENCE = "float[batch, steps, channels]"
+
+
+@op(cases=_forward_cases, tolerance=FORWARD_TOLERANCE,
+    args={"k": SEQUENCE, "u": SEQUENCE, "h0": "float[batch, channels] | None", "out": f"{SEQUENCE} | None"})
 def reference_scan_forward(k, u, h0=None, out=None):
+    """h (batch, steps, channels), the MinGRU states after every step: h_t = (1 - z_t) h_{t-1} + z_t g(u_t)
+    with z = sigmoid(k) (the gate math: this module's docstring). Float64 here; float32 on cpu and cuda.
+
+    k: the gate pre-activations, u: the candidate pre-activations, both time-major within a batch row and
+    channels contiguous. h0: the state entering step 0 (a previous call's last step, already positive:
+    not passed through g again), or None for zeros. out: an array to write h into and return (on cuda a
+    device array, so nothing is allocated), or None for a new one."""
     _check(k, u, h0, 3)
     out = _check_out(out, tuple(k.shape), dtype=None)
     z, g, _ = _gates64(k, u)
@@ -129,17 +140,34 @@ def reference_scan_forward(k, u, h0=None, out=None):
     return _into(out, 0, h)
 
 
-@op(cases=_step_cases, tolerance=FORWARD_TOLERANCE)
+@op(cases=_step_cases, tolerance=FORWARD_TOLERANCE,
+    args={"k": "float[batch, channels]", "u": "float[batch, channels]", "h_prev": "float[batch, channels] | None",
+          "out": "float[batch, channels] | None"})
 def reference_scan_step(k, u, h_prev=None, out=None):
+    """h (batch, channels): one step of the scan, for generating byte by byte: h = h_prev + z (g(u) - h_prev),
+    z = sigmoid(k), equal to scan_forward over a sequence of one step.
+
+    k, u: this step's gate and candidate pre-activations. h_prev: the state before it (scan_forward's last
+    step or the previous scan_step's h), or None for zeros. out: an array to write h into and return, or
+    None for a new one."""
     _check(k, u, h_prev, 2)
     out = _check_out(out, tuple(k.shape), dtype=None)
     z, g, _ = _gates64(k, u)
     return _into(out, 0, z * g if h_prev is None else f64(h_prev) + z * (g - f64(h_prev)))
 
 
-@op(cases=_backward_cases, tolerance=BACKWARD_TOLERANCE)
+# out is a tuple of three arrays (dk, du, dh0), which the grammar has no word for: _check_out checks it
+@op(cases=_backward_cases, tolerance=BACKWARD_TOLERANCE,
+    args={"grad_h": SEQUENCE, "k": SEQUENCE, "u": SEQUENCE, "h": SEQUENCE, "h0": "float[batch, channels] | None",
+          "out": "any | None"})
 def reference_scan_backward(grad_h, k, u, h, h0=None, out=None):
-    """(dk, du, dh0) of a loss whose gradient with respect to the outputs h is grad_h."""
+    """(dk, du, dh0): the gradients of a loss with respect to k and u (batch, steps, channels) and to the
+    entering state h0 (batch, channels; returned even when h0 is None), by the reverse scan
+    lambda_t = grad_h_t + a_{t+1} lambda_{t+1}, a = sigmoid(-k).
+
+    grad_h: the loss's gradient with respect to every output h. k, u, h0: the forward's arguments; h: the
+    forward's output (scan_forward(k, u, h0)), which gives each step's previous state. out: a tuple of three
+    arrays (dk, du, dh0) to write into and return, or None for new ones."""
     _check(k, u, h0, 3, grad_h, h)
     out = _check_out(out, tuple(k.shape), tuple(k.shape), (k.shape[0], k.shape[2]), dtype=None)
     z, g, dg = _gates64(k, u)
