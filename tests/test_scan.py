@@ -131,15 +131,15 @@ def test_misshaped_arguments_are_refused(backend):
     def d(*shape):
         return ops.to_device(np.zeros(shape, np.float32))
 
-    with pytest.raises(BadInput, match="arrays of one shape with 3 axes"):
+    with pytest.raises(BadInput, match="scan_forward: u has channels"):
         ops.scan_forward(d(2, 5, 3), d(2, 5, 4))
-    with pytest.raises(BadInput, match="state is"):
+    with pytest.raises(BadInput, match="scan_forward: h0 has batch"):
         ops.scan_forward(d(2, 5, 3), d(2, 5, 3), d(3, 2))
-    with pytest.raises(BadInput, match="arrays of one shape"):
+    with pytest.raises(BadInput, match="scan_backward: k has steps"):
         ops.scan_backward(d(2, 4, 3), d(2, 5, 3), d(2, 5, 3), d(2, 5, 3))
-    with pytest.raises(BadInput, match="arrays of one shape with 2 axes"):
+    with pytest.raises(BadInput, match="scan_step: k must have 2 axes"):
         ops.scan_step(d(2, 1, 3), d(2, 1, 3))
-    with pytest.raises(BadInput, match="the scan writes"):
+    with pytest.raises(BadInput, match="scan_forward: out has channels"):
         ops.scan_forward(d(2, 5, 3), d(2, 5, 3), out=d(2, 5, 4))
     with pytest.raises(BadInput, match="the scan writes"):
         ops.scan_backward(d(2, 5, 3), d(2, 5, 3), d(2, 5, 3), d(2, 5, 3), out=(d(2, 5, 3), d(2, 5, 3)))
