@@ -58,8 +58,14 @@ def _check_tile(name, a, b, c, k):
             f"{tuple(b.shape)} and {tuple(c.shape)}")
 
 
-@op(cases=_s8_cases)
+@op(cases=_s8_cases, args={"a": f"int8[{MMA_M}, {MMA_K}]", "b": f"int8[{MMA_K}, {MMA_N}]",
+                           "c": f"int32[{MMA_M}, {MMA_N}]"})
 def reference_warp_mma_s8(a, b, c):
+    """int32 (16, 8): a @ b + c with the products summed exactly and the result wrapped to its low 32
+    bits, as one tensor-core IMMA m16n8k32 computes it (kernels/core/mma.py's mma_s8_16832).
+
+    a, b: one int8 tile of each factor; c: the int32 accumulator added. The GPU self-check
+    (kernels/checks/platform_check.py) compares the kernel with the CPU twin on these tiles."""
     _check_tile("warp_mma_s8", a, b, c, MMA_K)
     exact = a.astype(np.int64) @ b.astype(np.int64) + c
     return (exact & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
@@ -132,8 +138,15 @@ def _tf32_cases(rng):
         yield normal32(rng, MMA_M, TF32_K), normal32(rng, TF32_K, MMA_N), normal32(rng, MMA_M, MMA_N)
 
 
-@op(cases=_tf32_cases, tolerance=TF32_TOLERANCE)
+@op(cases=_tf32_cases, tolerance=TF32_TOLERANCE,
+    args={"a": f"float32[{MMA_M}, {TF32_K}]", "b": f"float32[{TF32_K}, {MMA_N}]", "c": f"float32[{MMA_M}, {MMA_N}]"})
 def reference_warp_mma_tf32(a, b, c):
+    """float64 (16, 8) (float32 on the other backends): tf32(a) @ tf32(b) + c, a and b rounded to tf32
+    (10-bit mantissa, ties away from zero) as one tensor-core HMMA m16n8k8 does, the sum in float64
+    (kernels/core/mma.py's mma_tf32_1688 accumulates in float32, within the tolerance).
+
+    a, b: one float32 tile of each factor; c: the float32 accumulator added. The GPU self-check
+    (kernels/checks/platform_check.py) compares the kernel with the CPU twin on these tiles."""
     _check_tile("warp_mma_tf32", a, b, c, TF32_K)
     return f64(round_tf32(a)) @ f64(round_tf32(b)) + f64(c)
 
@@ -197,8 +210,12 @@ def _check_vector(x):
             f"got shape {tuple(x.shape)}")
 
 
-@op(cases=_reverse_cases)
+@op(cases=_reverse_cases, args={"x": "int32[n]"})
 def reference_shared_reverse(x):
+    """int32 (n,): x reversed. The kernel stages x in n * 4 bytes of dynamic shared memory, so n above
+    12,288 (48 KiB) checks the driver's per-function opt-in; n is at most 227 KiB / 4 = 58,112.
+
+    x: any int32 values (the self-check uses 64 KiB of them)."""
     _check_vector(x)
     return np.ascontiguousarray(x[::-1])
 
@@ -251,8 +268,14 @@ def _check_rows(x):
             f"grid_rotate takes rows (blocks, width), both at least 1, got shape {tuple(x.shape)}")
 
 
-@op(cases=_rotate_cases)
+@op(cases=_rotate_cases, args={"x": "int64[blocks, width]"})
 def reference_grid_rotate(x):
+    """int64 (blocks,): out[g] = sum of row (g + 1) % blocks of x. The kernel runs one block per row,
+    each writing its row's sum before one grid-wide barrier (a cooperative launch) and reading its
+    neighbour's after it, so a broken grid.sync gives stale sums.
+
+    x: one row per block, at least one of each (the self-check: one row per SM, 64 wide; numba's
+    simulator runs blocks one after another, so there only blocks = 1 is right)."""
     _check_rows(x)
     return np.roll(x.sum(axis=1), -1)
 

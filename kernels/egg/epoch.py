@@ -121,8 +121,26 @@ def per_op_epoch(ops, params, windows, states, prefixes, first_member, sigma_shi
 REFERENCE = Kernels("numpy")  # the per-op step on each op's NumPy reference
 
 
-@op(cases=_cases)
+# sizes from layout.egg_layout: 513 D + n_layer (12 D^2 + 4 D) parameters, 10 n_layer + 3 tensors, and
+# gains (noise/gains.py) D + 256 for the embedding and head each, D for ln_out, 22 D per layer
+@op(cases=_cases, args={"params": "int8[513 * dim + n_layer * (12 * dim * dim + 4 * dim)]",
+                        "windows": "uint8[members, window]", "states": "int8[n_layer, members, dim]",
+                        "prefixes": "int64[10 * n_layer + 3]", "first_member": "int", "sigma_shift": "int",
+                        "perturbed": "bool", "gains": "uint8[3 * dim + 512 + 22 * n_layer * dim] | None"})
 def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
+    """int64 (members,): each member's log-likelihood (1/16 bit, `egg_loglik`) summed over its window,
+    reading byte t and scoring byte t + 1 through the EGG with its own EGGROLL perturbation; `states` are
+    carried in and left holding each layer's state after the last byte (in place).
+
+    params: the model's flat int8 buffer in `layout.egg_layout(n_layer, dim)` order (models/egg.py).
+    windows: one byte window per member (window - 1 bytes are read); a 0 byte starts a document and
+    zeroes that member's states. states: the hidden state of every layer and member.
+    prefixes: the noise key of each tensor at this noise epoch, in tensor-id order (the values of
+    `model.prefixes(seed, epoch)`). first_member: the population index of row 0; member g uses pair
+    g // 2's noise stream of each tensor, with sign +1 for even g and -1 for odd.
+    sigma_shift: each perturbation is divided by 2**(4 + sigma_shift). perturbed: False runs the
+    unperturbed model for every row. gains: the adaptive-noise gains of every tensor in tensor-id order
+    (kernels/noise/gains.py; from the strategy's overlay), or None."""
     columns = np.ascontiguousarray(windows.T)  # (T + 1, members): one contiguous row per byte
     return per_op_epoch(REFERENCE, params, columns, states, prefixes, first_member, sigma_shift, perturbed,
                         np.asarray, gains)

@@ -41,10 +41,17 @@ PAIR_CHUNK = 32
 PRODUCT_SCALE = {EGG_NOISE: 256, DEGGS_UNIFORM: 80, DEGGS_GAUSSIAN: 240}
 
 
-def gate_bound(theta, fitness, kind, threshold, use_clt, noise=EGG_NOISE):
-    """Right-hand side of the z-test gate |Z| * 16 >= bound (and the check of the arguments)."""
-    if kind not in KINDS or theta.ndim != (1 if kind == "vector" else 2):
-        raise ValueError(f"int_update of kind {kind!r} got a {theta.ndim}-D theta: use a 2-D matrix or 1-D vector")
+def gate_bound(theta, fitness, kind, threshold, use_clt, noise=EGG_NOISE, op_name="int_update"):
+    """Right-hand side of the z-test gate |Z| * 16 >= bound, after the checks the declarations cannot make:
+    theta's rank follows `kind`, and the noise kind is known."""
+    if kind not in KINDS:
+        raise ValueError(f"{op_name}: kind must be 'matrix' or 'vector', got {kind!r}")
+    dtype = str(theta.dtype).rsplit(".", 1)[-1]  # "torch.int8" for a PyTorch tensor, "int8" for the others
+    if dtype != "int8" or theta.ndim != (1 if kind == "vector" else 2):
+        raise ValueError(f"{op_name}: theta of kind {kind!r} must be a {1 if kind == 'vector' else 2}-D int8 array, "
+                       f"got {theta.ndim}-D {dtype}")
+    if noise not in PRODUCT_SCALE:
+        raise ValueError(f"{op_name}: noise must be one of the noise kinds {sorted(PRODUCT_SCALE)}, got {noise!r}")
     return int(threshold) * iroot(int(fitness.shape[0]), 2) * (PRODUCT_SCALE[noise] if use_clt else 1)
 
 
@@ -80,8 +87,24 @@ def _reference_votes(theta, fitness, prefix, kind, use_clt, noise_kind):
     return z
 
 
-@op(cases=_cases)
+# theta is a matrix or a vector as `kind` says: the grammar has no rank that depends on another argument,
+# so gate_bound checks it
+@op(cases=_cases, args={"theta": "any", "fitness": "int8[pairs]", "prefix": "int", "kind": "str", "threshold": "int",
+                        "use_clt": "bool", "noise": "int"})
 def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
+    """Move theta (int8, in place) by +-1 where the z-test on the pairs' fitness-weighted noise passes;
+    returns None. Z = sum_p fitness[p] * A_p B_p^T for a matrix, sum_p fitness[p] * a1_p * a2_p for a
+    vector (the signs of the noise instead without use_clt); theta moves towards sign(Z) (Z = 0: down)
+    where |Z| * 16 >= threshold * isqrt(pairs) * scale, and stays clipped to +-127 (module docstring).
+
+    theta: one tensor of the model's flat buffer, int8 (d_out, d_in) for kind "matrix" (embeddings too:
+    B over the columns, A over the rows) or (n,) for kind "vector". fitness: the shaped fitness of every
+    antithetic pair of the population, int8 (evolution/eggroll.py `shape`: signs, or z-scores x 16).
+    prefix: the tensor's noise key at the step's noise epoch (`model.prefixes(seed, epoch)[name]`); pair
+    p's noise is the even member's stream keyed by (prefix, p). threshold: the gate's level, already
+    times the fitness scale (`threshold_at`). use_clt: scale the gate by the product's standard deviation
+    (256 for gaussian_int8) and vote with the noise itself, else with its signs. noise: the noise kind
+    (scalar_math: EGG_NOISE, DEGGS_UNIFORM, DEGGS_GAUSSIAN), the model's `noise_kind`."""
     bound = gate_bound(theta, fitness, kind, threshold, use_clt, noise)
     z = _reference_votes(theta, fitness, prefix, kind, use_clt, noise)
     move = np.abs(z) * 16 >= bound
@@ -149,15 +172,25 @@ def _vote_cases(rng):
         yield theta, fitness, prefix, kind, use_clt, *noise
 
 
-@op(cases=_vote_cases)
+# theta: as int_update's
+@op(cases=_vote_cases, args={"theta": "any", "fitness": "int8[pairs]", "prefix": "int", "kind": "str",
+                             "use_clt": "bool", "noise": "int"})
 def reference_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
-    gate_bound(theta, fitness, kind, 0, use_clt)
+    """int64, theta's shape: the votes Z of `int_update` without its gate, for an optimiser that moves
+    theta itself (evolution/int_optimizers.py's quantized AdamW); theta is only read.
+
+    Z = sum_p fitness[p] * A_p B_p^T for kind "matrix" ((d_out, d_in)), sum_p fitness[p] * a1_p * a2_p for
+    kind "vector" ((n,)); with use_clt False the noise's signs replace the noise. fitness: each antithetic
+    pair's shaped fitness. prefix: the tensor's noise key at the step's noise epoch; pair p's noise is the
+    even member's stream keyed by (prefix, p). noise: the noise kind (scalar_math), the model's
+    `noise_kind`."""
+    gate_bound(theta, fitness, kind, 0, use_clt, noise, "int_vote")
     return _reference_votes(theta, fitness, prefix, kind, use_clt, noise).astype(np.int64)
 
 
 @op
 def cpu_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
-    gate_bound(theta, fitness, kind, 0, use_clt)
+    gate_bound(theta, fitness, kind, 0, use_clt, noise, "int_vote")
     votes = np.empty(theta.shape, dtype=np.int64)
     (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, 0, votes, noise)
     return votes
@@ -247,7 +280,7 @@ def cuda_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_
 
 @op
 def cuda_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
-    gate_bound(theta, fitness, kind, 0, use_clt)
+    gate_bound(theta, fitness, kind, 0, use_clt, noise, "int_vote")
     votes = cuda.device_array(theta.shape, dtype=np.int64)
     _cuda_launch(theta, fitness, prefix, kind, use_clt, np.int64(0), votes, noise)
     return votes

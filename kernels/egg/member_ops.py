@@ -131,8 +131,19 @@ def _loglik_cases(rng):
 
 # ---- perturbed vector parameters ---------------------------------------------------------------
 
-@op(cases=_vector_cases)
+@op(cases=_vector_cases, args={"theta": "int8[n]", "prefix": "int", "first_member": "int", "count": "int",
+                               "sigma_shift": "int", "perturbed": "bool", "gain": "uint8[n] | None"})
 def reference_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True, gain=None):
+    """int8 (count, n): each member's copy of the vector parameter theta, plus its own EGGROLL perturbation
+    when `perturbed`: theta + (a1 * a2 * sign) >> (4 + sigma_shift), clipped to +-127.
+
+    theta: the vector (a norm's weights or a bias), shared by all members.
+    prefix: the noise key of this tensor at this noise epoch, `model.prefixes(seed, epoch)[name]`
+    (models/egg.py). first_member, count: rows are members g = first_member .. first_member + count - 1;
+    member g uses pair p = g // 2's noise stream (a1: elements 0..n-1, a2: n..2n-1 of `gaussian_int8`
+    keyed by (prefix, p)) with sign +1 for even g and -1 for odd.
+    sigma_shift: the perturbation is divided by 2**(4 + sigma_shift). perturbed: False repeats theta.
+    gain: the adaptive-noise gains of this tensor (uint8, 64 = one) scaling a1 element by element, or None."""
     out = np.broadcast_to(theta.astype(np.int64), (count, theta.size))
     if perturbed:
         pairs, sign = _members(first_member, count)
@@ -196,8 +207,20 @@ def cuda_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=T
 
 # ---- perturbed embedding lookup ----------------------------------------------------------------
 
-@op(cases=_embedding_cases)
+@op(cases=_embedding_cases, args={"tokens": "uint8[members]", "table": "int8[256, dim]", "prefix": "int",
+                                  "first_member": "int", "sigma_shift": "int", "perturbed": "bool",
+                                  "gain": "uint8[dim + 256] | None"})
 def reference_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+    """int8 (members, dim): each member's embedding row of its input byte, with its own EGGROLL rank-1
+    perturbation when `perturbed`: table[t] + (A_p[t] * sign * B_p) >> (4 + sigma_shift), clipped to +-127.
+
+    tokens: one input byte per member. table: the embedding (one row per byte value), shared.
+    prefix: the noise key of the embedding at this noise epoch, `model.prefixes(seed, epoch)["embedding"]`.
+    first_member: the population index of tokens[0]; member g = first_member + i uses pair p = g // 2's
+    noise stream (B_p: elements 0..dim-1, A_p: dim..dim+255 of `gaussian_int8` keyed by (prefix, p)) with
+    sign +1 for even g and -1 for odd. sigma_shift: the perturbation is divided by 2**(4 + sigma_shift).
+    perturbed: False gives the plain lookup. gain: the adaptive-noise gains (uint8, 64 = one) scaling
+    B_p (first dim) and A_p (last 256) element by element, or None."""
     out = table[tokens].astype(np.int64)
     if perturbed:
         vocab, dim = table.shape
@@ -271,8 +294,14 @@ def cuda_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturb
 
 # ---- L1 norm (EGG_LN): x * w / mean|x| ----------------------------------------------------------
 
-@op(cases=_l1_norm_cases)
+@op(cases=_l1_norm_cases, args={"x": "int8[members, dim]", "w": "int8[members, dim]"})
 def reference_egg_l1_norm(x, w):
+    """int8 (members, dim): EGG's L1 norm of each member's row, floor(x * w / mean|x|) clipped to +-127,
+    where mean|x| = max(sum|x|, 1) // dim; a row with mean|x| < 1 gives nano-egg's -1 where x * w == 0
+    and -2 elsewhere.
+
+    x: the activations, one row per member. w: each member's copy of the norm's weights (16 = one),
+    as `egg_vector` makes them."""
     x64, w64 = x.astype(np.int64), w.astype(np.int64)
     mean_abs = (np.maximum(np.abs(x64).sum(axis=1), 1) // x.shape[1])[:, None]
     product = x64 * w64
@@ -322,21 +351,35 @@ def cuda_egg_l1_norm(x, w):
 
 # ---- GRU gates, residual add, state reset --------------------------------------------------------
 
-@op(cases=_gru_forget_cases)
+@op(cases=_gru_forget_cases, args={"xf": "int8[members, dim]", "sf": "int8[members, dim]", "bf": "int8[members, dim]",
+                                   "s": "int8[members, dim]"})
 def reference_egg_gru_forget(xf, sf, bf, s):
+    """(f, fh), both int8 (members, dim): the minGRU's forget gate f = clip(xf + sf + bf, +-127) and the
+    gated state fh = ((f + 127) * s) >> 8 ((f + 127) / 256 is the gate in [0, 1)).
+
+    xf: x @ Wf^T of the layer's normed input; sf: s @ Uf^T; bf: each member's copy of the forget bias
+    (`egg_vector`); s: the layer's state before this byte."""
     f = np.clip(xf.astype(np.int64) + sf + bf, -127, 127)
     return f.astype(np.int8), (((f + 127) * s.astype(np.int64)) >> 8).astype(np.int8)
 
 
-@op(cases=_gru_output_cases)
+@op(cases=_gru_output_cases, args={"xh": "int8[members, dim]", "fhh": "int8[members, dim]", "bh": "int8[members, dim]",
+                                   "f": "int8[members, dim]", "s": "int8[members, dim]"})
 def reference_egg_gru_output(xh, fhh, bh, f, s):
+    """int8 (members, dim): the minGRU's new state h = s + (((f + 127) * (hh - s)) >> 8), the candidate
+    hh = clip(xh + fhh + bh, +-127) mixed into the old state by the forget gate.
+
+    xh: x @ Wh^T of the layer's normed input; fhh: fh @ Uh^T of the gated state (`egg_gru_forget`);
+    bh: each member's copy of the candidate bias (`egg_vector`); f: the forget gate; s: the old state."""
     hh = np.clip(xh.astype(np.int64) + fhh + bh, -127, 127)
     s64 = s.astype(np.int64)
     return (s64 + (((f.astype(np.int64) + 127) * (hh - s64)) >> 8)).astype(np.int8)
 
 
-@op(cases=_clip_add_cases)
+@op(cases=_clip_add_cases, args={"a": "int8[members, dim]", "b": "int8[members, dim]"})
 def reference_egg_clip_add(a, b):
+    """int8 (members, dim): the saturating residual add clip(a + b, +-127), element by element (a: the
+    residual stream, b: a block's output)."""
     return _clip(a.astype(np.int64) + b)
 
 
@@ -430,9 +473,12 @@ def cuda_egg_clip_add(a, b):
     return out
 
 
-@op(cases=_reset_cases)
+@op(cases=_reset_cases, args={"state": "int8[members, dim]", "tokens": "uint8[members]"})
 def reference_egg_reset(state, tokens):
-    """Zero the state rows of members whose input byte is 0 (a document starts); in place."""
+    """Zero, in place, the state rows of members whose input byte is 0 (byte 0 starts a document);
+    returns None.
+
+    state: one layer's hidden state, one row per member. tokens: each member's input byte at this step."""
     state[np.asarray(tokens) == 0] = 0
 
 
@@ -458,8 +504,14 @@ def cuda_egg_reset(state, tokens):
 
 # ---- integer log-likelihood ----------------------------------------------------------------------
 
-@op(cases=_loglik_cases)
+@op(cases=_loglik_cases, args={"logits": "int8[members, 256]", "targets": "uint8[members]"})
 def reference_egg_loglik(logits, targets):
+    """int64 (members,): the log-likelihood of each member's target byte under its int8 logits, in units
+    of 1/16 bit, computed exactly in integers: y = logits + 128, y[target] - floor(16 * log2(sum_v
+    EXP2[y_v] / 16)) (kernels/egg/int_math.py).
+
+    logits: the head's output, one row of 256 byte scores per member. targets: the byte each member
+    should have predicted (the window's next byte)."""
     y = logits.astype(np.int64) + 128
     s = EXP2[y].sum(axis=1)
     log_term = np.array([py_floor_log2_x16(int(v)) for v in s], dtype=np.int64) - 64

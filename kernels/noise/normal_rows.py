@@ -52,8 +52,17 @@ def _cases(rng):
     yield prefix, np.zeros(0, np.int64), 0, 5
 
 
-@op(cases=_cases, tolerance=(4 * EPS, 4 * EPS))
+@op(cases=_cases, tolerance=(4 * EPS, 4 * EPS), args={"prefix": "int", "members": "int64[members]", "start": "int",
+                                                      "count": "int"})
 def reference_normal_rows(prefix, members, start, count):
+    """float32 (members, count): row i is elements start .. start + count - 1 of the N(0, 1) stream of
+    member members[i] under one tensor's noise key, exactly `streams.generate("normal_float32",
+    stream_key(...))` of that member.
+
+    prefix: the tensor's key at one noise epoch, `scalar_math.prefix_key(seed, tensor_id, epoch)`.
+    members: the stream index of each row, in [0, 2^32) (float EGGROLL passes pair indices; one may
+    repeat). start, count: the slice of every stream, within [0, 2^32) (a tensor's B factor, then its
+    A factor at the offset after B)."""
     members = _check(members, start, count)
     ka, kb = reference.member_keys(prefix, members)
     out = np.empty((members.size, count), np.float32)

@@ -83,6 +83,8 @@ def distribution_code(distribution):
 
 
 def _key(key):
+    if hasattr(key, "copy_to_host"):  # the registry takes a key given as a device array as it is
+        key = key.copy_to_host()
     ka, kb = (int(k) for k in key)
     if not (0 <= ka <= MASK32 and 0 <= kb <= MASK32):
         raise ValueError(f"a probe key is two 32-bit words (ka, kb), got {key!r}")
@@ -130,9 +132,11 @@ def _key_of(rng):
 
 
 def _noise_cases(rng):
+    """The key as an array first (the form the declaration checks), then as the tuple stream_key gives."""
     for d in DISTRIBUTIONS:
         for start in STARTS:
-            yield _key_of(rng), N, d, start
+            key = _key_of(rng)
+            yield np.array(key, np.int64) if d == DISTRIBUTIONS[0] else key, N, d, start
     yield _key_of(rng), 0, "normal", 0
 
 
@@ -158,8 +162,17 @@ def _apply_probes_cases(rng):
 
 # ---- NumPy reference ----------------------------------------------------------------------------------
 
-@op(cases=_noise_cases, tolerance=(4 * EPS, 4 * EPS))  # streams' normal_float32 tolerance; others exact
+# the tolerance is streams' normal_float32's; rademacher and uniform are exact
+@op(cases=_noise_cases, tolerance=(4 * EPS, 4 * EPS), args={"key": "int64[2]", "count": "int", "distribution": "str",
+                                                          "start": "int"})
 def reference_noise(key, count, distribution, start=0):
+    """float32 (count,): a probe's direction z, elements start .. start + count - 1 of the noise stream
+    `key`, drawn as `distribution` (the module docstring): "rademacher" (+-1), "normal" (N(0, 1)) or
+    "uniform" (U[-1, 1)).
+
+    key: the stream's two 32-bit words (ka, kb), a tuple or an int64 array, from
+    `scalar_math.stream_key` (CD-RGE: zorn/rge/trainer.probe_keys). start: the offset of this slice in
+    the whole parameter vector, so shards of θ draw the slices of one stream; start + count <= 2^32."""
     code = distribution_code(distribution)
     key = _key(key)
     reference.check_slice(start, count)
@@ -177,25 +190,45 @@ def _shifted(theta, key, alpha, distribution, start):
     return (f64(theta) + float(np.float32(alpha)) * f64(z)).astype(np.float32)
 
 
-@op(cases=_perturb_cases, tolerance=(6 * EPS, 6 * EPS))
+@op(cases=_perturb_cases, tolerance=(6 * EPS, 6 * EPS), args={"theta": "float32[n]", "key": "int64[2]",
+                                                             "alpha": "float", "distribution": "str", "start": "int"})
 def reference_perturb_(theta, key, alpha, distribution, start=0):
-    """θ ← fl32(θ + α z) in place (the sum in float64); returns θ."""
+    """θ ← fl32(θ + α z) in place (the sum in float64); returns θ (float32 (n,)).
+
+    theta: the flat parameter vector, or a slice of it. key: the probe's stream key (ka, kb), a tuple
+    or an int64 array (`scalar_math.stream_key`). alpha: the step along z (rounded to float32 first;
+    CD-RGE: +-eps). distribution: "rademacher", "normal" or "uniform" (`noise`). start: the offset of
+    theta in the whole vector: z[j] is stream element start + j."""
     _vector(theta)
     theta[...] = _shifted(theta, key, alpha, distribution, start)
     return theta
 
 
-@op(cases=_perturbed_copy_cases, tolerance=(6 * EPS, 6 * EPS))
+@op(cases=_perturbed_copy_cases, tolerance=(6 * EPS, 6 * EPS),
+    args={"theta": "float32[n]", "out": "float32/float16[n]", "key": "int64[2]", "alpha": "float",
+          "distribution": "str", "start": "int"})
 def reference_perturbed_copy(theta, out, key, alpha, distribution, start=0):
-    """out ← fl32(θ + α z) (the sum in float64), then rounded to out's dtype; returns out."""
+    """out ← fl32(θ + α z) (the sum in float64), then rounded to out's dtype; θ untouched; returns out.
+
+    theta: the parameters. out: the work copy written (float16 for a half-precision evaluation). key:
+    the probe's stream key (ka, kb), a tuple or an int64 array (`scalar_math.stream_key`). alpha: the
+    step along z (CD-RGE: +-eps). distribution: "rademacher", "normal" or "uniform" (`noise`). start:
+    the offset of theta in the whole vector: z[j] is stream element start + j."""
     _copy_target(theta, out)
     out[...] = _shifted(theta, key, alpha, distribution, start)
     return out
 
 
-@op(cases=_apply_probes_cases, tolerance=(10 * EPS, 10 * EPS))  # (probes + 6) eps
+@op(cases=_apply_probes_cases, tolerance=(10 * EPS, 10 * EPS),  # (probes + 6) eps
+    args={"theta": "float32[n]", "keys": "int64[probes, 2]", "coefs": "float32[probes]", "distribution": "str",
+          "start": "int"})
 def reference_apply_probes_(theta, keys, coefs, distribution, start=0):
-    """θ ← fl32(θ + Σ_i c_i z_i) in place, the sum in float64; returns θ."""
+    """θ ← fl32(θ + Σ_i c_i z_i) in place, the sum in float64; returns θ (float32 (n,)). On zeros this
+    builds CD-RGE's gradient estimate; with c_i = -lr times a probe's coefficient, its update.
+
+    keys: probe i's stream key (ka, kb) in row i (zorn/rge/trainer.probe_keys); coefs: c_i, one per
+    probe (none: θ unchanged). distribution: "rademacher", "normal" or "uniform" (`noise`). start: the
+    offset of theta in the whole vector: z_i[j] is stream element start + j of key i."""
     _vector(theta)
     keys, coefs = _keys(keys, coefs)
     acc = f64(theta).copy()

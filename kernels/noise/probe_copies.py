@@ -74,8 +74,19 @@ def _source_index(o, probes, segments):
     return start + g * width + rest % width, rest // width
 
 
-@op(cases=_cases, tolerance=(6 * EPS, 6 * EPS))
+# alphas: float64 too, rounded to float32 here (models/lstm.py's host path hands them on as given)
+@op(cases=_cases, tolerance=(6 * EPS, 6 * EPS),
+    args={"theta": "float32[n]", "keys": "int64[probes, 2]", "alphas": "float32/float64[probes]",
+          "distribution": "str", "segments": "int64[tensors, 3]"})
 def reference_probe_copies(theta, keys, alphas, distribution, segments):
+    """float32 (probes * n,): every probe's perturbed copy θ + α_p z_p (z_p[j] from element j of stream
+    keys[p], as `perturbed_copy` with start 0), laid out tensor by tensor as the module docstring says:
+    tensor k of θ, seen as (G, M), becomes the (G, probes, M) block at probes * start.
+
+    keys: probe p's stream key (ka, kb) in row p. alphas: probe p's step along its direction (CD-RGE:
+    +-eps). distribution: "rademacher", "normal" or "uniform" (kernels/noise/perturb.py). segments:
+    one (start, G, M) row per tensor, tiling θ in order from 0 (models/lstm.py `probe_segments`: G = 4
+    for gate-major weights)."""
     keys, alphas, segments = _check(theta, keys, alphas, segments)
     out = np.empty(alphas.size * theta.size, np.float32)
     for start, g, m in segments:

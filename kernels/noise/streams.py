@@ -52,22 +52,29 @@ SLICES = ((0, 300), (123_456_789, 300), (2**32 - 300, 300), (5, 0))
 
 
 def _int8_cases(rng):
+    """The key as an array first (the form the declaration checks), then as the tuple stream_key gives."""
     key = scalar_math.stream_key(1234, 7, 3, 99)
-    for kind, k in ((UNIFORM, 100), (UNIFORM, 127), (GAUSSIAN, 15), (RADEMACHER, 15)):
+    for i, (kind, k) in enumerate(((UNIFORM, 100), (UNIFORM, 127), (GAUSSIAN, 15), (RADEMACHER, 15))):
         for start, count in SLICES:
-            yield kind, key, start, count, k
+            yield kind, np.array(key, np.int64) if i == 0 else key, start, count, k
 
 
 def _normal_cases(rng):
     key = scalar_math.stream_key(5, 6, 7, 8)
     for start, count in SLICES:
-        yield key, start, count
+        yield np.array(key, np.int64) if start == 0 else key, start, count
 
 
 # ---- random_int8 ---------------------------------------------------------------------------------
 
-@op(cases=_int8_cases)
+@op(cases=_int8_cases, args={"kind": "int", "key": "int64[2]", "start": "int", "count": "int", "k": "int"})
 def reference_random_int8(kind, key, start, count, k):
+    """int8 (count,): elements start .. start + count - 1 of the noise stream `key` as int8 of `kind`:
+    UNIFORM (0) on [-k, k], GAUSSIAN (1) with 16 = 1.0, or RADEMACHER (2) +-1 (this module's constants).
+
+    key: the stream's two 32-bit words (ka, kb), a tuple or an int64 array, from
+    `scalar_math.stream_key(seed, tensor_id, epoch, member)`. start + count <= 2^32. k: the uniform
+    bound, 0 <= k <= 127 (unused by the other kinds)."""
     _check(kind, start, count, k)
     if kind == UNIFORM:
         return reference.uniform_int8(key, start, count, k).astype(np.int8)
@@ -123,8 +130,13 @@ def cuda_random_int8(kind, key, start, count, k):
 
 # ---- random_normal -------------------------------------------------------------------------------
 
-@op(cases=_normal_cases, tolerance=(4 * EPS32, 4 * EPS32))
+@op(cases=_normal_cases, tolerance=(4 * EPS32, 4 * EPS32), args={"key": "int64[2]", "start": "int", "count": "int"})
 def reference_random_normal(key, start, count):
+    """float32 (count,): elements start .. start + count - 1 of the noise stream `key` as N(0, 1)
+    (Box-Muller of two words per element; the twins agree to a few ulp).
+
+    key: the stream's two 32-bit words (ka, kb), a tuple or an int64 array, from
+    `scalar_math.stream_key(seed, tensor_id, epoch, member)`. start + count <= 2^32."""
     return reference.normal_float32(key, start, count)
 
 

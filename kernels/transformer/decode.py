@@ -15,7 +15,7 @@ import numpy as np
 from eggnog.kernels.core.cuda_api import on_device, require
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.transformer import decode_cuda, epoch_cpu
-from eggnog.kernels.transformer.epoch import _cases, _forward
+from eggnog.kernels.transformer.epoch import SPEC, _cases, _forward
 from eggnog.kernels.transformer.layout import tensor_table
 
 
@@ -40,8 +40,19 @@ def _decode_cases(rng):
             yield params, tokens, keys, values, position, spec
 
 
-@op(cases=_decode_cases)
+# params' length and the cache's n_layer and dim follow spec's values, checked by _check
+@op(cases=_decode_cases, args={"params": "int8[n_params]", "tokens": "uint8/int32[n]",
+                               "keys": "int8[n_layer, positions, dim]", "values": "int8[n_layer, positions, dim]",
+                               "position": "int", "spec": SPEC})
 def reference_transformer_decode(params, tokens, keys, values, position, spec):
+    """int64 (vocab,): the clipped logits of the unperturbed model after reading `tokens` at positions
+    position .. position + n - 1, attending to the KV cache below `position`; the keys and values of the
+    new positions are written into the cache in place (as transformer_epoch computes them).
+
+    params: the model's flat int8 buffer (`layout.transformer_layout`). tokens: the new tokens.
+    keys, values: the KV cache of every layer, filled below `position` by earlier calls (models/generate.py
+    re-reads half the context from position 0 when it is full). position: where tokens[0] is read.
+    spec: `layout.make_spec`, the model's sizes and shifts (layout.SPEC_FIELDS)."""
     _check(tokens, keys, values, position, spec)
     k, v = keys.astype(np.int64)[:, None], values.astype(np.int64)[:, None]
     window = np.append(np.asarray(tokens, np.int64), 0)[None, :]  # the token after the last is never scored

@@ -31,6 +31,7 @@ from eggnog.kernels.transformer.layout import (
     LN_W,
     MAX_UNIT,
     NOISE_KINDS,
+    SPEC_FIELDS,
     UP,
     UP_BIAS,
     K,
@@ -195,8 +196,25 @@ def _forward(params, windows, prefixes, first_member, spec, perturbed, keys=None
     return total, logits
 
 
-@op(cases=_cases)
+SPEC = f"int64[{len(SPEC_FIELDS)}]"  # the declaration of a spec argument: one value per layout.SPEC_FIELDS
+
+
+# params' and prefixes' lengths follow spec's values (the layout), which the grammar cannot name
+@op(cases=_cases, args={"params": "int8[n_params]", "windows": "uint8/int32[members, window]",
+                        "prefixes": "int64[n_tensors]", "first_member": "int", "spec": SPEC,
+                        "perturbed": "bool"})
 def reference_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
+    """int64 (members, 2): for each member, column 0 its log-likelihood (1/16 bit, the EGG's exact integer
+    one over the clipped logits) summed over its window, column 1 its summed d-eggs proxy loss over the
+    unclipped logits; token t is read at position t (a fresh KV cache per member) and token t + 1 scored.
+
+    params: the model's flat int8 buffer in `layout.transformer_layout` order (models/egg_transformer.py).
+    windows: one window of tokens per member (window - 1 are read), each below the vocabulary.
+    prefixes: the noise key of each tensor in tensor-id order at this noise epoch
+    (`model.prefixes(seed, epoch)`). first_member: the population index of row 0; member g uses pair
+    g // 2's noise stream of each tensor (the spec's noise kind), sign +1 for even g and -1 for odd.
+    spec: `layout.make_spec`, the sizes, shifts, noise scales and kind in layout.SPEC_FIELDS order.
+    perturbed: False runs the unperturbed model for every row."""
     return _forward(params, windows, prefixes, first_member, spec, perturbed)[0]
 
 
@@ -212,9 +230,14 @@ def _logit_cases(rng):
         yield params, windows[0, :-1], spec
 
 
-@op(cases=_logit_cases)
+# params' length follows spec's values (the layout), which the grammar cannot name
+@op(cases=_logit_cases, args={"params": "int8[n_params]", "context": "uint8/int32[n]", "spec": SPEC})
 def reference_transformer_last_logits(params, context, spec):
-    """int64 (vocab,) logits of the unperturbed model after reading `context` (tokens) from an empty cache."""
+    """int64 (vocab,): the clipped logits of the unperturbed model after reading every token of `context`
+    (positions 0 .. n - 1) from an empty KV cache, for sampling the token that follows it.
+
+    params: the model's flat int8 buffer (`layout.transformer_layout`). context: the tokens read.
+    spec: `layout.make_spec`, the model's sizes and shifts (layout.SPEC_FIELDS)."""
     window = _context_window(context)
     return _forward(params, window, np.zeros(len(tensor_table(spec)), np.int64), 0, spec, False)[1][0]
 

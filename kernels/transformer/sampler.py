@@ -51,8 +51,18 @@ def _weights(logits, counts, temperature, floor_weight, penalty):
     return np.where(w < floor_weight, 0, w)
 
 
-@op(cases=_cases)
+@op(cases=_cases, args={"logits": "int64[vocab]", "counts": "int64[vocab]", "temperature": "int",
+                        "floor_weight": "int", "penalty": "int", "r": "int"})
 def reference_sample_token(logits, counts, temperature, floor_weight, penalty, r):
+    """int: the token d-eggs' integer sampler draws from one row of logits (the module docstring's formula):
+    weights 2^(z / (16 T)) of the penalised logits z, those below the min-p floor dropped, and the token
+    where the running sum of weights first exceeds r mod their total.
+
+    logits: the model's int8 logits as int64 (16 units = 1 bit; `transformer_decode`). counts: how often
+    each token occurred in the recent context (d-eggs: the last 256 tokens). temperature (1/1024),
+    floor_weight (min-p times 2^20) and penalty (presence penalty in logit units): `sampler_settings` of
+    the float settings. r: a non-negative random integer below 2^63, from the counter hash of the seed and
+    the step (models/generate.py)."""
     w = _weights(np.asarray(logits, np.int64), np.asarray(counts, np.int64), temperature, floor_weight, penalty)
     pick = r % int(w.sum())
     return int(np.argmax(np.cumsum(w) > pick))
