@@ -6,6 +6,7 @@ import pytest
 
 from eggnog.kernels.egg.int_update import reference_int_update
 from eggnog.kernels.noise.reference import gaussian_rows
+from eggnog.runtime.errors import BadInput
 
 
 def test_gate_is_the_z_test_on_the_accumulated_vote():
@@ -30,5 +31,5 @@ def test_zero_vote_moves_down_when_threshold_is_zero():
 
 
 def test_kind_must_match_the_shape():
-    with pytest.raises(ValueError, match="kind 'vector'"):
+    with pytest.raises(BadInput, match="kind 'vector'"):
         reference_int_update(np.zeros((2, 3), np.int8), np.zeros(4, np.int8), 1, "vector", 0, True)

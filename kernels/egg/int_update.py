@@ -31,6 +31,7 @@ from eggnog.kernels.noise.streams import (
     gpu_member_key_b,
     gpu_member_noise,
 )
+from eggnog.runtime.errors import BadInput
 
 KINDS = ("matrix", "vector")
 TILE = 16
@@ -45,13 +46,13 @@ def gate_bound(theta, fitness, kind, threshold, use_clt, noise=EGG_NOISE, op_nam
     """Right-hand side of the z-test gate |Z| * 16 >= bound, after the checks the declarations cannot make:
     theta's rank follows `kind`, and the noise kind is known."""
     if kind not in KINDS:
-        raise ValueError(f"{op_name}: kind must be 'matrix' or 'vector', got {kind!r}")
+        raise BadInput(f"{op_name}: kind must be 'matrix' or 'vector', got {kind!r}")
     dtype = str(theta.dtype).rsplit(".", 1)[-1]  # "torch.int8" for a PyTorch tensor, "int8" for the others
     if dtype != "int8" or theta.ndim != (1 if kind == "vector" else 2):
-        raise ValueError(f"{op_name}: theta of kind {kind!r} must be a {1 if kind == 'vector' else 2}-D int8 array, "
+        raise BadInput(f"{op_name}: theta of kind {kind!r} must be a {1 if kind == 'vector' else 2}-D int8 array, "
                        f"got {theta.ndim}-D {dtype}")
     if noise not in PRODUCT_SCALE:
-        raise ValueError(f"{op_name}: noise must be one of the noise kinds {sorted(PRODUCT_SCALE)}, got {noise!r}")
+        raise BadInput(f"{op_name}: noise must be one of the noise kinds {sorted(PRODUCT_SCALE)}, got {noise!r}")
     return int(threshold) * iroot(int(fitness.shape[0]), 2) * (PRODUCT_SCALE[noise] if use_clt else 1)
 
 
