@@ -139,3 +139,18 @@ def test_torch_cpu_tensors_share_memory_through_dlpack():
     np.testing.assert_array_equal(to_host(tensor), tensor.numpy())
     with pytest.raises(BadInput, match="could not be read through DLPack"):
         adopt(tensor.requires_grad_(), "cpu")
+
+
+def test_an_op_takes_a_cuda_array_interface_as_it_is_and_checks_it():
+    """Through the registry: the raw objects are adopted (the kernel writes into the caller's memory), and a
+    wrong dtype or a strided one is refused in one sentence naming the argument."""
+    rng = np.random.default_rng(4)
+    k, u = (rng.normal(size=(2, 5, 3)).astype(np.float32) for _ in range(2))
+    out = np.zeros_like(k)
+    scan_forward("cuda", CudaArrayInterface(k), CudaArrayInterface(u), out=CudaArrayInterface(out))
+    np.testing.assert_allclose(out, reference_scan_forward(k, u), rtol=1e-5, atol=1e-6)
+    with pytest.raises(BadInput, match=r"^scan_forward: u must be float32 .*got float64$"):
+        scan_forward("cuda", CudaArrayInterface(k), CudaArrayInterface(u.astype(np.float64)))
+    wide = np.zeros((2, 5, 6), np.float32)
+    with pytest.raises(BadInput, match=r"^scan_forward: out must be C-contiguous on the GPU"):
+        scan_forward("cuda", CudaArrayInterface(k), CudaArrayInterface(u), out=interface_of_view(wide[:, :, ::2], wide))
