@@ -53,7 +53,7 @@ def _check_gradient(dout, tokens):
 
 @op(cases=_embedding_cases, args={"table": "float[vocab, d]", "tokens": "uint8[n]"})
 def reference_embedding(table, tokens):
-    """The rows of `table` at `tokens`, (n, d) of table's dtype: each byte's embedding vector.
+    """The rows of `table` at `tokens`, (n, d) float32 (float64 here): each byte's embedding vector.
 
     table: one row per token value (vocab rows, each token below vocab); tokens: the bytes, flattened."""
     _check_lookup(table, tokens)
