@@ -1,0 +1,77 @@
+"""Launch shapes chosen per GPU: a kernel whose best shape depends on the device offers named variants
+(each bit-exact with the others, or within its op's tolerance), its default the static model's best, and
+asks `variant_for(kernel, device, problem, variants, default)` at launch. `python -m bench.tune` times the
+variants on a real GPU and keeps the fastest per (device name, kernel, problem size) in `tuning.json`
+beside the compile cache (core/compile_cache.py), which later launches read; a source edit starts a new
+compile-cache folder, and so a new tuning file. EGGNOG_TUNING=0 uses every default (reproducing a run
+whatever was tuned). The choice from timings is `fastest`, kept apart so tests inject timings."""
+
+import json
+import os
+import statistics
+
+from eggnog.kernels.core.compile_cache import compile_cache_folder
+from eggnog.runtime.errors import BadInput
+
+FILE = "tuning.json"
+ENV = "EGGNOG_TUNING"
+_cache = {}  # path -> the file's contents, read once a process (record() refreshes it)
+
+
+def tuning_path(folder=None) -> str:
+    return os.path.join(folder or compile_cache_folder(), FILE)
+
+
+def problem_key(*sizes) -> str:
+    """The problem-size part of a tuning entry: sizes joined by 'x' (`problem_key(4, 256)` is '4x256')."""
+    return "x".join(str(int(s)) for s in sizes)
+
+
+def _read(path):
+    if path not in _cache:
+        try:
+            with open(path) as f:
+                table = json.load(f)
+        except FileNotFoundError:
+            table = {}
+        except (OSError, ValueError):  # a damaged file is ignored (defaults), never trusted
+            table = {}
+        _cache[path] = table if isinstance(table, dict) else {}
+    return _cache[path]
+
+
+def variant_for(kernel: str, device: str, problem: str, variants, default: str, path=None,
+                environ=os.environ) -> str:
+    """The variant of `kernel` to launch on `device` for `problem`: the tuned one if the tuning file
+    names one of `variants`, else `default` (also when EGGNOG_TUNING=0)."""
+    if environ.get(ENV, "1").strip() == "0":
+        return default
+    chosen = _read(path or tuning_path()).get(device, {}).get(kernel, {}).get(problem)
+    return chosen if chosen in variants else default
+
+
+def fastest(timings: dict, default: str, margin: float = 0.03) -> str:
+    """The variant with the smallest median time ({variant: [seconds, ...]}); the default unless another is
+    faster by more than `margin` (timing noise must not move a choice)."""
+    if not timings or any(not times for times in timings.values()):
+        raise BadInput("every variant needs at least one timing")
+    medians = {name: statistics.median(times) for name, times in timings.items()}
+    best = min(medians, key=medians.get)
+    if default in medians and medians[best] >= medians[default] * (1 - margin):
+        return default
+    return best
+
+
+def record(kernel: str, device: str, problem: str, variant: str, path=None) -> None:
+    """Keep `variant` as the choice of (device, kernel, problem), written atomically."""
+    path = path or tuning_path()
+    table = json.loads(json.dumps(_read(path)))  # a copy: the cached table changes only once written
+    table.setdefault(device, {}).setdefault(kernel, {})[problem] = variant
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as f:
+        json.dump(table, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+    _cache[path] = table
