@@ -44,6 +44,7 @@ CASES = {
         Case("python3 -m venv .venv", step_failed("python3 -m venv .venv")),
         Case("activate .venv", step_failed(". .venv/bin/activate")),
         Case(".venv/bin/pip install -e .[[]dev,cu13]", step_failed("pip install -e .[dev,cu13]")),
+        Case(".venv/bin/pip install -q -e .[[]torch]", step_failed("pip install -q -e .[torch]")),
         Case("tests/run.sh", step_failed("bash tests/run.sh")),
         Case("ruff check .", step_failed("ruff check .")),
         Case("tests/wheel_install.sh", step_failed("bash tests/wheel_install.sh")),
