@@ -9,6 +9,8 @@ whatever was tuned). The choice from timings is `fastest`, kept apart so tests i
 import json
 import os
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from eggnog.kernels.core.compile_cache import compile_cache_folder
 from eggnog.runtime.errors import BadInput
@@ -75,3 +77,49 @@ def record(kernel: str, device: str, problem: str, variant: str, path=None) -> N
         os.fsync(f.fileno())
     os.replace(temporary, path)
     _cache[path] = table
+
+
+def device_name() -> str:
+    """The name the tuning file keys the current GPU by ('CUDA simulator' on the simulator)."""
+    from eggnog.kernels.core.cuda_api import SIMULATED, cuda
+
+    if SIMULATED:
+        return "CUDA simulator"
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+TUNABLES: dict = {}  # kernel name -> its Tunable, filled as kernel modules are imported
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """What `python -m bench.tune` reads from a kernel module (its module-level TUNABLES, a tuple of these).
+
+    kernel: the name in the tuning file. variants: the launch shapes' names; default: the static model's
+    best of them. problems: (job, sizes) pairs of the main jobs to tune for on a GPU, the first the one
+    `--quick` keeps. small: sizes small enough for the simulator (tests, the tuner's dry run). run(variant,
+    sizes): prepares inputs on the device and returns `launch()`, which enqueues one call of that variant
+    (no host wait: the tuner brackets it with CUDA events). The launcher asks `choose(sizes)` which to run."""
+
+    kernel: str
+    variants: tuple
+    default: str
+    problems: tuple
+    run: Callable
+    small: tuple = ()
+
+    def __post_init__(self):
+        if self.default not in self.variants:
+            raise ValueError(f"{self.kernel}: default {self.default!r} is not one of its variants")
+        if TUNABLES.get(self.kernel, self) is not self:
+            raise ValueError(f"{self.kernel}: a second Tunable of that name")
+        TUNABLES[self.kernel] = self
+
+    def problem(self, sizes) -> str:
+        return problem_key(*sizes)
+
+    def choose(self, sizes, device=None, path=None) -> str:
+        """The variant to launch for `sizes` on `device` (the current GPU's name when None)."""
+        return variant_for(self.kernel, device or device_name(), problem_key(*sizes), self.variants,
+                           self.default, path=path)
