@@ -91,12 +91,13 @@ def test_misshaped_arguments_are_refused(backend):
     ops = ops_for(backend)
     d = ops.to_device
     refusals = [
-        (lambda: ops.add(d(f32(4)), d(f32(3))), "add needs two arrays of one shape"),
-        (lambda: ops.add_bias(d(f32(2, 5)), d(f32(4))), "add_bias takes"),
-        (lambda: ops.member_affine(d(f32(2, 3, 4)), d(f32(2, 4)), d(f32(3, 4))), "member_affine takes"),
+        (lambda: ops.add(d(f32(4)), d(f32(3))), "add: b has shape"),
+        (lambda: ops.add_bias(d(f32(2, 5)), d(f32(4))), "add_bias: bias has d = 4"),
+        (lambda: ops.member_affine(d(f32(2, 3, 4)), d(f32(2, 4)), d(f32(3, 4))),
+         "member_affine: shift has members = 3"),
         (lambda: ops.last_step(d(f32(2, 0, 3))), "last_step takes"),
-        (lambda: ops.accumulate(d(f32(3, 4)), d(f32(4, 3))), "accumulate needs"),
-        (lambda: ops.scale_rows(d(f32(3, 4)), d(f32(4))), "scale_rows takes"),
+        (lambda: ops.accumulate(d(f32(3, 4)), d(f32(4, 3))), "accumulate: src has shape"),
+        (lambda: ops.scale_rows(d(f32(3, 4)), d(f32(4))), "scale_rows: scale has rows = 4"),
         (lambda: ops.copy_window(d(f32(4, 4)), d(f32(4, 4)), 0, 1, 0, 0, 2, 4), "does not fit"),
         (lambda: ops.copy_window(d(f32(4, 4)), d(f32(4, 4)), 0, 0, 3, 0, 2, 4), "does not fit"),
     ]

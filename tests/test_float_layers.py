@@ -90,9 +90,9 @@ def test_misshaped_arguments_are_refused(backend):
     ops = ops_for(backend)
     logits = ops.to_device(np.zeros((4, 256), np.float32))
     table = ops.to_device(np.zeros((256, 8), np.float32))
-    with pytest.raises(BadInput, match="one target per row"):
+    with pytest.raises(BadInput, match="cross_entropy: targets has rows = 3"):
         ops.cross_entropy(logits, ops.to_device(np.zeros(3, np.uint8)))
-    with pytest.raises(BadInput, match="1-D array of tokens"):
+    with pytest.raises(BadInput, match="embedding: tokens must have 1 axes"):
         ops.embedding(table, ops.to_device(np.zeros((2, 3), np.uint8)))
-    with pytest.raises(BadInput, match="for n tokens"):
+    with pytest.raises(BadInput, match="embedding_backward: tokens has n = 4"):
         ops.embedding_backward(ops.to_device(np.zeros((5, 8), np.float32)), ops.to_device(np.zeros(4, np.uint8)), 256)

@@ -43,11 +43,11 @@ def test_misshaped_arguments_are_refused(backend):
     def d(*shape):
         return ops.to_device(np.zeros(shape, np.float32))
 
-    with pytest.raises(BadInput, match="a linear layer takes"):
+    with pytest.raises(BadInput, match="matmul: w has d_in = 6"):
         ops.matmul(d(4, 5), d(3, 6))
-    with pytest.raises(BadInput, match="the gradient of a linear layer"):
+    with pytest.raises(BadInput, match="matmul_backward: w has d_out = 3"):
         ops.matmul_backward(d(4, 2), d(4, 5), d(3, 5))
     with pytest.raises(BadInput, match="batch or inner sizes differ"):
         ops.bmm(d(2, 3, 4), d(2, 3, 5))
-    with pytest.raises(BadInput, match="batch or inner sizes differ"):
+    with pytest.raises(BadInput, match="bmm: b has batch = 1"):
         ops.bmm(d(2, 3, 4), d(1, 4, 5))

@@ -99,9 +99,9 @@ def test_misshaped_arguments_are_refused(backend):
     def d(*shape, dtype=np.float32):
         return ops.to_device(np.zeros(shape, dtype))
 
-    with pytest.raises(BadInput, match="lowrank_project takes"):
+    with pytest.raises(BadInput, match="lowrank_project: b has d_in = 4"):
         ops.lowrank_project(d(2, 3, 5), d(2, 4, 1))
     with pytest.raises(BadInput, match="256 or more rows"):
         ops.lowrank_project_rows(d(2, 3, dtype=np.uint8), d(2, 100, 1))
-    with pytest.raises(BadInput, match="lowrank_expand takes"):
+    with pytest.raises(BadInput, match="lowrank_expand: a has rank = 2"):
         ops.lowrank_expand(d(2, 3, 5), d(2, 3, 1), d(2, 5, 2), d(2))

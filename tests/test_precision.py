@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from eggnog.kernels.core.placement import PRECISIONS
-from eggnog.kernels.core.registry import ops_for
+from eggnog.kernels.core.registry import all_ops, ops_for
 from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.runtime.errors import BadInput
 from eggnog.training.mingru.bptt import BpttRunConfig
@@ -47,7 +47,9 @@ def test_the_products_of_each_precision():
     for precision, replaced in PRECISIONS.items():
         ops = ops_for("cpu", precision)
         for name in ("matmul", "matmul_backward"):
-            assert getattr(ops, name) is getattr(ops_for("cpu"), replaced.get(name, name))
+            served = all_ops()[name].implementation("cpu", precision)
+            assert served is all_ops()[replaced.get(name, name)].cpu
+            assert getattr(ops, name).args[0].precision == precision
     with pytest.raises(ValueError, match="unknown precision"):
         ops_for("cpu", "fp16")
     with pytest.raises(BadInput, match="unknown --precision 'fp16'"):
