@@ -30,13 +30,13 @@ from eggnog.kernels.core.cuda_api import (
 )
 from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
 from eggnog.kernels.core.registry import op, registered
+from eggnog.kernels.core.tuning import Tunable
 from eggnog.kernels.rnn.scan_cpu import backward_loop, forward_loop
-from eggnog.kernels.rnn.scan_layout import LANES, SLOTS, STEPS, TILE, plan
+from eggnog.kernels.rnn.scan_layout import LANES, SLOT_VARIANTS, SLOTS, STEPS, plan
 from eggnog.kernels.rnn.scan_roofline import ROOFLINE_WORKLOADS, roofline  # noqa: F401 (the static report's)
 
 FORWARD_TOLERANCE = (1e-5, 1e-6)  # h > 0: relative
 BACKWARD_TOLERANCE = (1e-5, 1e-5)
-PARTS = 2 * SLOTS * LANES  # shared words of a block's per-thread maps: two buffers, one barrier a tile
 PAST_K = np.float32(-1e30)  # k of a step past the sequence: exp underflows to 0, so a = 1 and b = 0 exactly
 
 
@@ -254,12 +254,13 @@ def _step_terms(kv, uv):
 # adding the channel stride, never multiplying, inside the loops.
 
 @device_function
-def _place(steps, channels, seg_len, per_row, first):
+def _place(slots, steps, channels, seg_len, per_row, first):
     """This thread's (slot along time, lane and block width in channels (unsigned), batch row, channel,
     whether the channel exists, flat index of (row, step 0, channel) (unsigned), segment start, segment
-    end). Blocks run (row, channel group, segment), segments fastest: `per_row` segments launched from
-    segment `first`. A lane past the last channel reads the last one (in bounds, never stored)."""
-    width = cuda.blockDim.x // SLOTS
+    end). Blocks of `slots` threads a channel run (row, channel group, segment), segments fastest: `per_row`
+    segments launched from segment `first`. A lane past the last channel reads the last one (in bounds,
+    never stored)."""
+    width = cuda.blockDim.x // slots
     slot = cuda.threadIdx.x // width
     lane = cuda.threadIdx.x - slot * width
     pair = cuda.blockIdx.x // per_row
@@ -274,19 +275,21 @@ def _place(steps, channels, seg_len, per_row, first):
 
 
 # ---- CUDA: forward ----------------------------------------------------------------------------------
-# One template, two kernels: the scan (start from the entering state, write h) and, for segmented
-# calls, the fold (start from 0, also multiply the a's: the segment's map, left in h at its first two
-# steps for the carry pass, which overwrites the first with the segment's entering state). Steps past
-# the sequence's end take the identity map (a = 1, b = 0).
+# One template, two kernels a block size (slots threads a channel): the scan (start from the entering
+# state, write h) and, for segmented calls, the fold (start from 0, also multiply the a's: the segment's
+# map, left in h at its first two steps for the carry pass, which overwrites the first with the segment's
+# entering state). Steps past the sequence's end take the identity map (a = 1, b = 0).
 
-def _forward_template(fold):
+def _forward_template(fold, slots=SLOTS):
     skip = 1 if fold else 0  # the fold leaves out the last segment (its map is never needed)
+    tile, parts = STEPS * slots, 2 * slots * LANES  # parts: shared words of the per-thread maps, two buffers
 
     def forward(k, u, h0, carried, h, steps, channels, seg_len, segments):
-        slot, lane, width, b, c, live, row, begin, end = _place(steps, channels, seg_len, segments - skip, 0)
+        slot, lane, width, b, c, live, row, begin, end = _place(slots, steps, channels, seg_len,
+                                                                segments - skip, 0)
         tid, stride = np.uint64(cuda.threadIdx.x), np.uint64(channels)
-        part_a = cuda.shared.array(PARTS, numba.float32)
-        part_b = cuda.shared.array(PARTS, numba.float32)
+        part_a = cuda.shared.array(parts, numba.float32)
+        part_b = cuda.shared.array(parts, numba.float32)
         a = cuda.local.array(STEPS, numba.float32)
         bb = cuda.local.array(STEPS, numba.float32)
         one, zero = np.float32(1.0), np.float32(0.0)
@@ -297,7 +300,7 @@ def _forward_template(fold):
             elif carried:
                 state = h0[b, min(c, channels - 1)]
         half = np.uint64(0)
-        for t0 in range(begin, end, TILE):
+        for t0 in range(begin, end, tile):
             first = t0 + slot * STEPS
             valid = np.int32(max(0, min(end - first, STEPS)))  # steps of this thread in the sequence
             base = row + np.uint64(first) * stride
@@ -316,7 +319,7 @@ def _forward_template(fold):
             cuda.syncthreads()
             mine = state
             at = half + lane
-            for q in range(SLOTS):  # the state entering each slot: this tile's maps after the carry
+            for q in range(slots):  # the state entering each slot: this tile's maps after the carry
                 if q == slot:
                     mine = state
                 qa = part_a[at]
@@ -331,18 +334,30 @@ def _forward_template(fold):
                     if live and i < valid:
                         h[e] = mine
                     e += stride
-            half = np.uint64(PARTS // 2) - half
+            half = np.uint64(parts // 2) - half
         if fold and slot == 0 and live:
             h[row + np.uint64(begin) * stride] = prod
             h[row + np.uint64(begin + 1) * stride] = state
 
-    forward.__name__ = forward.__qualname__ = "forward_fold_cuda" if fold else "forward_scan_cuda"
+    forward.__name__ = forward.__qualname__ = _name("forward_fold_cuda" if fold else "forward_scan_cuda", slots)
     signature = (F32_1D, F32_1D, F32_2D, BOOL, F32_1D, I64, I64, I64, I64)
-    return kernel(signature, block=SLOTS * LANES, launch_bounds=(SLOTS * LANES, 3))(forward)
+    return kernel(signature, block=slots * LANES, launch_bounds=_bounds(slots))(forward)
 
 
-forward_scan_cuda = _forward_template(fold=False)
-forward_fold_cuda = _forward_template(fold=True)
+def _name(kernel_name, slots):
+    """The default block size keeps the plain names (the static report's); the others are suffixed."""
+    return kernel_name if slots == SLOTS else f"{kernel_name}_slots{slots}"
+
+
+def _bounds(slots):
+    """(most threads a block, blocks an SM): 768 threads an SM at every block size, 85 registers a thread."""
+    return slots * LANES, max(1, 3 * SLOTS // slots)
+
+
+VARIANTS = tuple(f"slots{n}" for n in SLOT_VARIANTS)
+DEFAULT = f"slots{SLOTS}"
+_FORWARD = {f"slots{n}": (n, _forward_template(False, n), _forward_template(True, n)) for n in SLOT_VARIANTS}
+_, forward_scan_cuda, forward_fold_cuda = _FORWARD[DEFAULT]
 
 
 @kernel((F32_1D, F32_2D, BOOL, I64, I64, I64, I64))
@@ -369,14 +384,16 @@ def forward_carry_cuda(h, h0, carried, steps, channels, seg_len, segments):
 # one more load of k) to lambda at its first. The fold leaves (A, B) in (dk, du) at the segment's first
 # step, the carry pass overwrites dk there with lambda after the segment.
 
-def _backward_template(fold):
+def _backward_template(fold, slots=SLOTS):
     skip = 1 if fold else 0  # the fold leaves out the first segment (its map is never needed)
+    tile, parts = STEPS * slots, 2 * slots * LANES
 
     def backward(grad_h, k, u, h, h0, carried, dk, du, dh0, steps, channels, seg_len, segments):
-        slot, lane, width, b, c, live, row, begin, end = _place(steps, channels, seg_len, segments - skip, skip)
+        slot, lane, width, b, c, live, row, begin, end = _place(slots, steps, channels, seg_len,
+                                                                segments - skip, skip)
         tid, stride = np.uint64(cuda.threadIdx.x), np.uint64(channels)
-        part_a = cuda.shared.array(PARTS, numba.float32)
-        part_b = cuda.shared.array(PARTS, numba.float32)
+        part_a = cuda.shared.array(parts, numba.float32)
+        part_b = cuda.shared.array(parts, numba.float32)
         gs = cuda.local.array(STEPS, numba.float32)
         a = cuda.local.array(STEPS, numba.float32)
         dks = cuda.local.array(STEPS, numba.float32)
@@ -389,9 +406,9 @@ def _backward_template(fold):
         if carried:
             start = h0[b, min(c, channels - 1)]
         half = np.uint64(0)
-        last = begin + (end - begin - 1) // TILE * TILE
-        for j in range((end - begin + TILE - 1) // TILE):  # counted up: the static model reads its trips
-            first = last - j * TILE + slot * STEPS
+        last = begin + (end - begin - 1) // tile * tile
+        for j in range((end - begin + tile - 1) // tile):  # counted up: the static model reads its trips
+            first = last - j * tile + slot * STEPS
             valid = np.int32(max(0, min(end - first, STEPS)))  # steps of this thread in the sequence
             base = row + np.uint64(first) * stride
             after = zero  # a of the step after this thread's last (none past the sequence)
@@ -417,8 +434,8 @@ def _backward_template(fold):
             part_b[half + tid] = tb
             cuda.syncthreads()
             mine = lam
-            at = half + lane + np.uint64(SLOTS) * width
-            for q in range(SLOTS - 1, -1, -1):  # lambda after each slot: the later slots' maps after the carry
+            at = half + lane + np.uint64(slots) * width
+            for q in range(slots - 1, -1, -1):  # lambda after each slot: the later slots' maps after the carry
                 if q == slot:
                     mine = lam
                 at -= width
@@ -438,18 +455,18 @@ def _backward_template(fold):
                         du[e] = dus[i] * mine
                 if live and first == 0:
                     dh0[b, c] = an * mine
-            half = np.uint64(PARTS // 2) - half
+            half = np.uint64(parts // 2) - half
         if fold and slot == 0 and live:
             dk[row + np.uint64(begin) * stride] = prod
             du[row + np.uint64(begin) * stride] = lam
 
-    backward.__name__ = backward.__qualname__ = "backward_fold_cuda" if fold else "backward_scan_cuda"
+    backward.__name__ = backward.__qualname__ = _name("backward_fold_cuda" if fold else "backward_scan_cuda", slots)
     signature = (F32_1D, F32_1D, F32_1D, F32_1D, F32_2D, BOOL, F32_1D, F32_1D, F32_2D, I64, I64, I64, I64)
-    return kernel(signature, block=SLOTS * LANES, launch_bounds=(SLOTS * LANES, 3))(backward)
+    return kernel(signature, block=slots * LANES, launch_bounds=_bounds(slots))(backward)
 
 
-backward_scan_cuda = _backward_template(fold=False)
-backward_fold_cuda = _backward_template(fold=True)
+_BACKWARD = {f"slots{n}": (n, _backward_template(False, n), _backward_template(True, n)) for n in SLOT_VARIANTS}
+_, backward_scan_cuda, backward_fold_cuda = _BACKWARD[DEFAULT]
 
 
 @kernel((F32_1D, F32_1D, I64, I64, I64, I64))
@@ -478,7 +495,13 @@ def _device_out(out, i, shape):
 
 @op
 def cuda_scan_forward(k, u, h0=None, out=None):
-    """k, u: (batch, T, channels) float32 (device or host); returns h on the device (`out` if given)."""
+    """k, u: (batch, T, channels) float32 (device or host); returns h on the device (`out` if given), with
+    the block size tuned for this GPU and shape (SCAN_FORWARD)."""
+    return scan_forward_variant(SCAN_FORWARD.choose(k.shape), k, u, h0, out)
+
+
+def scan_forward_variant(variant, k, u, h0=None, out=None):
+    """cuda_scan_forward with the block size `variant` (one of VARIANTS)."""
     _check(k, u, h0, 3)
     out = _check_out(out, tuple(k.shape))
     batch, steps, channels = (int(n) for n in k.shape)
@@ -486,20 +509,27 @@ def cuda_scan_forward(k, u, h0=None, out=None):
     h = _device_out(out, 0, (batch, steps, channels))
     if h.size == 0:
         return h
-    threads, groups, segments, seg_len = plan(batch, steps, channels)
+    slots, scan_cuda, fold_cuda = _FORWARD[variant]
+    threads, groups, segments, seg_len = plan(batch, steps, channels, slots)
     carried = h0 is not None
     h0 = on_device(h0, np.float32) if carried else h.reshape(batch * steps, channels)  # never read then
     args = (flat(k), flat(u), h0, carried, flat(h), steps, channels, seg_len, segments)
     if segments > 1:
-        forward_fold_cuda[batch * groups * (segments - 1), threads](*args)
+        fold_cuda[batch * groups * (segments - 1), threads](*args)
         forward_carry_cuda[blocks(batch * channels)](flat(h), h0, carried, steps, channels, seg_len, segments)
-    forward_scan_cuda[batch * groups * segments, threads](*args)
+    scan_cuda[batch * groups * segments, threads](*args)
     return h
 
 
 @op
 def cuda_scan_backward(grad_h, k, u, h, h0=None, out=None):
-    """(dk, du, dh0) on the device (`out`'s arrays if given)."""
+    """(dk, du, dh0) on the device (`out`'s arrays if given), with the block size tuned for this GPU and
+    shape (SCAN_BACKWARD)."""
+    return scan_backward_variant(SCAN_BACKWARD.choose(k.shape), grad_h, k, u, h, h0, out)
+
+
+def scan_backward_variant(variant, grad_h, k, u, h, h0=None, out=None):
+    """cuda_scan_backward with the block size `variant` (one of VARIANTS)."""
     _check(k, u, h0, 3, grad_h, h)
     batch, steps, channels = (int(n) for n in k.shape)
     out = _check_out(out, (batch, steps, channels), (batch, steps, channels), (batch, channels))
@@ -508,15 +538,16 @@ def cuda_scan_backward(grad_h, k, u, h, h0=None, out=None):
     dh0 = _device_out(out, 2, (batch, channels))
     if dk.size == 0:
         return dk, du, dh0
-    threads, groups, segments, seg_len = plan(batch, steps, channels)
+    slots, scan_cuda, fold_cuda = _BACKWARD[variant]
+    threads, groups, segments, seg_len = plan(batch, steps, channels, slots)
     carried = h0 is not None
     h0 = on_device(h0, np.float32) if carried else dh0  # never read then
     args = (flat(grad_h), flat(k), flat(u), flat(h), h0, carried, flat(dk), flat(du), dh0,
             steps, channels, seg_len, segments)
     if segments > 1:
-        backward_fold_cuda[batch * groups * (segments - 1), threads](*args)
+        fold_cuda[batch * groups * (segments - 1), threads](*args)
         backward_carry_cuda[blocks(batch * channels)](flat(dk), flat(du), steps, channels, seg_len, segments)
-    backward_scan_cuda[batch * groups * segments, threads](*args)
+    scan_cuda[batch * groups * segments, threads](*args)
     return dk, du, dh0
 
 
@@ -541,6 +572,32 @@ def cuda_scan_step(k, u, h_prev=None, out=None):
     carried = h_prev is not None
     step_cuda[blocks(k.shape[0] * k.shape[1])](k, u, on_device(h_prev, np.float32) if carried else k, carried, h)
     return h
+
+# ---- tuning (kernels/core/tuning.py: python -m bench.tune) ------------------------------------------
+
+_PROBLEMS = (("MinGRU LM 8 x 4096 x 1536", (8, 4096, 1536)), ("segmented scan 1 x 16384 x 128", (1, 16384, 128)))
+_SMALL = ((2, 130, 3), (1, 260, 5), (3, 65, 90))  # three tiles; two segments; three channel groups
+
+
+def _inputs(sizes, count):
+    rng = np.random.default_rng(0)
+    return [cuda.to_device(rng.normal(size=sizes).astype(np.float32)) for _ in range(count)]
+
+
+def _run_forward(variant, sizes):
+    k, u, h = _inputs(sizes, 3)
+    return lambda: scan_forward_variant(variant, k, u, out=h)
+
+
+def _run_backward(variant, sizes):
+    grad_h, k, u, h, dk, du = _inputs(sizes, 6)
+    dh0 = cuda.device_array((sizes[0], sizes[2]), np.float32)
+    return lambda: scan_backward_variant(variant, grad_h, k, u, h, out=(dk, du, dh0))
+
+
+SCAN_FORWARD = Tunable("scan_forward", VARIANTS, DEFAULT, _PROBLEMS, _run_forward, _SMALL)
+SCAN_BACKWARD = Tunable("scan_backward", VARIANTS, DEFAULT, _PROBLEMS, _run_backward, _SMALL)
+TUNABLES = (SCAN_FORWARD, SCAN_BACKWARD)
 
 # the ops of this module by name, for callers: scan_backward(kernels, ...)
 scan_backward = registered("scan_backward")

@@ -10,7 +10,8 @@ and the scan pass starts every segment from it.
 """
 
 STEPS = 8  # consecutive steps of one channel a thread holds in registers
-SLOTS = 8  # threads along time per channel in a block
+SLOTS = 8  # threads along time per channel in a block (the default; SLOT_VARIANTS are the tuner's)
+SLOT_VARIANTS = (4, 8, 16)  # block sizes a launch may take: 8 steps of 4, 8 or 16 slots per channel
 TILE = STEPS * SLOTS  # steps a block combines per barrier
 LANES = 32  # the most channels a block spans (one warp's worth: 128-byte rows)
 BLOCKS_WANTED = 256  # below this many (batch, channel group) blocks, cut T into segments (H100: 132 SMs)
@@ -25,12 +26,14 @@ def channel_width(channels):
     return width
 
 
-def plan(batch, steps, channels):
-    """(threads per block, channel groups per batch row, segments, steps per segment) of one call."""
+def plan(batch, steps, channels, slots=SLOTS):
+    """(threads per block, channel groups per batch row, segments, steps per segment) of one call whose
+    blocks run `slots` threads along time per channel (tiles of STEPS * slots steps)."""
+    tile = STEPS * slots
     width = channel_width(channels)
     groups = (channels + width - 1) // width
-    tiles = max(1, (steps + TILE - 1) // TILE)
+    tiles = max(1, (steps + tile - 1) // tile)
     wanted = (BLOCKS_WANTED + batch * groups - 1) // (batch * groups)
     segments = max(1, min(wanted, tiles // MIN_SEGMENT_TILES))
     per_segment = (tiles + segments - 1) // segments
-    return SLOTS * width, groups, (tiles + per_segment - 1) // per_segment, per_segment * TILE
+    return slots * width, groups, (tiles + per_segment - 1) // per_segment, per_segment * tile
