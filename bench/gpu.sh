@@ -4,6 +4,8 @@
 #   bash bench/gpu.sh --quick --out DIR     # selfcheck, the riskiest GPU tests, EGGROLL 6x256: 150 s
 #   bash bench/gpu.sh --profile --out DIR   # where the time goes, kernel by kernel: 300 s
 #   bash bench/gpu.sh --out DIR [--nano-egg DIR]   # the other GPU tests, the benchmarks beside peers: 450 s
+#   bash bench/gpu.sh --first-contact --out DIR [--nano-egg DIR]   # one pass after kernel changes: tests,
+#       probes, tuner, benchmarks beside peers, profile, refit, goal rows predicted against measured: 480 s
 # Plans, budgets, summaries and the log are bench/gpu_run.py's; arguments go to it (--dry-run,
 # --budget SECONDS, --only STEP,...). Only bash builtins and python3: such nodes may have no more.
 set -euo pipefail

@@ -4,7 +4,8 @@ the GPU (no simulator) within one time budget, sized for GPU slots of a few minu
     python3 -m bench.gpu_run --quick [--out DIR]   # selfcheck, the riskiest GPU tests, EGGROLL: 150 s
     python3 -m bench.gpu_run [--out DIR] [--nano-egg DIR]   # the other GPU tests, the benchmarks and peers: 450 s
     python3 -m bench.gpu_run --profile [--out DIR]  # where the time goes: 300 s
-    python3 -m bench.gpu_run [--quick|--profile] [--budget SECONDS] [--only STEP,...] [--dry-run]
+    python3 -m bench.gpu_run --first-contact [--out DIR] [--nano-egg DIR]   # all of it, trimmed: 480 s
+    python3 -m bench.gpu_run [--quick|--profile|--first-contact] [--budget SECONDS] [--only STEP,...] [--dry-run]
 
 Peers run in the same run, on the same GPU: a step marked with the torch peer gets `--torch-python`
 (this python3) where torch with CUDA imports, and the nano-egg step gets `--nano-python` and
@@ -18,9 +19,14 @@ fit is skipped with the reason recorded, and the steps after it still get their 
 Everything goes into --out (default bench/results/, or EGGNOG_BENCH_RESULTS; created if missing) and
 nowhere else: the JSON (and charts) each benchmark writes into a folder of its own
 (EGGNOG_BENCH_RESULTS), copied; one log of everything the steps printed, gpu-<GPU>-<date>[-PLAN].log;
-and the summary, gpu-<GPU>-<date>[-PLAN].json and .md (PLAN: quick or profile; none for full),
-rewritten after every step, so a run killed
-from outside keeps what it had (steps not finished are "pending"). SIGTERM or SIGINT to the runner
+and the summary, gpu-<GPU>-<date>[-PLAN].json and .md (PLAN: quick, profile or first-contact; none
+for full), rewritten after every step, so a run killed
+from outside keeps what it had (steps not finished are "pending"). The first-contact plan keeps the
+steps' files in one archive instead, gpu-<GPU>-<date>-first-contact.tar.gz, rewritten after every step
+(four files in all: a lent GPU machine hands back only a few), gives its steps EGGNOG_RUN_RESULTS (the
+folder of this run's results, for the refit to read), takes each step's estimate from the newest run of
+the same command (bench/gpu_history.py), and ends with each goal row's predicted range against the
+figure the run measured (bench/goal_ranges.py), printed and in the summary. SIGTERM or SIGINT to the runner
 stops the running step (recorded as stopped, "interrupted"), skips the rest, writes the summary and
 exits 1. A step stopped by the budget or a signal keeps the JSON lines it had printed (Table 1 prints
 one per cell). The GPU probe before the first step counts against the budget.
@@ -48,6 +54,9 @@ from pathlib import Path
 
 import typer
 
+from bench import goal_ranges
+from bench.gpu_bundle import bundle
+from bench.gpu_history import HISTORY, with_history
 from bench.gpu_steps import PLANS, PROBE_S, PY
 from bench.report import REPO, RESULTS, commit, cpu_name, print_table
 from eggnog.runtime.cli import cli_help, user_errors
@@ -113,7 +122,7 @@ def with_peers(steps, peers):
 
 def skip_reason(step, left, budget, repo=REPO):
     """Why `step` cannot start with `left` seconds of the budget remaining; None when it can."""
-    if step.script and not (Path(repo) / step.script).is_file():
+    if step.script and not step.script_in(repo):
         return f"{step.script} is not in this checkout"
     if step.needs_peer:
         return f"its peer ({step.peer}) is not at hand"
@@ -319,6 +328,13 @@ def note(record):
     return record.get("reason") or record.get("outcome") or failed
 
 
+def goals_markdown(goals):
+    """The summary's section of goal rows: predicted range against measured."""
+    if not goals:
+        return []
+    return ["", "## Goal rows: predicted range against measured", "", *markdown_table(goals, limit=len(goals))]
+
+
 def summary_markdown(record):
     gpu = record["gpu"]
     lines = [f"# GPU run ({record['plan']}): {gpu['name']}, {record['date']}", "",
@@ -341,6 +357,7 @@ def summary_markdown(record):
             lines += ["", "Rows printed before it was stopped:", ""] + markdown_table(r["printed_rows"])
         if r.get("tail"):
             lines += ["", "Last lines of its output:", "", "```"] + r["tail"] + ["```"]
+    lines += goals_markdown(record.get("goals"))
     return "\n".join(lines) + "\n"
 
 
@@ -352,10 +369,11 @@ def run_name(gpu_name, date, plan_name="full"):
     return f"gpu-{slug}-{date}" + ("" if plan_name == "full" else f"-{plan_name}")
 
 
-def write_summary(out, gpu, records, budget, elapsed, plan_name="full", date=None, machine=None, notes=()):
+def write_summary(out, gpu, records, budget, elapsed, plan_name="full", date=None, machine=None, notes=(),
+                  goals=None):
     """<out>/<run_name>.json and .md (replaced whole, so a reader never sees half a file); returns
     the JSON path. `machine` (cpu, commit) is asked once per run by run_plan; `notes`: the peers not at
-    hand, one line each."""
+    hand, one line each; `goals`: the goal rows' predicted ranges against this run's figures."""
     date = date or datetime.date.today().isoformat()
     name = run_name(gpu["name"], date, plan_name)
     machine = machine or {"cpu": cpu_name(), "commit": commit()}
@@ -363,6 +381,8 @@ def write_summary(out, gpu, records, budget, elapsed, plan_name="full", date=Non
               "device": re.sub(r"^NVIDIA\s+", "", gpu["name"]), **machine, "date": date, "plan": plan_name, "gpu": gpu,
               "budget_s": budget,
               "elapsed_s": round(elapsed, 1), "log": name + ".log", "notes": list(notes), "rows": records}
+    if goals is not None:
+        record["goals"] = goals
     path = Path(out) / (name + ".json")
     texts = {path: json.dumps(record, indent=1) + "\n", path.with_suffix(".md"): summary_markdown(record)}
     for target, text in texts.items():
@@ -372,17 +392,43 @@ def write_summary(out, gpu, records, budget, elapsed, plan_name="full", date=Non
     return path
 
 
-def run_plan(gpu, steps, budget, out, plan_name="full", started=None, repo=REPO, notes=()):
+# plans run in one pass: the steps' files archived, estimates from the last runs, the goal rows at the end
+BUNDLED = ("first-contact",)
+
+
+def compare_goals(results, echo, history=HISTORY):
+    """Each goal row's predicted range against this run's figure, echoed; the rows, also written into
+    `results` as goal_ranges.json."""
+    try:
+        rows, lines, source = goal_ranges.report(results, [results, history])
+    except (KeyError, TypeError, ValueError, OSError) as e:  # a goals file of another shape: the run goes on
+        rows, lines, source = [], [f"goal rows not compared: the goals file could not be read ({e!r})"], None
+    for text in lines:
+        echo.line(text)
+    if rows:
+        (Path(results) / "goal_ranges.json").write_text(json.dumps({"predictions": source, "rows": rows}, indent=1))
+    return rows
+
+
+def run_plan(gpu, steps, budget, out, plan_name="full", started=None, repo=REPO, notes=(), history=HISTORY):
     """Run `steps` on `gpu` into `out` with the log, the summaries and the signal handling; the exit
-    status (1 when a step failed or was stopped)."""
+    status (1 when a step failed or was stopped). A bundled plan's steps write into a folder of their own,
+    archived into `out` after every step, and the run ends with the goal rows (`history`: the committed
+    results, whose goals file has the predictions)."""
     started = time.monotonic() if started is None else started
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     date = datetime.date.today().isoformat()
     machine = {"cpu": cpu_name(), "commit": commit()}
     echo, interruption = Echo(), Interruption()
-    echo.open(out / (run_name(gpu["name"], date, plan_name) + ".log"))
+    name = run_name(gpu["name"], date, plan_name)
+    bundled = plan_name in BUNDLED
+    results = Path(tempfile.mkdtemp(prefix="eggnog-gpu-run-")) if bundled else out
+    if bundled:
+        steps = tuple(replace(s, env={**s.env, "EGGNOG_RUN_RESULTS": str(results)}) for s in steps)
+    echo.open(out / (name + ".log"))
     interruption.install()
+    goals = None
     try:
         echo.line(f"GPU: {gpu['name']} (compute capability {gpu['compute_capability']}, {gpu['memory_GiB']} GiB); "
                   f"{plan_name} plan, budget {budget} s, results in {out}")
@@ -391,10 +437,14 @@ def run_plan(gpu, steps, budget, out, plan_name="full", started=None, repo=REPO,
 
         def summarise(records):
             write_summary(out, gpu, records + pending(steps[len(records):]), budget, time.monotonic() - started,
-                          plan_name, date, machine, notes)
+                          plan_name, date, machine, notes, goals)
+            if bundled:
+                bundle(results, out / (name + ".tar.gz"))
 
         summarise([])
-        records = run_all(steps, budget, out, started, repo, echo, interruption, after_each=summarise)
+        records = run_all(steps, budget, results, started, repo, echo, interruption, after_each=summarise)
+        if bundled:
+            goals = compare_goals(results, echo, history)
         summarise(records)
         columns = ["step", "status", "seconds", "estimate_s"]
         table = io.StringIO()
@@ -402,11 +452,12 @@ def run_plan(gpu, steps, budget, out, plan_name="full", started=None, repo=REPO,
             print_table([{**{k: _cell(r.get(k)) for k in columns}, "note": _cell(note(r))} for r in records],
                         columns + ["note"])
         echo.write(table.getvalue())
-        name = run_name(gpu["name"], date, plan_name)
-        echo.line(f"wrote {out / name}.json, .md and .log")
+        echo.line(f"wrote {out / name}.json, .md and .log" + (" and the steps' files in .tar.gz" if bundled else ""))
     finally:
         interruption.restore()
         echo.close()
+        if bundled:
+            shutil.rmtree(results, ignore_errors=True)
     failed = any(r["status"] in ("failed", "stopped") for r in records)
     return 1 if failed or interruption.signal else 0
 
@@ -431,13 +482,18 @@ def print_plan(steps, budget, out, plan_name, notes=()):
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     for r in rows:  # the command last and unpadded: a pytest step's is long
         print(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}")
+    if any(s.basis for s in steps):
+        print(f"estimates (the GPU probe's {PROBE_S} s: stated):")
+        for s in steps:
+            print(f"  {s.name}: {s.estimate_s} s, {s.basis}")
     total = PROBE_S + sum(s.estimate_s for s, _, reason in decided if not reason)
     skipped = "; skipped steps not counted" if any(reason for _, _, reason in decided) else ""
     print(f"total of the estimates: {total} s of the {budget} s budget (the GPU probe's {PROBE_S} s included{skipped})")
     for line in notes:
         print(line)
     name = f"gpu-<GPU model>-{datetime.date.today().isoformat()}" + ("" if plan_name == "full" else f"-{plan_name}")
-    print(f"would write into {out}: {name}.json, .md and .log, and each step's result files")
+    files = "the steps' result files in .tar.gz" if plan_name in BUNDLED else "each step's result files"
+    print(f"would write into {out}: {name}.json, .md and .log, and {files}")
 
 
 @app.command(help=cli_help(__doc__))
@@ -446,6 +502,9 @@ def main(quick: bool = typer.Option(False, "--quick", help="The quick plan: self
                                     "EGGROLL at the headline size (default budget 150 s)."),
          profile: bool = typer.Option(False, "--profile", help="The profile plan: where the time goes, per kernel "
                                       "and on the host, with Nsight Compute where ncu is on PATH (300 s)."),
+         first_contact: bool = typer.Option(False, "--first-contact", help="The first-contact plan: selfcheck, the "
+                                            "riskiest GPU tests, probes, tuner, benchmarks beside the peers, "
+                                            "profile, refit, goal rows predicted against measured (480 s)."),
          budget: int = typer.Option(None, help="Seconds for the whole run (default: the plan's)."),
          only: str = typer.Option(None, help="Comma-separated steps of the plan to run (default: all)."),
          out: Path = typer.Option(None, help="Folder for every file the run writes (default bench/results/)."),
@@ -453,9 +512,11 @@ def main(quick: bool = typer.Option(False, "--quick", help="The quick plan: self
                                        "runs beside eggnog's EGGROLL step on this GPU."),
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its estimates; run nothing.")):
     started = time.monotonic()
-    if quick and profile:
-        raise BadInput("--quick and --profile are two plans: choose one")
-    plan_name = "quick" if quick else "profile" if profile else "full"
+    chosen = [flag for flag, on in (("--quick", quick), ("--profile", profile), ("--first-contact", first_contact))
+              if on]
+    if len(chosen) > 1:
+        raise BadInput(f"{' and '.join(chosen)} are {len(chosen)} plans: choose one")
+    plan_name = chosen[0][2:] if chosen else "full"
     steps, default_budget = PLANS[plan_name]
     budget = default_budget if budget is None else budget
     if budget < 1:
@@ -468,13 +529,14 @@ def main(quick: bool = typer.Option(False, "--quick", help="The quick plan: self
         raise BadInput(f"--out {str(out)!r} is a file, not a folder")
     if dry_run:  # as if torch with CUDA were there: the plan a GPU node with the image's torch runs
         steps, notes = with_peers(steps, peer_arguments(nano_egg and nano_egg.resolve(), True))
-        print_plan(steps, budget, out, plan_name, notes)
+        print_plan(with_history(steps) if plan_name in BUNDLED else steps, budget, out, plan_name, notes)
         return
     gpu = probe_gpu()
     if gpu is None:
         raise BadInput("no GPU is visible (numba finds no usable CUDA device), so there is nothing to run this on; "
                        "--dry-run shows the plan without one")
     steps, notes = with_peers(steps, peer_arguments(nano_egg and nano_egg.resolve(), torch_with_cuda()))
+    steps = with_history(steps) if plan_name in BUNDLED else steps
     raise SystemExit(run_plan(gpu, steps, budget, out, plan_name, started, notes=notes))
 
 

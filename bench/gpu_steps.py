@@ -1,4 +1,4 @@
-"""What a GPU run runs (bench/gpu_run.py): three plans, each sized to one command of a short GPU slot.
+"""What a GPU run runs (bench/gpu_run.py): four plans, each sized to one command of a short GPU slot.
 
 - QUICK (`bash bench/gpu.sh --quick`, 150 s): the node's CUDA stack (bin/selfcheck.py --gpu), the GPU
   tests of the riskiest mechanisms (QUICK_TESTS), one EGGROLL point at the headline size and d-eggs'
@@ -20,7 +20,8 @@ needs no GPU.
 """
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 PY = sys.executable  # the python3 that runs the runner runs every step, in the same environment
 
@@ -43,6 +44,7 @@ class Step:
     peer: str | None = None  # "torch" or "nano-egg": run beside eggnog's side where it is at hand
     peer_s: int = 0  # seconds the peer adds to the estimate
     needs_peer: bool = False  # without its peer the step has nothing to add: skipped
+    basis: str | None = None  # where estimate_s comes from when no run has measured the step
 
     @property
     def script(self):
@@ -52,6 +54,12 @@ class Step:
         if first == "-m" and len(self.argv) > 2 and str(self.argv[2]).startswith("bench."):
             return str(self.argv[2]).replace(".", "/") + ".py"
         return first if first.endswith(".py") else None
+
+    def script_in(self, repo):
+        """Whether the step's script is in the checkout at `repo` (a bench package run with -m counts by
+        its __main__.py)."""
+        path = Path(repo) / self.script
+        return path.is_file() or (path.with_suffix("") / "__main__.py").is_file()
 
     def command(self):
         return " ".join("python3" if a == PY else str(a) for a in self.argv)
@@ -142,4 +150,50 @@ PROFILE = (
          "transformer_epoch_cuda", PROFILE_PART + ("ncu",), 90),
 )
 
-PLANS = {"quick": (QUICK, QUICK_BUDGET_S), "full": (FULL, FULL_BUDGET_S), "profile": (PROFILE, PROFILE_BUDGET_S)}
+FIRST_CONTACT_BUDGET_S = 480
+TABLE1_10M = (PY, "-m", "bench.table1", "--sizes", "10M", "--methods", "cdrge96", "--modes", "series", "--steps", "3",
+              "--max-cell-seconds", "60", "--backend", "cuda")
+PROBES = Step("probes", "probes of what the static model cannot see: L2 bandwidth under the EGG's pattern, dp4a and "
+              "IMMA issue rates, 16-byte loads at two blocks an SM, grid.sync, the async-copy ring's wait, the "
+              "persistent LSTM loop's issue rate", (PY, "-m", "bench.probes"), 60,
+              basis="stated: the probes are sized to under 60 s together, start-up and compilation included")
+TUNE = Step("tune", "every tunable kernel's variants timed, the fastest recorded per GPU and problem (quick sizes)",
+            (PY, "-m", "bench.tune", "--quick"), 60,
+            basis="stated: a few variants of five kernels, each compiled once and timed over a few launches")
+REFIT = Step("refit", "the static model refitted on the committed measurements and this run's: constants, "
+             "leave-one-out and leave-one-family-out errors, the refitted report",
+             (PY, "-m", "bench.static_report.calibration", "--refit"), 30,
+             basis="stated: host work only (the kept counts, a grid search), no GPU")
+
+
+def _from(plan, name, **changes):
+    step = next(s for s in plan if s.name == name)
+    return replace(step, **changes) if changes else step
+
+
+# Ordered as QUICK then FULL: correctness first, then what the model needs (the probes, which the tuned
+# launches do not change; the tuner, so the benchmarks run the variants it picked), then the benchmarks
+# against the model's rows, the profile and the refit, which reads what the run measured.
+FIRST_CONTACT = (
+    _from(QUICK, "selfcheck"),
+    _from(QUICK, "gpu-tests-quick"),
+    PROBES,
+    TUNE,
+    _from(FULL, "eggroll-nano-egg", estimate_s=20),  # QUICK's eggroll beside nano-egg
+    _from(QUICK, "eggroll-transformer"),
+    _from(FULL, "scan"),
+    _from(FULL, "matmul"),
+    _from(FULL, "mingru-bptt"),
+    # the goal row the model's headline question rests on (83% of it the persistent LSTM kernel); the
+    # old kernels took 4.2 s a step there, the PyTorch loop 3.0
+    Step("table1-10m", "Table 1, LSTM 10M, CD-RGE-96, in series, 3 steps, beside a plain PyTorch loop",
+         TABLE1_10M, 45, peer="torch", peer_s=30,
+         basis="stated: 6 steps at the old 4.2 s, two start-ups of 10 s; the PyTorch loop's 5 steps at 3.0 s"),
+    _from(PROFILE, "profile-eggroll", estimate_s=15),  # the epochs compiled by the eggroll steps before it
+    _from(PROFILE, "profile-kernels"),
+    _from(PROFILE, "profile-table1-host"),
+    REFIT,
+)
+
+PLANS = {"quick": (QUICK, QUICK_BUDGET_S), "full": (FULL, FULL_BUDGET_S), "profile": (PROFILE, PROFILE_BUDGET_S),
+         "first-contact": (FIRST_CONTACT, FIRST_CONTACT_BUDGET_S)}
