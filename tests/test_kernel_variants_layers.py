@@ -12,6 +12,7 @@ from eggnog.kernels.core.cuda_api import SIMULATED, cuda
 from eggnog.kernels.core.placement import to_host
 from eggnog.kernels.core.registry import all_ops
 from eggnog.kernels.core.tuning import TUNABLES
+from eggnog.kernels.layers import matmul_tf32
 from eggnog.kernels.rnn import scan
 from eggnog.kernels.rnn.scan_layout import plan
 
@@ -39,7 +40,7 @@ def scan_threads(variant, shape):
 
 def test_the_tunable_kernels_offer_their_variants():
     assert SIMULATED, "tests run the CUDA kernels on the simulator"
-    for kernel in ("scan_forward", "scan_backward"):
+    for kernel in ("scan_forward", "scan_backward", "matmul_tf32"):
         tunable = TUNABLES[kernel]
         assert len(tunable.variants) > 1 and tunable.default in tunable.variants
         assert tunable.choose((2, 130, 3)) == tunable.default  # nothing tuned on the simulator
@@ -69,3 +70,12 @@ def test_scan_backward_variants_match_the_reference(variant):
         agree(entry, got, scan.reference_scan_backward(*args), f"scan_backward {variant} case {i}")
         ran += 1
     assert ran >= 4, f"{variant}: only {ran} cases fit the simulator"
+
+
+@pytest.mark.parametrize("variant", [v for v in matmul_tf32.VARIANTS if v != matmul_tf32.DEFAULT])
+def test_matmul_tf32_variants_match_the_reference(variant):
+    """The default is tests/test_kernel_ops.py's (the op's own launcher)."""
+    entry, forward_cases = cases("matmul_tf32")
+    for i, (x, w) in enumerate(forward_cases):
+        got = matmul_tf32.matmul_tf32_variant(variant, cuda.to_device(x), cuda.to_device(w))
+        agree(entry, [got], [matmul_tf32.reference_matmul_tf32(x, w)], f"matmul_tf32 {variant} case {i}")

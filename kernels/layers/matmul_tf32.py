@@ -25,6 +25,7 @@ from eggnog.kernels.core.loads import (
 )
 from eggnog.kernels.core.mma import mma_tf32_1688, round_tf32
 from eggnog.kernels.core.registry import normal32, op, registered
+from eggnog.kernels.core.tuning import Tunable
 from eggnog.kernels.layers.matmul import check_layer, rounded_cpu_backward, rounded_reference_backward
 
 BLOCK_M, BLOCK_N, BLOCK_K = 256, 192, 32
@@ -91,140 +92,175 @@ def cpu_matmul_backward_tf32(dy, x, w):
     return rounded_cpu_backward(round_tf32, dy, x, w)
 
 
-@device_function
-def _copy_rows(src, base, count, k0, sh, at, vector, tid):
-    """Rows base..base+count-1, columns k0..k0+BLOCK_K-1 of src to shared rows of PITCH words at `at`, as
-    asynchronous copies with zeros outside src: 16-byte pieces when rows are a multiple of 4 floats (8
-    threads a row, THREADS // 8 rows apart), else element by element (32 threads a row)."""
-    rows, cols = src.shape
-    if vector:
-        r = tid >> 3
-        k = (tid & 7) << 2
-        inside = k0 + k < cols
-        for _ in range(count * CHUNKS // THREADS):
-            full = inside and base + r < rows
-            copy_async_v4(sh, at + r * PITCH + k, src, base + r if full else 0, k0 + k if full else 0, full)
-            r += THREADS // CHUNKS
-    else:
-        r = tid >> 5
-        k = tid & 31
-        inside = k0 + k < cols
-        for _ in range(count * BLOCK_K // THREADS):
-            full = inside and base + r < rows
-            copy_async_f32(sh, at + r * PITCH + k, src, base + r if full else 0, k0 + k if full else 0, full)
-            r += THREADS // BLOCK_K
+def _build(block_m, block_n, stages):
+    """The forward kernel for output blocks of block_m x block_n and a ring of `stages` k slices (the
+    module's constants are the default's): the device functions close over this shape's constants, so
+    each shape is its own compiled kernel. Returns (kernel, shared bytes)."""
+    BLOCK_M, BLOCK_N, STAGES = block_m, block_n, stages  # the default's names, shadowed
+    WAIT = STAGES - 2
+    WARP_M, WARP_N = BLOCK_M // 2, BLOCK_N // WARPS_N
+    M_TILES, N_TILES = WARP_M // 16, WARP_N // 8
+    ACCUMULATORS, B_REGISTERS = M_TILES * N_TILES * 4, N_TILES * 2
+    X_WORDS = BLOCK_M * PITCH
+    STAGE_WORDS = X_WORDS + BLOCK_N * PITCH
+    if M_TILES not in (4, 8) or BLOCK_N % (8 * WARPS_N) or STAGES < 2:
+        raise ValueError(f"no forward kernel of {block_m} x {block_n} x {stages}")
+
+    @device_function
+    def _copy_rows(src, base, count, k0, sh, at, vector, tid):
+        """Rows base..base+count-1, columns k0..k0+BLOCK_K-1 of src to shared rows of PITCH words at `at`, as
+        asynchronous copies with zeros outside src: 16-byte pieces when rows are a multiple of 4 floats (8
+        threads a row, THREADS // 8 rows apart), else element by element (32 threads a row)."""
+        rows, cols = src.shape
+        if vector:
+            r = tid >> 3
+            k = (tid & 7) << 2
+            inside = k0 + k < cols
+            for _ in range(count * CHUNKS // THREADS):
+                full = inside and base + r < rows
+                copy_async_v4(sh, at + r * PITCH + k, src, base + r if full else 0, k0 + k if full else 0, full)
+                r += THREADS // CHUNKS
+        else:
+            r = tid >> 5
+            k = tid & 31
+            inside = k0 + k < cols
+            for _ in range(count * BLOCK_K // THREADS):
+                full = inside and base + r < rows
+                copy_async_f32(sh, at + r * PITCH + k, src, base + r if full else 0, k0 + k if full else 0, full)
+                r += THREADS // BLOCK_K
 
 
-@device_function
-def _copy_slice(x, w, sh, t, stage, m_base, n_base, vector, tid):
-    """k slice t of the block's x and W rows into a stage, as this thread's group of copies."""
-    at = stage * STAGE_WORDS
-    _copy_rows(x, m_base, BLOCK_M, t * BLOCK_K, sh, at, vector, tid)
-    _copy_rows(w, n_base, BLOCK_N, t * BLOCK_K, sh, at + X_WORDS, vector, tid)
+    @device_function
+    def _copy_slice(x, w, sh, t, stage, m_base, n_base, vector, tid):
+        """k slice t of the block's x and W rows into a stage, as this thread's group of copies."""
+        at = stage * STAGE_WORDS
+        _copy_rows(x, m_base, BLOCK_M, t * BLOCK_K, sh, at, vector, tid)
+        _copy_rows(w, n_base, BLOCK_N, t * BLOCK_K, sh, at + X_WORDS, vector, tid)
 
 
-@device_function
-def _k_step(sh, at, bt, acc):
-    """One 8-deep k step: M_TILES x N_TILES mma, fragments rounded to TF32 as loaded."""
-    b = cuda.local.array(B_REGISTERS, numba.float32)
-    for j in range(N_TILES):
-        b[2 * j], b[2 * j + 1] = load_shared_tf32_v2(sh, bt + j * 8 * PITCH)
-    for i in range(M_TILES):
-        a0, a2 = load_shared_tf32_v2(sh, at + i * 16 * PITCH)  # row g at k 2q, 2q + 1
-        a1, a3 = load_shared_tf32_v2(sh, at + (i * 16 + 8) * PITCH)  # row g + 8
+    @device_function
+    def _k_step(sh, at, bt, acc):
+        """One 8-deep k step: M_TILES x N_TILES mma, fragments rounded to TF32 as loaded."""
+        b = cuda.local.array(B_REGISTERS, numba.float32)
+        for j in range(N_TILES):
+            b[2 * j], b[2 * j + 1] = load_shared_tf32_v2(sh, bt + j * 8 * PITCH)
+        for i in range(M_TILES):
+            a0, a2 = load_shared_tf32_v2(sh, at + i * 16 * PITCH)  # row g at k 2q, 2q + 1
+            a1, a3 = load_shared_tf32_v2(sh, at + (i * 16 + 8) * PITCH)  # row g + 8
+            for j in range(N_TILES):
+                o = (i * N_TILES + j) * 4
+                acc[o], acc[o + 1], acc[o + 2], acc[o + 3] = mma_tf32_1688(
+                    a0, a1, a2, a3, b[2 * j], b[2 * j + 1], acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+
+
+    @device_function
+    def _slice(x, w, sh, t, slices, stage, bases, vector, tid, words, acc):
+        """One k slice: wait for it and copy slice t + STAGES - 1 into the stage freed by slice t - 1, then its
+        4 k steps (written out: unrolled); returns the next stage. bases: the tile's (m_base, n_base);
+        words: this warp's (at, bt) in a stage."""
+        m_base, n_base = bases
+        at, bt = words
+        copy_async_wait(WAIT)  # slice t has landed (this thread's copies) ...
+        cuda.syncthreads()  # ... and everyone's; everyone is done with slice t - 1
+        if t + STAGES - 1 < slices:
+            _copy_slice(x, w, sh, t + STAGES - 1, stage - 1 if stage > 0 else STAGES - 1, m_base, n_base, vector, tid)
+        copy_async_commit()
+        base = stage * STAGE_WORDS
+        _k_step(sh, base + at, base + bt, acc)
+        _k_step(sh, base + at + 8, base + bt + 8, acc)
+        _k_step(sh, base + at + 16, base + bt + 16, acc)
+        _k_step(sh, base + at + 24, base + bt + 24, acc)
+        return stage + 1 if stage < STAGES - 1 else 0
+
+
+    @device_function
+    def _put(y, r, j, v):
+        if r < y.shape[0] and j < y.shape[1]:
+            y[r, j] = v
+
+
+    @device_function
+    def _store_row(y, acc, i, r, c):
+        """Row tile i's accumulators: (r, c + 8 j + 0, 1) and (r + 8, c + 8 j + 0, 1), inside y."""
         for j in range(N_TILES):
             o = (i * N_TILES + j) * 4
-            acc[o], acc[o + 1], acc[o + 2], acc[o + 3] = mma_tf32_1688(
-                a0, a1, a2, a3, b[2 * j], b[2 * j + 1], acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+            _put(y, r, c + 8 * j, acc[o])
+            _put(y, r, c + 8 * j + 1, acc[o + 1])
+            _put(y, r + 8, c + 8 * j, acc[o + 2])
+            _put(y, r + 8, c + 8 * j + 1, acc[o + 3])
 
 
-@device_function
-def _slice(x, w, sh, t, slices, stage, bases, vector, tid, words, acc):
-    """One k slice: wait for it and copy slice t + STAGES - 1 into the stage freed by slice t - 1, then its
-    4 k steps (written out: unrolled); returns the next stage. bases: the tile's (m_base, n_base);
-    words: this warp's (at, bt) in a stage."""
-    m_base, n_base = bases
-    at, bt = words
-    copy_async_wait(WAIT)  # slice t has landed (this thread's copies) ...
-    cuda.syncthreads()  # ... and everyone's; everyone is done with slice t - 1
-    if t + STAGES - 1 < slices:
-        _copy_slice(x, w, sh, t + STAGES - 1, stage - 1 if stage > 0 else STAGES - 1, m_base, n_base, vector, tid)
-    copy_async_commit()
-    base = stage * STAGE_WORDS
-    _k_step(sh, base + at, base + bt, acc)
-    _k_step(sh, base + at + 8, base + bt + 8, acc)
-    _k_step(sh, base + at + 16, base + bt + 16, acc)
-    _k_step(sh, base + at + 24, base + bt + 24, acc)
-    return stage + 1 if stage < STAGES - 1 else 0
+    def matmul_tf32_cuda(x, w, y):
+        sh = cuda.shared.array(0, numba.float32)
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        g = lane >> 2
+        q = lane & 3
+        m_base = cuda.blockIdx.y * BLOCK_M
+        n_base = cuda.blockIdx.x * BLOCK_N
+        wm = (warp // WARPS_N) * WARP_M
+        wn = (warp % WARPS_N) * WARP_N
+        at = (wm + g) * PITCH + 2 * q
+        bt = X_WORDS + (wn + g) * PITCH + 2 * q
+        acc = cuda.local.array(ACCUMULATORS, numba.float32)
+        for i in range(ACCUMULATORS):
+            acc[i] = np.float32(0.0)
+        d_in = x.shape[1]
+        slices = (d_in + BLOCK_K - 1) // BLOCK_K
+        vector = d_in % 4 == 0
+        for t in range(STAGES - 1):
+            if t < slices:
+                _copy_slice(x, w, sh, t, t, m_base, n_base, vector, tid)
+            copy_async_commit()
+        stage = 0
+        if vector:  # two loops, each with its own copies inlined
+            for t in range(slices):
+                stage = _slice(x, w, sh, t, slices, stage, (m_base, n_base), True, tid, (at, bt), acc)
+        else:
+            for t in range(slices):
+                stage = _slice(x, w, sh, t, slices, stage, (m_base, n_base), False, tid, (at, bt), acc)
+        r = m_base + wm + g
+        c = n_base + wn + 2 * q
+        _store_row(y, acc, 0, r, c)  # one call per mma row tile, written out: unrolled
+        _store_row(y, acc, 1, r + 16, c)
+        _store_row(y, acc, 2, r + 32, c)
+        _store_row(y, acc, 3, r + 48, c)
+        if M_TILES == 8:  # a constant: the other shape compiles without these
+            _store_row(y, acc, 4, r + 64, c)
+            _store_row(y, acc, 5, r + 80, c)
+            _store_row(y, acc, 6, r + 96, c)
+            _store_row(y, acc, 7, r + 112, c)
+
+    name = "matmul_tf32_cuda" if (block_m, block_n, stages) == (BLOCK_M_DEFAULT, BLOCK_N_DEFAULT, STAGES_DEFAULT) \
+        else f"matmul_tf32_cuda_{block_m}x{block_n}x{stages}"
+    matmul_tf32_cuda.__name__ = matmul_tf32_cuda.__qualname__ = name
+    compiled = kernel((F32_2D, F32_2D, F32_2D), tensor_cores=True, block=THREADS)(matmul_tf32_cuda)
+    return compiled, 4 * STAGES * STAGE_WORDS
 
 
-@device_function
-def _put(y, r, j, v):
-    if r < y.shape[0] and j < y.shape[1]:
-        y[r, j] = v
-
-
-@device_function
-def _store_row(y, acc, i, r, c):
-    """Row tile i's accumulators: (r, c + 8 j + 0, 1) and (r + 8, c + 8 j + 0, 1), inside y."""
-    for j in range(N_TILES):
-        o = (i * N_TILES + j) * 4
-        _put(y, r, c + 8 * j, acc[o])
-        _put(y, r, c + 8 * j + 1, acc[o + 1])
-        _put(y, r + 8, c + 8 * j, acc[o + 2])
-        _put(y, r + 8, c + 8 * j + 1, acc[o + 3])
-
-
-@kernel((F32_2D, F32_2D, F32_2D), tensor_cores=True, block=THREADS)
-def matmul_tf32_cuda(x, w, y):
-    sh = cuda.shared.array(0, numba.float32)
-    tid = cuda.threadIdx.x
-    lane = tid & 31
-    warp = tid >> 5
-    g = lane >> 2
-    q = lane & 3
-    m_base = cuda.blockIdx.y * BLOCK_M
-    n_base = cuda.blockIdx.x * BLOCK_N
-    wm = (warp // WARPS_N) * WARP_M
-    wn = (warp % WARPS_N) * WARP_N
-    at = (wm + g) * PITCH + 2 * q
-    bt = X_WORDS + (wn + g) * PITCH + 2 * q
-    acc = cuda.local.array(ACCUMULATORS, numba.float32)
-    for i in range(ACCUMULATORS):
-        acc[i] = np.float32(0.0)
-    d_in = x.shape[1]
-    slices = (d_in + BLOCK_K - 1) // BLOCK_K
-    vector = d_in % 4 == 0
-    for t in range(STAGES - 1):
-        if t < slices:
-            _copy_slice(x, w, sh, t, t, m_base, n_base, vector, tid)
-        copy_async_commit()
-    stage = 0
-    if vector:  # two loops, each with its own copies inlined
-        for t in range(slices):
-            stage = _slice(x, w, sh, t, slices, stage, (m_base, n_base), True, tid, (at, bt), acc)
-    else:
-        for t in range(slices):
-            stage = _slice(x, w, sh, t, slices, stage, (m_base, n_base), False, tid, (at, bt), acc)
-    r = m_base + wm + g
-    c = n_base + wn + 2 * q
-    _store_row(y, acc, 0, r, c)  # one call per mma row tile, written out: unrolled
-    _store_row(y, acc, 1, r + 16, c)
-    _store_row(y, acc, 2, r + 32, c)
-    _store_row(y, acc, 3, r + 48, c)
-    _store_row(y, acc, 4, r + 64, c)
-    _store_row(y, acc, 5, r + 80, c)
-    _store_row(y, acc, 6, r + 96, c)
-    _store_row(y, acc, 7, r + 112, c)
+BLOCK_M_DEFAULT, BLOCK_N_DEFAULT, STAGES_DEFAULT = BLOCK_M, BLOCK_N, STAGES
+VARIANTS = ("256x192x3", "128x192x3", "256x128x3", "256x192x2", "128x128x4")  # BLOCK_M x BLOCK_N x STAGES
+DEFAULT = VARIANTS[0]
+_FORWARD = {name: _build(*(int(n) for n in name.split("x"))) for name in VARIANTS}
+matmul_tf32_cuda = _FORWARD[DEFAULT][0]
 
 
 @op
 def cuda_matmul_tf32(x, w):
+    """y on the device, with the block shape tuned for this GPU and (rows, d_in, d_out) (MATMUL_TF32)."""
     check_layer(x, w)
-    y = cuda.device_array((x.shape[0], w.shape[0]), np.float32)
-    grid = ((w.shape[0] + BLOCK_N - 1) // BLOCK_N, (x.shape[0] + BLOCK_M - 1) // BLOCK_M)
-    allow_dynamic_shared(matmul_tf32_cuda, (x, w, y), SHARED_BYTES)
-    matmul_tf32_cuda[grid, THREADS, 0, SHARED_BYTES](x, w, y)
+    return matmul_tf32_variant(MATMUL_TF32.choose((x.shape[0], x.shape[1], w.shape[0])), x, w)
+
+
+def matmul_tf32_variant(variant, x, w, y=None):
+    """cuda_matmul_tf32 with the block shape `variant` (one of VARIANTS), into `y` when given."""
+    compiled, shared = _FORWARD[variant]
+    block_m, block_n, _ = (int(n) for n in variant.split("x"))
+    y = cuda.device_array((x.shape[0], w.shape[0]), np.float32) if y is None else y
+    grid = ((w.shape[0] + block_n - 1) // block_n, (x.shape[0] + block_m - 1) // block_m)
+    allow_dynamic_shared(compiled, (x, w, y), shared)
+    compiled[grid, THREADS, 0, shared](x, w, y)
     return y
 
 
@@ -262,6 +298,24 @@ def cuda_matmul_backward_tf32(dy, x, w):
     check_layer(x, w, dy)
     dy_t = _transposed(dy)
     return cuda_matmul_tf32(dy, _transposed(w)), cuda_matmul_tf32(dy_t, _transposed(x))
+
+
+# ---- tuning (kernels/core/tuning.py: python -m bench.tune) ------------------------------------------
+
+def _run(variant, sizes):
+    rows, d_in, d_out = sizes
+    rng = np.random.default_rng(0)
+    x = cuda.to_device(normal32(rng, rows, d_in))
+    w = cuda.to_device(normal32(rng, d_out, d_in))
+    y = cuda.device_array((rows, d_out), np.float32)
+    return lambda: matmul_tf32_variant(variant, x, w, y)
+
+
+MATMUL_TF32 = Tunable("matmul_tf32", VARIANTS, DEFAULT,
+                      (("MinGRU LM layer 32768 x 1536 x 1536", (32768, 1536, 1536)),
+                       ("MinGRU LM gates 8192 x 512 x 1024", (8192, 512, 1024))),
+                      _run, small=((17, 33, 15), (20, 100, 200)))
+TUNABLES = (MATMUL_TF32,)
 
 
 # ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
