@@ -23,11 +23,13 @@ from eggnog.kernels.core.cuda_api import (
 )
 from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
 from eggnog.kernels.core.loads import load_shared_v4
+from eggnog.kernels.core.tuning import Tunable
 
 SHARED_BUDGET = 48 * 1024  # bytes of R per block: what a block gets without the opt-in
 OPT_IN_BUDGET = 227 * 1024  # with the opt-in: the most sm_90 allows a block
 H100_SMS = 132  # the static plan's co-resident blocks (one per SM); at run time the device's count
 ROWS = 6  # batch rows a persistent thread computes: each 16-byte load of R serves six (eight spill)
+ROW_VARIANTS = (4, 5, 6)  # the persistent kernel's launch variants (kernels/core/tuning.py), ROWS the default
 MAX_THREADS = 512  # a 1024-thread block allows 64 registers a thread; these kernels take more (persistent: 120)
 
 
@@ -62,14 +64,14 @@ def _span(size):
 
 
 def row_lanes(units):
-    """Thread rows of a persistent block: each thread takes one unit for ROWS batch rows at a time."""
+    """Thread rows of a persistent block: each thread takes one unit for `rows` batch rows at a time."""
     return MAX_THREADS // units
 
 
-def persistent_bytes(size, units):
-    """The persistent kernel's R (k padded to the span, odd pitch) and its staged h_(t-1) rows: ROWS per
+def persistent_bytes(size, units, rows=ROWS):
+    """The persistent kernel's R (k padded to the span, odd pitch) and its staged h_(t-1) rows: `rows` per
     thread row."""
-    return 16 * units * (_span(size) | 1) + 4 * ROWS * row_lanes(units) * _span(size)
+    return 16 * units * (_span(size) | 1) + 4 * rows * row_lanes(units) * _span(size)
 
 
 def _traffic(heads, size, batch, steps, units, mode):
@@ -88,13 +90,14 @@ def coresident_blocks():
     return getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)
 
 
-def plan(heads, size, batch, steps, coresident=None):
+def plan(heads, size, batch, steps, coresident=None, rows=ROWS):
     """(units per block, rows per tile, mode) for a head size, batch and length; `coresident` is the
-    number of blocks a cooperative grid may hold (default: this device's)."""
+    number of blocks a cooperative grid may hold (default: this device's), `rows` the persistent kernel's
+    rows a thread."""
     if shared_bytes(size, size) <= SHARED_BUDGET:
         return size, min(batch, MAX_THREADS // size), "sequence"
     divisors = [u for u in range(min(size, MAX_THREADS), 0, -1) if size % u == 0]
-    largest = next((u for u in divisors if persistent_bytes(size, u) <= OPT_IN_BUDGET), None)
+    largest = next((u for u in divisors if persistent_bytes(size, u, rows) <= OPT_IN_BUDGET), None)
     coresident = coresident_blocks() if coresident is None and largest else coresident
     if largest and heads * (size // largest) <= coresident:
         return largest, batch, "persistent"
@@ -258,16 +261,45 @@ def _row_four_k(shared, h_at, w, acc):
 
 
 @device_function
-def _four_k(shared, h_at, stride, w_at, accs):
-    """Four k of the persistent kernel's dot for its ROWS rows (h staged `stride` words apart): a unit's
-    four gates of R for each k as one 16-byte load, used for every row; accs holds the rows' (i, f, z, o)."""
-    w = (load_shared_v4(shared, np.int64(w_at)) + load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
-         + load_shared_v4(shared, np.int64(w_at + np.uint64(8)))
-         + load_shared_v4(shared, np.int64(w_at + np.uint64(12))))
-    a0, a1, a2, a3, a4, a5 = accs
-    return (_row_four_k(shared, h_at, w, a0), _row_four_k(shared, h_at + stride, w, a1),
-            _row_four_k(shared, h_at + 2 * stride, w, a2), _row_four_k(shared, h_at + 3 * stride, w, a3),
-            _row_four_k(shared, h_at + 4 * stride, w, a4), _row_four_k(shared, h_at + 5 * stride, w, a5))
+def _r_words(shared, w_at):
+    """A unit's four gates of R for four k: four 16-byte loads (16 words)."""
+    return (load_shared_v4(shared, np.int64(w_at)) + load_shared_v4(shared, np.int64(w_at + np.uint64(4)))
+            + load_shared_v4(shared, np.int64(w_at + np.uint64(8)))
+            + load_shared_v4(shared, np.int64(w_at + np.uint64(12))))
+
+
+def _rows_dot_of(rows):
+    """Four k of `rows` rows' dots (h staged `stride` words apart) against the same R words w: accs holds
+    the rows' (i, f, z, o). Built by recursion over the rows, so every index is a constant (no run-time
+    index into the tuple) and the code is that of the rows written out."""
+    if rows == 1:
+        @device_function
+        def dot(shared, h_at, stride, w, accs):
+            return (_row_four_k(shared, h_at, w, accs[0]),)
+        return dot
+    rest = _rows_dot_of(rows - 1)
+
+    @device_function
+    def dots(shared, h_at, stride, w, accs):
+        return (_row_four_k(shared, h_at, w, accs[0]),) + rest(shared, h_at + stride, stride, w, accs[1:])
+    return dots
+
+
+def _zeros_of(rows):
+    """`rows` accumulators (i, f, z, o) of zeros (recursion, as `_rows_dot_of`)."""
+    if rows == 1:
+        @device_function
+        def zero():
+            z = np.float32(0.0)
+            return ((z, z, z, z),)
+        return zero
+    rest = _zeros_of(rows - 1)
+
+    @device_function
+    def zeros():
+        z = np.float32(0.0)
+        return ((z, z, z, z),) + rest()
+    return zeros
 
 
 @device_function
@@ -283,79 +315,145 @@ def _row_end(ins, outs, c_state, keep, t, b, j, acc):
         c_state[b, j] = _finish(outs, keep, t, b, j, batch, hidden, pre, c_state[b, j])
 
 
-@kernel((F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64),
-        block=MAX_THREADS, launch_bounds=MAX_THREADS)
-def forward_persistent_cuda(table, rows, r, bias, hs, c_state, cs, gates, keep, units, lanes):
-    """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the grid
-    synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in c_state.
-    Per step the batch goes in groups of ROWS x lanes rows: the group's h_(t-1) is staged in shared
-    memory behind R, then thread (unit u, lane l) computes unit u for rows l, l + lanes, ... of the
-    group, four k at a time: four 16-byte R loads serve all ROWS rows, each row's h is one 16-byte load,
-    16 FMAs a row; the gate inputs and c are added after the dot, so the loop holds only the
-    accumulators, R and h. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM (with
-    eight rows ptxas spills). lanes (threads a unit) comes from the launcher, and the divisions are
-    32-bit: a 64-bit one is a call into cudadevrt (slow, and opaque to the static model)."""
-    size = r.shape[2]
-    steps, batch = rows.shape
-    hidden = table.shape[1] // 4
-    block, per = np.uint32(cuda.blockIdx.x), np.uint32(units)  # 32-bit divisions (docstring)
-    slices = np.uint32(size) // per
-    n, s = np.int64(block // slices), np.int64(block % slices)
-    span = (size + 3) // 4 * 4  # _span(size), which device code cannot call
-    pitch = span | 1
-    shared = cuda.shared.array(0, numba.float32)
-    _stage_r(r, shared, n, s, units, size, pitch, span)
-    h_base = 4 * units * pitch  # the staged rows start 16-byte aligned after R
-    u, lane = np.int64(np.uint32(cuda.threadIdx.x) % per), np.int64(np.uint32(cuda.threadIdx.x) // per)
-    j = n * size + s * units + u
-    r_at = np.uint64(u * pitch * 4)
-    end = np.uint64(span)
-    stride = np.uint64(lanes * span)
-    ins, outs = (table, rows, bias), (hs, cs, gates)
-    grid = cuda.cg.this_grid()
-    for t in range(steps):
-        first_row = np.int64(0)
-        while first_row < batch:  # not range(), as in _stage_h
-            _stage_h(hs, shared, h_base, t, first_row, ROWS * lanes, batch, hidden, n, size, span)
-            if lane < lanes:
-                zero = np.float32(0.0)
-                z4 = (zero, zero, zero, zero)
-                accs = (z4, z4, z4, z4, z4, z4)  # ROWS of them
-                h_at = np.uint64(h_base + lane * span)
-                k = np.uint64(0)
-                while k < end:
-                    accs = _four_k(shared, h_at + k, stride, r_at + (k << np.uint64(2)), accs)
-                    k += np.uint64(4)
-                a0, a1, a2, a3, a4, a5 = accs
-                b = first_row + lane
-                _row_end(ins, outs, c_state, keep, t, b, j, a0)
-                _row_end(ins, outs, c_state, keep, t, b + lanes, j, a1)
-                _row_end(ins, outs, c_state, keep, t, b + 2 * lanes, j, a2)
-                _row_end(ins, outs, c_state, keep, t, b + 3 * lanes, j, a3)
-                _row_end(ins, outs, c_state, keep, t, b + 4 * lanes, j, a4)
-                _row_end(ins, outs, c_state, keep, t, b + 5 * lanes, j, a5)
-            cuda.syncthreads()  # every thread is done with the staged rows before the next group's
-            first_row += ROWS * lanes
-        grid.sync()
+def persistent_name(rows):
+    """The kernel of `rows` rows a thread: the default keeps the plain name (the static report's)."""
+    return "forward_persistent_cuda" if rows == ROWS else f"forward_persistent_cuda_rows{rows}"
 
 
-def run(table, rows, r, bias, hs, c_state, cs, gates, keep):
+def _four_k_of(rows):
+    """Four k of the persistent kernel's dot for its `rows` rows: a unit's four gates of R for each k as
+    one 16-byte load, used for every row."""
+    rows_dot = _rows_dot_of(rows)
+
+    @device_function
+    def four_k(shared, h_at, stride, w_at, accs):
+        return rows_dot(shared, h_at, stride, _r_words(shared, w_at), accs)
+    return four_k
+
+
+def _persistent_template(rows):
+    """The persistent kernel computing `rows` rows a thread (4 to 6, ROW_VARIANTS), compiled for that count."""
+    assert 4 <= rows <= 6, "the row ends below are written out for 4 to 6 rows"
+    four_k, zeros = _four_k_of(rows), _zeros_of(rows)
+
+    def forward_persistent(table, rows_in, r, bias, hs, c_state, cs, gates, keep, units, lanes):
+        """Every step in one cooperative launch for block (head n, unit slice s) over the whole batch; the
+        grid synchronises between steps (every slice of a head reads every unit of h_{t-1}), c lives in
+        c_state. Per step the batch goes in groups of `rows` x lanes rows: the group's h_(t-1) is staged in
+        shared memory behind R, then thread (unit u, lane l) computes unit u for rows l, l + lanes, ... of
+        the group, four k at a time: four 16-byte R loads serve all its rows, each row's h is one 16-byte
+        load, 16 FMAs a row; the gate inputs and c are added after the dot, so the loop holds only the
+        accumulators, R and h. `launch_bounds` holds it to 128 registers, so 512 threads fit an SM (with
+        eight rows ptxas spills). lanes (threads a unit) comes from the launcher, and the divisions are
+        32-bit: a 64-bit one is a call into cudadevrt (slow, and opaque to the static model)."""
+        size = r.shape[2]
+        steps, batch = rows_in.shape
+        hidden = table.shape[1] // 4
+        block, per = np.uint32(cuda.blockIdx.x), np.uint32(units)  # 32-bit divisions (docstring)
+        slices = np.uint32(size) // per
+        n, s = np.int64(block // slices), np.int64(block % slices)
+        span = (size + 3) // 4 * 4  # _span(size), which device code cannot call
+        pitch = span | 1
+        shared = cuda.shared.array(0, numba.float32)
+        _stage_r(r, shared, n, s, units, size, pitch, span)
+        h_base = 4 * units * pitch  # the staged rows start 16-byte aligned after R
+        u, lane = np.int64(np.uint32(cuda.threadIdx.x) % per), np.int64(np.uint32(cuda.threadIdx.x) // per)
+        j = n * size + s * units + u
+        r_at = np.uint64(u * pitch * 4)
+        end = np.uint64(span)
+        stride = np.uint64(lanes * span)
+        ins, outs = (table, rows_in, bias), (hs, cs, gates)
+        grid = cuda.cg.this_grid()
+        for t in range(steps):
+            first_row = np.int64(0)
+            while first_row < batch:  # not range(), as in _stage_h
+                _stage_h(hs, shared, h_base, t, first_row, rows * lanes, batch, hidden, n, size, span)
+                if lane < lanes:
+                    accs = zeros()
+                    h_at = np.uint64(h_base + lane * span)
+                    k = np.uint64(0)
+                    while k < end:
+                        accs = four_k(shared, h_at + k, stride, r_at + (k << np.uint64(2)), accs)
+                        k += np.uint64(4)
+                    b = first_row + lane  # each row's cell written out (through a device function the
+                    # tuple made ptxas spill); the rows past `rows` are pruned when the kernel compiles
+                    _row_end(ins, outs, c_state, keep, t, b, j, accs[0])
+                    _row_end(ins, outs, c_state, keep, t, b + lanes, j, accs[1])
+                    _row_end(ins, outs, c_state, keep, t, b + 2 * lanes, j, accs[2])
+                    _row_end(ins, outs, c_state, keep, t, b + 3 * lanes, j, accs[3])
+                    if rows > 4:
+                        _row_end(ins, outs, c_state, keep, t, b + 4 * lanes, j, accs[4])
+                    if rows > 5:
+                        _row_end(ins, outs, c_state, keep, t, b + 5 * lanes, j, accs[5])
+                cuda.syncthreads()  # every thread is done with the staged rows before the next group's
+                first_row += rows * lanes
+            grid.sync()
+
+    forward_persistent.__name__ = forward_persistent.__qualname__ = persistent_name(rows)
+    signature = (F32_2D, numba.int32[:, ::1], F32_4D, F32_1D, F32_1D, F32_2D, F32_1D, F32_1D, BOOL, I64, I64)
+    return kernel(signature, block=MAX_THREADS, launch_bounds=MAX_THREADS)(forward_persistent)
+
+
+# every variant bound at module level (the PTX inventory finds kernels there); the default by its plain name
+forward_persistent_cuda_rows4 = _persistent_template(4)
+forward_persistent_cuda_rows5 = _persistent_template(5)
+forward_persistent_cuda = _persistent_template(ROWS)
+PERSISTENT = {4: forward_persistent_cuda_rows4, 5: forward_persistent_cuda_rows5, ROWS: forward_persistent_cuda}
+assert tuple(sorted(PERSISTENT)) == ROW_VARIANTS
+
+
+def rows_variant(rows):
+    return f"rows{rows}"
+
+
+def run(table, rows, r, bias, hs, c_state, cs, gates, keep, variant=None):
     """Launch the plan over all steps; hs[0] and c_state hold the initial states on entry, c_state the
-    last c on return."""
+    last c on return. `variant` (rows4, rows5, rows6) names the persistent kernel's rows a thread; None
+    asks the tuning file (PERSISTENT_TUNABLE) for this device and size."""
     heads, size = r.shape[1], r.shape[2]
     steps, batch = rows.shape
-    units, tile, mode = plan(heads, size, batch, steps)
-    nbytes = persistent_bytes(size, units) if mode == "persistent" else shared_bytes(size, units)
+    variant = variant or PERSISTENT_TUNABLE.choose((heads, size, batch))
+    per_thread = int(variant.removeprefix("rows"))
+    units, tile, mode = plan(heads, size, batch, steps, rows=per_thread)
+    nbytes = persistent_bytes(size, units, per_thread) if mode == "persistent" else shared_bytes(size, units)
     if mode == "persistent":
+        launched = PERSISTENT[per_thread]
         args = (table, rows, r, bias, flat(hs), c_state, flat(cs), flat(gates), keep, units, MAX_THREADS // units)
-        allow_dynamic_shared(forward_persistent_cuda, args, nbytes)
-        forward_persistent_cuda[heads * (size // units), MAX_THREADS, 0, nbytes](*args)
+        allow_dynamic_shared(launched, args, nbytes)
+        launched[heads * (size // units), MAX_THREADS, 0, nbytes](*args)
         return
     grid = heads * (size // units) * math.ceil(batch / tile)
     spans = [(0, steps)] if mode == "sequence" else [(t, t + 1) for t in range(steps)]
     for first, last in spans:
         forward_sequence_cuda[grid, units * tile, 0, nbytes](table, rows, r, bias, flat(hs), c_state, flat(cs),
                                                              flat(gates), keep, first, last, units, tile)
+
+
+TUNED_STEPS = 11  # steps a tuning launch runs (Table 1's windows)
+
+
+def _tuning_launch(variant, sizes):
+    """Device inputs of a forward of (heads, head size, batch) over TUNED_STEPS steps, and the launch of
+    `variant` on them (the tuner's Tunable.run): a persistent launch where the plan is persistent."""
+    heads, size, batch = sizes
+    rng = np.random.default_rng(0)
+    hidden = heads * size
+    table = cuda.to_device(rng.normal(0, 1, (batch, 4 * hidden)).astype(np.float32))
+    rows = cuda.to_device(rng.integers(0, batch, (TUNED_STEPS, batch)).astype(np.int32))
+    r = cuda.to_device((rng.normal(0, 1, (4, heads, size, size)) / np.sqrt(size)).astype(np.float32))
+    bias = cuda.to_device(np.zeros(4 * hidden, np.float32))
+    hs = cuda.to_device(np.zeros((TUNED_STEPS + 1, batch, hidden), np.float32))
+    c_state = cuda.to_device(np.zeros((batch, hidden), np.float32))
+    unused = cuda.to_device(np.zeros((1, 1, 1), np.float32))  # cs and gates: not kept
+    return lambda: run(table, rows, r, bias, hs, c_state, unused, unused, False, variant)
+
+
+PERSISTENT_TUNABLE = Tunable(
+    kernel="lstm_forward_persistent", variants=tuple(rows_variant(n) for n in ROW_VARIANTS),
+    default=rows_variant(ROWS), run=_tuning_launch,
+    problems=(("Table 1 10M LSTM forward, batch 1024", (64, 150, 1024)),),
+    small=((1, 56, 2),))  # one head over the 48 KiB without opt-in: persistent, a one-block grid
+TUNABLES = (PERSISTENT_TUNABLE,)
 
 
 @kernel((F32_4D, F32_1D, F32_1D, F32_1D, F32_1D, F32_2D, F32_2D, I64), block=MAX_THREADS)
