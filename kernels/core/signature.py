@@ -52,10 +52,13 @@ class ArgSpec:
     dtypes: tuple = ()  # np.dtype objects
     backend_float: bool = False  # `float`: the backend's float type
     dims: tuple = ()
+    star: int | None = None  # the position of the `*name` dim
 
     @property
     def is_array(self):
         return self.scalar is None
+
+
 
 
 def parse(text: str) -> ArgSpec:
@@ -76,7 +79,8 @@ def parse(text: str) -> ArgSpec:
     dims = tuple(_dim(d.strip(), text) for d in inside.split(",")) if inside.strip() else ()
     if sum(d.star is not None for d in dims) > 1:
         raise ValueError(f"an array has at most one *name dim: {text!r}")
-    return ArgSpec(text, optional, dtypes=dtypes, backend_float="float" in names, dims=dims)
+    star = next((i for i, d in enumerate(dims) if d.star is not None), None)
+    return ArgSpec(text, optional, dtypes=dtypes, backend_float="float" in names, dims=dims, star=star)
 
 
 def _dim(text, declaration):
@@ -105,7 +109,8 @@ def _evaluate(node, sizes):
 
 
 class Signature:
-    """The declared arguments of one op, in its reference's parameter order, and the check of a call."""
+    """The declared arguments of one op, in its reference's parameter order, and the check of a call
+    (a few microseconds: bench/op_check_cost.py)."""
 
     def __init__(self, op_name, parameters, declared):
         """parameters: the reference's inspect.Parameter list; declared: {name: declaration text}."""
@@ -114,72 +119,76 @@ class Signature:
             raise ValueError(f"op {op_name!r} declares arguments its reference does not take: {unknown}")
         self.op = op_name
         self.names = tuple(p.name for p in parameters)
-        self.required = frozenset(p.name for p in parameters if p.default is p.empty)
-        self.defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
         self.specs = {name: parse(text) for name, text in declared.items()}
         self.undeclared = tuple(n for n in self.names if n not in self.specs)
+        # (index, name, spec or None, required, default) of every parameter, resolved once
+        self.plan = tuple((i, p.name, self.specs.get(p.name), p.default is p.empty, p.default)
+                          for i, p in enumerate(parameters))
+        self._allowed = {}  # backend -> {name: the dtypes an array argument may have there}
+
+    def allowed(self, backend):
+        table = self._allowed.get(backend)
+        if table is None:
+            table = self._allowed[backend] = {
+                name: frozenset(spec.dtypes + (_floats(backend) if spec.backend_float else ()))
+                for name, spec in self.specs.items() if spec.is_array}
+        return table
 
     def check(self, backend: str, args: tuple, kwargs: dict, adopt) -> tuple[tuple, dict]:
         """The call's arguments with arrays adopted for `backend` (`adopt(value, backend)`), after checking
         every declared one; BadInput (one sentence) for the first that does not fit."""
-        if len(args) > len(self.names):
-            raise BadInput(f"{self.op} takes at most {len(self.names)} arguments after the backend, got {len(args)}")
+        given = len(args)
+        if given > len(self.names):
+            raise BadInput(f"{self.op} takes at most {len(self.names)} arguments after the backend, got {given}")
         for name in kwargs:
             if name not in self.specs and name not in self.names:
                 raise BadInput(f"{self.op} takes no argument {name!r}: its arguments are {', '.join(self.names)}")
-        args = list(args)
-        sizes, where, later = {}, {}, []
-        for i, name in enumerate(self.names):
-            positional = i < len(args)
-            if positional:
+        allowed = self.allowed(backend)
+        sizes, where, later, adopted = {}, {}, [], None
+        for i, name, spec, required, default in self.plan:
+            if i < given:
                 value = args[i]
             elif name in kwargs:
                 value = kwargs[name]
-            elif name in self.required:
+            elif required:
                 raise BadInput(f"{self.op} needs its argument {name!r}")
             else:
-                value = self.defaults[name]
-            spec = self.specs.get(name)
+                value = default
             if spec is None:
                 continue
-            checked = self._one(backend, name, spec, value, sizes, where, later, adopt)
-            if checked is not value:
-                if positional:
-                    args[i] = checked
-                else:
-                    kwargs = {**kwargs, name: checked}
+            if value is None:
+                if spec.optional:
+                    continue
+                raise BadInput(f"{self.op}: {name} may not be None (it is {spec.text})")
+            if spec.scalar is not None:
+                _check_scalar(self.op, name, spec, value)
+                continue
+            if type(value) is not np.ndarray and not hasattr(value, "copy_to_host"):
+                value = adopt(value, backend)
+                adopted = adopted or {}
+                adopted[i if i < given else name] = value
+            if value.dtype not in allowed[name]:
+                names = " or ".join(sorted(str(d) for d in allowed[name]))
+                raise BadInput(f"{self.op}: {name} must be {names} (it is {spec.text}), got {value.dtype}")
+            self._check_shape(backend, name, spec, value, sizes, where, later)
         for name, dim, size in later:
             expected = _evaluate(dim.expression, sizes)
             if size != expected:
                 bound = ", ".join(f"{n} = {sizes[n]} (from {where[n]})" for n in sorted(dim.names()))
                 raise BadInput(f"{self.op}: {name} has {size} along the axis declared {dim.text}, which is {expected} "
                                f"here ({bound})")
-        return tuple(args), kwargs
+        if adopted:
+            args = tuple(adopted.get(i, a) for i, a in enumerate(args))
+            kwargs = {k: adopted.get(k, v) for k, v in kwargs.items()}
+        return args, kwargs
 
-    def _one(self, backend, name, spec, value, sizes, where, later, adopt):
-        if value is None:
-            if spec.optional:
-                return value
-            raise BadInput(f"{self.op}: {name} may not be None (it is {spec.text})")
-        if not spec.is_array:
-            _check_scalar(self.op, name, spec, value)
-            return value
-        if not _is_array(value):
-            value = adopt(value, backend)
-        self._check_array(backend, name, spec, value, sizes, where, later)
-        return value
-
-    def _check_array(self, backend, name, spec, value, sizes, where, later):
-        dtype = np.dtype(value.dtype)
-        allowed = spec.dtypes + (_floats(backend) if spec.backend_float else ())
-        if dtype not in allowed:
-            names = " or ".join(str(d) for d in allowed)
-            raise BadInput(f"{self.op}: {name} must be {names} (it is {spec.text}), got {dtype}")
-        shape = tuple(int(d) for d in value.shape)
-        star = next((i for i, d in enumerate(spec.dims) if d.star is not None), None)
-        if star is None and len(shape) != len(spec.dims):
-            raise BadInput(f"{self.op}: {name} must have {len(spec.dims)} axes ({spec.text}), got shape {shape}")
-        if star is not None:
+    def _check_shape(self, backend, name, spec, value, sizes, where, later):
+        shape = tuple(value.shape)
+        star = spec.star
+        if star is None:
+            if len(shape) != len(spec.dims):
+                raise BadInput(f"{self.op}: {name} must have {len(spec.dims)} axes ({spec.text}), got shape {shape}")
+        else:
             if len(shape) < len(spec.dims) - 1:
                 raise BadInput(f"{self.op}: {name} must have at least {len(spec.dims) - 1} axes ({spec.text}), got "
                                f"shape {shape}")
@@ -191,31 +200,27 @@ class Signature:
                 raise BadInput(f"{self.op}: {name} has shape {shape}, whose {spec.dims[star].text} {part} differs from "
                                f"{where[key]}'s {sizes[key]}")
             shape = shape[:star] + (None,) + shape[tail:]
-        if backend == "cuda" and not isinstance(value, np.ndarray) and not _c_contiguous(value):
+        if backend == "cuda" and type(value) is not np.ndarray and not _c_contiguous(value):
             raise BadInput(f"{self.op}: {name} must be C-contiguous on the GPU (copy it with .contiguous() or "
                            f"ascontiguousarray first)")
         for dim, size in zip(spec.dims, shape):
-            if dim.star is not None:
-                continue
-            if dim.size is not None and size != dim.size:
-                raise BadInput(f"{self.op}: {name} must have {dim.size} along that axis ({spec.text}), got shape "
-                               f"{shape}")
-            if dim.name is not None:
-                if dim.name not in sizes:
+            if dim.size is not None:
+                if size != dim.size:
+                    raise BadInput(f"{self.op}: {name} must have {dim.size} along that axis ({spec.text}), got shape "
+                                   f"{shape}")
+            elif dim.name is not None:
+                bound = sizes.get(dim.name)
+                if bound is None:
                     sizes[dim.name], where[dim.name] = size, name
-                elif sizes[dim.name] != size:
+                elif bound != size:
                     raise BadInput(f"{self.op}: {name} has {dim.name} = {size} (shape {shape}) but "
-                                   f"{where[dim.name]} has {dim.name} = {sizes[dim.name]}")
-            if dim.expression is not None:
+                                   f"{where[dim.name]} has {dim.name} = {bound}")
+            elif dim.expression is not None:
                 later.append((name, dim, size))
 
 
 def _floats(backend):
     return FLOAT_DTYPES.get(backend, BACKEND_FLOAT)
-
-
-def _is_array(value):
-    return isinstance(value, np.ndarray) or hasattr(value, "copy_to_host")
 
 
 def _c_contiguous(device_array):
@@ -225,17 +230,15 @@ def _c_contiguous(device_array):
     return bool(device_array.is_c_contiguous())
 
 
+_BOOLS = (bool, np.bool_)
+# scalar kind -> (the types it takes, the types it refuses among them): bool is an int to isinstance
+_SCALAR_TYPES = {"bool": (_BOOLS, ()), "int": ((int, np.integer), _BOOLS),
+                 "float": ((int, float, np.integer, np.floating), _BOOLS), "str": ((str,), ())}
+
+
 def _check_scalar(op, name, spec, value):
-    kind = spec.scalar
-    if kind == "any":
+    if spec.scalar == "any":
         return
-    if kind == "bool":
-        ok = isinstance(value, bool | np.bool_)
-    elif kind == "int":
-        ok = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-    elif kind == "float":
-        ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool | np.bool_)
-    else:
-        ok = isinstance(value, str)
-    if not ok:
+    takes, refuses = _SCALAR_TYPES[spec.scalar]
+    if not isinstance(value, takes) or refuses and isinstance(value, refuses):
         raise BadInput(f"{op}: {name} must be {spec.text}, got {type(value).__name__} {value!r:.40}")
