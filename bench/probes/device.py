@@ -38,8 +38,18 @@ def current():
     if backend.simulated:
         return Device(backend.device_name, 1, 1.0e9, (9, 0), True)
     gpu = cuda.get_current_device()
-    return Device(backend.device_name, int(gpu.MULTIPROCESSOR_COUNT), float(gpu.CLOCK_RATE) * 1e3,
-                  tuple(gpu.compute_capability), False)
+    return Device(backend.device_name, int(gpu.MULTIPROCESSOR_COUNT), clock_hz(gpu), tuple(gpu.compute_capability),
+                  False)
+
+
+def clock_hz(gpu):
+    """The SM clock the driver reports (kHz there); where it reports none, the static model's H100 clock."""
+    try:
+        return float(gpu.CLOCK_RATE) * 1e3
+    except Exception:  # a driver without the attribute answers through several exception types
+        from bench.static_report.limits import ISSUE_CLOCK_HZ
+
+        return ISSUE_CLOCK_HZ
 
 
 def kernel_seconds(device, launch, quick):

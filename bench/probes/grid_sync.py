@@ -18,7 +18,7 @@ from eggnog.kernels.core.cuda_api import I32, I64_1D, cuda, kernel
 
 I64_2D = numba.int64[:, ::1]
 THREADS = 512  # the persistent LSTM's block
-STEPS, QUICK_STEPS, SIMULATED_STEPS = (500, 5500), (200, 2200), (0, 3)
+STEPS, QUICK_STEPS, SIMULATED_STEPS = (500, 5500), (200, 2200), (1, 3)
 
 
 @kernel((I64_1D, I64_2D, I32, I64_1D), block=THREADS)

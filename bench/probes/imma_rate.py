@@ -19,7 +19,7 @@ I32_2D = numba.int32[:, ::1]
 THREADS = 256
 BLOCKS_PER_SM = 4  # 32 warps an SM
 CHAINS = 4
-STEPS, QUICK_STEPS, SIMULATED_STEPS = 1 << 14, 1 << 12, 2
+STEPS, QUICK_STEPS, SIMULATED_STEPS = 1 << 16, 1 << 14, 2
 
 
 @kernel((I32_2D, I32_2D, I32, I32_2D), block=THREADS, tensor_cores=True)
