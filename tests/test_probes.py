@@ -45,7 +45,7 @@ def test_each_probe_runs_checked_and_converted_on_the_simulator(probe_modules, n
     for got, spec in zip(rows, listed):
         assert (got["unit"], got["constant"]) == (spec.unit, spec.constant)
         assert got["simulated"] is True
-        assert math.isfinite(got["value"]) and got["value"] > 0, got
+        assert math.isfinite(got["value"]), got  # simulated timings: any sign (grid_sync's is a difference)
         assert got["kernel_s"] > 0 and got["seconds"] >= 0 and got["basis"]
 
 

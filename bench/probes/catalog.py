@@ -34,7 +34,7 @@ PROBES = (
     Probe("imma_rate", "int8 mma.sync m16n8k32 issue, four independent accumulators a warp",
           (Row("imma_issue", "warp mma/clock/SM", "imma_per_clock_per_sm"),)),
     Probe("wide_loads", "rounds of four coalesced 16-byte loads a thread from L2, two blocks of 256 an SM",
-          (Row("ldg128_latency", "cycles", "global_latency_cycles"), Row("ldg128_bandwidth", "B/s", None))),
+          (Row("ldg128_latency", "cycles", None), Row("ldg128_bandwidth", "B/s", None))),
     Probe("grid_sync", "grid.sync of one 512-thread block an SM, and an empty cooperative launch",
           (Row("grid_sync", "s", "grid_sync_s"), Row("cooperative_launch", "s", None))),
     Probe("copy_ring", "the TF32 matmul's three-stage cp.async ring with no products: a stage's wait",

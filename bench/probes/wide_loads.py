@@ -5,8 +5,10 @@ the epoch's loads are); the next line of a chain is in the bytes just loaded, so
 are in flight together and the next round waits for them: the epoch's four chunk loads in flight.
 
 `ldg128_latency`: cycles a round takes, the latency of a 16-byte load from its issue to its value under
-that load, which is what the static model's global_latency_cycles stands for (calibration.py);
-`ldg128_bandwidth`: the bytes those loads bring, per second.
+that load; `ldg128_bandwidth`: the bytes those loads bring, per second (L2 to the SMs, no L1 reuse). Neither
+fixes a constant: 16 warps with 2 KB each in flight make the round bandwidth-bound, so it is not the
+latency the model adds beside its L2 pipe (global_latency_cycles, fitted), and the model's L2 bandwidth
+is taken under the epoch's own pattern (l2_pattern).
 
 Check: every thread ends on the lines its chains reach after n rounds, and sums the words it read."""
 
@@ -69,10 +71,11 @@ def expected(order, starts, rounds, threads):
     the host."""
     where = np.empty(order.size, np.int64)
     where[order] = np.arange(order.size)
-    position = where[starts]  # (warps, chains)
-    visited = (position[..., None] + np.arange(rounds)) % order.size  # each round reads the current line
+    position = where[starts]  # (warps, chains): each round reads the current line, then moves on
     reached = order[(position + rounds) % order.size]
-    seen = order[visited].astype(np.int64).sum(axis=(1, 2))
+    laps, rest = divmod(rounds, order.size)
+    prefix = np.concatenate([[0], np.cumsum(np.tile(order, 2), dtype=np.int64)])  # sums along the cycle
+    seen = (laps * int(order.sum()) + prefix[position + rest] - prefix[position]).sum(axis=1)
     per_thread = np.repeat(np.concatenate([reached, seen[:, None]], axis=1), 32, axis=0)[:threads]
     per_thread[:, 4] += CHAINS * rounds * (np.arange(threads) % 32 + 1)
     return wrap32(per_thread)
