@@ -40,7 +40,7 @@ def test_the_tracer_refuses_a_wrong_number_of_arguments(capsys):
 
 def test_a_step_is_the_longer_of_device_and_host_between_waits(monkeypatch):
     device = {"a": 1e-3, "b": 1e-5}
-    monkeypatch.setattr(goals, "launch_seconds", lambda launch, code: device[launch["kernel"]])
+    monkeypatch.setattr(goals, "launch_seconds", lambda launch, code, constants=None: device[launch["kernel"]])
     a, b = {"kernel": "a", "args": []}, {"kernel": "b", "args": []}
     # one stretch of a device-bound launch and 3 host-bound ones, then a wait, then 2 host-bound launches
     (timed,) = goals.step_seconds([{"launches": [a, b], "sequence": [0, 1, 1, 1, -1, 1, 1]}], code=None)

@@ -1,7 +1,8 @@
 """The static model's pieces on hand-written SASS (no compiler, no GPU): the integer meaning of
 instructions, loop trip counts from a launch's parameters, branch weights, the launch's constant bank,
-and the calibration's measurement lookup and fit. The model against real kernels and measurements is
-tests/test_sass_report.py::test_static_model_predicts_every_measured_row_within_2x."""
+the calibration's measurement lookup, its fit on the kept rows (keep.py; it reproduces the fit of 2026-11-27),
+probes, held-out errors and prediction ranges (error_bars.py). The model against real kernels and
+measurements is tests/test_sass_report.py::test_static_model_predicts_every_measured_row_within_2x."""
 
 import json
 import math
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from numba import types
 
-from bench.static_report import calibration, machine, parse
+from bench.static_report import calibration, error_bars, keep, machine, parse
 from bench.static_report.model import constant_bank, param_sizes, walk_block
 from bench.static_report.timing import Timing
 
@@ -146,16 +147,127 @@ def test_the_newest_gpu_measurement_of_a_row_is_used(tmp_path):
     assert calibration.newest_measurement({**spec, "row": {"op": "sideways"}}, 1000, tmp_path) is None
 
 
-def test_the_fit_recovers_the_constants_that_made_the_measurements():
-    truth = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_per_call": 5e-4}
+def _synthetic(truth, cases, family="f"):
+    """Kept rows (keep.py) measured at `truth`: SM seconds proportional to the latency plus an L2 share."""
     rows = []
-    for work, hbm in ((1.0, 0), (2e-3, 0), (1e-3, 2e9), (1e-3, 3e9)):  # SM seconds at 700 cycles, HBM bytes
-        sm = {lat: work * lat / 700 for lat in calibration.LATENCIES}
-        measured = 1e6 / (max(sm[700], hbm / truth["hbm_bytes_per_s"]) + truth["host_s_per_call"])
-        rows.append((sm, hbm, 1e6, measured))
+    for k, (work, l2_work, hbm) in enumerate(cases):
+        table = {f"{l2:.3g}": {str(lat): work * lat / 700 + l2_work * 5.5e12 / l2 for lat in calibration.LATENCIES}
+                 for l2 in calibration.L2S}
+        sm = work * truth["global_latency_cycles"] / 700 + l2_work * 5.5e12 / truth["l2_bytes_per_s"]
+        measured = 1e6 / (max(sm, hbm / truth["hbm_bytes_per_s"]) + truth["host_s_per_call"])
+        rows.append({"name": f"row {k}", "family": family if isinstance(family, str) else family[k], "unit": "unit",
+                     "units": 1e6, "hbm_bytes": hbm, "sm_seconds": table,
+                     "measured": {"units_per_s": measured, "file": f"bench-{k}.json"}})
+    return rows
+
+
+TRUTH = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_per_call": 5e-4, "l2_bytes_per_s": 4e12}
+CASES = ((1.0, 0, 0), (2e-3, 0, 0), (1e-3, 0, 2e9), (1e-3, 0, 3e9), (1e-4, 5e-3, 0))
+
+
+def test_the_fit_recovers_the_constants_that_made_the_measurements():
+    rows = calibration.row_arrays(_synthetic(TRUTH, CASES))
     worst, constants = calibration.fit(rows)
-    assert constants == truth and worst < 1e-9
-    assert max(map(abs, calibration.errors(rows, 300, 3e12, 0))) > math.log(2)
+    assert constants == TRUTH and worst < 1e-9
+    assert max(map(abs, calibration.errors(rows, {**TRUTH, "global_latency_cycles": 300, "hbm_bytes_per_s": 3e12,
+                                                  "host_s_per_call": 0}))) > math.log(2)
+
+
+def test_between_the_kept_grid_points_sm_seconds_interpolate_in_latency_and_inverse_l2():
+    (table, *_), = calibration.row_arrays(_synthetic(TRUTH, [(1.0, 1.0, 0)]))
+    # exact for a linear dependence on the latency and on 1 / L2
+    assert calibration.sm_seconds(table, [750], [5e12])[0, 0] == pytest.approx(750 / 700 + 5.5 / 5)
+    assert calibration.sm_seconds(table, [2000], [1e13])[0, 0] == pytest.approx(1200 / 700 + 5.5 / 7)  # held
+
+
+def test_the_kept_rows_reproduce_the_2026_11_27_fit():
+    """The constants fitted on the eight H100 rows of 2026-11-27 (global latency 700 cycles, HBM 1.2e12 B/s,
+    0.5 ms a call) come back from the kept rows, whose kernels have all changed since: at the L2 estimate
+    the fit was made with, and with the L2 bandwidth fitted too."""
+    kept = keep.kept_rows()
+    assert len(kept) >= 8 and {r["measured"]["commit"] for r in kept} == {"f04d3a251652"}
+    rows = calibration.row_arrays(kept)
+    then = {**calibration.grid(), "l2_bytes_per_s": [5.5e12]}
+    three = ("global_latency_cycles", "hbm_bytes_per_s", "host_s_per_call")
+    for values in (then, calibration.grid()):
+        worst, constants = calibration.fit(rows, values)
+        assert {k: constants[k] for k in three} == {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12,
+                                                    "host_s_per_call": 5e-4}
+    assert calibration.fit(rows)[1] == calibration.CONSTANTS
+
+
+def test_the_committed_constants_predict_every_kept_row_within_2x():
+    kept = keep.kept_rows()
+    ratios = [math.exp(e) for e in calibration.errors(calibration.row_arrays(kept), calibration.CONSTANTS)]
+    assert kept and all(0.5 <= r <= 2 for r in ratios), dict(zip((r["name"] for r in kept), ratios))
+
+
+def test_every_kept_row_is_its_committed_measurement_on_the_full_grid():
+    kept = keep.kept_rows()
+    assert kept
+    for row in kept:
+        record = json.loads((calibration.MEASURED / row["measured"]["file"]).read_text())
+        assert record["commit"] == row["measured"]["commit"] and record["device"] == row["measured"]["device"]
+        assert set(row["sm_seconds"]) == {f"{l2:.3g}" for l2 in calibration.L2S}
+        assert all(set(t) == {str(lat) for lat in calibration.LATENCIES} for t in row["sm_seconds"].values())
+        assert row["walked_at"] and row["family"] and row["units"] > 0
+
+
+def test_held_out_errors_exceed_in_sample_ones_for_a_row_off_the_model():
+    truth = {**TRUTH, "l2_bytes_per_s": 5.5e12}
+    kept = _synthetic(truth, CASES, family=["a", "a", "b", "b", "c"])
+    kept[0]["measured"]["units_per_s"] *= 1.5  # a row the constants cannot explain
+    errors = error_bars.held_out(kept, calibration.grid())
+    assert [e["name"] for e in errors] == [r["name"] for r in kept]
+    first = errors[0]
+    assert abs(math.log(first["leave_one_out"])) > abs(math.log(first["in_sample"])) > 0
+    assert first["leave_one_family_out"] is not None
+    assert error_bars.held_out_factor(errors) >= max(max(e["leave_one_family_out"], 1 / e["leave_one_family_out"])
+                                                     for e in errors)
+    lone = error_bars.held_out(_synthetic(truth, CASES[:2]), calibration.grid())
+    assert all(e["leave_one_family_out"] is None and e["leave_one_out"] is not None for e in lone)
+
+
+def test_a_prediction_range_holds_its_point_and_the_corners_go_the_slow_and_fast_ways():
+    bounds = {"global_latency_cycles": (600, 800), "l2_bytes_per_s": (3e12, 7e12), "hbm_bytes_per_s": (1e12, 2e12),
+              "host_s_per_call": (0, 5e-4)}
+    slow, fast = error_bars.corners(bounds, calibration.CONSTANTS)
+    assert (slow["global_latency_cycles"], slow["l2_bytes_per_s"], slow["hbm_bytes_per_s"], slow["host_s_per_call"]) \
+        == (800, 3e12, 1e12, 5e-4)
+    assert (fast["global_latency_cycles"], fast["l2_bytes_per_s"], fast["hbm_bytes_per_s"], fast["host_s_per_call"]) \
+        == (600, 7e12, 2e12, 0)
+    low, high = error_bars.prediction_range(2.0, 1.5, 3.0, 2.0)
+    assert (low, high) == (0.75, 6.0)
+    assert error_bars.prediction_range(2.0, 2.5, 2.2, 1.0) == [2.0, 2.5]  # the point inside, whatever the corners
+
+
+def test_the_plausible_constants_hold_the_fit_and_a_probe_fixes_its_constant():
+    kept = _synthetic(TRUTH, CASES)
+    bounds = error_bars.plausible(kept, calibration.grid())
+    assert all(lo <= TRUTH[k] <= hi for k, (lo, hi) in bounds.items())
+    fixed = error_bars.plausible(kept, calibration.grid({"l2_bytes_per_s": 5e12}))
+    assert fixed["l2_bytes_per_s"] == (5e12, 5e12)
+
+
+def _probes(folder, name, device, rows):
+    _result(folder, name, {"benchmark": "probes", "device": device, "date": name[-15:-5], "rows": rows})
+
+
+def test_the_newest_gpu_probes_set_the_constants_they_name(tmp_path):
+    row = {"probe": "l2_read", "value": 6.1e12, "unit": "B/s", "constant": "l2_bytes_per_s", "seconds": 1.0}
+    _probes(tmp_path, "probes-nvidia-h100-2026-12-01.json", "NVIDIA H100", [{**row, "value": 4.4e12}])
+    _probes(tmp_path, "probes-nvidia-h100-2026-12-03.json", "NVIDIA H100", [
+        row, {"probe": "dp4a", "value": 60.0, "unit": "/clock/SM", "constant": "dp4a_per_clock_per_sm", "seconds": 1},
+        {"probe": "copy", "value": 1.0, "unit": "s", "constant": None, "seconds": 1}])
+    _probes(tmp_path, "probes-simulator-2026-12-09.json", "simulator", [{**row, "value": 1.0}])
+    _probes(tmp_path, "probes-nvidia-h100-2026-12-10.json", "NVIDIA H100", [{**row, "value": 2.0, "simulated": True}])
+    probed, file = calibration.newest_probes(tmp_path)
+    assert probed == {"l2_bytes_per_s": 6.1e12, "dp4a_per_clock_per_sm": 60.0}
+    assert file == "probes-nvidia-h100-2026-12-03.json"
+    assert calibration.newest_probes(tmp_path / "none") == ({}, None)
+    out = calibration.refit(_synthetic(TRUTH, CASES), tmp_path)
+    assert out["constants"]["l2_bytes_per_s"] == 6.1e12 and out["plausible"]["l2_bytes_per_s"] == (6.1e12, 6.1e12)
+    assert out["probed_not_modelled"]["dp4a_per_clock_per_sm"]["value"] == 60.0
 
 
 def test_a_measurement_of_a_kernel_changed_since_its_commit_is_told_apart():

@@ -124,12 +124,36 @@ def stale(workload, measured):
     return calibration.changed_since(measured["commit"], [launch["kernel"] for launch in workload["launches"]])
 
 
-def roofline_rows(rows, code):
+def model_bounds():
+    """(constants, their slow and fast corners, the held-out factor, the calibration summary): the refit of
+    the kept rows (calibration.refit), or the committed constants unbounded where nothing is kept."""
+    from bench.static_report import error_bars
+
+    try:
+        bars = calibration.refit()
+    except ValueError:  # nothing kept: the committed constants, no error bars to give
+        return calibration.CONSTANTS, calibration.CONSTANTS, calibration.CONSTANTS, 1.0, None
+    constants = {**calibration.CONSTANTS, **bars["constants"]}
+    slow, fast = error_bars.corners(bars["plausible"], constants)
+    return constants, slow, fast, bars["held_out_factor"], bars
+
+
+def ranged_prediction(workload, code, bounds):
+    """model.predict at the constants, with "range": [low, high] units/s (error_bars.prediction_range)."""
+    from bench.static_report.error_bars import prediction_range
+
+    constants, slow, fast, factor, _ = bounds
+    p = predict(workload, code, constants)
+    ends = [predict(workload, code, c)["units_per_s"] for c in (slow, fast)]
+    return {**p, "range": prediction_range(p["units_per_s"], *ends, factor)}
+
+
+def roofline_rows(rows, code, bounds):
     out = []
     for w in workloads():
         row = estimate(w, hot_loop([r for r in rows if r["name"] == w["kernel"]]))
         if "launches" in w:
-            row["prediction"] = predict(w, code, calibration.CONSTANTS)
+            row["prediction"] = ranged_prediction(w, code, bounds)
             measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
             if measured:
                 row["measured"] = {**measured, "kernel_changed": stale(w, measured), "predicted_over_measured": round(
@@ -154,7 +178,20 @@ def prediction_line(w):
     seen = (f"measured {m['units_per_s']:.3g} on {m['device']} ({m['file']}), predicted/measured "
             f"{m['predicted_over_measured']:.2f}" + (" (the kernel changed since: not compared)" if m["kernel_changed"]
                                                      else "")) if m else "no measurement in bench/results"
-    return f"model: {w['name']}: predicted {p['units_per_s']:.3g} {w['unit']}/s ({p['bound']}); {seen}"
+    low, high = p["range"]
+    return (f"model: {w['name']}: predicted {low:.3g}-{high:.3g} {w['unit']}/s (point {p['units_per_s']:.3g}, "
+            f"{p['bound']}); {seen}")
+
+
+def calibration_lines(bars):
+    """The kept rows' in-sample, leave-one-out and leave-one-family-out predicted / measured."""
+    if bars is None:
+        return ["calibration: no kept rows (python -m bench.static_report.calibration --keep): predictions unbounded"]
+    lines = [f"calibration: {e['name']} ({e['family']}, {e['file']}): predicted / measured {e['in_sample']} in "
+             f"sample, {e['leave_one_out']} left out, {e['leave_one_family_out']} with its family left out"
+             for e in bars["rows"]]
+    return lines + [f"calibration: constants {bars['constants']}, plausible {bars['plausible']}; ranges widened "
+                    f"by the worst held-out ratio, {bars['held_out_factor']:.2f}x"]
 
 
 @app.command()
@@ -178,11 +215,14 @@ def main(only: str = typer.Option(None, help="Analyse only kernels whose name co
             print_loops(row)
         return
     start = time.perf_counter()
-    roofline = roofline_rows(rows, code)
+    bounds = model_bounds()
+    roofline = roofline_rows(rows, code, bounds)
     model_seconds = time.perf_counter() - start
     for w in roofline:
         print(f"roofline: {w['name']}: {w['units_per_s']:.3g} {w['unit']}/s ({w['bound']}-bound), "
               f"{w['fraction_of_reference']:.2%} of the {w['reference_limit']} limit")
+    for line in calibration_lines(bounds[-1]):
+        print(line)
     for w in roofline:
         if "prediction" in w:
             print(prediction_line(w))
@@ -192,7 +232,9 @@ def main(only: str = typer.Option(None, help="Analyse only kernels whose name co
                              "int64": parse.INT64_RULES, "f64": parse.F64_RULES,
                              "widths": parse.WIDTH_RULES},
              "observations": observations(rows), "roofline": roofline,
-             "static_model": {"constants": calibration.CONSTANTS, "seconds": round(model_seconds, 1)},
+             "static_model": {"constants": bounds[0], "slow_corner": bounds[1], "fast_corner": bounds[2],
+                              "held_out_factor": bounds[3], "calibration": bounds[4],
+                              "seconds": round(model_seconds, 1)},
              "problems": {r["kernel"]: r["problems"] for r in rows if r["problems"]}}
     path = write_result("sass_report", "sm90", rows, extra)
     markdown = path.with_suffix(".md")

@@ -1,18 +1,24 @@
-"""The static model's calibrated constants and the measurements they are fitted on.
+"""The static model's calibrated constants, the measurements they are fitted on, and the fit.
 
-    python -m bench.static_report.calibration      # refit on the measured rows, print the constants
+    python -m bench.static_report.calibration --refit            # fit on the kept rows, print constants and errors
+    python -m bench.static_report.calibration --keep [--at C]    # walk measured kernels into the kept rows (keep.py)
 
-Three constants, each a physical quantity the SASS cannot give (kernels/STATIC_REPORT.md):
+Four constants, each a physical quantity the SASS cannot give (kernels/STATIC_REPORT.md):
 - global_latency_cycles: cycles from a global load's issue to its value; one figure for L1 and L2
   hits and HBM under the kernels' own load (an unloaded H100 L2 hit is ~260, HBM ~500);
 - hbm_bytes_per_s: the HBM bandwidth streaming kernels reach (datasheet 3.35e12);
 - host_s_per_call: host time of one call of the launcher the benchmark times, the device idle meanwhile
   (numba's launch path, cudaMalloc of the outputs); gpu_profile_kernels measured 0.25-0.45 ms for the
-  matmul and scan launchers, so the fit looks at most at 0.5 ms.
-They are fitted on every workload whose measurement bench/results holds (the newest file of its
-benchmark from a GPU), minimising the largest |log(predicted / measured)| (ties: the smaller root mean
-square), on a grid whose steps are the rounding: 100 cycles, 0.1e12 B/s, 50 us. The L2 bandwidth is
-limits.py's estimate (5.5e12 B/s), not fitted.
+  matmul and scan launchers, so the fit looks at most at 0.5 ms;
+- l2_bytes_per_s: the bandwidth from L2 to all SMs (limits.py's 5.5e12 is an estimate). The rows measured
+  so far were latency-bound, so they barely constrain it: its plausible range is its whole grid until a
+  probe (bench/probes) or an L2-bound measurement narrows it.
+They are fitted on the kept rows (keep.py: each measured workload's SM seconds over the latency x L2 grid,
+walked from the kernels as measured), minimising the largest |log(predicted / measured)| (ties: the
+smaller root mean square), on a grid whose steps are the rounding: 100 cycles, 0.1e12 B/s, 50 us, and the
+L2 values of keep.L2_GRID. The newest GPU probes file in bench/results (rows {"probe", "value", "unit",
+"constant", "seconds"}) fixes each constant a row names to the measured value (a value between the kept
+grid's points is interpolated in latency and 1/L2); constants the model does not use yet are reported.
 """
 
 import importlib.util
@@ -20,15 +26,26 @@ import json
 import re
 import subprocess
 import time
-from math import log
 from pathlib import Path
+
+import numpy as np
 
 MEASURED = Path(__file__).resolve().parent.parent / "results"  # the committed results, whatever the output
 
-CONSTANTS = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_per_call": 500e-6}
+CONSTANTS = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_per_call": 500e-6,
+             "l2_bytes_per_s": 4e12}
 LATENCIES = range(300, 1300, 100)
 BANDWIDTHS = [b / 10 * 1e12 for b in range(5, 34)]
 HOSTS = [h * 50e-6 for h in range(0, 11)]
+L2S = (3e12, 4e12, 5.5e12, 7e12)  # B/s, L2 to all SMs: around the 5.5e12 estimate
+# constants a probe may measure that the model does not use yet, and what it assumes instead
+NOT_MODELLED = {
+    "dp4a_per_clock_per_sm": "IDP4A on the IMAD pipe, 2 clocks a warp instruction per scheduler (timing.py)",
+    "imma_per_clock_per_sm": "IMMA at the dense int8 tensor peak (limits.py)",
+    "grid_sync_s": "grid.sync as the instructions of the cudadevrt call it makes (about one)",
+    "ring_wait_cycles": "an asynchronous copy's bytes only, not its wait",
+    "lstm_loop_ipc": "the persistent LSTM loop at the issue rate the walk gives it",
+}
 NAME = re.compile(r"-(\d{4}-\d{2}-\d{2})(?:-(\d+))?\.json$")
 
 
@@ -84,42 +101,146 @@ def changed_since(commit, kernels):
     return done.returncode == 1
 
 
-def errors(rows, latency, bandwidth, host):
-    """log(predicted / measured) of each row: (SM seconds by latency, HBM bytes, units, measured units/s)."""
-    return [log(units / (max(sm[latency], hbm / bandwidth) + host) / measured) for sm, hbm, units, measured in rows]
+
+def newest_probes(results=MEASURED):
+    """({constant: value}, file) of the newest GPU probes file (bench.probes; not the simulator's): the
+    rows that name a constant; ({}, None) when there is none."""
+    found = []
+    for path in results.glob("probes-*.json"):
+        name = NAME.search(path.name)
+        record = json.loads(path.read_text()) if name else {}
+        device = str(record.get("device", "")).lower()
+        simulated = any(r.get("simulated") for r in record.get("rows", []))  # timings that mean nothing
+        if (record.get("benchmark") == "probes" and device and not simulated
+                and not any(w in device for w in ("cpu", "sim"))):
+            found.append(((name.group(1), int(name.group(2) or 1)), record, path.name))
+    if not found:
+        return {}, None
+    _, record, file = max(found, key=lambda f: f[0])
+    return {r["constant"]: float(r["value"]) for r in record.get("rows", []) if r.get("constant")}, file
 
 
-def fit(rows):
-    """(largest |log ratio|, constants) of the best grid point; only the SM time depends on the latency."""
-    best = None
-    for latency in sorted(rows[0][0]):
-        for bandwidth in BANDWIDTHS:
-            for host in HOSTS:
-                e = errors(rows, latency, bandwidth, host)
-                score = (round(max(map(abs, e)), 9), sum(x * x for x in e))
-                if best is None or score < best[0]:
-                    best = score, {"global_latency_cycles": latency, "hbm_bytes_per_s": bandwidth,
-                                   "host_s_per_call": round(host, 6)}
-    return best[0][0], best[1]
+def grid(probed=None):
+    """The values each fitted constant may take: its grid, or the one value a probe measured."""
+    values = {"global_latency_cycles": list(LATENCIES), "l2_bytes_per_s": list(L2S),
+              "hbm_bytes_per_s": BANDWIDTHS, "host_s_per_call": HOSTS}
+    return {k: [probed[k]] if probed and k in probed else v for k, v in values.items()}
 
 
-def main():
-    from bench.static_report.__main__ import compiled_code, measured_workloads
-    from bench.static_report.model import predict
+FITTED = ("global_latency_cycles", "l2_bytes_per_s", "hbm_bytes_per_s", "host_s_per_call")  # the grid's axes
 
+
+def row_arrays(rows):
+    """A kept row (keep.py) as the fit takes it: its SM-seconds table over (LATENCIES, L2S), HBM bytes,
+    units and measured units/s."""
+    out = []
+    for r in rows:
+        table = np.array([[r["sm_seconds"][f"{l2:.3g}"][str(lat)] for l2 in L2S] for lat in LATENCIES])
+        out.append((table, r["hbm_bytes"], r["units"], r["measured"]["units_per_s"]))
+    return out
+
+
+def sm_seconds(table, latencies, l2s):
+    """A row's SM seconds at any latencies and L2 bandwidths, interpolated linearly in latency and in
+    1/L2 (the L2 pipe's cycles) between the kept grid's points, held at its edges."""
+    inverse = 1 / np.asarray(L2S)
+    order = np.argsort(inverse)
+    by_latency = np.array([np.interp(latencies, list(LATENCIES), table[:, j]) for j in range(len(L2S))])
+    return np.array([[np.interp(1 / l2, inverse[order], by_latency[order, i]) for l2 in l2s]
+                     for i in range(len(latencies))])
+
+
+def log_errors(rows, values):
+    """log(predicted / measured), shape (rows, *axes of FITTED), at every point of `values` (grid())."""
+    lat, l2, hbm, host = (np.asarray(values[k], float) for k in FITTED)
+    out = []
+    for table, hbm_bytes, units, measured in rows:
+        sm = sm_seconds(table, lat, l2)[:, :, None, None]
+        seconds = np.maximum(sm, hbm_bytes / hbm[None, None, :, None]) + host[None, None, None, :]
+        out.append(np.log(units / seconds / measured))
+    return np.array(out)
+
+
+def scores(rows, values):
+    """(largest |log ratio|, sum of squares) at every grid point."""
+    e = log_errors(rows, values)
+    return np.abs(e).max(axis=0), (e * e).sum(axis=0)
+
+
+def fit(rows, values=None):
+    """(largest |log ratio|, constants) of the best grid point of `values` (default: grid())."""
+    values = values or grid()
+    worst, squares = scores(rows, values)
+    best = np.lexsort((squares.ravel(), np.round(worst, 9).ravel()))[0]
+    index = np.unravel_index(best, worst.shape)
+    constants = {k: values[k][i] for k, i in zip(FITTED, index)}
+    constants["host_s_per_call"] = round(constants["host_s_per_call"], 6)
+    return float(worst[index]), constants
+
+
+def errors(rows, constants):
+    """log(predicted / measured) of each row at one set of constants."""
+    return [float(x) for x in log_errors(rows, {k: [constants[k]] for k in FITTED}).ravel()]
+
+
+def refit(kept=None, results=MEASURED):
+    """error_bars.summary of the kept rows (keep.py) with the newest probes' constants."""
+    from bench.static_report import error_bars, keep
+
+    kept = keep.kept_rows() if kept is None else kept
+    if not kept:
+        raise ValueError("no kept calibration rows: python -m bench.static_report.calibration --keep first")
+    probed, file = newest_probes(results)
+    out = error_bars.summary(kept, {k: v for k, v in probed.items() if k in FITTED})
+    out["probes_file"] = file
+    out["probed_not_modelled"] = {k: {"value": v, "model_assumes": NOT_MODELLED[k]} for k, v in probed.items()
+                                  if k in NOT_MODELLED}
+    return out
+
+
+def print_refit(out):
+    from bench.report import print_table
+
+    print_table([{"row": e["name"], "family": e["family"], "in-sample": e["in_sample"],
+                  "leave-one-out": e["leave_one_out"], "leave-one-family-out": e["leave_one_family_out"]}
+                 for e in out["rows"]], ["row", "family", "in-sample", "leave-one-out", "leave-one-family-out"])
+    print(f"fitted on {len(out['rows'])} kept rows: {out['constants']}; worst in-sample ratio "
+          f"{out['worst_in_sample']:.2f} (predicted / measured; committed: {CONSTANTS})")
+    print("plausible (within the slack of the best fit): " + ", ".join(
+        f"{k} {lo:.3g}-{hi:.3g}" for k, (lo, hi) in out["plausible"].items()))
+    print(f"held-out factor a prediction's range is widened by: {out['held_out_factor']:.2f}")
+    for k, v in out["probed"].items():
+        print(f"probed ({out['probes_file']}): {k} = {v:.4g}, held there")
+    for k, v in out["probed_not_modelled"].items():
+        print(f"probed ({out['probes_file']}): {k} = {v['value']:.4g}; the model does not use it yet "
+              f"(it assumes {v['model_assumes']})")
+
+
+def main(argv=None):
+    import argparse
+
+    from bench.report import write_result
+    from bench.static_report import keep
+
+    parser = argparse.ArgumentParser(prog="python -m bench.static_report.calibration", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", action="store_true", help="walk the measured kernels into the kept rows")
+    parser.add_argument("--at", help="with --keep: the commit whose kernels are the ones measured")
+    parser.add_argument("--refit", action="store_true", help="fit on the kept rows and print the held-out errors")
+    args = parser.parse_args(argv)
+    if args.at and not args.keep:
+        parser.error("--at goes with --keep")
     start = time.perf_counter()
-    workloads = measured_workloads()
-    code = compiled_code(w for w, _ in workloads)
-    rows = []
-    for workload, measured in workloads:
-        sm = {lat: predict(workload, code, {**CONSTANTS, "global_latency_cycles": lat})["sm_seconds"]
-              for lat in LATENCIES}
-        rows.append((sm, workload["bytes_per_unit"].get("hbm", 0) * workload["units"], workload["units"],
-                     measured["units_per_s"]))
-        print(f"{workload['name']}: measured {measured['units_per_s']:.3g} {workload['unit']}/s ({measured['file']})")
-    worst, constants = fit(rows)
-    print(f"fitted on {len(rows)} rows in {time.perf_counter() - start:.0f} s: {constants}; worst ratio "
-          f"{2.718281828 ** worst:.2f}x (committed: {CONSTANTS})")
+    if args.keep:
+        for row in keep.keep(args.at):
+            print(f"kept {row['name']}: measured {row['measured']['units_per_s']:.3g} {row['unit']}/s "
+                  f"({row['measured']['file']}), walked at {row['walked_at'][:12]}")
+    if args.refit or not args.keep:
+        out = refit()
+        print_refit(out)
+        path = write_result("calibration", "sm90", out.pop("rows"), {**out, "seconds": round(
+            time.perf_counter() - start, 1)})
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -99,22 +99,22 @@ def trace(kind, spec):
     return json.loads(done.stdout)
 
 
-def launch_seconds(launch, code):
-    """Device seconds of one traced launch (model.py)."""
+def launch_seconds(launch, code, constants=None):
+    """Device seconds of one traced launch (model.py) at `constants` (default: the committed ones)."""
     from bench.static_report.model import predict
 
     workload = {"launches": [launch], "units": 1, "bytes_per_unit": {}}
-    return predict(workload, code, {**calibration.CONSTANTS, "host_s_per_call": 0.0})["seconds"]
+    return predict(workload, code, {**(constants or calibration.CONSTANTS), "host_s_per_call": 0.0})["seconds"]
 
 
-def step_seconds(steps, code):
+def step_seconds(steps, code, constants=None):
     """Per traced step: its seconds, device and host seconds, launches and waits (module docstring)."""
     predicted = {}
 
     def seconds(launch):
         key = json.dumps(launch, sort_keys=True)
         if key not in predicted:
-            predicted[key] = launch_seconds(launch, code)
+            predicted[key] = launch_seconds(launch, code, constants)
         return predicted[key]
 
     out = []
@@ -151,6 +151,21 @@ def verdict(row, ours):
     return row["peer"] / row["goal_ratio"] / ours
 
 
+def speed_over_goal(row, ours):
+    """verdict, and for a Table 1 row the A40's bound too (the smaller); None without a figure."""
+    met = verdict(row, ours)
+    if "a40" in row:
+        a40 = row["a40"] / 5 / ours
+        met = a40 if met is None else min(met, a40)
+    return met
+
+
+def speed_range(row, ours_range):
+    """speed_over_goal at the ends of a predicted range, lowest first (None without a figure)."""
+    ends = [speed_over_goal(row, x) for x in ours_range]
+    return None if None in ends else sorted(_digits(x) for x in ends)
+
+
 def _digits(x):
     return None if x is None else float(f"{x:.3g}")
 
@@ -158,7 +173,8 @@ def _digits(x):
 @app.command()
 @user_errors
 def main():
-    from bench.static_report.__main__ import compiled_code, workloads
+    from bench.static_report.__main__ import compiled_code, model_bounds, workloads
+    from bench.static_report.error_bars import prediction_range
     from bench.static_report.model import predict
     from bench.static_report.tools import find_tools
 
@@ -173,29 +189,42 @@ def main():
     traces = [trace(kind, spec) for kind, spec, _ in steps]
     launched = [{"launches": [{"kernel": launch["kernel"]} for t in traces for launch in t["launches"]]}]
     code = defaultdict(list, compiled_code(chosen + launched, tools))
+    constants, slow, fast, factor, _ = model_bounds()
     rows = []
     for w in chosen:
-        p = predict(w, code, calibration.CONSTANTS)
-        kernel_s = max(p["sm_seconds"], p["hbm_seconds"])
         row = goals[w["name"]]
-        ours = kernel_s * 1e3 if row["unit"] == "ms" else w["bytes_per_unit"]["hbm"] * w["units"] / kernel_s / 1e9
-        rows.append({**row, "ours": _digits(ours), "ours_with_host_per_call": _digits(
-            p["seconds"] * 1e3) if row["unit"] == "ms" else None, "speed_over_goal": _digits(verdict(row, ours))})
-    for (_, _, row), timed in zip(steps, step_seconds(traces, code)):
-        met = verdict(row, timed["seconds"])
+
+        def ours_at(c, w=w, row=row):
+            p = predict(w, code, c)
+            kernel_s = max(p["sm_seconds"], p["hbm_seconds"])
+            return (kernel_s * 1e3 if row["unit"] == "ms" else w["bytes_per_unit"]["hbm"] * w["units"] / kernel_s / 1e9,
+                    p["seconds"])
+
+        (ours, with_host), ends = ours_at(constants), [ours_at(c)[0] for c in (slow, fast)]
+        ours_range = prediction_range(ours, *ends, factor)
+        rows.append({**row, "ours": _digits(ours), "ours_range": ours_range,
+                     "ours_with_host_per_call": _digits(with_host * 1e3) if row["unit"] == "ms" else None,
+                     "speed_over_goal": _digits(verdict(row, ours)),
+                     "speed_over_goal_range": speed_range(row, ours_range)})
+    timed_at = [step_seconds(traces, code, c) for c in (constants, slow, fast)]
+    for (_, _, row), timed, slow_s, fast_s in zip(steps, *timed_at):
+        met = speed_over_goal(row, timed["seconds"])
         if "a40" in row:
-            a40 = row["a40"] / 5 / timed["seconds"]
-            met = a40 if met is None else min(met, a40)
             row = {**row, "speed_over_a40": _digits(row["a40"] / timed["seconds"])}
-        rows.append({**row, "ours": _digits(timed.pop("seconds")), **timed, "speed_over_goal": _digits(met)})
+        ours_range = prediction_range(timed["seconds"], slow_s["seconds"], fast_s["seconds"], factor)
+        rows.append({**row, "ours": _digits(timed.pop("seconds")), "ours_range": ours_range, **timed,
+                     "speed_over_goal": _digits(met), "speed_over_goal_range": speed_range(row, ours_range)})
     for r in rows:
         r["met"] = None if r["speed_over_goal"] is None else r["speed_over_goal"] >= 1
-    table = [{"row": r["row"], "ours": r["ours"], "unit": r["unit"], "peer": _digits(r["peer"]), "goal": r["goal"],
-              "speed_over_goal": r["speed_over_goal"], "met": r["met"]} for r in rows]
+    table = [{"row": r["row"], "predicted": f"{r['ours_range'][0]:.3g}-{r['ours_range'][1]:.3g} ({r['ours']:.3g})",
+              "unit": r["unit"], "peer": _digits(r["peer"]), "goal": r["goal"],
+              "speed_over_goal": r["speed_over_goal"], "speed_over_goal_range": r["speed_over_goal_range"],
+              "met": r["met"]} for r in rows]
     print_table(table, list(table[0]))
     path = write_result("goals", "sm90", rows, {
         "target": "static sm_90 (ptxas -O3), no GPU: predictions, not measurements",
-        "constants": calibration.CONSTANTS, "host_s_per_launch": HOST_S_PER_LAUNCH, "wait_s": WAIT_S,
+        "constants": constants, "slow_corner": slow, "fast_corner": fast, "held_out_factor": factor,
+        "host_s_per_launch": HOST_S_PER_LAUNCH, "wait_s": WAIT_S,
         "seconds": round(time.perf_counter() - start, 1)})
     print(f"wrote {path}")
 

@@ -112,6 +112,7 @@ def _model(record):
     if not model or not rows:
         return []
     c = model["constants"]
+    bars = model.get("calibration")
     lines = ["## Static model: predictions against measurements", "",
              "Each workload's launches walked through the whole kernels' SASS (bench/static_report/model.py: "
              "instruction counts with loop trip counts, the issue and pipe rates occupancy allows, latency), plus "
@@ -121,11 +122,23 @@ def _model(record):
              f"{model['seconds']} s. Measured: the newest GPU run of the workload's benchmark in bench/results. A "
              "ratio is a check of the model only where the kernel is the one measured: where it changed since, the "
              "prediction is of the new kernel and the measurement of the old, and they are not compared.", ""]
+    if bars:
+        lines += [f"Calibration ({len(bars['rows'])} kept rows, bench/static_report/calibration_rows.json): "
+                  "predicted / measured in sample, with the row left out of the fit, and with its family (kernel "
+                  f"module) left out. L2 {c['l2_bytes_per_s']:.3g} B/s; plausible constants (within 10% of the "
+                  "best fit's worst ratio): "
+                  + ", ".join(f"{k} {lo:.3g}-{hi:.3g}" for k, (lo, hi) in bars["plausible"].items())
+                  + f". A prediction's range spans the plausible constants' slow and fast corners, widened by the "
+                  f"worst held-out ratio ({bars['held_out_factor']:.2f}x).", ""]
+        lines += _table([{"row": e["name"], "family": e["family"], "in sample": e["in_sample"],
+                          "left out": e["leave_one_out"], "family left out": e["leave_one_family_out"]}
+                         for e in bars["rows"]]) + [""]
     table = []
     for w in rows:
         p, m = w["prediction"], w.get("measured")
         unknown = sum(len(launch["unknown_loops"]) for launch in p["launches"])
-        table.append({"workload": w["name"], "predicted": f"{p['units_per_s']:.3g} {w['unit']}/s",
+        table.append({"workload": w["name"], "predicted (range)": f"{p['range'][0]:.3g}-{p['range'][1]:.3g} "
+                      f"{w['unit']}/s ({p['units_per_s']:.3g})",
                       "measured": f"{m['units_per_s']:.3g} ({m['device']}, {m['file']})" if m else "-",
                       "predicted / measured": (f"{m['predicted_over_measured']:.2f}"
                                                + (" (the kernel changed since: not compared)"

@@ -140,7 +140,7 @@ def launch_cycles(tally, registers, shared_bytes, threads, blocks):
 def predict(workload, code, constants):
     """Units per second of a workload with launches; `code[kernel name]` lists (signature, SASS
     instructions of its entry, PTX, registers, static shared bytes) per compiled signature."""
-    timing = Timing(constants["global_latency_cycles"], H100_SXM["l2"])
+    timing = Timing(constants["global_latency_cycles"], constants.get("l2_bytes_per_s", H100_SXM["l2"]))
     device, launches = 0.0, []
     for launch in workload["launches"]:
         tally, found = None, None
