@@ -17,7 +17,17 @@ import numba
 import numpy as np
 
 from bench.probes.device import kernel_seconds, require_equal, row
-from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, I32, I64, cuda, device_function, kernel
+from eggnog.kernels.core.cuda_api import (
+    F32_1D,
+    F32_2D,
+    I32,
+    I64,
+    allow_dynamic_shared,
+    cuda,
+    device_function,
+    device_zeros,
+    kernel,
+)
 from eggnog.kernels.core.int_simd import opaque
 from eggnog.kernels.core.loads import load_shared_v4
 from eggnog.kernels.rnn.lstm_sequence_cuda import MAX_THREADS, persistent_bytes, plan
@@ -151,8 +161,6 @@ def run(device, quick):
     shared = 4 * staged.size
     if not device.simulated:
         assert shared == persistent_bytes(size, units), "the staged words differ from the kernel's shared memory"
-    from eggnog.kernels.core.cuda_api import allow_dynamic_shared, device_zeros
-
     out = device_zeros((blocks * block, 4 * ROWS), np.float32)
     args = (cuda.to_device(staged), np.int64(units), np.int64(lanes), np.int64(span), np.int32(reps), out)
     allow_dynamic_shared(lstm_dot_loop, args, shared)
