@@ -244,6 +244,11 @@ VARIANTS = ("256x192x3", "128x192x3", "256x128x3", "256x192x2", "128x128x4")  # 
 DEFAULT = VARIANTS[0]
 _FORWARD = {name: _build(*(int(n) for n in name.split("x"))) for name in VARIANTS}
 matmul_tf32_cuda = _FORWARD[DEFAULT][0]
+# every variant bound by name too: the PTX inventory finds kernels among module attributes
+matmul_tf32_cuda_128x192x3 = _FORWARD["128x192x3"][0]
+matmul_tf32_cuda_256x128x3 = _FORWARD["256x128x3"][0]
+matmul_tf32_cuda_256x192x2 = _FORWARD["256x192x2"][0]
+matmul_tf32_cuda_128x128x4 = _FORWARD["128x128x4"][0]
 
 
 @op

@@ -467,6 +467,11 @@ def _backward_template(fold, slots=SLOTS):
 
 _BACKWARD = {f"slots{n}": (n, _backward_template(False, n), _backward_template(True, n)) for n in SLOT_VARIANTS}
 _, backward_scan_cuda, backward_fold_cuda = _BACKWARD[DEFAULT]
+# every variant bound by name too: the PTX inventory finds kernels among module attributes
+forward_scan_cuda_slots4, forward_fold_cuda_slots4 = _FORWARD["slots4"][1:]
+forward_scan_cuda_slots16, forward_fold_cuda_slots16 = _FORWARD["slots16"][1:]
+backward_scan_cuda_slots4, backward_fold_cuda_slots4 = _BACKWARD["slots4"][1:]
+backward_scan_cuda_slots16, backward_fold_cuda_slots16 = _BACKWARD["slots16"][1:]
 
 
 @kernel((F32_1D, F32_1D, I64, I64, I64, I64))
