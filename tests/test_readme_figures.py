@@ -132,15 +132,23 @@ def test_the_compile_cache_figures_are_its_benchmark_file():
         assert f"`{name}` {row['first_start_s']} → {row['second_start_s']} s" in text, (name, row)
 
 
+def _figure(x):
+    """A figure as the docs write it: three digits, 2.04e7 rather than 2.04e+07."""
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m.group(1) == "-" else "") + m.group(2), f"{x:.3g}")
+
+
 def test_the_goals_table_is_its_benchmark_file():
-    text = paragraph_citing("goals-sm90-2026-11-28.json")
+    """Each goal row's predicted range and its range of speed over the goal, as the goals file gives them."""
+    text = paragraph_citing("goals-sm90-2026-12-02.json")
     table = [line for line in DOCS.split("\n") if line.strip().startswith("| ") and "÷ goal" not in line]
-    rows = result("goals-sm90-2026-11-28.json")["rows"]
+    rows = result("goals-sm90-2026-12-02.json")["rows"]
     assert rows, "the benchmark file has no rows to check"
     for row in rows:
         line = next((t for t in table if t.strip().startswith(f"| {row['row']} |")), None)
         assert line is not None, row["row"]
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        assert cells[2].startswith(f"{row['ours']:g} {row['unit']}"), cells
-        assert cells[4] == f"{row['speed_over_goal']:g}", cells
-    assert f"{result('goals-sm90-2026-11-28.json')['seconds']:.0f} s on 2 cores" in text
+        low, high = row["ours_range"]
+        assert cells[2] == f"{_figure(low)}–{_figure(high)} {row['unit']}", cells
+        low, high = row["speed_over_goal_range"]
+        assert cells[4] == f"{_figure(low)}–{_figure(high)}", cells
+    assert f"{result('goals-sm90-2026-12-02.json')['seconds']:.0f} s on 2 cores" in text

@@ -7,8 +7,10 @@ Kernel rows (matmuls, scan) take their roofline workload's prediction without th
 the goal is the kernel's. Step rows (a MinGRU BPTT step, Table 1 cells) are traced at full size on the
 simulator without running a kernel (steps.py); each distinct launch is predicted from its kernel's SASS
 (model.py). A step is the sum, over the stretches between its host waits, of the longer of the
-device's time and the host's (HOST_S_PER_LAUNCH a launch). Writes bench/results/goals-sm90-<date>.json;
-prints the table.
+device's time and the host's (HOST_S_PER_LAUNCH a launch). Every row is also predicted at the slow and
+fast corners of the constants that fit (the refit of the kept rows, error_bars.py), widened by the worst
+held-out ratio: "ours_range", and "speed_over_goal_range" where the goal has a figure. Writes
+bench/results/goals-sm90-<date>.json; prints the table.
 """
 
 import json
