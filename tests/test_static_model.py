@@ -213,6 +213,32 @@ def test_every_kept_row_is_its_committed_measurement_on_the_full_grid():
         assert row["walked_at"] and row["family"] and row["units"] > 0
 
 
+def test_keeping_rows_replaces_a_walk_of_the_same_measurement_and_keeps_the_others(tmp_path, monkeypatch):
+    path = tmp_path / "kept.json"
+    old = _synthetic(TRUTH, CASES[:2])
+    path.write_text(json.dumps({"rows": old}))
+    walked = {**old[1], "units": 2e6}
+    monkeypatch.setattr(keep, "walked_rows", lambda current_only: [walked])
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # keep() compiles for the real target: restored after
+    (row,) = keep.keep(path=path)
+    assert row["walked_at"] and row["model_commit"]
+    assert [(r["name"], r["units"]) for r in keep.kept_rows(path)] == [("row 0", 1e6), ("row 1", 2e6)]
+
+
+def test_a_walk_at_a_commit_imports_eggnog_from_that_checkout(tmp_path):
+    """The worktree's process finds eggnog and eggnog.<folder> in the other checkout's folders."""
+    for folder in ("eggnog", "kernels"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    finder = keep._TreeFinder(tmp_path)
+    assert finder.find_spec("eggnog").origin == str(tmp_path / "eggnog" / "__init__.py")
+    assert finder.find_spec("eggnog.kernels").submodule_search_locations == [str(tmp_path / "kernels")]
+    assert finder.find_spec("eggnog.models") is None and finder.find_spec("numpy") is None
+    assert finder.find_spec("eggnog.kernels.core") is None  # found under the package's own path
+    with pytest.raises(ValueError, match="no commit"):
+        keep.walk_at("not-a-commit")
+
+
 def test_held_out_errors_exceed_in_sample_ones_for_a_row_off_the_model():
     truth = {**TRUTH, "l2_bytes_per_s": 5.5e12}
     kept = _synthetic(truth, CASES, family=["a", "a", "b", "b", "c"])

@@ -50,6 +50,8 @@ def walked_rows(current_only):
         measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
         if "launches" in w and measured and not (current_only and stale(w, measured)):
             chosen.append((w, measured))
+    if not chosen:
+        return []
     code = compiled_code(w for w, _ in chosen)
     rows = []
     for w, measured in chosen:
