@@ -14,6 +14,7 @@ from numba import types
 from bench.static_report import calibration, error_bars, keep, machine, parse
 from bench.static_report.model import constant_bank, param_sizes, walk_block
 from bench.static_report.timing import Timing
+from eggnog.runtime.errors import BadInput
 
 HEADER = "\tcode for sm_90\n\t\tFunction : k\n"
 PTX = ".visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n}\n"
@@ -235,8 +236,10 @@ def test_a_walk_at_a_commit_imports_eggnog_from_that_checkout(tmp_path):
     assert finder.find_spec("eggnog.kernels").submodule_search_locations == [str(tmp_path / "kernels")]
     assert finder.find_spec("eggnog.models") is None and finder.find_spec("numpy") is None
     assert finder.find_spec("eggnog.kernels.core") is None  # found under the package's own path
-    with pytest.raises(ValueError, match="no commit"):
+    with pytest.raises(BadInput, match="names no commit"):
         keep.walk_at("not-a-commit")
+    with pytest.raises(BadInput, match="no kept calibration rows"):
+        calibration.refit([])
 
 
 def test_held_out_errors_exceed_in_sample_ones_for_a_row_off_the_model():

@@ -131,7 +131,7 @@ def model_bounds():
 
     try:
         bars = calibration.refit()
-    except ValueError:  # nothing kept: the committed constants, no error bars to give
+    except BadInput:  # nothing kept: the committed constants, no error bars to give
         return calibration.CONSTANTS, calibration.CONSTANTS, calibration.CONSTANTS, 1.0, None
     constants = {**calibration.CONSTANTS, **bars["constants"]}
     slow, fast = error_bars.corners(bars["plausible"], constants)

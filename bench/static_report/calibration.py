@@ -30,6 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from eggnog.runtime.cli import user_errors
+from eggnog.runtime.errors import BadInput
+
 MEASURED = Path(__file__).resolve().parent.parent / "results"  # the committed results, whatever the output
 
 CONSTANTS = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_per_call": 500e-6,
@@ -189,7 +192,7 @@ def refit(kept=None, results=MEASURED):
 
     kept = keep.kept_rows() if kept is None else kept
     if not kept:
-        raise ValueError("no kept calibration rows: python -m bench.static_report.calibration --keep first")
+        raise BadInput("no kept calibration rows: run python -m bench.static_report.calibration --keep first")
     probed, file = newest_probes(results)
     out = error_bars.summary(kept, {k: v for k, v in probed.items() if k in FITTED})
     out["probes_file"] = file
@@ -216,6 +219,7 @@ def print_refit(out):
               f"(it assumes {v['model_assumes']})")
 
 
+@user_errors
 def main(argv=None):
     import argparse
 

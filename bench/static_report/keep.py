@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from bench.static_report import calibration
+from eggnog.runtime.errors import BadInput
 
 KEPT = Path(__file__).with_name("calibration_rows.json")
 L2_GRID = calibration.L2S
@@ -86,7 +87,7 @@ def walk_at(commit):
     """Kept rows of the kernels at `commit`, walked in a process importing them from a worktree."""
     full = _git("rev-parse", "--verify", f"{commit}^{{commit}}")
     if full is None:
-        raise ValueError(f"git knows no commit {commit!r}")
+        raise BadInput(f"--at {commit!r} names no commit git knows")
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "worktree", "add", "--detach", str(tree), full], cwd=ROOT, check=True,
@@ -127,4 +128,6 @@ def kept_rows(path=KEPT):
 
 if __name__ == "__main__":  # the worktree's process of walk_at: python -m bench.static_report.keep TREE
     sys.meta_path.insert(0, _TreeFinder(Path(sys.argv[1])))
+    for name in [m for m in sys.modules if m == "eggnog" or m.startswith("eggnog.")]:
+        del sys.modules[name]  # imported with the model: from here on, the other checkout's
     json.dump(walked_rows(current_only=False), sys.stdout)
