@@ -13,6 +13,7 @@ import pytest
 from eggnog.kernels.core.cuda_api import KERNELS, LAUNCHES, SIMULATED, cuda
 from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.core.registry import all_ops
+from eggnog.kernels.core.tuning import TUNABLES
 
 OPS = all_ops()
 
@@ -71,12 +72,18 @@ def test_reference_twin_and_kernel_agree(name):
 
 
 def test_every_kernel_was_launched_with_its_registered_signatures():
-    """Kept last in this module: the op tests above have filled LAUNCHES (missing ones are run here)."""
+    """Kept last in this module: the op tests above have filled LAUNCHES (missing ones are run here, and every
+    launch variant of a tunable kernel at its small sizes)."""
     registered = {spec.name: set(spec.signatures) for spec in KERNELS}
     if set(registered) - set(LAUNCHES):
         for entry in OPS.values():
             for args in cases_of(entry):
                 run_op(entry, "cuda", args)
+    if set(registered) - set(LAUNCHES):  # launch variants other than the default: the ops launch the tuned one
+        for tunable in TUNABLES.values():
+            for variant in tunable.variants:
+                for sizes in tunable.small:
+                    tunable.run(variant, sizes)()
     never = sorted(set(registered) - set(LAUNCHES))
     assert not never, f"kernels no registered case launches: {never}"
     for name, launched in LAUNCHES.items():

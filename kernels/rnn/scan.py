@@ -581,7 +581,7 @@ def cuda_scan_step(k, u, h_prev=None, out=None):
 # ---- tuning (kernels/core/tuning.py: python -m bench.tune) ------------------------------------------
 
 _PROBLEMS = (("MinGRU LM 8 x 4096 x 1536", (8, 4096, 1536)), ("segmented scan 1 x 16384 x 128", (1, 16384, 128)))
-_SMALL = ((2, 130, 3), (1, 260, 5), (3, 65, 90))  # three tiles; two segments; three channel groups
+_SMALL = ((2, 130, 3), (1, 260, 5), (3, 65, 90), (1, 520, 3))  # 3 tiles; 2 segments (of slots16 too); 3 groups
 
 
 def _inputs(sizes, count):
