@@ -312,3 +312,15 @@ def test_a_measurement_of_a_kernel_changed_since_its_commit_is_told_apart():
     assert calibration.changed_since(head, kernel) == bool(dirty)
     assert calibration.changed_since("f04d3a251652", kernel)
     assert not calibration.changed_since("unknown", kernel)
+
+
+def test_a_running_plans_own_probes_come_before_the_committed_ones(tmp_path, monkeypatch):
+    """The first-contact plan gives its steps EGGNOG_RUN_RESULTS: the refit it ends with reads that run's probes."""
+    row = {"probe": "l2_read", "value": 4.4e12, "unit": "B/s", "constant": "l2_bytes_per_s", "seconds": 1.0}
+    committed, run = tmp_path / "committed", tmp_path / "run"
+    committed.mkdir(), run.mkdir()
+    _probes(committed, "probes-nvidia-h100-2026-12-03.json", "NVIDIA H100", [{**row, "value": 6.1e12}])
+    monkeypatch.setenv(calibration.RUN_RESULTS, str(run))
+    assert calibration.refit(_synthetic(TRUTH, CASES), committed)["constants"]["l2_bytes_per_s"] == 6.1e12
+    _probes(run, "probes-nvidia-h200-2026-12-01.json", "NVIDIA H200", [row])
+    assert calibration.refit(_synthetic(TRUTH, CASES), committed)["constants"]["l2_bytes_per_s"] == 4.4e12

@@ -23,6 +23,7 @@ grid's points is interpolated in latency and 1/L2); constants the model does not
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import time
@@ -34,6 +35,7 @@ from eggnog.runtime.cli import user_errors
 from eggnog.runtime.errors import BadInput
 
 MEASURED = Path(__file__).resolve().parent.parent / "results"  # the committed results, whatever the output
+RUN_RESULTS = "EGGNOG_RUN_RESULTS"  # set by bench/gpu_run.py: the folder of the running plan's results
 
 CONSTANTS = {"global_latency_cycles": 700, "hbm_bytes_per_s": 1.2e12, "host_s_per_call": 500e-6,
              "l2_bytes_per_s": 4e12}
@@ -193,7 +195,10 @@ def refit(kept=None, results=MEASURED):
     kept = keep.kept_rows() if kept is None else kept
     if not kept:
         raise BadInput("no kept calibration rows: run python -m bench.static_report.calibration --keep first")
-    probed, file = newest_probes(results)
+    run = os.environ.get(RUN_RESULTS)  # the first-contact plan's own folder: its probes come first
+    probed, file = newest_probes(Path(run)) if run and Path(run).is_dir() else ({}, None)
+    if file is None:
+        probed, file = newest_probes(results)
     out = error_bars.summary(kept, {k: v for k, v in probed.items() if k in FITTED})
     out["probes_file"] = file
     out["probed_not_modelled"] = {k: {"value": v, "model_assumes": NOT_MODELLED[k]} for k, v in probed.items()
