@@ -19,13 +19,12 @@ from eggnog.kernels.core.cuda_api import F32_2D, cuda, device_function, f64, ker
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4, store_shared_f32x4
 from eggnog.kernels.core.mma import mma_bf16_16816, pack_bf16x2, round_bf16
 from eggnog.kernels.core.registry import normal32, op, registered
+from eggnog.kernels.core.tuning import Tunable
 from eggnog.kernels.layers.matmul import check_layer, rounded_cpu_backward, rounded_reference_backward
 
 BLOCK_M, BLOCK_N, BLOCK_K = 128, 256, 16
 THREADS = 256
 WORDS = BLOCK_K // 2  # bf16 pairs in a row of a slice
-A_WORDS, B_WORDS = BLOCK_M * WORDS, BLOCK_N * WORDS  # one buffer of each tile
-A_SHARED, B_SHARED = 2 * A_WORDS, 2 * B_WORDS  # two buffers
 TOLERANCE = (1e-5, 1e-5)  # between backends: fp32 accumulation order
 
 
@@ -128,21 +127,26 @@ def _store_unit(tile, off, trans, is_b, e, u):
                                pack_bf16x2(v2, v3))
 
 
-@device_function
-def _stage_checked(src, trans, is_b, tile, off, base, rows, k0, depth, tid):
-    """Tile rows base.. and k0..k0+15 element by element, zeros outside the `rows` x `depth` operand."""
-    for i in range(rows * WORDS // THREADS):
-        e = i * THREADS + tid
-        r = e >> 3
-        w = e & 7
-        k = k0 + 2 * w
-        lo = hi = np.float32(0.0)
-        if base + r < (src.shape[1] if trans else src.shape[0]):
-            if k < depth:
-                lo = src[k, base + r] if trans else src[base + r, k]
-            if k + 1 < depth:
-                hi = src[k + 1, base + r] if trans else src[base + r, k + 1]
-        tile[off + _word_at(r, w, is_b)] = pack_bf16x2(lo, hi)
+def _stager(threads):
+    """_stage_checked for blocks of `threads` (a constant of the compiled code)."""
+
+    @device_function
+    def _stage_checked(src, trans, is_b, tile, off, base, rows, k0, depth, tid):
+        """Tile rows base.. and k0..k0+15 element by element, zeros outside the `rows` x `depth` operand."""
+        for i in range(rows * WORDS // threads):
+            e = i * threads + tid
+            r = e >> 3
+            w = e & 7
+            k = k0 + 2 * w
+            lo = hi = np.float32(0.0)
+            if base + r < (src.shape[1] if trans else src.shape[0]):
+                if k < depth:
+                    lo = src[k, base + r] if trans else src[base + r, k]
+                if k + 1 < depth:
+                    hi = src[k + 1, base + r] if trans else src[base + r, k + 1]
+            tile[off + _word_at(r, w, is_b)] = pack_bf16x2(lo, hi)
+
+    return _stage_checked
 
 
 # ---- the warp's 64 x 64 tile: one 16-deep k step -----------------------------------------------------
@@ -211,8 +215,20 @@ def _store(y, c, r, j):
 
 # ---- the kernel template -----------------------------------------------------------------------------
 
-def _template(name, trans_a, trans_b):
-    """C = A B^T, A from a (M, K) or (trans_a) a (K, M), B from b (N, K) or (trans_b) b (K, N)."""
+def _template(name, trans_a, trans_b, block_m=BLOCK_M, block_n=BLOCK_N):
+    """C = A B^T, A from a (M, K) or (trans_a) a (K, M), B from b (N, K) or (trans_b) b (K, N), in output
+    blocks of block_m x block_n (the module's constants are the default's), a warp's 64 x 64 tile each:
+    the kernel closes over the shape's constants, so each shape is its own compiled kernel."""
+    BLOCK_M, BLOCK_N = block_m, block_n  # the default's names, shadowed
+    WARPS_N = BLOCK_N // 64
+    THREADS = 32 * (BLOCK_M // 64) * WARPS_N
+    N_SHIFT = WARPS_N.bit_length() - 1  # warp // WARPS_N as a shift
+    A_UNITS, B_UNITS = 2 * BLOCK_M // THREADS, 2 * BLOCK_N // THREADS  # a slice's 8-value units a thread
+    A_WORDS, B_WORDS = BLOCK_M * WORDS, BLOCK_N * WORDS  # one buffer of each tile
+    A_SHARED, B_SHARED = 2 * A_WORDS, 2 * B_WORDS  # two buffers
+    if BLOCK_M % 64 or WARPS_N not in (1, 2, 4) or A_UNITS not in (1, 2) or B_UNITS not in (1, 2):
+        raise ValueError(f"no bf16 matmul kernel of {block_m} x {block_n}")
+    _stage_checked = _stager(THREADS)
 
     def matmul_bf16_kernel(a, b, c):
         sa = cuda.shared.array(A_SHARED, numba.float32)
@@ -224,8 +240,8 @@ def _template(name, trans_a, trans_b):
         q = lane & 3
         m_base = cuda.blockIdx.y * BLOCK_M
         n_base = cuda.blockIdx.x * BLOCK_N
-        wm = (warp >> 2) * 64  # the warp's 64 x 64 tile inside the block's 128 x 256
-        wn = (warp & 3) * 64
+        wm = (warp >> N_SHIFT) * 64  # the warp's 64 x 64 tile inside the block
+        wn = (warp & (WARPS_N - 1)) * 64
         at = (wm // 2 + g) * 16 + 4 * q
         bt = (wn // 2 + g) * 16 + 4 * q
         m, n = c.shape[0], c.shape[1]
@@ -239,19 +255,26 @@ def _template(name, trans_a, trans_b):
         acc = (zeros, zeros, zeros, zeros, zeros, zeros, zeros, zeros)
         if n_vec > 0:
             _store_unit(sa, 0, trans_a, False, tid, _load_unit(a, trans_a, m_base, 0, tid))
+            if A_UNITS == 2:  # a constant: one shape compiles without these
+                _store_unit(sa, 0, trans_a, False, tid + THREADS, _load_unit(a, trans_a, m_base, 0, tid + THREADS))
             _store_unit(sb, 0, trans_b, True, tid, _load_unit(b, trans_b, n_base, 0, tid))
-            _store_unit(sb, 0, trans_b, True, tid + THREADS, _load_unit(b, trans_b, n_base, 0, tid + THREADS))
+            if B_UNITS == 2:
+                _store_unit(sb, 0, trans_b, True, tid + THREADS, _load_unit(b, trans_b, n_base, 0, tid + THREADS))
             cuda.syncthreads()
         for s in range(n_vec - 1):  # slice s + 1 in flight while the mma run on slice s
             k1 = (s + 1) * BLOCK_K
             ua = _load_unit(a, trans_a, m_base, k1, tid)
+            va = _load_unit(a, trans_a, m_base, k1, tid + THREADS) if A_UNITS == 2 else ua
             ub = _load_unit(b, trans_b, n_base, k1, tid)
-            vb = _load_unit(b, trans_b, n_base, k1, tid + THREADS)
+            vb = _load_unit(b, trans_b, n_base, k1, tid + THREADS) if B_UNITS == 2 else ub
             now = s & 1
             acc = _k_step(sa, sb, at + now * A_WORDS, bt + now * B_WORDS, acc)
             _store_unit(sa, (1 - now) * A_WORDS, trans_a, False, tid, ua)
+            if A_UNITS == 2:
+                _store_unit(sa, (1 - now) * A_WORDS, trans_a, False, tid + THREADS, va)
             _store_unit(sb, (1 - now) * B_WORDS, trans_b, True, tid, ub)
-            _store_unit(sb, (1 - now) * B_WORDS, trans_b, True, tid + THREADS, vb)
+            if B_UNITS == 2:
+                _store_unit(sb, (1 - now) * B_WORDS, trans_b, True, tid + THREADS, vb)
             cuda.syncthreads()
         if n_vec > 0:
             last = (n_vec - 1) & 1
@@ -274,32 +297,95 @@ def _template(name, trans_a, trans_b):
         _store(c, acc[6], r + 48, j)
         _store(c, acc[7], r + 48, j + 32)
 
+    if (block_m, block_n) != (BLOCK_M_DEFAULT, BLOCK_N_DEFAULT):
+        name = f"{name}_{block_m}x{block_n}"
     matmul_bf16_kernel.__name__ = matmul_bf16_kernel.__qualname__ = name
     return kernel((F32_2D, F32_2D, F32_2D), tensor_cores=True, block=THREADS)(matmul_bf16_kernel)
 
 
-matmul_bf16_cuda = _template("matmul_bf16_cuda", False, False)  # y = x W^T
-matmul_bf16_dx_cuda = _template("matmul_bf16_dx_cuda", False, True)  # dx = dy W
-matmul_bf16_dw_cuda = _template("matmul_bf16_dw_cuda", True, True)  # dW = dy^T x
+BLOCK_M_DEFAULT, BLOCK_N_DEFAULT = BLOCK_M, BLOCK_N
+VARIANTS = ("128x256", "256x128", "128x128")  # BLOCK_M x BLOCK_N; threads: a warp per 64 x 64 tile
+DEFAULT = VARIANTS[0]
+_GRADIENTS = {"": (False, False), "_dx": (False, True), "_dw": (True, True)}  # y = x W^T, dx = dy W, dW = dy^T x
+_KERNELS = {(g, v): _template(f"matmul_bf16{g}_cuda", *trans, *(int(n) for n in v.split("x")))
+            for g, trans in _GRADIENTS.items() for v in VARIANTS}
+matmul_bf16_cuda = _KERNELS["", DEFAULT]
+matmul_bf16_dx_cuda = _KERNELS["_dx", DEFAULT]
+matmul_bf16_dw_cuda = _KERNELS["_dw", DEFAULT]
+# every variant bound by name too: the PTX inventory finds kernels among module attributes
+matmul_bf16_cuda_256x128 = _KERNELS["", "256x128"]
+matmul_bf16_cuda_128x128 = _KERNELS["", "128x128"]
+matmul_bf16_dx_cuda_256x128 = _KERNELS["_dx", "256x128"]
+matmul_bf16_dx_cuda_128x128 = _KERNELS["_dx", "128x128"]
+matmul_bf16_dw_cuda_256x128 = _KERNELS["_dw", "256x128"]
+matmul_bf16_dw_cuda_128x128 = _KERNELS["_dw", "128x128"]
 
 
-def _launch(compiled, a, b, m, n):
-    c = cuda.device_array((m, n), np.float32)
-    compiled[((n + BLOCK_N - 1) // BLOCK_N, (m + BLOCK_M - 1) // BLOCK_M), THREADS](a, b, c)
+def _launch(gradient, variant, a, b, c):
+    """C = A B^T of `gradient` ('', '_dx' or '_dw') into c, in variant's blocks."""
+    block_m, block_n = (int(n) for n in variant.split("x"))
+    m, n = c.shape
+    threads = 32 * (block_m // 64) * (block_n // 64)
+    _KERNELS[gradient, variant][((n + block_n - 1) // block_n, (m + block_m - 1) // block_m), threads](a, b, c)
     return c
+
+
+def matmul_bf16_variant(variant, x, w, y=None):
+    """cuda_matmul_bf16 in the block shape `variant` (one of VARIANTS), into `y` when given."""
+    y = cuda.device_array((x.shape[0], w.shape[0]), np.float32) if y is None else y
+    return _launch("", variant, x, w, y)
+
+
+def matmul_backward_bf16_variants(dx_variant, dw_variant, dy, x, w, dx=None, dw=None):
+    """cuda_matmul_backward_bf16 with dx in blocks of `dx_variant` and dW of `dw_variant`, into dx and dw
+    when given."""
+    dx = cuda.device_array(x.shape, np.float32) if dx is None else dx
+    dw = cuda.device_array(w.shape, np.float32) if dw is None else dw
+    return _launch("_dx", dx_variant, dy, w, dx), _launch("_dw", dw_variant, dy, x, dw)
 
 
 @op
 def cuda_matmul_bf16(x, w):
+    """y on the device, in the block shape tuned for this GPU and (rows, d_in, d_out) (MATMUL_BF16)."""
     check_layer(x, w)
-    return _launch(matmul_bf16_cuda, x, w, int(x.shape[0]), int(w.shape[0]))
+    return matmul_bf16_variant(MATMUL_BF16.choose((x.shape[0], x.shape[1], w.shape[0])), x, w)
 
 
 @op
 def cuda_matmul_backward_bf16(dy, x, w):
+    """(dx, dW) on the device, each in the block shape tuned for this GPU and (rows, d_in, d_out)."""
     check_layer(x, w, dy)
-    rows, d_in, d_out = int(x.shape[0]), int(x.shape[1]), int(w.shape[0])
-    return _launch(matmul_bf16_dx_cuda, dy, w, rows, d_in), _launch(matmul_bf16_dw_cuda, dy, x, d_out, d_in)
+    sizes = (x.shape[0], x.shape[1], w.shape[0])
+    return matmul_backward_bf16_variants(MATMUL_BF16_DX.choose(sizes), MATMUL_BF16_DW.choose(sizes), dy, x, w)
+
+
+# ---- tuning (kernels/core/tuning.py: python -m bench.tune) ------------------------------------------
+
+def _runner(gradient):
+    """Tunable.run of one product: its operands for (rows, d_in, d_out) on the device, one launch a call."""
+
+    def run(variant, sizes):
+        rows, d_in, d_out = sizes
+        rng = np.random.default_rng(0)
+        x = cuda.to_device(normal32(rng, rows, d_in))
+        w = cuda.to_device(normal32(rng, d_out, d_in))
+        dy = cuda.to_device(normal32(rng, rows, d_out))
+        a, b, shape = {"": (x, w, (rows, d_out)), "_dx": (dy, w, (rows, d_in)), "_dw": (dy, x, (d_out, d_in))}[gradient]
+        c = cuda.device_array(shape, np.float32)
+        return lambda: _launch(gradient, variant, a, b, c)
+
+    return run
+
+
+# the MinGRU BPTT bf16 run (105M: width 1024, batch 8 x 2048): the feed-forward's in and out, the GRU's halves
+_PROBLEMS = (("MinGRU BPTT bf16 ff_in 16384 x 1024 x 4096", (16384, 1024, 4096)),
+             ("MinGRU BPTT bf16 ff_out 16384 x 4096 x 1024", (16384, 4096, 1024)),
+             ("MinGRU BPTT bf16 gru 16384 x 1024 x 1536", (16384, 1024, 1536)))
+_SMALL = ((17, 33, 15),)  # one block of every shape, a k tail: launches each kernel
+MATMUL_BF16 = Tunable("matmul_bf16", VARIANTS, DEFAULT, _PROBLEMS, _runner(""), small=_SMALL)
+MATMUL_BF16_DX = Tunable("matmul_bf16_dx", VARIANTS, DEFAULT, _PROBLEMS, _runner("_dx"), small=_SMALL)
+MATMUL_BF16_DW = Tunable("matmul_bf16_dw", VARIANTS, DEFAULT, _PROBLEMS, _runner("_dw"), small=_SMALL)
+TUNABLES = (MATMUL_BF16, MATMUL_BF16_DX, MATMUL_BF16_DW)
 
 
 # ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
