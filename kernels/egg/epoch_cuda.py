@@ -30,6 +30,7 @@ from eggnog.kernels.core.loads import (
     store_global_s32,
 )
 from eggnog.kernels.core.mma import mma_s8_16832
+from eggnog.kernels.core.tuning import Tunable
 from eggnog.kernels.egg.int_math import EXP2
 from eggnog.kernels.egg.layout import DOWN, UF, UH, UP, WF, WH, egg_layout
 from eggnog.kernels.egg.member_ops import gpu_floor_log2_x16
@@ -38,6 +39,8 @@ from eggnog.kernels.noise.gains import GAIN_SHIFT, device_args, gain_offsets
 from eggnog.kernels.noise.streams import gpu_bits_of, gpu_gaussian_int8, gpu_member_key_a, gpu_member_key_b, gpu_round1
 
 MEMBERS = 64  # rows of a block: 4 mma row tiles
+ROWS = 32  # rows of a warp's products in the default kernel (ROW_VARIANTS: 16, 32 or 64)
+ROW_VARIANTS = (16, 32, 64)
 THREADS = 256
 WARPS = THREADS // 32
 ROW_THREADS = THREADS // MEMBERS  # threads per member row in element-wise passes (4: tid >> 2, tid & 3)
@@ -243,6 +246,62 @@ def _mma_rows(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
         kw = opaque(np.int32(kw + 32))  # not unrolled further: more steps' loads would not fit 128 registers
     return a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7
 
+
+
+@device_function
+def _mma_row_tile(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
+    """_mma_rows for one 16-row tile (16 rows a warp): 8 values; each weight fragment serves one tile."""
+    g = lane >> 2
+    q = lane & 3
+    z = np.int32(0)
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = z
+    words = np.int32(d_in >> 2)
+    wrow = np.int32(w_word + (n0 + 4 * (g >> 1) + (g & 1)) * words + 4 * q)
+    xrow = np.int32(wrow + 2 * words)
+    arow = np.int32(a_word + g * pitch + 4 * q)
+    kw = np.int32(0)
+    while kw < words:
+        w = load_global_v4(w32, wrow + kw)
+        x = load_global_v4(w32, xrow + kw)
+        u = _weights(w32, wrow, kw + 16, words)
+        y = _weights(w32, xrow, kw + 16, words)
+        p = np.int32(arow + kw)
+        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, w, x, (a0, a1, a2, a3, a4, a5, a6, a7))
+        p = np.int32(p + 16 + (a0 & sh32[ZERO_AT]))  # as in _mma_rows
+        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, u, y, (a0, a1, a2, a3, a4, a5, a6, a7))
+        kw = opaque(np.int32(kw + 32))
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@device_function
+def _mma_rows4(sh32, a_word, pitch, w32, w_word, d_in, n0, lane):
+    """_mma_rows for four 16-row tiles (64 rows a warp): 32 values, each weight fragment serving four
+    tiles. One 64-byte k step a trip: four tiles' accumulators leave no registers for a second step's."""
+    g = lane >> 2
+    q = lane & 3
+    z = np.int32(0)
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = z
+    c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = d0 = d1 = d2 = d3 = d4 = d5 = d6 = d7 = z
+    words = np.int32(d_in >> 2)
+    wrow = np.int32(w_word + (n0 + 4 * (g >> 1) + (g & 1)) * words + 4 * q)
+    xrow = np.int32(wrow + 2 * words)
+    arow = np.int32(a_word + g * pitch + 4 * q)
+    tile = np.int32(16 * pitch)
+    kw = np.int32(0)
+    while kw < words:
+        w = load_global_v4(w32, wrow + kw)
+        x = load_global_v4(w32, xrow + kw)
+        p = np.int32(arow + kw)
+        a0, a1, a2, a3, a4, a5, a6, a7 = _mt_step(sh32, p, pitch, w, x, (a0, a1, a2, a3, a4, a5, a6, a7))
+        b0, b1, b2, b3, b4, b5, b6, b7 = _mt_step(sh32, p + tile, pitch, w, x, (b0, b1, b2, b3, b4, b5, b6, b7))
+        c0, c1, c2, c3, c4, c5, c6, c7 = _mt_step(sh32, p + 2 * tile, pitch, w, x, (c0, c1, c2, c3, c4, c5, c6, c7))
+        d0, d1, d2, d3, d4, d5, d6, d7 = _mt_step(sh32, p + 3 * tile, pitch, w, x, (d0, d1, d2, d3, d4, d5, d6, d7))
+        kw = opaque(np.int32(kw + 16))
+    return (a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7,
+            c0, c1, c2, c3, c4, c5, c6, c7, d0, d1, d2, d3, d4, d5, d6, d7)
+
+
+MMA_ROWS = {16: _mma_row_tile, 32: _mma_rows, 64: _mma_rows4}  # rows a warp -> its product
 
 @device_function
 def _dot_chunk(sh32, nz32, a, b, acc):
@@ -457,11 +516,14 @@ def _mixed(f, s, pre):
 
 
 @functools.cache
-def _stage_of(kind):
-    """The matmul stage whose epilogue is `kind`, compiled for that kind alone: its branches on
-    the kind are settled when it compiles."""
+def _stage_of(kind, rows=ROWS):
+    """The matmul stage whose epilogue is `kind`, each warp's products `rows` rows high (16, 32 or 64),
+    compiled for that kind and height alone: its branches on them are settled when it compiles."""
     row_inputs = _row_inputs_of(kind)
     row_outputs = _row_outputs_of(kind)
+    mma, tiles = MMA_ROWS[rows], rows // 16
+    groups = MEMBERS // rows  # the warps of a row group sit side by side: warp & (groups - 1) is the group
+    group_mask, group_bits, step = groups - 1, groups.bit_length() - 1, 16 * WARPS // groups
 
     @device_function
     def stage(sh32, part, arrays, layer, a, w, out, shifts, tid):
@@ -478,35 +540,51 @@ def _stage_of(kind):
         j_lane = 4 * (lane & 3)
         seg_a = seg + d_in
         warp = tid >> 5
-        r0 = np.int32(32 * (warp & 1) + g)  # even warps take rows 0..31, odd ones 32..63
-        n0 = np.int32(16 * (warp >> 1))
+        r0 = np.int32(rows * (warp & group_mask) + g)  # 32 rows: even warps take rows 0..31, odd ones 32..63
+        n0 = np.int32(16 * (warp >> group_bits))
         bases = _block_noise(part), _block_vecs(part), _layer_states(part, layer)  # once a stage: 64-bit
         while n0 < d_out:
             j0 = np.int32(n0 + j_lane)
             i0 = row_inputs(part, noise8, vecs, states, bases, r0, j0, seg_a, bias_at)
             i1 = row_inputs(part, noise8, vecs, states, bases, r0 + 8, j0, seg_a, bias_at)
-            i2 = row_inputs(part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at)
-            i3 = row_inputs(part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at)
-            c = _mma_rows(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0,
-                          lane)
+            if tiles >= 2:
+                i2 = row_inputs(part, noise8, vecs, states, bases, r0 + 16, j0, seg_a, bias_at)
+                i3 = row_inputs(part, noise8, vecs, states, bases, r0 + 24, j0, seg_a, bias_at)
+            if tiles == 4:
+                i4 = row_inputs(part, noise8, vecs, states, bases, r0 + 32, j0, seg_a, bias_at)
+                i5 = row_inputs(part, noise8, vecs, states, bases, r0 + 40, j0, seg_a, bias_at)
+                i6 = row_inputs(part, noise8, vecs, states, bases, r0 + 48, j0, seg_a, bias_at)
+                i7 = row_inputs(part, noise8, vecs, states, bases, r0 + 56, j0, seg_a, bias_at)
+            c = mma(sh32, (a_off >> 2) + (r0 - g) * (a_pitch >> 2), a_pitch >> 2, params32, w_off >> 2, d_in, n0, lane)
             ctx = _sizes(part)  # after the products: not held in registers over them
-            # row g of a row tile: c0, c1, c4, c5; row g + 8: c2, c3, c6, c7 (columns j0 .. j0 + 3)
+            # row g of row tile t: c[8t + 0, 1, 4, 5]; row g + 8: c[8t + 2, 3, 6, 7] (columns j0 .. j0 + 3)
             where = (dot_at, dst, dst_pitch)
             row_outputs(sh32, part, states, bases[2], (c[0], c[1], c[4], c[5]), i0, r0, j0, where, shifts, ctx)
             row_outputs(sh32, part, states, bases[2], (c[2], c[3], c[6], c[7]), i1, r0 + 8, j0, where, shifts, ctx)
-            row_outputs(sh32, part, states, bases[2], (c[8], c[9], c[12], c[13]), i2, r0 + 16, j0, where, shifts,
-                         ctx)
-            row_outputs(sh32, part, states, bases[2], (c[10], c[11], c[14], c[15]), i3, r0 + 24, j0, where, shifts,
-                         ctx)
-            n0 = opaque(np.int32(n0 + 16 * WARPS // 2))  # the next 16 columns of this warp's half: 4 warps a half
+            if tiles >= 2:
+                row_outputs(sh32, part, states, bases[2], (c[8], c[9], c[12], c[13]), i2, r0 + 16, j0, where, shifts,
+                             ctx)
+                row_outputs(sh32, part, states, bases[2], (c[10], c[11], c[14], c[15]), i3, r0 + 24, j0, where, shifts,
+                             ctx)
+            if tiles == 4:
+                row_outputs(sh32, part, states, bases[2], (c[16], c[17], c[20], c[21]), i4, r0 + 32, j0, where, shifts,
+                             ctx)
+                row_outputs(sh32, part, states, bases[2], (c[18], c[19], c[22], c[23]), i5, r0 + 40, j0, where, shifts,
+                             ctx)
+                row_outputs(sh32, part, states, bases[2], (c[24], c[25], c[28], c[29]), i6, r0 + 48, j0, where, shifts,
+                             ctx)
+                row_outputs(sh32, part, states, bases[2], (c[26], c[27], c[30], c[31]), i7, r0 + 56, j0, where, shifts,
+                             ctx)
+            n0 = opaque(np.int32(n0 + step))  # the next 16 columns of this warp's row group
 
     return stage
 
 
 @functools.cache
-def _gate_of(kind):
-    """The GRU gate whose second product ends in the `kind` epilogue (FORGET or OUTPUT)."""
-    store, stage = _stage_of(STORE), _stage_of(kind)
+def _gate_of(kind, rows=ROWS):
+    """The GRU gate whose second product ends in the `kind` epilogue (FORGET or OUTPUT), its stages `rows`
+    rows a warp."""
+    store, stage = _stage_of(STORE, rows), _stage_of(kind, rows)
 
     @device_function
     def gate(sh32, part, arrays, layer, offsets, tensors, slots, px, dim, shifts, tid):
@@ -530,8 +608,6 @@ def _gate_of(kind):
     return gate
 
 
-_store_stage, _add_stage = _stage_of(STORE), _stage_of(ADD)
-_forget_gate, _output_gate = _gate_of(FORGET), _gate_of(OUTPUT)
 
 
 @device_function
@@ -626,127 +702,158 @@ def _add_loglik(sh8, part, windows, out, step, tid):
 
 # ---- the kernel ---------------------------------------------------------------------------------
 
-@kernel((I8_1D, I32_1D, U8_2D, I8_1D, I64_1D, I32_1D, I32_1D, I32_1D, I32_1D, I8_1D, I8_1D, I64_1D, I32_1D, I32, I32,
-         I32, I32, I32, I32, BOOL, I32, I32, I32, I32, U8_1D, I64_1D, BOOL),
-        tensor_cores=True, block=THREADS, launch_bounds=(THREADS, 2))
-def egg_epoch_cuda(params8, params32, windows, states, prefixes, param_off, noise_off, noise_cnt, vec_tensor, noise8,
-                   vecs, out, exp2, first_member, members, n_layer, dim, log2_dim, shift, perturbed, noise_len,
-                   n_vectors, px, pu, gains, gain_off, scaled):
-    """One block: MEMBERS members through every byte and layer (see the module docstring)."""
-    sh8 = cuda.shared.array(0, numba.int8)
-    sh32 = cuda.shared.array(0, numba.int32)
-    tid = cuda.threadIdx.x
-    m0 = np.int32(cuda.blockIdx.x * MEMBERS)
-    x_off = X_OFF
-    part = sh32
-    d_shift = np.int32(4 + (log2_dim >> 1))  # divisor 16 * sqrt(dim)
-    arrays = (params32, noise8, vecs, states)  # what the stages read and write in global memory
-    offsets = (param_off, noise_off)
-    shifts = (shift, d_shift)
-    r = tid // ROW_THREADS
-    sub = tid % ROW_THREADS
+def epoch_name(rows):
+    """The kernel of `rows` rows a warp: the default keeps the plain name."""
+    return "egg_epoch_cuda" if rows == ROWS else f"egg_epoch_cuda_rows{rows}"
 
-    # prelude: this block's noise rows and perturbed vectors, hashed once for the epoch
-    for v in range(tid, VOCAB, THREADS):
-        part[EXP2_AT + v] = exp2[v]
-    if tid == 0:
-        part[SIZES], part[SIZES + 1], part[SIZES + 2], part[SIZES + 3] = first_member, m0, members, noise_len
-        part[SIZES + 4], part[SIZES + 5], part[SIZES + 6], part[SIZES + 7] = px, n_vectors, log2_dim, perturbed
-        # X, H, then U, which holds the GRU slots f (at U), fh and the state
-        part[H_AT], part[U_AT] = X_OFF + MEMBERS * px, X_OFF + 2 * MEMBERS * px
-        part[FH_AT], part[ST_AT] = X_OFF + 3 * MEMBERS * px, X_OFF + 4 * MEMBERS * px
-        part[ZERO_AT] = 0
-    if tid < MEMBERS:  # rows past the slice take the last member: computed, never stored
-        g = first_member + min(m0 + tid, members - 1)
-        part[ROW_NOISE + tid] = np.int32(2 * ((g >> 1) - ((first_member + m0) >> 1)) * noise_len + (g & 1))
-        part[ROW_VECS + tid] = np.int32(((min(tid, members - 1 - m0) * n_vectors) << log2_dim) >> 2)
-    p_first, _ = _pair(first_member, m0)
-    p_last, _ = _pair(first_member, min(m0 + MEMBERS, members) - 1)
-    base_pair = first_member >> 1
-    if perturbed:
-        for pl in range(p_first, p_last + 1):
-            for t in range(noise_off.size):
-                if noise_cnt[t] > 0:
+
+SIGNATURE = (I8_1D, I32_1D, U8_2D, I8_1D, I64_1D, I32_1D, I32_1D, I32_1D, I32_1D, I8_1D, I8_1D, I64_1D, I32_1D, I32,
+             I32, I32, I32, I32, I32, BOOL, I32, I32, I32, I32, U8_1D, I64_1D, BOOL)
+
+
+def _epoch_template(rows):
+    """The fused epoch kernel with its matmul stages `rows` rows a warp (ROW_VARIANTS), compiled for that
+    height alone."""
+    store_stage, add_stage = _stage_of(STORE, rows), _stage_of(ADD, rows)
+    forget_gate, output_gate = _gate_of(FORGET, rows), _gate_of(OUTPUT, rows)
+
+    def egg_epoch(params8, params32, windows, states, prefixes, param_off, noise_off, noise_cnt, vec_tensor, noise8,
+                       vecs, out, exp2, first_member, members, n_layer, dim, log2_dim, shift, perturbed, noise_len,
+                       n_vectors, px, pu, gains, gain_off, scaled):
+        """One block: MEMBERS members through every byte and layer (see the module docstring), its matmuls
+        `rows` rows a warp."""
+        sh8 = cuda.shared.array(0, numba.int8)
+        sh32 = cuda.shared.array(0, numba.int32)
+        tid = cuda.threadIdx.x
+        m0 = np.int32(cuda.blockIdx.x * MEMBERS)
+        x_off = X_OFF
+        part = sh32
+        d_shift = np.int32(4 + (log2_dim >> 1))  # divisor 16 * sqrt(dim)
+        arrays = (params32, noise8, vecs, states)  # what the stages read and write in global memory
+        offsets = (param_off, noise_off)
+        shifts = (shift, d_shift)
+        r = tid // ROW_THREADS
+        sub = tid % ROW_THREADS
+
+        # prelude: this block's noise rows and perturbed vectors, hashed once for the epoch
+        for v in range(tid, VOCAB, THREADS):
+            part[EXP2_AT + v] = exp2[v]
+        if tid == 0:
+            part[SIZES], part[SIZES + 1], part[SIZES + 2], part[SIZES + 3] = first_member, m0, members, noise_len
+            part[SIZES + 4], part[SIZES + 5], part[SIZES + 6], part[SIZES + 7] = px, n_vectors, log2_dim, perturbed
+            # X, H, then U, which holds the GRU slots f (at U), fh and the state
+            part[H_AT], part[U_AT] = X_OFF + MEMBERS * px, X_OFF + 2 * MEMBERS * px
+            part[FH_AT], part[ST_AT] = X_OFF + 3 * MEMBERS * px, X_OFF + 4 * MEMBERS * px
+            part[ZERO_AT] = 0
+        if tid < MEMBERS:  # rows past the slice take the last member: computed, never stored
+            g = first_member + min(m0 + tid, members - 1)
+            part[ROW_NOISE + tid] = np.int32(2 * ((g >> 1) - ((first_member + m0) >> 1)) * noise_len + (g & 1))
+            part[ROW_VECS + tid] = np.int32(((min(tid, members - 1 - m0) * n_vectors) << log2_dim) >> 2)
+        p_first, _ = _pair(first_member, m0)
+        p_last, _ = _pair(first_member, min(m0 + MEMBERS, members) - 1)
+        base_pair = first_member >> 1
+        if perturbed:
+            for pl in range(p_first, p_last + 1):
+                for t in range(noise_off.size):
+                    if noise_cnt[t] > 0:
+                        ka = gpu_member_key_a(prefixes[t], base_pair + pl)
+                        kb = gpu_member_key_b(ka)
+                        at = pl * noise_len + noise_off[t]
+                        for idx in range(tid, noise_cnt[t], THREADS):
+                            n = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, idx), kb))
+                            if scaled:
+                                n = (n * np.int64(gains[gain_off[t] + idx])) >> GAIN_SHIFT
+                            noise8[at + idx] = n
+        for idx in range(tid, MEMBERS * n_vectors * dim, THREADS):
+            m = m0 + (idx >> log2_dim) // n_vectors
+            slot = (idx >> log2_dim) % n_vectors
+            j = idx & (dim - 1)
+            if m < members:
+                t = vec_tensor[slot]
+                v = np.int64(params8[param_off[t] + j])
+                if perturbed:
+                    pl, sign = _pair(first_member, m)
                     ka = gpu_member_key_a(prefixes[t], base_pair + pl)
                     kb = gpu_member_key_b(ka)
-                    at = pl * noise_len + noise_off[t]
-                    for idx in range(tid, noise_cnt[t], THREADS):
-                        n = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, idx), kb))
-                        if scaled:
-                            n = (n * np.int64(gains[gain_off[t] + idx])) >> GAIN_SHIFT
-                        noise8[at + idx] = n
-    for idx in range(tid, MEMBERS * n_vectors * dim, THREADS):
-        m = m0 + (idx >> log2_dim) // n_vectors
-        slot = (idx >> log2_dim) % n_vectors
-        j = idx & (dim - 1)
-        if m < members:
-            t = vec_tensor[slot]
-            v = np.int64(params8[param_off[t] + j])
-            if perturbed:
-                pl, sign = _pair(first_member, m)
-                ka = gpu_member_key_a(prefixes[t], base_pair + pl)
-                kb = gpu_member_key_b(ka)
-                a1 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
-                if scaled:
-                    a1 = (a1 * np.int64(gains[gain_off[t] + j])) >> GAIN_SHIFT
-                a2 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, dim + j), kb))
-                v += (a1 * a2 * sign) >> shift
-            vecs[(m * n_vectors + slot) * dim + j] = min(max(v, -127), 127)
-    if sub == 0 and m0 + r < members:
-        out[m0 + r] = 0  # the row's log-likelihood, summed over the bytes in place
-    cuda.syncthreads()
+                    a1 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, j), kb))
+                    if scaled:
+                        a1 = (a1 * np.int64(gains[gain_off[t] + j])) >> GAIN_SHIFT
+                    a2 = gpu_gaussian_int8(gpu_bits_of(gpu_round1(ka, dim + j), kb))
+                    v += (a1 * a2 * sign) >> shift
+                vecs[(m * n_vectors + slot) * dim + j] = min(max(v, -127), 127)
+        if sub == 0 and m0 + r < members:
+            out[m0 + r] = 0  # the row's log-likelihood, summed over the bytes in place
+        cuda.syncthreads()
 
-    # each byte: the embedding, every layer, the head and the log-likelihood of the next byte
-    step = np.int32(0)
-    while step < windows.shape[1] - 1:
-        if tid < MEMBERS:
-            part[TOKENS + tid] = np.int32(windows[min(m0 + tid, members - 1), step])
-        cuda.syncthreads()
-        _embed_rows(sh32, part, params32, noise8, x_off, shift, tid)
-        cuda.syncthreads()
-        layer = np.int32(0)
-        while layer < n_layer:
-            lt = np.int32(10 * layer)
-            slots = np.int32(4 * layer << log2_dim)  # byte of the layer's first vector in a member's row
-            _load_states(sh32, part, states, layer, part[ST_AT], tid)
-            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, tid)
-            # forget gate f, fh; then the new state (into the states and the residual)
-            _forget_gate(sh32, part, arrays, layer, offsets, (lt + WF, lt + UF), (ST_AT, U_AT, slots + dim), px, dim,
-                         shifts, tid)
-            _output_gate(sh32, part, arrays, layer, offsets, (lt + WH, lt + UH), (FH_AT, ST_AT, slots + 2 * dim), px,
-                         dim, shifts, tid)
-            # MLP: x = clip(x + down(up(L1(x))))
-            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, tid)
-            _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
+        # each byte: the embedding, every layer, the head and the log-likelihood of the next byte
+        step = np.int32(0)
+        while step < windows.shape[1] - 1:
+            if tid < MEMBERS:
+                part[TOKENS + tid] = np.int32(windows[min(m0 + tid, members - 1), step])
             cuda.syncthreads()
-            w_up = (param_off[lt + UP], dim, 4 * dim, noise_off[lt + UP])
-            _store_stage(sh32, part, arrays, layer, (part[H_AT], px), w_up, (DOT1, part[U_AT], pu, 0), shifts, tid)
+            _embed_rows(sh32, part, params32, noise8, x_off, shift, tid)
             cuda.syncthreads()
-            _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
+            layer = np.int32(0)
+            while layer < n_layer:
+                lt = np.int32(10 * layer)
+                slots = np.int32(4 * layer << log2_dim)  # byte of the layer's first vector in a member's row
+                _load_states(sh32, part, states, layer, part[ST_AT], tid)
+                _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, slots >> 2, tid)
+                # forget gate f, fh; then the new state (into the states and the residual)
+                forget_gate(sh32, part, arrays, layer, offsets, (lt + WF, lt + UF), (ST_AT, U_AT, slots + dim), px, dim,
+                             shifts, tid)
+                output_gate(sh32, part, arrays, layer, offsets, (lt + WH, lt + UH), (FH_AT, ST_AT, slots + 2 * dim), px,
+                             dim, shifts, tid)
+                # MLP: x = clip(x + down(up(L1(x))))
+                _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (slots + 3 * dim) >> 2, tid)
+                _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[lt + UP], DOT1, tid)
+                cuda.syncthreads()
+                w_up = (param_off[lt + UP], dim, 4 * dim, noise_off[lt + UP])
+                store_stage(sh32, part, arrays, layer, (part[H_AT], px), w_up, (DOT1, part[U_AT], pu, 0), shifts, tid)
+                cuda.syncthreads()
+                _row_dots(sh32, part, part[U_AT], pu, 4 * dim, noise8, noise_off[lt + DOWN], DOT1, tid)
+                cuda.syncthreads()
+                w_down = (param_off[lt + DOWN], 4 * dim, dim, noise_off[lt + DOWN])
+                add_stage(sh32, part, arrays, layer, (part[U_AT], pu), w_down, (DOT1, x_off, px, 0),
+                           (shift, np.int32(d_shift + 1)), tid)
+                cuda.syncthreads()
+                layer = np.int32(layer + 1)
+            # head and the log-likelihood of the next byte
+            head = 10 * n_layer + 2
+            _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, tid)
+            _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[head], DOT1, tid)
             cuda.syncthreads()
-            w_down = (param_off[lt + DOWN], 4 * dim, dim, noise_off[lt + DOWN])
-            _add_stage(sh32, part, arrays, layer, (part[U_AT], pu), w_down, (DOT1, x_off, px, 0),
-                       (shift, np.int32(d_shift + 1)), tid)
+            store_stage(sh32, part, arrays, 0, (part[H_AT], px), (param_off[head], dim, VOCAB, noise_off[head]),
+                         (DOT1, part[U_AT], LOGIT_PITCH, 0), shifts, tid)
             cuda.syncthreads()
-            layer = np.int32(layer + 1)
-        # head and the log-likelihood of the next byte
-        head = 10 * n_layer + 2
-        _l1_norm_rows(sh32, part, x_off, part[H_AT], px, vecs, (4 * n_layer << log2_dim) >> 2, tid)
-        _row_dots(sh32, part, part[H_AT], px, dim, noise8, noise_off[head], DOT1, tid)
-        cuda.syncthreads()
-        _store_stage(sh32, part, arrays, 0, (part[H_AT], px), (param_off[head], dim, VOCAB, noise_off[head]),
-                     (DOT1, part[U_AT], LOGIT_PITCH, 0), shifts, tid)
-        cuda.syncthreads()
-        _loglik_partials(sh32, part, part[U_AT], tid)
-        cuda.syncthreads()
-        _add_loglik(sh8, part, windows, out, step, tid)
-        cuda.syncthreads()
-        step = np.int32(step + 1)
+            _loglik_partials(sh32, part, part[U_AT], tid)
+            cuda.syncthreads()
+            _add_loglik(sh8, part, windows, out, step, tid)
+            cuda.syncthreads()
+            step = np.int32(step + 1)
 
 
-def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains=None):
-    """Launch the fused epoch on device arrays; returns the (members,) int64 sums on the device."""
+    egg_epoch.__name__ = egg_epoch.__qualname__ = epoch_name(rows)
+    return kernel(SIGNATURE, tensor_cores=True, block=THREADS, launch_bounds=(THREADS, 2))(egg_epoch)
+
+
+# every variant bound at module level (the PTX inventory finds kernels there); the default by its plain name
+egg_epoch_cuda_rows16 = _epoch_template(16)
+egg_epoch_cuda_rows64 = _epoch_template(64)
+egg_epoch_cuda = _epoch_template(ROWS)
+EPOCH = {16: egg_epoch_cuda_rows16, ROWS: egg_epoch_cuda, 64: egg_epoch_cuda_rows64}
+assert tuple(sorted(EPOCH)) == ROW_VARIANTS
+
+def rows_variant(rows):
+    return f"rows{rows}"
+
+
+def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed, gains=None, variant=None):
+    """Launch the fused epoch on device arrays; returns the (members,) int64 sums on the device. `variant`
+    (rows16, rows32, rows64) names the rows a warp of its matmuls; None asks the tuning file (EGG_EPOCH_TUNABLE)
+    for this device and (n_layer, dim, members)."""
     n_layer, members, dim = states.shape
+    launched = EPOCH[int((variant or EGG_EPOCH_TUNABLE.choose((n_layer, dim, members))).removeprefix("rows"))]
     plan = Plan(n_layer, dim)
     pairs = ((first_member + members - 1) >> 1) - (first_member >> 1) + 1
     scratch = Scratch.of(plan, EXP2_32)
@@ -759,9 +866,34 @@ def run_epoch(params, windows, states, prefixes, first_member, sigma_shift, pert
             np.int32(dim.bit_length() - 1), np.int32(4 + sigma_shift), bool(perturbed), np.int32(plan.noise_len),
             np.int32(plan.vec_tensor.size), np.int32(plan.px), np.int32(plan.pu), gain_array, scratch.gain_off,
             scaled)
-    allow_dynamic_shared(egg_epoch_cuda, args, plan.shared_bytes)
-    egg_epoch_cuda[(members + MEMBERS - 1) // MEMBERS, THREADS, 0, plan.shared_bytes](*args)
+    allow_dynamic_shared(launched, args, plan.shared_bytes)
+    launched[(members + MEMBERS - 1) // MEMBERS, THREADS, 0, plan.shared_bytes](*args)
     return out
+
+
+TUNED_STEPS = 4  # bytes a tuning launch reads; one where the population is a single block (the simulator's)
+
+
+def _tuning_launch(variant, sizes):
+    """Device inputs of an epoch of (n_layer, dim, members) over TUNED_STEPS bytes, perturbed, and the
+    launch of `variant` on them (the tuner's Tunable.run)."""
+    n_layer, dim, members = sizes
+    steps = TUNED_STEPS if members > MEMBERS else 1
+    rng = np.random.default_rng(0)
+    layout = egg_layout(n_layer, dim)
+    n_params = layout[-1][3] + int(np.prod(layout[-1][1]))
+    params = cuda.to_device(rng.integers(-40, 41, n_params).astype(np.int8))
+    windows = cuda.to_device(rng.integers(0, 256, (members, steps + 1)).astype(np.uint8))
+    states = cuda.to_device(np.zeros((n_layer, members, dim), np.int8))
+    prefixes = cuda.to_device(rng.integers(0, 1 << 32, len(layout)).astype(np.int64))
+    return lambda: run_epoch(params, windows, states, prefixes, 0, 4, True, variant=variant)
+
+
+EGG_EPOCH_TUNABLE = Tunable(
+    kernel="egg_epoch", variants=tuple(rows_variant(n) for n in ROW_VARIANTS), default=rows_variant(ROWS),
+    run=_tuning_launch, problems=(("EGG 6x256, population 32768", (6, 256, 32768)),),
+    small=((1, 64, 9),))  # one block of the smallest fused width
+TUNABLES = (EGG_EPOCH_TUNABLE,)
 
 
 # ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
