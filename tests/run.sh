@@ -25,8 +25,11 @@ gpu_visible() {
 }
 
 # Two workers, each taking whole files (module-level fixtures and the kernel-launch registry stay
-# within one process); most serial tests are single-threaded compiles and simulator runs.
-step python -m pytest -q -n "${EGGNOG_TEST_WORKERS:-2}" --dist loadfile tests
+# within one process); most serial tests are single-threaded compiles and simulator runs. The fault
+# suites (clusters of processes killed and slowed on purpose, with deadlines) run after, on their own:
+# beside the other worker's simulator runs their processes missed those deadlines.
+step python -m pytest -q -n "${EGGNOG_TEST_WORKERS:-2}" --dist loadfile tests --ignore=tests/faults
+step python -m pytest -q tests/faults
 if gpu_visible; then
     echo "GPU visible: running the GPU layer (tests/gpu) on it"
     step env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q tests/gpu

@@ -60,7 +60,9 @@ CASES = {
         Case("tests/offline_install.sh", step_failed("bash tests/offline_install.sh")),
     ],
     "tests/run.sh": [
-        Case("python -m pytest -q -n 2 --dist loadfile tests", step_failed("python -m pytest -q -n 2")),
+        Case("python -m pytest -q -n 2 --dist loadfile tests --ignore=tests/faults",
+             step_failed("python -m pytest -q -n 2")),
+        Case("python -m pytest -q tests/faults", step_failed("python -m pytest -q tests/faults")),
         Case("python -c *gpu_usable*", "no GPU visible: the GPU layer (tests/gpu) was skipped", passes=True),
         Case("python -m pytest -q tests/gpu",
              step_failed("env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q tests/gpu")),
