@@ -9,29 +9,17 @@ import pytest
 from eggnog.kernels.core import tuning
 from eggnog.kernels.core.cuda_api import KERNELS, SIMULATED
 from eggnog.kernels.egg import epoch, epoch_cuda
+from tests.variant_helpers import Spy, own_tuning_file
 
 pytestmark = pytest.mark.skipif(not SIMULATED, reason="variants are compared on the CUDA simulator")
 EGG = epoch_cuda.EGG_EPOCH_TUNABLE
 
 
-class _Spy:
-    """A kernel that notes its name in `seen` before launching."""
-
-    def __init__(self, name, compiled, seen):
-        self._name, self._compiled, self._seen = name, compiled, seen
-
-    def __getitem__(self, config):
-        self._seen.append(self._name)
-        return self._compiled[config]
-
-
 @pytest.fixture
 def tuned(tmp_path, monkeypatch):
     """record(problem, variant) into a tuning file of this test's own, which launches then read."""
-    path = tmp_path / tuning.FILE
-    monkeypatch.setattr(tuning, "tuning_path", lambda folder=None: str(path))
-    monkeypatch.delenv(tuning.ENV, raising=False)
-    return lambda problem, variant: tuning.record(EGG.kernel, tuning.device_name(), problem, variant)
+    record = own_tuning_file(tmp_path, monkeypatch)
+    return lambda problem, variant: record(EGG.kernel, problem, variant)
 
 
 def test_the_default_is_launched_unless_the_tuning_file_names_another(tuned):
@@ -47,7 +35,7 @@ def test_every_egg_epoch_variant_matches_the_reference(variant, tuned, monkeypat
     member: every row tile of every variant's warps holds members (the last two rows are past the slice)."""
     seen = []
     for rows, compiled in list(epoch_cuda.EPOCH.items()):
-        monkeypatch.setitem(epoch_cuda.EPOCH, rows, _Spy(epoch_cuda.rows_variant(rows), compiled, seen))
+        monkeypatch.setitem(epoch_cuda.EPOCH, rows, Spy(epoch_cuda.rows_variant(rows), compiled, seen))
     case = epoch._case(np.random.default_rng(61), 1, 64, 62, 1, 3, 4, True)
     n_layer, members, dim = case[2].shape
     tuned(tuning.problem_key(n_layer, dim, members), variant)

@@ -6,32 +6,18 @@ check under its own name, and its Tunable runs on the simulator's small sizes.""
 import numpy as np
 import pytest
 
-from eggnog.kernels.core import tuning
 from eggnog.kernels.core.cuda_api import KERNELS, SIMULATED, cuda
 from eggnog.kernels.rnn import lstm, lstm_sequence_cuda
+from tests.variant_helpers import Spy, own_tuning_file
 
 pytestmark = pytest.mark.skipif(not SIMULATED, reason="variants are compared on the CUDA simulator")
 LSTM = lstm_sequence_cuda.PERSISTENT_TUNABLE
 
 
-class _Spy:
-    """A kernel that notes its name in `seen` before launching."""
-
-    def __init__(self, name, compiled, seen):
-        self._name, self._compiled, self._seen = name, compiled, seen
-
-    def __getitem__(self, config):
-        self._seen.append(self._name)
-        return self._compiled[config]
-
-
 @pytest.fixture
 def tuned(tmp_path, monkeypatch):
     """record(kernel, problem, variant) into a tuning file of this test's own, which launches then read."""
-    path = tmp_path / tuning.FILE
-    monkeypatch.setattr(tuning, "tuning_path", lambda folder=None: str(path))
-    monkeypatch.delenv(tuning.ENV, raising=False)
-    return lambda kernel, problem, variant: tuning.record(kernel, tuning.device_name(), problem, variant)
+    return own_tuning_file(tmp_path, monkeypatch)
 
 
 def _persistent_cases(monkeypatch):
@@ -59,7 +45,7 @@ def test_every_persistent_lstm_variant_matches_the_reference(variant, tuned, mon
     seen = []
     for rows, compiled in list(lstm_sequence_cuda.PERSISTENT.items()):
         name = lstm_sequence_cuda.persistent_name(rows)
-        monkeypatch.setitem(lstm_sequence_cuda.PERSISTENT, rows, _Spy(name, compiled, seen))
+        monkeypatch.setitem(lstm_sequence_cuda.PERSISTENT, rows, Spy(name, compiled, seen))
     cases = _persistent_cases(monkeypatch)
     assert cases, "no case of lstm_forward takes the persistent kernel"
     for table, rows, r, bias, states0, keep in cases:
