@@ -17,27 +17,10 @@ from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
 from eggnog.kernels.core.backend import Backend
 from eggnog.models.flat_params import FlatParams
 from eggnog.runtime.errors import BadInput
+from eggnog.training.ask_tell import named_tensors
 from eggnog.training.optimizers import make_optimizer
 
 SHAPINGS = {"zscore": "global", "group_zscore": "group"}  # shaping -> FloatEggrollConfig.fitness
-DEFAULT_NAME = "params"  # the one tensor of a plain vector
-
-
-def float32_tensors(params):
-    """{name: float32 array} from one float32 vector or a mapping of float32 vectors and matrices."""
-    tensors = dict(params) if isinstance(params, dict) else {DEFAULT_NAME: params}
-    if not tensors:
-        raise BadInput("params holds no tensors: give a float32 vector or a dict of float32 vectors and matrices")
-    out = {}
-    for name, value in tensors.items():
-        array = np.asarray(value)
-        if array.dtype != np.float32 or array.ndim not in (1, 2) or array.size == 0:
-            raise BadInput(f"params tensor {name!r} must be a non-empty 1-D or 2-D float32 array, got "
-                           f"{array.ndim}-D {array.dtype}")
-        if not np.isfinite(array).all():
-            raise BadInput(f"params tensor {name!r} holds a value that is not finite")
-        out[str(name)] = array
-    return out
 
 
 class FloatEggrollSearch(FloatEggroll):
@@ -63,7 +46,7 @@ class FloatEggrollSearch(FloatEggroll):
                  group_size: int = 2, backend: Backend | None = None, **config):
         if shaping not in SHAPINGS:
             raise BadInput(f"unknown shaping {shaping!r}: choose one of {', '.join(SHAPINGS)}")
-        tensors = float32_tensors(params)
+        tensors = named_tensors(params, np.float32)
         model = FlatParams([(name, a.shape, "vector" if a.ndim == 1 else "matrix", None)
                             for name, a in tensors.items()])
         try:

@@ -17,9 +17,9 @@ from eggnog.kernels.core.backend import Backend
 from eggnog.kernels.noise.scalar_math import EGG_NOISE
 from eggnog.models.egg import IntTensorModel
 from eggnog.runtime.errors import BadInput
+from eggnog.training.ask_tell import named_tensors
 
 SHAPINGS = {"pair_signs": True, "pair_zscores": False}  # shaping -> IntEggrollConfig.fast_fitness
-DEFAULT_NAME = "params"  # the one tensor of a plain vector
 
 
 class IntTensors(IntTensorModel):
@@ -37,21 +37,6 @@ class IntTensors(IntTensorModel):
             layout.append((name, shape, "vector" if len(shape) == 1 else "matrix", at))
             at += int(np.prod(shape))
         super().__init__(layout)
-
-
-def int8_tensors(params):
-    """{name: int8 array} from one int8 vector or a mapping of int8 vectors and matrices."""
-    tensors = dict(params) if isinstance(params, dict) else {DEFAULT_NAME: params}
-    if not tensors:
-        raise BadInput("params holds no tensors: give an int8 vector or a dict of int8 vectors and matrices")
-    out = {}
-    for name, value in tensors.items():
-        array = np.asarray(value)
-        if array.dtype != np.int8 or array.ndim not in (1, 2) or array.size == 0:
-            raise BadInput(f"params tensor {name!r} must be a non-empty 1-D or 2-D int8 array, got "
-                           f"{array.ndim}-D {array.dtype}")
-        out[str(name)] = array
-    return out
 
 
 class IntEggrollSearch(IntEggroll):
@@ -75,7 +60,7 @@ class IntEggrollSearch(IntEggroll):
                  sigma_shift: int = 4, optimizer: str = "ztest", backend: Backend | None = None, **config):
         if shaping not in SHAPINGS:
             raise BadInput(f"unknown shaping {shaping!r}: choose one of {', '.join(SHAPINGS)}")
-        tensors = int8_tensors(params)
+        tensors = named_tensors(params, np.int8)
         model = IntTensors({name: a.shape for name, a in tensors.items()})
         try:
             cfg = IntEggrollConfig(population=population, sigma_shift=sigma_shift, optimizer=optimizer,

@@ -21,3 +21,26 @@ def fitness_of(values, members: int, maximize: bool = True) -> np.ndarray:
         bad = int(np.flatnonzero(~np.isfinite(array))[0])
         raise BadInput(f"tell was given a fitness that is not finite ({array[bad]}) for member {bad}")
     return array if maximize else -array
+
+
+DEFAULT_NAME = "params"  # the one tensor of a plain vector
+
+
+def named_tensors(params, dtype) -> dict:
+    """{name: array} from one vector of `dtype` or a mapping of such vectors and matrices: what a search's
+    parameters may be. Refuses an empty mapping, another dtype or rank, an empty array, a non-finite value."""
+    dtype = np.dtype(dtype)
+    kind = f"{'an' if dtype.name[0] in 'aeiou' else 'a'} {dtype.name}"
+    tensors = dict(params) if isinstance(params, dict) else {DEFAULT_NAME: params}
+    if not tensors:
+        raise BadInput(f"params holds no tensors: give {kind} vector or a dict of {dtype.name} vectors and matrices")
+    out = {}
+    for name, value in tensors.items():
+        array = np.asarray(value)
+        if array.dtype != dtype or array.ndim not in (1, 2) or array.size == 0:
+            raise BadInput(f"params tensor {name!r} must be a non-empty 1-D or 2-D {dtype.name} array, got "
+                           f"{array.ndim}-D {array.dtype}")
+        if not np.isfinite(array).all():
+            raise BadInput(f"params tensor {name!r} holds a value that is not finite")
+        out[str(name)] = array
+    return out
