@@ -22,7 +22,8 @@ import typer
 
 from bench.report import print_table, write_result
 from eggnog.kernels.core import signature
-from eggnog.kernels.core.registry import _adopt, all_ops
+from eggnog.kernels.core.placement import adopt
+from eggnog.kernels.core.registry import all_ops
 from eggnog.runtime.cli import cli_help, user_errors
 from eggnog.runtime.errors import BadInput
 
@@ -41,7 +42,7 @@ def per_op_rows(calls):
         times = []
         for _ in range(calls):
             started = time.perf_counter()
-            entry.signature.check("cpu", args, {}, _adopt)
+            entry.signature.check("cpu", args, {}, adopt)
             times.append(time.perf_counter() - started)
         rows.append({"op": name, "arguments": len(args), "check_us": round(statistics.median(times) * 1e6, 2)})
     return rows

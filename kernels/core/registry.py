@@ -22,8 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from eggnog.kernels.core import placement
-from eggnog.kernels.core.placement import BACKENDS, PRECISIONS, Kernels, kernels_for
+from eggnog.kernels.core.placement import BACKENDS, PRECISIONS, Kernels, adopt, kernels_for
 from eggnog.kernels.core.signature import Signature
 
 PREFIXES = {"reference_": "numpy", "cpu_": "cpu", "cuda_": "cuda"}
@@ -49,7 +48,7 @@ class Op:
         if isinstance(kernels, str):
             kernels = kernels_for(kernels)
         if self.signature is not None:
-            args, kwargs = self.signature.check(kernels.name, args, kwargs, _adopt)
+            args, kwargs = self.signature.check(kernels.name, args, kwargs, adopt)
         return self.implementation(kernels.name, kernels.precision)(*args, **kwargs)
 
     def implementation(self, backend: str, precision: str = "fp32") -> Callable:
@@ -65,10 +64,6 @@ class Op:
                 raise RuntimeError(f"op {serving.name!r} has no {backend} implementation")
             _IMPLEMENTATIONS[(self.name, key)] = fn
         return fn
-
-
-def _adopt(value, backend):
-    return placement.adopt(value, backend)
 
 
 OPS: dict[str, Op] = {}
