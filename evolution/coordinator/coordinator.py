@@ -82,6 +82,7 @@ class Coordinator:
         self.counts = dict.fromkeys(self.totals, 0)  # of the step under way
         self.unanswered = None
         self.stop_signal, self.stopped, self.status = 0, False, 0  # a stop signal of any rank; its step saved
+        self.time_up = False  # the step just finished ended past --max-minutes
 
     # ---- one step's bookkeeping ----------------------------------------------------------------
     def begin_step(self):
@@ -219,7 +220,8 @@ class Coordinator:
                        "step_s": round(seconds, 4)}
         if self.model.has_proxy_loss:
             self.record["train_deggs_proxy"] = round(deggs_proxy(self.proxy, tokens), 5)
-        last = cfg.last_step(self.step)
+        self.time_up = cfg.out_of_time(time.perf_counter() - self.started)
+        last = cfg.last_step(self.step, self.time_up)
         validate = cfg.validation_due(self.step, last)
         if validate or cfg.checkpoint_due(self.step, last) or self.stop_signal:
             self.snapshot = {"step": self.step, "validate": int(validate), "assigned_at": -np.inf}
@@ -243,7 +245,8 @@ class Coordinator:
             improved = improves(val, self.best_val)
             if improved:
                 self.best_val = val
-        if self.cfg.checkpoint_due(self.step, self.cfg.last_step(self.step), improved) or self.stop_signal:
+        last = self.cfg.last_step(self.step, self.time_up)
+        if self.cfg.checkpoint_due(self.step, last, improved) or self.stop_signal:
             self.save(run_dir, params, state, improved)
         self.snapshot = None
         self.stopped = bool(self.stop_signal)  # the step a signal asked to end at is saved
@@ -296,6 +299,10 @@ class Coordinator:
         else:
             raise wire.Malformed(f"unknown worker message kind {what}")
 
+    def finished(self):
+        """The last step is done (its snapshot may still be on its way)."""
+        return self.step >= self.cfg.steps or self.stopped or self.time_up
+
     def run(self, run_dir):
         """Serve the workers until the last step's snapshot is in; then (or on an error, before it
         propagates) answer every worker's next request with STOP, so no rank is left waiting."""
@@ -305,7 +312,7 @@ class Coordinator:
         status = 0
         try:
             with StopSignals() as signals:
-                while (self.step < self.cfg.steps and not self.stopped) or self.snapshot is not None:
+                while not self.finished() or self.snapshot is not None:
                     self.serve(run_dir)
                     self.stop_signal = self.stop_signal or signals.signum
             status = exit_status(self.stop_signal) if self.stopped else 0

@@ -82,6 +82,9 @@ class GossipFields:
         # every island trains alone, on its whole batch or population; --transport is gossip's here
         super(GossipFields, replace(self, transport="mpi")).check(1)
         self.check_transport(ranks)
+        if self.max_minutes:
+            raise BadInput("--max-minutes is not for gossip runs: their islands run to --steps; stop one with "
+                           "SIGTERM, which saves it")
         if self.gossip_merge not in MERGES:
             raise BadInput(f"unknown --gossip-merge {self.gossip_merge!r}: choose {', '.join(MERGES)}")
         if self.gossip_optimizer_merge not in OPTIMIZER_MERGES:

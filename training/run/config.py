@@ -55,6 +55,8 @@ def check_values(cfg):
         value = getattr(cfg, f.name)
         if isinstance(value, float) and not math.isfinite(value):
             raise BadInput(f"{option_name(f.name)} must be a finite number, got {value}")
+        if f.name == "max_minutes" and value < 0:
+            raise BadInput(f"--max-minutes must be 0 (no limit) or positive, got {value}")
         if f.name == "seed" and not 0 <= value < SEED_LIMIT:
             raise BadInput(f"--seed must lie in [0, 2^63), got {value}")
 

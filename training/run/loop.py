@@ -1,7 +1,8 @@
-"""The loop every trainer of a language model runs: steps until the budget (or the trainer's stop
-condition), each timed by phase and logged as one line of metrics.jsonl, validated, checkpointed and
-plotted as training/run/schedule.py says, with a progress bar on rank 0. SIGINT or SIGTERM stops it
-after the current step, on every rank at the same step, with a checkpoint."""
+"""The loop every trainer of a language model runs: steps until the budget (of steps or of
+minutes, or the trainer's stop condition), each timed by phase and logged as one line of
+metrics.jsonl, validated, checkpointed and plotted as training/run/schedule.py says, with a progress
+bar on rank 0. SIGINT or SIGTERM stops it after the current step, on every rank at the same step, with a
+checkpoint."""
 
 import time
 
@@ -28,6 +29,14 @@ def logged_scores(record, scores, best_key):
         return scores[best_key]
     record["val_bpb"] = round(scores, 5)
     return scores
+
+
+def out_of_time(cfg, world, started):
+    """Whether --max-minutes ends the run after this step; every rank agrees (their clocks differ a little)."""
+    if not cfg.max_minutes:
+        return False
+    late = cfg.out_of_time(time.perf_counter() - started)
+    return late if world.size == 1 else not world.all_true(not late)
 
 
 def run_steps(trainer, run_dir, unit):
@@ -58,7 +67,7 @@ def run_steps(trainer, run_dir, unit):
                 if tokens is not None:
                     record.update(timing_fields(clock.split(), tokens, time.perf_counter() - started))
                 done = trainer.steps_done()
-                last = cfg.last_step(done, stop_reached())
+                last = cfg.last_step(done, stop_reached() or out_of_time(cfg, trainer.world, started))
                 validated, improved = cfg.validation_due(done, last), False
                 if validated:
                     scores = trainer.validate()

@@ -6,7 +6,8 @@ evolution/coordinator/coordinator.py): the flags saying when a run validates, ch
 After `done` steps a run validates every --validate-every steps and at its last step; it saves
 every --checkpoint-every steps, at its last step and whenever validation improves (so `best` always
 points at a checkpoint); it redraws its plots at validations and at its last step. The last step is
-the step budget's, or the one a trainer's stop condition ends the run at."""
+the step budget's, the first one that ends past --max-minutes of the run's clock, or the one a
+trainer's stop condition ends the run at."""
 
 from dataclasses import dataclass
 
@@ -28,10 +29,17 @@ class RunSchedule:
     log: str = flag("none", "Also send every metrics line, the config and the plots at the end to wandb, tensorboard "
                     "or both (wandb,tensorboard): RUN/wandb/, RUN/tb/; metrics.jsonl stays the record.",
                     changeable=True, metavar="<wandb,tensorboard>")
+    max_minutes: float = flag(0.0, "Also end the run after the first step that ends past this many minutes of its "
+                              "clock (elapsed_s, which goes on across resumes), validated and saved as a last step "
+                              "is; 0: --steps alone.", changeable=True)
 
     def last_step(self, done, stopped=False):
-        """Whether the run ends after `done` steps: its budget is spent or its stop condition met."""
+        """Whether the run ends after `done` steps: its budget is spent or its stop condition (or clock) says so."""
         return done >= self.steps or stopped
+
+    def out_of_time(self, elapsed_s):
+        """Whether a step that ends at `elapsed_s` seconds of the run's clock is past --max-minutes."""
+        return self.max_minutes > 0 and elapsed_s >= self.max_minutes * 60
 
     def validation_due(self, done, last):
         """Whether to validate after `done` steps (--validate-every 0: never, where a config allows it)."""
