@@ -14,14 +14,17 @@ Member g belongs to pair g // 2 and carries sign +1 (even g) or -1 (odd g); nois
 epoch e is keyed by (seed, t, e // noise_reuse, pair), so any rank can regenerate any member's.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.evolution.fitness import Z_SCALE, check_population, pair_signs, pair_zscores
 from eggnog.evolution.int_members import perturbed_members
-from eggnog.evolution.int_optimizers import INT_OPTIMIZERS, OPTIMIZER_ARRAYS
+from eggnog.evolution.int_optimizers import INT_OPTIMIZERS, OPTIMIZER_ARRAYS, QuantizedAdamW, ZTestUpdate
 from eggnog.evolution.noise_overlay import check_overlay, gains_of, initial_overlay, updated_overlay
 from eggnog.kernels.core.backend import Backend
 from eggnog.kernels.core.placement import BackendArray, kernels_for, to_host
@@ -54,7 +57,7 @@ class IntEggrollConfig:
     lr_decay: str = "none"
     adaptive_noise: bool = False
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         if self.perturbation_rank != 1:
             raise BadInput("integer EGGROLL uses rank-1 perturbations (as nano-egg); got --perturbation-rank "
                            f"{self.perturbation_rank}")
@@ -73,26 +76,26 @@ class IntEggrollConfig:
         if self.lr <= 0 or self.weight_decay < 0 or not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise BadInput("--lr must be positive, --weight-decay >= 0 and --beta1, --beta2 in [0, 1)")
 
-    def lr_at(self, step):
+    def lr_at(self, step: int) -> float:
         warm = self.lr * (4 if step < 100 else 2 if step < 200 else 1)
         last = getattr(self, "steps", 0)
         if self.lr_decay == "none" or step < WARM_UP or last <= WARM_UP:
             return warm
         return warm * max(0.0, (last - step) / (last - WARM_UP))
 
-    def alpha_at(self, step):
+    def alpha_at(self, step: int) -> float:
         """alpha < 1: constant z-test level; alpha >= 1: 1 / ((2^alpha - 1) t / decay + 1)."""
         if self.alpha < 1:
             return self.alpha
         return 1.0 / ((2.0**self.alpha - 1.0) * step / self.alpha_decay_timestep + 1.0)
 
-    def threshold_at(self, step):
+    def threshold_at(self, step: int) -> int:
         """int(16 * Phi^-1(1 - alpha_t / 2)), times the fitness scale (16 for z-scored fitness)."""
         level = self.alpha_at(step)
         thr = int(NormalDist().inv_cdf(1.0 - level / 2.0) * 16) if level < 1 else 0
         return thr * (1 if self.fast_fitness else Z_SCALE)
 
-    def noise_epoch(self, step):
+    def noise_epoch(self, step: int) -> int:
         """The noise key's counter at `step` (nano-egg's epoch): --noise-reuse steps share one."""
         return 0 if self.noise_reuse == 0 else step // self.noise_reuse
 
@@ -101,36 +104,40 @@ OVERLAY_ARRAY = "noise_overlay"  # adaptive noise: int8, laid out as the gains (
 STATE_ARRAYS = OPTIMIZER_ARRAYS + (OVERLAY_ARRAY,)  # what a strategy carries besides its parameters
 
 
-def state_layout(cfg, model):
+def state_layout(cfg: IntEggrollConfig, model: IntTensorModel) -> list[tuple[str, type[np.generic], int]]:
     """(name, dtype, length) of each state array a strategy of `cfg` carries, in STATE_ARRAYS order."""
     arrays = [(name, np.float32, model.n_params) for name in OPTIMIZER_ARRAYS if cfg.optimizer == "adamw"]
     return arrays + ([(OVERLAY_ARRAY, np.int8, initial_overlay(model).size)] if cfg.adaptive_noise else [])
 
 
-def full_state(cfg, model, state):
+def full_state(cfg: IntEggrollConfig, model: IntTensorModel,
+               state: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
     """`state` with adamw's arrays, which a strategy makes at its first update, as zeros before it."""
     return {name: np.asarray(state[name]) if name in state else np.zeros(n, dtype)
             for name, dtype, n in state_layout(cfg, model)}
 
 
-def snapshot_bytes(cfg, model, params, state):
+def snapshot_bytes(cfg: IntEggrollConfig, model: IntTensorModel, params: npt.ArrayLike,
+                   state: Mapping[str, npt.ArrayLike]) -> bytes:
     """A strategy's parameters and state (full_state's arrays) as one byte string: what a
     coordinator's worker sends at a snapshot and a worker joining late loads."""
     parts = [np.asarray(params, np.int8)] + list(full_state(cfg, model, state).values())
     return b"".join(np.ascontiguousarray(p).tobytes() for p in parts)
 
 
-def snapshot_arrays(cfg, model, body):
+def snapshot_arrays(cfg: IntEggrollConfig, model: IntTensorModel,
+                    body: bytes | bytearray | memoryview) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(params, state) from `snapshot_bytes`' layout; ValueError when `body` has another size."""
-    body = np.frombuffer(bytes(body), np.uint8)
+    data = np.frombuffer(bytes(body), np.uint8)
     layout = [("params", np.int8, model.n_params)] + list(state_layout(cfg, model))
     expected = sum(n * np.dtype(dtype).itemsize for _, dtype, n in layout)
-    if body.size != expected:
-        raise ValueError(f"a snapshot of {body.size} bytes where this model's takes {expected}")
-    arrays, at = {}, 0
+    if data.size != expected:
+        raise ValueError(f"a snapshot of {data.size} bytes where this model's takes {expected}")
+    arrays: dict[str, np.ndarray] = {}
+    at = 0
     for name, dtype, n in layout:
         size = n * np.dtype(dtype).itemsize
-        arrays[name] = body[at:at + size].view(dtype).copy()
+        arrays[name] = data[at:at + size].view(dtype).copy()
         at += size
     return arrays.pop("params"), arrays
 
@@ -154,7 +161,7 @@ class IntEggroll:
 
     def __init__(self, model: IntTensorModel, cfg: IntEggrollConfig, backend: Backend, params: np.ndarray, seed: int,
                  step: int = 0, first_member: int = 0, members: int | None = None,
-                 optimizer_state: dict[str, np.ndarray] | None = None):
+                 optimizer_state: Mapping[str, npt.ArrayLike] | None = None) -> None:
         """optimizer_state: {STATE_ARRAYS name: array} to continue from: adamw's (zeros, made at the
         first update, when absent: an evaluation-only copy holds no state) and the adaptive-noise overlay
         (64 everywhere when absent)."""
@@ -165,16 +172,18 @@ class IntEggroll:
         self.members = cfg.population if members is None else members
         self.params = backend.to_device(np.array(params, dtype=np.int8))  # flat, on the backend
         state = optimizer_state or {}
-        self.optimizer = INT_OPTIMIZERS[cfg.optimizer](cfg, model, backend, self.ops, state)
-        self.overlay, self.gains = None, None  # host int8; device uint8
-        self.proxy_sum = None  # the last evaluate's summed d-eggs proxy loss, for a model that has one
+        optimizer = cast(type[ZTestUpdate | QuantizedAdamW], INT_OPTIMIZERS[cfg.optimizer])
+        self.optimizer = optimizer(cfg, model, backend, self.ops, state)
+        self.overlay: npt.NDArray[np.int8] | None = None  # host int8
+        self.gains: BackendArray | None = None  # device uint8
+        self.proxy_sum: int | None = None  # the last evaluate's summed d-eggs proxy loss, for a model that has one
         if cfg.adaptive_noise:
             overlay = np.asarray(state.get(OVERLAY_ARRAY, initial_overlay(model)))
             if not check_overlay(overlay, model):
                 raise BadInput("the stored noise overlay does not fit this model")
             self.set_overlay(overlay)
 
-    def set_overlay(self, overlay):
+    def set_overlay(self, overlay: npt.ArrayLike) -> None:
         self.overlay = np.array(overlay, dtype=np.int8)
         self.gains = self.backend.to_device(gains_of(self.overlay))
 
@@ -187,7 +196,7 @@ class IntEggroll:
             state[OVERLAY_ARRAY] = self.overlay.copy()
         return state
 
-    def evaluate(self, windows: np.ndarray, states: BackendArray, perturbed: bool = True) -> np.ndarray:
+    def evaluate(self, windows: npt.ArrayLike, states: BackendArray, perturbed: bool = True) -> np.ndarray:
         """Sum of log-likelihoods (1/16 bit) of each member of this slice over a (members, T + 1)
         token window, as int64 on the host (and `proxy_sum` for a model with a proxy loss); `states`
         ((layers, members, width) int8 on the backend, the model's state_dims) carry over and are
@@ -215,7 +224,7 @@ class IntEggroll:
         return perturbed_members(self.model, self.host_params(), prefixes, self.first_member, self.members,
                                  self.cfg.sigma_shift, gains)
 
-    def shape(self, fitness, maximize: bool = True) -> np.ndarray:
+    def shape(self, fitness: npt.ArrayLike, maximize: bool = True) -> np.ndarray:
         """Pair fitness (int8, one per antithetic pair) from one fitness per member, higher is better
         (`maximize=False`: the values are losses). Pair signs (`cfg.fast_fitness`) take this rank's
         members; pair z-scores (16 = one standard deviation) take the whole population."""
@@ -223,12 +232,12 @@ class IntEggroll:
             return pair_signs(fitness_of(fitness, self.members, maximize))
         return pair_zscores(fitness_of(fitness, self.cfg.population, maximize))
 
-    def tell(self, fitness, maximize: bool = True) -> float:
+    def tell(self, fitness: npt.ArrayLike, maximize: bool = True) -> float:
         """update(shape(fitness)): one fitness per member asked (the whole population), higher is better
         unless `maximize` is False; returns the fraction of parameters that moved."""
         return self.update(self.shape(fitness, maximize))
 
-    def update(self, fitness: np.ndarray) -> float:
+    def update(self, fitness: npt.ArrayLike) -> float:
         """Apply the update from the shaped fitness of every pair of the population (`shape`'s output,
         gathered over ranks); returns the fraction of parameters that moved. Identical on every rank
         given identical fitness."""

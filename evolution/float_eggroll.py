@@ -15,26 +15,30 @@ More in docs/internals.md (evolution/float_eggroll.py)."""
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.evolution.fitness import check_population
 from eggnog.kernels.core.backend import Backend
-from eggnog.kernels.core.placement import kernels_for, to_host
+from eggnog.kernels.core.placement import BackendArray, Kernels, kernels_for, to_host
 from eggnog.kernels.layers.elementwise import add_bias, scale_rows
 from eggnog.kernels.layers.losses import cross_entropy
 from eggnog.kernels.layers.lowrank import lowrank_sum
 from eggnog.kernels.layers.weighted_sums import weighted_means
 from eggnog.kernels.noise.normal_rows import normal_rows
 from eggnog.kernels.noise.scalar_math import prefix_key
+from eggnog.models.flat_params import FlatParams
 from eggnog.models.mingru import MinGruModel
 from eggnog.runtime.errors import BadInput
 from eggnog.training.ask_tell import fitness_of
-from eggnog.training.optimizers import Optimizer
+from eggnog.training.optimizers import AdamW, SfAdamW, Sgd
 
 FITNESS_MODES = ("global", "group")
 PRECISIONS = ("auto", "tf32", "fp32")
 TENSOR_ID_BASE = 1  # noise tensor id of the first model tensor; 0 stays free
+FloatOptimizer = AdamW | SfAdamW | Sgd  # what training/optimizers.py makes: step, train_params, state
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class FloatEggrollConfig:
     freeze_vectors: bool = False
     forward_precision: str = "auto"
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         if self.perturbation_rank < 1:
             raise BadInput(f"--perturbation-rank must be positive, got {self.perturbation_rank}")
         if self.sigma <= 0 or not math.isfinite(self.sigma):
@@ -63,15 +67,15 @@ class FloatEggrollConfig:
             raise BadInput(f"unknown --forward-precision {self.forward_precision!r}: choose one of "
                            f"{', '.join(PRECISIONS)}")
 
-    def uses_tf32(self, backend_name):
+    def uses_tf32(self, backend_name: str) -> bool:
         return self.forward_precision == "tf32" or (self.forward_precision == "auto" and backend_name == "cuda")
 
-    def noise_epoch(self, step):
+    def noise_epoch(self, step: int) -> int:
         """The noise key's counter at `step` (nano-egg's epoch): --noise-reuse steps share one."""
         return 0 if self.noise_reuse == 0 else step // self.noise_reuse
 
 
-def zscore_fitness(losses, group_size, mode):
+def zscore_fitness(losses: npt.ArrayLike, group_size: int, mode: str) -> npt.NDArray[np.float64]:
     """Fitness (higher is better) of every member from its loss: -loss z-scored globally, or with
     each group's mean removed and divided by the global std of the result; zeros when all agree."""
     f = -np.asarray(losses, np.float64)
@@ -88,30 +92,32 @@ class Perturbation:
     `matrix(name)` -> (A (M, rows, r), B (M, cols, r), coef (M,)), `vector(name)` -> perturbed
     values (M, n), or None for an unperturbed tensor."""
 
-    def __init__(self, ops, members, matrices, vectors):
+    def __init__(self, ops: Kernels, members: int,
+                 matrices: dict[str, tuple[BackendArray, BackendArray, BackendArray]],
+                 vectors: dict[str, BackendArray]) -> None:
         self.ops, self.members = ops, members
         self._matrices, self._vectors = matrices, vectors
-        self._constants = {}
+        self._constants: dict[tuple[tuple[int, ...], float], BackendArray] = {}
 
-    def matrix(self, name):
+    def matrix(self, name: str) -> tuple[BackendArray, BackendArray, BackendArray] | None:
         return self._matrices.get(name)
 
-    def vector(self, name):
+    def vector(self, name: str) -> BackendArray | None:
         return self._vectors.get(name)
 
-    def _constant(self, shape, value):
+    def _constant(self, shape: tuple[int, ...], value: float) -> BackendArray:
         key = (shape, value)
         if key not in self._constants:
             self._constants[key] = self.ops.to_device(np.full(shape, value, np.float32))
         return self._constants[key]
 
-    def ones(self, n):
+    def ones(self, n: int) -> BackendArray:
         return self._constant((n,), 1.0)
 
-    def zeros(self, members, n):
+    def zeros(self, members: int, n: int) -> BackendArray:
         return self._constant((members, n), 0.0)
 
-    def ones_members(self, members, n):
+    def ones_members(self, members: int, n: int) -> BackendArray:
         return self._constant((members, n), 1.0)
 
 
@@ -130,21 +136,21 @@ class FloatEggroll:
     strategies made with the same seed ask the same members. The optimiser owns the flat float32
     parameters on the backend (`params`); `host_params()` is a host copy."""
 
-    def __init__(self, model: MinGruModel, cfg: FloatEggrollConfig, backend: Backend, params: Optimizer, seed: int,
-                 step: int = 0, first_member: int = 0, members: int | None = None):
+    def __init__(self, model: FlatParams, cfg: FloatEggrollConfig, backend: Backend, params: FloatOptimizer,
+                 seed: int, step: int = 0, first_member: int = 0, members: int | None = None) -> None:
         self.model, self.cfg, self.seed = model, cfg, seed
         self.ops = kernels_for(backend.name)
         self.optimizer = params  # an optimiser that owns the flat float32 parameters (on the backend)
         self.step, self.first_member = step, first_member
         self.members = cfg.population if members is None else members
         # the population forward's products: TF32 moves member losses by well under their spread
-        # (bench/tf32_fitness.py); gradients, validation and sampling keep fp32
+        # (bench/gpu/tf32_fitness.py); gradients, validation and sampling keep fp32
         self.forward_ops = kernels_for(backend.name, "tf32") if cfg.uses_tf32(backend.name) else self.ops
         self.tensor_ids = {name: TENSOR_ID_BASE + i for i, (name, _, _, _) in enumerate(model.specs)}
         self.kinds = {name: (shape, kind) for name, shape, kind, _ in model.specs}
 
     @property
-    def params(self):
+    def params(self) -> BackendArray:
         return self.optimizer.train_params()
 
     def host_params(self) -> np.ndarray:
@@ -153,7 +159,7 @@ class FloatEggroll:
     def host_optimizer_state(self) -> dict[str, np.ndarray]:
         return {name: np.array(to_host(a), np.float32) for name, a in self.optimizer.state()[0].items()}
 
-    def pair_noise(self, name, pairs):
+    def pair_noise(self, name: str, pairs: npt.ArrayLike) -> BackendArray:
         """Unit noise of tensor `name` for the given pairs (a pair may repeat), on the backend: (A, B)
         for a matrix, eps (P, n) for a vector. Each pair's stream is keyed by the pair alone, so a slice
         of the population sees the noise of the whole one; the GPU draws it within 4 eps of the CPU."""
@@ -168,7 +174,7 @@ class FloatEggroll:
         a = normal_rows(self.ops, prefix, pairs, shape[1] * r, shape[0] * r).reshape(len(pairs), shape[0], r)
         return a, b
 
-    def perturbation(self):
+    def perturbation(self) -> Perturbation:
         """The Perturbation of this rank's members at the current step, built on the backend."""
         cfg, ops = self.cfg, self.ops
         member_pairs = np.arange(self.first_member, self.first_member + self.members) // 2
@@ -176,7 +182,8 @@ class FloatEggroll:
         coef = ops.to_device((signs * cfg.sigma / math.sqrt(cfg.perturbation_rank)).astype(np.float32))
         scale = ops.to_device((signs * np.float32(cfg.sigma)).astype(np.float32))
         views = self.model.views(self.params)
-        matrices, vectors = {}, {}
+        matrices: dict[str, tuple[BackendArray, BackendArray, BackendArray]] = {}
+        vectors: dict[str, BackendArray] = {}
         for name, (_shape, kind) in self.kinds.items():
             if kind == "matrix":
                 a, b = self.pair_noise(name, member_pairs)
@@ -186,13 +193,14 @@ class FloatEggroll:
                 vectors[name] = add_bias(ops, scale_rows(ops, eps, scale), views[name])
         return Perturbation(ops, self.members, matrices, vectors)
 
-    def evaluate(self, windows: np.ndarray) -> np.ndarray:
+    def evaluate(self, windows: npt.ArrayLike) -> np.ndarray:
         """Mean loss (bits/byte) of each member of this slice over its (T + 1)-byte window, every
         member from a zero state, all tokens of all members in one pass per layer."""
         ops = self.ops
         windows = np.ascontiguousarray(windows, np.uint8)
-        p = self.model.views(ops.to_device(self.params))
-        logits, _, _ = self.model.forward(self.forward_ops, p, windows[:, :-1], perturbation=self.perturbation())
+        model = cast(MinGruModel, self.model)  # evaluating takes a model with a forward: the MinGRU LM
+        p = model.views(ops.to_device(self.params))
+        logits, _, _ = model.forward(self.forward_ops, p, windows[:, :-1], perturbation=self.perturbation())
         loss, _ = cross_entropy(ops, logits, ops.to_device(np.ascontiguousarray(windows[:, 1:]).reshape(-1)))
         return weighted_means(ops, loss, np.ones(loss.size // windows.shape[0]), windows.shape[0])
 
@@ -208,7 +216,7 @@ class FloatEggroll:
             start, size = self.model.offsets[name][0], math.prod(shape)
             base = np.asarray(views[name], np.float64).reshape(size)
             if kind == "matrix":
-                a, b, coef = (np.asarray(to_host(x), np.float64) for x in perturbation.matrix(name))
+                a, b, coef = (np.asarray(to_host(x), np.float64) for x in cast(tuple, perturbation.matrix(name)))
                 value = base + (coef[:, None, None] * np.einsum("mor,mir->moi", a, b)).reshape(self.members, size)
             else:
                 vector = perturbation.vector(name)
@@ -216,13 +224,13 @@ class FloatEggroll:
             out[:, start:start + size] = value  # a vector's member as the forward has it; a matrix's rounded once
         return out
 
-    def shape(self, fitness, maximize: bool = True) -> np.ndarray:
+    def shape(self, fitness: npt.ArrayLike, maximize: bool = True) -> np.ndarray:
         """Shaped fitness (float64, one per member of the population, mean 0 and std 1 or all 0) from one
         fitness per member, higher is better (`maximize=False`: the values are losses)."""
         fitness = fitness_of(fitness, self.cfg.population, maximize)
         return zscore_fitness(-fitness, self.cfg.group_size, self.cfg.fitness)  # z-scores -(losses) = fitness
 
-    def gradient_of(self, shaped):
+    def gradient_of(self, shaped: npt.ArrayLike) -> BackendArray:
         """The ES estimate of the loss gradient (flat float32, on the backend) from every member's shaped
         fitness: only the per-pair weights travel to the device."""
         cfg, ops = self.cfg, self.ops
@@ -244,16 +252,16 @@ class FloatEggroll:
                 grads[name] = lowrank_sum(ops, vector_weight, ones, eps.reshape(pairs.size, shape[0], 1))
         return self.model.flatten_on(grads, ops)
 
-    def gradient(self, losses):
+    def gradient(self, losses: npt.ArrayLike) -> BackendArray:
         """The ES estimate of the loss gradient from every member's loss (gradient_of(shape(losses)))."""
         return self.gradient_of(self.shape(losses, maximize=False))
 
-    def tell(self, fitness, maximize: bool = True) -> None:
+    def tell(self, fitness: npt.ArrayLike, maximize: bool = True) -> None:
         """update(shape(fitness)): one fitness per member of the population (identical on every rank),
         higher is better unless `maximize` is False (the trainers pass their losses that way)."""
         self.update(self.shape(fitness, maximize))
 
-    def update(self, shaped) -> None:
+    def update(self, shaped: npt.ArrayLike) -> None:
         """One optimiser step from every member's shaped fitness (`shape`'s output); `step` advances."""
         self.optimizer.step(self.gradient_of(shaped))
         self.step += 1

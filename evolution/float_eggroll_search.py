@@ -11,7 +11,11 @@ full noise, 2-D tensors matrices with EGGROLL's low-rank noise); members are fla
 names their parts. The strategy is `FloatEggroll` itself (evolution/float_eggroll.py): the trainers'
 update, with an optimiser of training/optimizers.py."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.evolution.float_eggroll import FloatEggroll, FloatEggrollConfig
 from eggnog.kernels.core.backend import Backend
@@ -41,9 +45,10 @@ class FloatEggrollSearch(FloatEggroll):
     `params` / `host_params()` hold the parameters, `step` the steps told; `views(flat)` names the
     tensors of a flat vector."""
 
-    def __init__(self, params, population: int = 32, seed: int = 0, sigma: float = 0.1, lr: float = 0.05,
+    def __init__(self, params: npt.ArrayLike | Mapping[str, npt.ArrayLike], population: int = 32, seed: int = 0,
+                 sigma: float = 0.1, lr: float = 0.05,
                  optimizer: str = "sgd", momentum: float = 0.0, shaping: str = "zscore", rank: int = 1,
-                 group_size: int = 2, backend: Backend | None = None, **config):
+                 group_size: int = 2, backend: Backend | None = None, **config: Any) -> None:
         if shaping not in SHAPINGS:
             raise BadInput(f"unknown shaping {shaping!r}: choose one of {', '.join(SHAPINGS)}")
         tensors = named_tensors(params, np.float32)
@@ -60,6 +65,6 @@ class FloatEggrollSearch(FloatEggroll):
         super().__init__(model, cfg, backend, make_optimizer(optimizer, backend.to_device(flat), lr,
                                                              momentum=momentum), seed)
 
-    def views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+    def views(self, flat: npt.ArrayLike) -> dict[str, np.ndarray]:
         """The named tensors of one flat parameter vector (a member from `ask`, or `host_params()`)."""
         return self.model.views(np.asarray(flat))

@@ -10,7 +10,11 @@ The parameters are one int8 vector or named int8 tensors (a dict: 1-D tensors ar
 own noise, 2-D tensors matrices with EGGROLL's rank-1 noise); members are flat, `views(member)` names
 their parts. The strategy is `IntEggroll` itself (evolution/eggroll.py): the trainers' update."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.evolution.eggroll import IntEggroll, IntEggrollConfig
 from eggnog.kernels.core.backend import Backend
@@ -27,12 +31,13 @@ class IntTensors(IntTensorModel):
     members are scored by the caller's fitness)."""
 
     noise_kind = EGG_NOISE
-    lr_scale = {}
+    lr_scale: dict[str, float] = {}
     has_proxy_loss = False
     state_dims = (0, 0)
 
-    def __init__(self, shapes):
-        layout, at = [], 0
+    def __init__(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        layout: list[tuple[str, tuple[int, ...], str, int]] = []
+        at = 0
         for name, shape in shapes.items():
             layout.append((name, shape, "vector" if len(shape) == 1 else "matrix", at))
             at += int(np.prod(shape))
@@ -56,8 +61,9 @@ class IntEggrollSearch(IntEggroll):
     returns the fraction of parameters moved. `params` / `host_params()` hold the parameters, `step`
     the steps told; `views(flat)` names the tensors of a flat vector."""
 
-    def __init__(self, params, population: int = 32, seed: int = 0, shaping: str = "pair_signs",
-                 sigma_shift: int = 4, optimizer: str = "ztest", backend: Backend | None = None, **config):
+    def __init__(self, params: npt.ArrayLike | Mapping[str, npt.ArrayLike], population: int = 32, seed: int = 0,
+                 shaping: str = "pair_signs",
+                 sigma_shift: int = 4, optimizer: str = "ztest", backend: Backend | None = None, **config: Any) -> None:
         if shaping not in SHAPINGS:
             raise BadInput(f"unknown shaping {shaping!r}: choose one of {', '.join(SHAPINGS)}")
         tensors = named_tensors(params, np.int8)
@@ -71,6 +77,6 @@ class IntEggrollSearch(IntEggroll):
         flat = np.concatenate([a.reshape(-1) for a in tensors.values()])
         super().__init__(model, cfg, backend or Backend("cpu"), flat, seed)
 
-    def views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+    def views(self, flat: npt.ArrayLike) -> dict[str, np.ndarray]:
         """The named tensors of one flat parameter vector (a member from `ask`, or `host_params()`)."""
         return self.model.views(np.asarray(flat))

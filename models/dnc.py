@@ -6,10 +6,12 @@ More in docs/internals.md (models/dnc.py)."""
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
-from eggnog.kernels.core.placement import BackendArray, kernels_for
+from eggnog.kernels.core.placement import BackendArray, Kernels, kernels_for
 from eggnog.kernels.layers.elementwise import accumulate, add, add_bias, column_sum, scale_rows
 from eggnog.kernels.layers.embedding import embedding, embedding_backward
 from eggnog.kernels.layers.losses import cross_entropy
@@ -39,7 +41,7 @@ class DncConfig:
     head_size: int = 128      # W, memory row width
     num_reads: int = 1        # R, read heads
 
-    def check(self):
+    def check(self) -> "DncConfig":
         sizes = asdict(self)
         bad = [f"{k} {v}" for k, v in sizes.items() if not isinstance(v, (int, np.integer)) or v < 1]
         if bad:
@@ -49,7 +51,7 @@ class DncConfig:
         return self
 
     @classmethod
-    def figure1(cls, scale):
+    def figure1(cls, scale: int) -> "DncConfig":
         """The Figure-1 DNC: H = M = W = 128 scale, R = 1, E = 32, V = 100."""
         n = 128 * scale
         return cls(100, 32, n, n, n, 1)
@@ -58,7 +60,7 @@ class DncConfig:
 HEAD_NAMES = ("fc_read_keys", "fc_write_keys", "fc_erase_vector", "fc_add_vector", "fc_write_strength")
 
 
-def tensor_specs(cfg):
+def tensor_specs(cfg: DncConfig) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, shape, init) in storage order; init "normal", "xavier", "ones" or "zeros"."""
     v, e, h, w, rw = cfg.vocab_size, cfg.input_size, cfg.hidden_size, cfg.head_size, cfg.num_reads * cfg.head_size
     c = e + rw
@@ -78,7 +80,7 @@ def tensor_specs(cfg):
     return specs
 
 
-def formula_params(cfg):
+def formula_params(cfg: DncConfig) -> int:
     """The parameter count as one closed formula, term by term, for cross-checking `n_params` (which
     counts the tensor specs)."""
     v, e, h, w, r = cfg.vocab_size, cfg.input_size, cfg.hidden_size, cfg.head_size, cfg.num_reads
@@ -88,7 +90,7 @@ def formula_params(cfg):
 
 
 class DncModel(FlatParams):
-    def __init__(self, cfg: DncConfig):
+    def __init__(self, cfg: DncConfig) -> None:
         self.cfg = cfg.check()
         super().__init__(tensor_specs(cfg))
         h, w, rw = cfg.hidden_size, cfg.head_size, cfg.num_reads * cfg.head_size
@@ -98,7 +100,7 @@ class DncModel(FlatParams):
                       "heads.bias": (self.offsets["fc_read_keys.bias"][0], (self.n_iface,))}
 
     # ---- parameters -------------------------------------------------------------------------------
-    def architecture(self) -> dict:
+    def architecture(self) -> dict[str, Any]:
         return {"model": "dnc", "total_params": self.n_params,
                 "config": {**asdict(self.cfg), "controller_input": self.cfg.input_size + self.cfg.num_reads
                            * self.cfg.head_size, "interface": self.n_iface},
@@ -121,13 +123,13 @@ class DncModel(FlatParams):
             flat[start:start + n] = values
         return flat
 
-    def views(self, flat: BackendArray) -> dict[str, BackendArray]:
+    def views(self, flat: BackendArray) -> dict[str, BackendArray]:  # type: ignore[override]  # fused ranges always
         """Named tensors over a flat vector (host or device), plus the fused "heads.weight" and
         "heads.bias"; no copies."""
         return super().views(flat, self.fused)
 
     # ---- forward ----------------------------------------------------------------------------------
-    def _check_batch(self, batch):
+    def _check_batch(self, batch: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         inputs, targets, mask = (np.asarray(a) for a in (batch.inputs, batch.targets, batch.mask))
         if inputs.ndim != 2 or inputs.shape != targets.shape or inputs.shape != mask.shape or inputs.size == 0:
             raise BadInput(f"a DNC batch needs inputs, targets and mask of one non-empty (B, T) shape, got "
@@ -138,7 +140,8 @@ class DncModel(FlatParams):
             raise BadInput("the batch mask selects no predictions")
         return inputs, targets, mask
 
-    def forward(self, ops, p, inputs, keep=False, memory0=None):
+    def forward(self, ops: Kernels, p: dict[str, BackendArray], inputs: np.ndarray, keep: bool = False,
+                memory0: npt.ArrayLike | None = None) -> tuple[BackendArray, dict[str, Any] | None]:
         """Logits (T B, V), time-major, for tokens `inputs` (B, T); with keep, also the cache.
         `memory0` (B, M, W), a constant, replaces the zero initial memory."""
         cfg = self.cfg
@@ -155,7 +158,7 @@ class DncModel(FlatParams):
             mem = ops.to_device(np.ascontiguousarray(np.asarray(memory0).reshape(batch * m, w), ops.dtype))
         mem_ln = layernorm(ops, mem, p["memory_norm.weight"], p["memory_norm.bias"])
         hn_all, reads_all = ops.empty((steps * batch, h)), ops.empty((steps * batch, rw))
-        cache = {"tokens": tokens, "steps": [], "mem0": mem, "mem0_ln": mem_ln}
+        cache: dict[str, Any] = {"tokens": tokens, "steps": [], "mem0": mem, "mem0_ln": mem_ln}
         for t in range(steps):
             x = take_rows(ops, x_all, t * batch, batch)
             u = concat_columns(ops, [x, reads])
@@ -192,22 +195,23 @@ class DncModel(FlatParams):
         return logits, (cache if keep else None)
 
     # ---- backward ---------------------------------------------------------------------------------
-    def backward(self, ops, p, cache, dlogits):
+    def backward(self, ops: Kernels, p: dict[str, BackendArray], cache: dict[str, Any],
+                 dlogits: BackendArray) -> dict[str, BackendArray]:
         """Gradients (named, on the backend; "heads.*" fused) of the loss whose logit gradient is
         `dlogits`, by BPTT through the controller and the memory."""
         cfg = self.cfg
         batch, steps = cache["shape"]
         e, h, m, w, r = cfg.input_size, cfg.hidden_size, cfg.memory_size, cfg.head_size, cfg.num_reads
         rw = r * w
-        g = {}
+        g: dict[str, BackendArray] = {}
 
-        def acc(name, value):
+        def acc(name: str, value: BackendArray) -> None:
             if name in g:
                 accumulate(ops, g[name], value)
             else:
                 g[name] = value
 
-        def ln_back(dy, x, stats, norm):
+        def ln_back(dy: BackendArray, x: BackendArray, stats: Any, norm: str) -> BackendArray:
             dx, dw, db = layernorm_backward(ops, dy, x, p[norm + ".weight"], *stats)
             acc(norm + ".weight", dw)
             acc(norm + ".bias", db)
@@ -269,15 +273,17 @@ class DncModel(FlatParams):
         g["embed.weight"] = embedding_backward(ops, dx_all, cache["tokens"], cfg.vocab_size)
         return g
 
-    def flatten(self, grads, ops, dtype=np.float32):
+    def flatten(self, grads: dict[str, Any], ops: Kernels,  # type: ignore[override]  # fused ranges always
+                dtype: npt.DTypeLike = np.float32) -> np.ndarray:
         """One host vector (float32 unless asked) from named (and fused) gradients."""
         return super().flatten(grads, ops, dtype, self.fused)
 
-    def flatten_on(self, grads, ops):
+    def flatten_on(self, grads: dict[str, Any], ops: Kernels) -> BackendArray:  # type: ignore[override]  # fused always
         return super().flatten_on(grads, ops, self.fused)
 
     # ---- losses ------------------------------------------------------------------------------------
-    def _loss_parts(self, ops, flat, batch, keep, memory0=None):
+    def _loss_parts(self, ops: Kernels, flat: BackendArray, batch: Any, keep: bool, memory0: npt.ArrayLike | None = None
+                    ) -> tuple[float, dict[str, BackendArray], dict[str, Any] | None, BackendArray, np.ndarray, float]:
         inputs, targets, mask = self._check_batch(batch)
         on_device = hasattr(flat, "copy_to_host")
         flat = flat if on_device else np.asarray(flat)
@@ -295,11 +301,11 @@ class DncModel(FlatParams):
         loss = float(weighted_means(ops, rows, weights)[0])
         return loss, p, cache, dlogits, weights, total
 
-    def loss(self, backend, flat, batch, memory0=None):
+    def loss(self, backend: str, flat: BackendArray, batch: Any, memory0: npt.ArrayLike | None = None) -> float:
         """Mask-weighted mean cross-entropy in bits; backend "numpy" (float64), "cpu" or "cuda"."""
         return self._loss_parts(kernels_for(backend), flat, batch, False, memory0)[0]
 
-    def logits(self, backend, flat, inputs):
+    def logits(self, backend: str, flat: BackendArray, inputs: npt.ArrayLike) -> np.ndarray:
         """Host logits (B, T, V) for token ids (B, T)."""
         ops = kernels_for(backend)
         inputs = np.asarray(inputs)
@@ -310,7 +316,8 @@ class DncModel(FlatParams):
         batch, steps = inputs.shape
         return np.ascontiguousarray(ops.to_host(logits).reshape(steps, batch, -1).transpose(1, 0, 2))
 
-    def loss_and_grad(self, backend, flat, batch, dtype=np.float32, memory0=None, on_device=False):
+    def loss_and_grad(self, backend: str, flat: BackendArray, batch: Any, dtype: npt.DTypeLike = np.float32,
+                      memory0: npt.ArrayLike | None = None, on_device: bool = False) -> tuple[float, BackendArray]:
         """(loss, gradient as a host vector in storage order) by BPTT; float32 unless `dtype` asks
         otherwise (float64 keeps the "numpy" reference exact, for finite-difference checks). With
         `on_device`, the gradient stays where the backend keeps it (a device array on the GPU)."""
@@ -318,5 +325,5 @@ class DncModel(FlatParams):
         loss, p, cache, dlogits, weights, total = self._loss_parts(ops, flat, batch, True, memory0)
         # cross_entropy's gradient is that of the plain mean over rows: reweight rows to the masked mean
         scale = ops.to_device(np.ascontiguousarray(weights * (weights.size / total), ops.dtype))
-        grads = self.backward(ops, p, cache, scale_rows(ops, dlogits, scale))
+        grads = self.backward(ops, p, cast(dict[str, Any], cache), scale_rows(ops, dlogits, scale))
         return loss, self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops, dtype)

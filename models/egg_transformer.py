@@ -13,9 +13,11 @@ d-eggs' sizes (V 8192, D 256, 4 layers) 5,778,944.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from eggnog.kernels.core.placement import BackendArray, Kernels
 from eggnog.kernels.noise.reference import uniform_int8
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.kernels.transformer.epoch import transformer_epoch
@@ -42,7 +44,7 @@ class TransformerConfig:
     shift_mlp_up: int = 8
     shift_mlp_down: int = 10
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.n_layer < 1 or self.dim < 2 or self.head_dim < 2 or self.vocab < 2:
             raise BadInput("the transformer needs --depth >= 1, --dim >= 2, --head-dim >= 2 and a vocabulary "
                            f"of at least 2, got {self.n_layer}, {self.dim}, {self.head_dim} and {self.vocab}")
@@ -52,20 +54,21 @@ class TransformerConfig:
             raise BadInput("every --shift-* must be in [0, 30]")
 
     @property
-    def n_heads(self):
+    def n_heads(self) -> int:
         return self.dim // self.head_dim
 
-    def shifts(self):
+    def shifts(self) -> np.ndarray:
         return np.array([getattr(self, name) for name in SHIFTS], np.int64)
 
 
 class TransformerModel(IntTensorModel):
     state_dims = (0, 0)  # members carry nothing across steps: the KV cache lives for one window
     token_dtype = np.int32
-    lr_scale = {"embedding_bias": 0.1}  # d-eggs
+    lr_scale: dict[str, float] = {"embedding_bias": 0.1}  # d-eggs
     has_proxy_loss = True  # d-eggs' own loss, reported beside bits
 
-    def __init__(self, cfg: TransformerConfig, sigma_shift=3, vector_shift=4, noise="uniform", context=None):
+    def __init__(self, cfg: TransformerConfig, sigma_shift: int = 3, vector_shift: int = 4, noise: str = "uniform",
+                 context: int | None = None) -> None:
         """context: the window it trains on; validation and generation read at most that many tokens
         into one KV cache (positions past it were never trained). None: no limit."""
         self.cfg = cfg
@@ -86,28 +89,30 @@ class TransformerModel(IntTensorModel):
                 flat[t.offset:t.offset + t.size] = LN_ONE
         return flat
 
-    def evaluation_bytes(self, steps):
+    def evaluation_bytes(self, steps: int) -> int:
         """Device bytes one member takes while its window runs on a GPU (KV cache, noise, activations)."""
         from eggnog.kernels.transformer.epoch_cuda import scratch_bytes
 
         return scratch_bytes(self.spec, steps)
 
-    def kept_bytes(self, members):
+    def kept_bytes(self, members: int) -> int:
         """Device bytes the epoch keeps between calls: none (its scratch is allocated per launch)."""
         return 0
 
-    def launch_bytes(self, steps):
+    def launch_bytes(self, steps: int) -> int:
         """Device bytes an evaluation takes once: the padded int32 copy of the weights its launch makes."""
         from eggnog.kernels.transformer.epoch_cuda import Plan
 
         return 4 * Plan(self.spec, steps).w_words
 
-    def population_scores(self, ops, params, windows, states, prefix_ids, first_member, cfg, perturbed, gains):
+    def population_scores(self, ops: Kernels, params: BackendArray, windows: BackendArray, states: BackendArray,
+                          prefix_ids: BackendArray, first_member: int, cfg: Any, perturbed: bool,
+                          gains: BackendArray | None) -> BackendArray:
         """Each member's summed (log-likelihood, d-eggs proxy loss) over its window
         (kernels/transformer/epoch.py)."""
         return transformer_epoch(ops, params, windows, prefix_ids, first_member, self.spec, perturbed)
 
-    def architecture(self) -> dict:
+    def architecture(self) -> dict[str, Any]:
         """Per-tensor table and resolved configuration, for print_arch."""
         cfg = self.cfg
         return {

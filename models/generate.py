@@ -9,21 +9,32 @@ checkpoint), each yielding `length` sampled tokens after a prompt:
   (kernels/transformer/sampler.py) picks each token with its presence penalty over the last
   PENALTY_HISTORY tokens."""
 
-import numpy as np
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
+from eggnog.kernels.core.backend import Backend
 from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.noise.reference import bits
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.kernels.transformer.decode import transformer_decode
 from eggnog.kernels.transformer.sampler import sample_token, sampler_settings
-from eggnog.models.sampling import egg_logits_to_nats
+from eggnog.models.sampling import Sampler, egg_logits_to_nats
+
+if TYPE_CHECKING:
+    from eggnog.models.egg import EggModel
+    from eggnog.models.egg_transformer import TransformerModel
+    from eggnog.models.mingru import MinGruModel
 
 MAX_CONTEXT = 256
 PENALTY_HISTORY = 256  # d-eggs' history buffer
 SAMPLE_STREAM = (1 << 31) - 7  # a tensor id of no parameter: the sampler's own noise stream
 
 
-def generate_egg(model, flat_params, prompt: bytes, length, sampler, seed, backend):
+def generate_egg(model: "EggModel", flat_params: npt.ArrayLike, prompt: bytes, length: int, sampler: Sampler, seed: int,
+                 backend: Backend) -> Iterator[int]:
     """Yield `length` sampled bytes after `prompt` (unperturbed model, zero initial state)."""
     ops = kernels_for(backend.name)
     params = model.views(backend.to_device(flat_params))
@@ -46,7 +57,8 @@ def generate_egg(model, flat_params, prompt: bytes, length, sampler, seed, backe
                             0, 0, False)
 
 
-def generate_mingru(model, flat_params, prompt: bytes, length, sampler, seed, backend):
+def generate_mingru(model: "MinGruModel", flat_params: npt.ArrayLike, prompt: bytes, length: int, sampler: Sampler,
+                    seed: int, backend: Backend) -> Iterator[int]:
     """Yield `length` sampled bytes after `prompt` (zero initial state; logits are in nats)."""
     ops = kernels_for(backend.name)
     params = model.views(ops.to_device(np.asarray(flat_params, np.float32)))
@@ -64,7 +76,8 @@ def generate_mingru(model, flat_params, prompt: bytes, length, sampler, seed, ba
         last = to_host(logits)[0]
 
 
-def generate_transformer(model, flat_params, prompt, length, sampler, seed, backend):
+def generate_transformer(model: "TransformerModel", flat_params: npt.ArrayLike, prompt: Sequence[int] | bytes,
+                         length: int, sampler: Sampler, seed: int, backend: Backend) -> Iterator[int]:
     """Yield `length` sampled tokens after `prompt` (a sequence of tokens); the sampler's top-k and
     top-p are not d-eggs' and are not used (bin/generate.py refuses them)."""
     ops = kernels_for(backend.name)
@@ -77,7 +90,7 @@ def generate_transformer(model, flat_params, prompt, length, sampler, seed, back
     keys = backend.zeros((model.cfg.n_layer, cache, model.cfg.dim), np.int8)
     values = backend.zeros((model.cfg.n_layer, cache, model.cfg.dim), np.int8)
 
-    def read(tokens, position):
+    def read(tokens: Sequence[int], position: int) -> np.ndarray:
         return transformer_decode(ops, params, np.array(tokens, np.int32), keys, values, position, model.spec)
 
     window = context[-cache:]

@@ -15,11 +15,13 @@ More in docs/internals.md (models/lstm.py)."""
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.kernels.core.backend import packed_to_device
-from eggnog.kernels.core.placement import BACKENDS, BackendArray, kernels_for
+from eggnog.kernels.core.placement import BACKENDS, BackendArray, Kernels, kernels_for
 from eggnog.kernels.layers.elementwise import add_bias, column_sum, member_affine, scale_rows, swap_leading
 from eggnog.kernels.layers.embedding import embedding_backward
 from eggnog.kernels.layers.losses import cross_entropy
@@ -39,10 +41,10 @@ class LstmConfig:
     num_heads: int = 12
 
     @property
-    def head_size(self):
+    def head_size(self) -> int:
         return self.hidden_size // self.num_heads
 
-    def check(self):
+    def check(self) -> "LstmConfig":
         for name in ("vocab_size", "input_size", "hidden_size", "num_heads"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or value < 1:
@@ -54,7 +56,7 @@ class LstmConfig:
         return self
 
 
-def tensor_specs(cfg):
+def tensor_specs(cfg: LstmConfig) -> list[tuple[str, tuple[int, ...], str, float]]:
     """(name, shape, kind, init std) in storage order; std 0 means zeros."""
     v, e, h, n, d = cfg.vocab_size, cfg.input_size, cfg.hidden_size, cfg.num_heads, cfg.head_size
     return [("W_in", (e, 4 * h), "matrix", 1.0 / math.sqrt(e)),
@@ -66,7 +68,7 @@ def tensor_specs(cfg):
             ("embed", (v, e), "matrix", 1.0)]
 
 
-def _ops(backend):
+def _ops(backend: str) -> Kernels:
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend {backend!r}: choose numpy, cpu or cuda")
     return kernels_for(backend)
@@ -75,23 +77,28 @@ def _ops(backend):
 @dataclass(frozen=True)
 class LstmBatch:
     """A TaskBatch on a backend in the model's time-major order (row t * B + b), put there by one upload."""
-    shape: tuple  # (B, T)
-    rows: object  # (T, B) int32 token ids, checked against the vocabulary
-    tokens: object  # the same, flat uint8 (the embedding gradient's)
-    targets: object  # (groups T B,) uint8: the targets `groups` times, a copy for each probe of a pass
-    weights: object  # (T B,) float32 mask
-    row_scale: object  # (T B,) mask T B / sum(mask): the logit gradient's row weights, of the backend's dtype
+    shape: tuple[int, int]  # (B, T)
+    rows: BackendArray  # (T, B) int32 token ids, checked against the vocabulary
+    tokens: BackendArray  # the same, flat uint8 (the embedding gradient's)
+    targets: BackendArray  # (groups T B,) uint8: the targets `groups` times, a copy for each probe of a pass
+    weights: BackendArray  # (T B,) float32 mask
+    row_scale: BackendArray  # (T B,) mask T B / sum(mask): the logit gradient's row weights, of the backend's dtype
     total: float  # sum(mask)
     groups: int
 
 
+# a zero-order task's batch (inputs, targets, mask: (B, T) each) or an LstmBatch made from one
+Batch = Any
+
+
 class LstmModel(FlatParams):
-    def __init__(self, cfg: LstmConfig):
+    def __init__(self, cfg: LstmConfig) -> None:
         self.cfg = cfg.check()
         super().__init__(tensor_specs(cfg))
-        self._segments, self._constants = {}, {}
+        self._segments: dict[str, BackendArray] = {}
+        self._constants: dict[tuple[str, int], BackendArray] = {}
 
-    def architecture(self) -> dict:
+    def architecture(self) -> dict[str, Any]:
         return {"model": "lstm", "total_params": self.n_params,
                 "config": {**asdict(self.cfg), "head_size": self.cfg.head_size},
                 "tensors": self.tensor_table()}
@@ -109,7 +116,7 @@ class LstmModel(FlatParams):
         return flat
 
     # ---- forward / backward ----------------------------------------------------------------------
-    def _check_tokens(self, *arrays):
+    def _check_tokens(self, *arrays: npt.ArrayLike) -> None:
         for a in arrays:
             a = np.asarray(a)
             if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
@@ -117,12 +124,13 @@ class LstmModel(FlatParams):
             if a.max() >= self.cfg.vocab_size or a.min() < 0:
                 raise BadInput(f"token id {int(a.max())} is outside the LSTM vocabulary of {self.cfg.vocab_size}")
 
-    def _params(self, ops, flat):
+    def _params(self, ops: Kernels, flat: BackendArray) -> dict[str, BackendArray]:
         if ops.name == "cuda" and hasattr(flat, "copy_to_host"):
             return self.views(flat)
         return self.views(ops.to_device(np.asarray(flat, ops.dtype)))
 
-    def forward(self, ops, p, rows, keep=False, tokens=None):
+    def forward(self, ops: Kernels, p: dict[str, BackendArray], rows: BackendArray, keep: bool = False,
+                tokens: BackendArray | None = None) -> tuple[BackendArray, dict[str, Any] | None]:
         """Logits (T * B, V), time-major, for token ids `rows` (T, B) int32 (host ids are checked by the op,
         device ids were checked when uploaded); plus, with `keep`, a cache for `backward`, which takes the
         same ids as flat uint8 `tokens` on the backend (for the embedding gradient)."""
@@ -135,12 +143,13 @@ class LstmModel(FlatParams):
         cache = dict(tokens=tokens, hs=hs, cs=cs, gates=gates, hflat=hflat, shape=(batch, steps)) if keep else None
         return logits, cache
 
-    def backward(self, ops, p, cache, dlogits):
+    def backward(self, ops: Kernels, p: dict[str, BackendArray], cache: dict[str, Any],
+                 dlogits: BackendArray) -> dict[str, Any]:
         """Named gradients (on the backend) of the loss whose logit gradient is `dlogits` (full BPTT)."""
         cfg = self.cfg
         batch, steps = cache["shape"]
         h = cfg.hidden_size
-        g = {"b_proj": column_sum(ops, dlogits)}
+        g: dict[str, Any] = {"b_proj": column_sum(ops, dlogits)}
         dh_out, g["W_proj"] = matmul_backward(ops, dlogits, cache["hflat"], p["W_proj"])
         draw, g["R"], dh0, dc0 = lstm_backward(ops, dh_out.reshape(steps, batch, h), p["R"], cache["hs"],
                                                cache["cs"], cache["gates"])
@@ -151,7 +160,7 @@ class LstmModel(FlatParams):
         g["embed"], g["W_in"] = lstm_input_projection_backward(ops, dtable, p["embed"], p["W_in"])
         return g
 
-    def _check_batch(self, batch):
+    def _check_batch(self, batch: Batch) -> None:
         shape = np.asarray(batch.inputs).shape
         if np.asarray(batch.targets).shape != shape or np.asarray(batch.mask).shape != shape:
             raise BadInput("inputs, targets and mask of a batch must have the same (B, T) shape")
@@ -159,7 +168,7 @@ class LstmModel(FlatParams):
         if not np.asarray(batch.mask, np.float64).sum() > 0:
             raise BadInput("the batch has no position with mask 1, so its loss is undefined")
 
-    def prepare(self, backend, batch, groups=1):
+    def prepare(self, backend: str, batch: Batch, groups: int = 1) -> LstmBatch:
         """A TaskBatch checked and put on the backend in one upload (an LstmBatch passes through when it
         holds `groups` copies of the targets): what every loss of a step reads."""
         if isinstance(batch, LstmBatch) and batch.groups >= groups:
@@ -175,20 +184,20 @@ class LstmModel(FlatParams):
             mask.astype(np.float32), (mask * (mask.size / total)).astype(ops.dtype))
         return LstmBatch(np.asarray(batch.inputs).shape, rows, tokens, targets, weights, row_scale, total, groups)
 
-    def _masked(self, ops, logits, batch):
+    def _masked(self, ops: Kernels, logits: BackendArray, batch: LstmBatch) -> tuple[BackendArray, BackendArray]:
         """(loss (1,) on the backend, logit gradient of the unweighted mean): the loss is the mask-weighted
         mean cross-entropy in bits of an LstmBatch."""
         per_row, dlogits = cross_entropy(ops, logits, batch.targets[:logits.shape[0]])
         return weighted_row_sums(ops, per_row.reshape(1, -1), batch.weights, None, 1.0 / batch.total), dlogits
 
-    def loss(self, backend: str, flat: BackendArray, batch) -> float:
+    def loss(self, backend: str, flat: BackendArray, batch: Batch) -> float:
         """Mask-weighted mean cross-entropy (bits) of a TaskBatch or LstmBatch."""
         ops = _ops(backend)
         batch = self.prepare(backend, batch)
         logits, _ = self.forward(ops, self._params(ops, flat), batch.rows)
         return float(ops.to_host(self._masked(ops, logits, batch)[0])[0])
 
-    def probe_segments(self, backend):
+    def probe_segments(self, backend: str) -> BackendArray:
         """probe_copies' layout of theta (kernels/noise/probe_copies.py) on the backend: the gate-major
         R, b and states0 as (gates, rest), so their probes land side by side as the heads of one LSTM."""
         if backend not in self._segments:
@@ -198,7 +207,8 @@ class LstmModel(FlatParams):
             self._segments[backend] = _ops(backend).to_device(np.array(rows, np.int64))
         return self._segments[backend]
 
-    def probe_losses(self, backend, theta, keys, alphas, distribution, batch, out=None):
+    def probe_losses(self, backend: str, theta: BackendArray, keys: BackendArray, alphas: BackendArray,
+                     distribution: str, batch: Batch, out: BackendArray | None = None) -> BackendArray:
         """Mask-weighted mean cross-entropy (bits) at theta + alpha_i z_i for every probe i (z_i from
         stream key keys[i], kernels/noise/perturb.py), in one pass over the batch. The P probes run as the
         P N heads of one LSTM (R is block-diagonal, so they never mix) with the input tables and the
@@ -216,7 +226,7 @@ class LstmModel(FlatParams):
             keys, alphas = packed_to_device(ops.to_device, np.asarray(keys, np.int64).reshape(-1, 2),
                                             np.asarray(alphas, np.float32))
         copies = probe_copies(ops, theta, keys, alphas, distribution, self.probe_segments(backend))
-        t = {}
+        t: dict[str, BackendArray] = {}
         for name, shape, *_ in self.specs:
             start = probes * self.offsets[name][0]
             t[name] = copies[start:start + probes * math.prod(shape)]
@@ -235,14 +245,15 @@ class LstmModel(FlatParams):
         weighted_row_sums(ops, per_row.reshape(probes, steps * rows), batch.weights, sums, 1.0 / batch.total)
         return np.asarray(ops.to_host(sums), np.float64) if out is None else out
 
-    def _ones(self, ops, probes):
+    def _ones(self, ops: Kernels, probes: int) -> BackendArray:
         """(P, V) ones on the backend (member_affine's scale), made once."""
         key = (ops.name, probes)
         if key not in self._constants:
             self._constants[key] = ops.to_device(np.ones((probes, self.cfg.vocab_size), np.float32))
         return self._constants[key]
 
-    def loss_and_grad(self, backend, flat, batch, on_device=False):
+    def loss_and_grad(self, backend: str, flat: BackendArray, batch: Batch,
+                      on_device: bool = False) -> tuple[float, BackendArray]:
         """(loss, flat float32 gradient) by full BPTT: on the host, or with `on_device` where the backend
         keeps it (a device array on the GPU, which `flat` may be too)."""
         ops = _ops(backend)
@@ -250,11 +261,11 @@ class LstmModel(FlatParams):
         p = self._params(ops, flat)
         logits, cache = self.forward(ops, p, batch.rows, keep=True, tokens=batch.tokens)
         loss, dlogits = self._masked(ops, logits, batch)
-        grads = self.backward(ops, p, cache, scale_rows(ops, dlogits, batch.row_scale))
+        grads = self.backward(ops, p, cast(dict[str, Any], cache), scale_rows(ops, dlogits, batch.row_scale))
         grad = self.flatten_on(grads, ops) if on_device else self.flatten(grads, ops)
         return float(ops.to_host(loss)[0]), grad
 
-    def logits(self, backend, flat, inputs):
+    def logits(self, backend: str, flat: BackendArray, inputs: npt.ArrayLike) -> np.ndarray:
         """Host logits (B, T, V) for token ids (B, T)."""
         ops = _ops(backend)
         self._check_tokens(inputs)

@@ -14,9 +14,12 @@ More in docs/internals.md (models/mingru.py)."""
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
+from eggnog.kernels.core.placement import BackendArray, Kernels
 from eggnog.kernels.layers.activations import gelu, gelu_backward
 from eggnog.kernels.layers.elementwise import add, add_bias, column_sum, last_step, member_affine
 from eggnog.kernels.layers.embedding import embedding, embedding_backward
@@ -40,18 +43,18 @@ class MinGruConfig:
     ff_mult: float = 4.0
 
     @property
-    def dim_inner(self):
+    def dim_inner(self) -> int:
         return int(self.dim * self.expansion_factor)
 
     @property
-    def ff_inner(self):
+    def ff_inner(self) -> int:
         return int(self.dim * self.ff_mult)
 
     @property
-    def proj_out(self):
+    def proj_out(self) -> bool:
         return self.expansion_factor != 1
 
-    def check(self):
+    def check(self) -> "MinGruConfig":
         if self.dim < 1 or self.depth < 1:
             raise BadInput(f"dim and depth must be positive, got dim {self.dim}, depth {self.depth}")
         if self.expansion_factor <= 0 or self.ff_mult <= 0:
@@ -62,10 +65,10 @@ class MinGruConfig:
         return self
 
 
-def tensor_specs(cfg):
+def tensor_specs(cfg: MinGruConfig) -> list[tuple[str, tuple[int, ...], str, str]]:
     """(name, shape, kind, init) in storage order; kind "matrix" (low-rank perturbed) or "vector"."""
     d, di, fi = cfg.dim, cfg.dim_inner, cfg.ff_inner
-    specs = [("embed", (VOCAB, d), "matrix", "normal")]
+    specs: list[tuple[str, tuple[int, ...], str, str]] = [("embed", (VOCAB, d), "matrix", "normal")]
     for layer in range(cfg.depth):
         b = f"blocks.{layer}."
         specs += [(b + "gru_norm", (d,), "vector", "ones"),
@@ -82,7 +85,7 @@ def tensor_specs(cfg):
     return specs
 
 
-def _flat_bytes(ops, tokens):
+def _flat_bytes(ops: Kernels, tokens: BackendArray) -> BackendArray:
     """(B, T) bytes as a flat uint8 vector on the backend (uploaded where they are on the host)."""
     if hasattr(tokens, "copy_to_host"):
         return tokens.reshape(tokens.size)
@@ -90,12 +93,12 @@ def _flat_bytes(ops, tokens):
 
 
 class MinGruModel(FlatParams):
-    def __init__(self, cfg: MinGruConfig):
+    def __init__(self, cfg: MinGruConfig) -> None:
         self.cfg = cfg.check()
         super().__init__(tensor_specs(cfg))
-        self._ones = {}
+        self._ones: dict[tuple[str, int], BackendArray] = {}
 
-    def architecture(self) -> dict:
+    def architecture(self) -> dict[str, Any]:
         return {"model": "mingru", "total_params": self.n_params,
                 "config": {**asdict(self.cfg), "dim_inner": self.cfg.dim_inner, "ff_inner": self.cfg.ff_inner},
                 "tensors": self.tensor_table()}
@@ -118,7 +121,8 @@ class MinGruModel(FlatParams):
         return flat
 
     # ---- building blocks (perturbation-aware) ---------------------------------------------------
-    def _linear(self, ops, p, name, x, batch, perturbation):
+    def _linear(self, ops: Kernels, p: dict[str, BackendArray], name: str, x: BackendArray, batch: int,
+                perturbation: Any) -> BackendArray:
         y = matmul(ops, x, p[name])
         if perturbation is None:
             return y
@@ -130,7 +134,8 @@ class MinGruModel(FlatParams):
         xb = lowrank_project(ops, x.reshape(batch, steps, x.shape[1]), b)
         return lowrank_expand(ops, y.reshape(batch, steps, y.shape[1]), xb, a, coef).reshape(y.shape)
 
-    def _norm(self, ops, p, name, x, batch, perturbation):
+    def _norm(self, ops: Kernels, p: dict[str, BackendArray], name: str, x: BackendArray, batch: int,
+              perturbation: Any) -> tuple[BackendArray, BackendArray]:
         values = perturbation.vector(name) if perturbation is not None else None
         if values is None:
             return rmsnorm(ops, x, p[name])
@@ -139,7 +144,8 @@ class MinGruModel(FlatParams):
         out = member_affine(ops, y.reshape(shape3), values, perturbation.zeros(batch, x.shape[1]))
         return out.reshape(x.shape), rstd
 
-    def _bias(self, ops, p, name, x, batch, perturbation):
+    def _bias(self, ops: Kernels, p: dict[str, BackendArray], name: str, x: BackendArray, batch: int,
+              perturbation: Any) -> BackendArray:
         values = perturbation.vector(name) if perturbation is not None else None
         if values is None:
             return add_bias(ops, x, p[name])
@@ -147,7 +153,8 @@ class MinGruModel(FlatParams):
         return member_affine(ops, x.reshape(shape3), perturbation.ones_members(batch, x.shape[1]),
                              values).reshape(x.shape)
 
-    def _embed(self, ops, p, tokens, perturbation):
+    def _embed(self, ops: Kernels, p: dict[str, BackendArray], tokens: BackendArray,
+               perturbation: Any) -> tuple[BackendArray, BackendArray]:
         batch, steps = tokens.shape
         flat_tokens = _flat_bytes(ops, tokens)
         x = embedding(ops, p["embed"], flat_tokens)
@@ -159,7 +166,8 @@ class MinGruModel(FlatParams):
         return x, flat_tokens
 
     # ---- forward / backward --------------------------------------------------------------------
-    def _layer(self, ops, p, layer, x, h0, batch, steps, perturbation):
+    def _layer(self, ops: Kernels, p: dict[str, BackendArray], layer: int, x: BackendArray, h0: BackendArray | None,
+               batch: int, steps: int, perturbation: Any) -> tuple[BackendArray, BackendArray, dict[str, Any]]:
         """One block: (its output, its carried state, what its backward pass needs)."""
         cfg = self.cfg
         b = f"blocks.{layer}."
@@ -179,14 +187,16 @@ class MinGruModel(FlatParams):
         cache = dict(x=x, n1=n1, r1=r1, k=k, u=u, h=h, h0=h0, hf=hf, x1=x1, n2=n2, r2=r2, a=a, ga=ga)
         return add(ops, x1, f), last_step(ops, h), cache
 
-    def forward(self, ops, p, tokens, states=None, perturbation=None, keep=False, recompute=False):
+    def forward(self, ops: Kernels, p: dict[str, BackendArray], tokens: BackendArray,
+                states: list[BackendArray] | None = None, perturbation: Any = None, keep: bool = False,
+                recompute: bool = False) -> tuple[BackendArray, list[BackendArray], dict[str, Any] | None]:
         """Logits (B*T, 256) for bytes `tokens` (B, T) from per-layer states (list of (B, dim_inner)
         or None for zero); returns (logits, new states, cache or None). With `keep`, the cache holds what
         `backward` needs: every layer's activations, or with `recompute` only each layer's input and state
         (backward rebuilds the rest, one layer at a time: gradient checkpointing)."""
         batch, steps = tokens.shape
         x, flat_tokens = self._embed(ops, p, tokens, perturbation)
-        cache = {"tokens": flat_tokens, "shape": (batch, steps), "layers": [], "recompute": recompute}
+        cache: dict[str, Any] = {"tokens": flat_tokens, "shape": (batch, steps), "layers": [], "recompute": recompute}
         new_states = []
         for layer in range(self.cfg.depth):
             h0 = None if states is None else states[layer]
@@ -201,13 +211,14 @@ class MinGruModel(FlatParams):
             cache.update(x=x, nf=nf, rf=rf)
         return logits, new_states, (cache if keep else None)
 
-    def backward(self, ops, p, cache, dlogits):
+    def backward(self, ops: Kernels, p: dict[str, BackendArray], cache: dict[str, Any],
+                 dlogits: BackendArray) -> dict[str, BackendArray]:
         """Gradients (named, on the backend) of the loss whose logit gradient is `dlogits`; the
         incoming states are treated as constants (truncated BPTT)."""
         cfg = self.cfg
         batch, steps = cache["shape"]
         shape3 = (batch, steps, cfg.dim_inner)
-        g = {}
+        g: dict[str, BackendArray] = {}
         dnf, g["head"] = matmul_backward(ops, dlogits, cache["nf"], p["head"])
         dx, g["norm"] = rmsnorm_backward(ops, dnf, cache["x"], p["norm"], cache["rf"])
         for layer in range(cfg.depth - 1, -1, -1):
@@ -234,18 +245,21 @@ class MinGruModel(FlatParams):
         g["embed"] = embedding_backward(ops, dx, cache["tokens"], VOCAB)
         return g
 
-    def loss_and_grad(self, ops, p, inputs, targets, states=None, recompute=False):
+    def loss_and_grad(self, ops: Kernels, p: dict[str, BackendArray], inputs: BackendArray, targets: BackendArray,
+                      states: list[BackendArray] | None = None,
+                      recompute: bool = False) -> tuple[float, dict[str, BackendArray], list[BackendArray]]:
         """(mean loss in bits, named gradients, new states) for one chunk: inputs and targets (B, T) bytes,
         on the host or already on the backend."""
         logits, new_states, cache = self.forward(ops, p, inputs, states, keep=True, recompute=recompute)
         loss, dlogits = cross_entropy(ops, logits, _flat_bytes(ops, targets))
-        grads = self.backward(ops, p, cache, dlogits)
+        grads = self.backward(ops, p, cast(dict[str, Any], cache), dlogits)  # keep=True: a cache
         if (ops.name, loss.size) not in self._ones:
             self._ones[ops.name, loss.size] = ops.to_device(np.ones(loss.size, np.float32))
         mean = weighted_row_sums(ops, loss.reshape(1, -1), self._ones[ops.name, loss.size], None, 1.0 / loss.size)
         return float(ops.to_host(mean)[0]), grads, new_states
 
-    def step(self, ops, p, token, states):
+    def step(self, ops: Kernels, p: dict[str, BackendArray], token: npt.ArrayLike,
+             states: list[BackendArray] | None) -> tuple[BackendArray, list[BackendArray]]:
         """Generation: logits (B, 256) for bytes `token` (B,) and the states after them."""
         cfg = self.cfg
         x = embedding(ops, p["embed"], ops.to_device(np.ascontiguousarray(token, np.uint8)))

@@ -1,14 +1,38 @@
 """Validation of a MinGRU LM: mean bits/byte of the unperturbed model over a fixed sample of the
 validation split, each row read from a zero state in one parallel pass; rows shared over ranks."""
 
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
+from eggnog.kernels.core.placement import Kernels
 from eggnog.kernels.layers.losses import cross_entropy
 from eggnog.kernels.layers.weighted_sums import weighted_row_sums
 from eggnog.runtime.errors import BadInput
 
+if TYPE_CHECKING:
+    from eggnog.models.mingru import MinGruModel
 
-def val_windows(val, rows, tokens):
+
+class ByteSplit(Protocol):
+    """A corpus split as validation reads it: a memory map, an array or a block reader."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, item: slice) -> npt.ArrayLike: ...
+
+
+class Ranks(Protocol):
+    """What validation asks of the process group (runtime/world.py's World)."""
+
+    rank: int
+    size: int
+
+    def allgather_array(self, local: np.ndarray) -> np.ndarray: ...
+
+
+def val_windows(val: ByteSplit, rows: int, tokens: int) -> npt.NDArray[np.uint8]:
     """`rows` consecutive windows of tokens + 1 bytes from the start of the validation split,
     shrunk to fit a small split."""
     if len(val) < 2:
@@ -19,7 +43,7 @@ def val_windows(val, rows, tokens):
     return np.stack([np.asarray(val[r * length:(r + 1) * length], np.uint8) for r in range(rows)])
 
 
-def val_bpb(model, ops, flat_params, windows, world):
+def val_bpb(model: "MinGruModel", ops: Kernels, flat_params: npt.ArrayLike, windows: np.ndarray, world: Ranks) -> float:
     mine = np.array_split(np.arange(windows.shape[0]), world.size)[world.rank]
     total = 0.0
     if mine.size:

@@ -17,7 +17,7 @@ from eggnog.runtime.errors import BadInput
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
-def parse_size(text, name="size"):
+def parse_size(text: object, name: str = "size") -> int:
     """'1g' -> 1073741824, '100k' -> 102400, '2048' -> 2048."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgKMG]?)\s*", str(text))
     if not match:
@@ -28,24 +28,25 @@ def parse_size(text, name="size"):
     return value
 
 
-def _round64(x):
+def _round64(x: float) -> int:
     return int(round(x / 64.0)) * 64
 
 
-def _per_layer(expansion, ff_mult):
+def _per_layer(expansion: float, ff_mult: float) -> float:
     return 3.0 * expansion + 2.0 * ff_mult
 
 
-def _depth_for(params, dim, expansion, ff_mult):
+def _depth_for(params: int, dim: int, expansion: float, ff_mult: float) -> int:
     return int(round((params - 512 * dim) / (_per_layer(expansion, ff_mult) * dim * dim)))
 
 
-def _dim_for(params, depth, expansion, ff_mult):
+def _dim_for(params: int, depth: int, expansion: float, ff_mult: float) -> int:
     a = depth * _per_layer(expansion, ff_mult)
     return _round64((-512 + math.sqrt(512 * 512 + 4 * a * params)) / (2 * a))
 
 
-def solve_dims(params=None, dim=None, depth=None, expansion=1.5, ff_mult=4.0):
+def solve_dims(params: int | None = None, dim: int | None = None, depth: int | None = None, expansion: float = 1.5,
+               ff_mult: float = 4.0) -> tuple[int, int]:
     """(dim, depth) for a parameter budget; raises BadInput when the budget cannot be met."""
     for name, value in (("dim", dim), ("depth", depth), ("expansion-factor", expansion), ("ff-mult", ff_mult)):
         if value is not None and value <= 0:

@@ -2,12 +2,15 @@
 A caller that scores members by a loss passes `maximize=False`; `fitness_of` is the one place where
 that sign flips (DESIGN.md: fitness is "higher is better" inside evolution code)."""
 
+from collections.abc import Mapping
+
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.runtime.errors import BadInput
 
 
-def fitness_of(values, members: int, maximize: bool = True) -> np.ndarray:
+def fitness_of(values: npt.ArrayLike, members: int, maximize: bool = True) -> npt.NDArray[np.float64]:
     """`values` (one number per member, in the order `ask` gave the members) as float64 fitness, higher
     is better: negated when `maximize` is False (the values are losses). Refuses a count other than
     `members`, and any value that is not finite."""
@@ -26,7 +29,8 @@ def fitness_of(values, members: int, maximize: bool = True) -> np.ndarray:
 DEFAULT_NAME = "params"  # the one tensor of a plain vector
 
 
-def named_tensors(params, dtype) -> dict:
+def named_tensors(params: npt.ArrayLike | Mapping[str, npt.ArrayLike],
+                  dtype: npt.DTypeLike) -> dict[str, np.ndarray]:
     """{name: array} from one vector of `dtype` or a mapping of such vectors and matrices: what a search's
     parameters may be. Refuses an empty mapping, another dtype or rank, an empty array, a non-finite value."""
     dtype = np.dtype(dtype)

@@ -12,7 +12,7 @@ applies the optimiser. Trainers evaluate this rank's members, shape what is loca
     strategy.tell(gathered(results), maximize=False)     # float EGGROLL (losses, shaped over all)
 """
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -25,10 +25,10 @@ STRATEGY_ARGUMENTS = ("model", "cfg", "backend", "params", "seed", "step")
 class Strategy(Protocol):
     step: int  # steps told; the noise of a step is keyed by it
 
-    def evaluate(self, *batch) -> np.ndarray:
+    def evaluate(self, *batch: Any) -> np.ndarray:
         """This rank's results for the current step: scores, losses or (probe, L+, L-) rows."""
 
-    def tell(self, results):
+    def tell(self, results: Any) -> object:
         """Update from every rank's results of the current step and advance `step` (EGGROLL: one
         fitness per member, higher is better, `maximize=False` for losses)."""
 
