@@ -159,7 +159,7 @@ class IntEggroll:
     so two strategies made with the same seed ask the same members. `params` are the flat parameters
     on the backend, `host_params()` a host copy."""
 
-    def __init__(self, model: IntTensorModel, cfg: IntEggrollConfig, backend: Backend, params: np.ndarray, seed: int,
+    def __init__(self, model: IntTensorModel, cfg: IntEggrollConfig, backend: Backend, params: npt.ArrayLike, seed: int,
                  step: int = 0, first_member: int = 0, members: int | None = None,
                  optimizer_state: Mapping[str, npt.ArrayLike] | None = None) -> None:
         """optimizer_state: {STATE_ARRAYS name: array} to continue from: adamw's (zeros, made at the

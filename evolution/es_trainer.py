@@ -1,17 +1,21 @@
 """The integer EGGROLL training run behind bin/train_es.py: data streams, per-member hidden states,
 fitness exchange across ranks, validation, metrics, checkpoints and exact resume."""
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.corpus.samplers import ContiguousStreams
 from eggnog.evolution.coordinator.fields import CoordinatorFields
 from eggnog.evolution.eggroll import STATE_ARRAYS, IntEggroll, IntEggrollConfig
 from eggnog.evolution.es_memory import int_eggroll_memory
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
-from eggnog.kernels.core.backend import device_free_bytes
-from eggnog.kernels.core.placement import to_host
+from eggnog.kernels.core.backend import Backend, device_free_bytes
+from eggnog.kernels.core.placement import BackendArray, to_host
 from eggnog.models.egg import EggConfig, EggModel
 from eggnog.runtime import rundir
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
@@ -20,6 +24,13 @@ from eggnog.training.memory_plan import HEADROOM, check_device_fits, device_line
 from eggnog.training.run.config import RunConfig, described, flag
 from eggnog.training.run.loop import run_steps
 from eggnog.training.run.schedule import RunSchedule
+
+if TYPE_CHECKING:  # annotations only: the transformer and the corpus readers load when used
+    from eggnog.corpus.deggs_tokens import TokenCorpus
+    from eggnog.corpus.reader import ByteCorpus
+    from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
+    from eggnog.runtime.step_clock import StepClock
+    from eggnog.runtime.world import World
 
 
 @dataclass(frozen=True)
@@ -73,30 +84,30 @@ class EsRunConfig(CoordinatorFields, RunSchedule, IntEggrollConfig, RunConfig):
     mode: str = flag("sync", "sync (every rank evaluates its slice and all exchange fitness each step) or "
                              "coordinator (rank 0 hands population chunks to the other ranks; see docs/cluster.md).",
                      changeable=True)
-    def model(self):
+    def model(self) -> "EggConfig | TransformerConfig":
         return EggConfig(self.depth, self.dim)
 
-    def build_model(self):
-        return EggModel(self.model())
+    def build_model(self) -> "EggModel | TransformerModel":
+        return EggModel(cast(EggConfig, self.model()))  # a config whose model() is not the EGG's builds its own
 
-    def n_params(self):
+    def n_params(self) -> int:
         return linear_in_depth(lambda depth: replace(self, depth=depth).build_model().n_params, self.depth)
 
-    def member_bytes(self):
+    def member_bytes(self) -> int:
         """Host bytes a member of this rank holds: its state and window (int8), its score."""
         return self.depth * self.dim + self.tokens_per_update + 1 + 8
 
-    def host_memory(self, ranks):
+    def host_memory(self, ranks: int) -> dict[str, int]:
         n, members = self.n_params(), self.population // ranks
         return {"parameters (three copies)": 3 * n,
                 "AdamW state": 12 * n if self.optimizer == "adamw" else 0,
                 "members' states and windows": members * self.member_bytes()}
 
-    def device_memory(self, model, members):
+    def device_memory(self, model: "EggModel | TransformerModel", members: int) -> dict[str, int]:
         """{what: bytes} one rank places on the GPU evaluating `members` at once (evolution/es_memory.py)."""
         return int_eggroll_memory(self, model, members)
 
-    def memory_line(self, model, members, free_bytes):
+    def memory_line(self, model: "EggModel | TransformerModel", members: int, free_bytes: int | None) -> str | None:
         """The header line on a rank's GPU memory (None on the CPU), or BadInput where it cannot fit
         `free_bytes`, naming how many members would."""
         needs = self.device_memory(model, members)
@@ -107,7 +118,7 @@ class EsRunConfig(CoordinatorFields, RunSchedule, IntEggrollConfig, RunConfig):
                               "--tokens-per-update, or a smaller model)")
         return device_line(needs, free_bytes)
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         for name in ("depth", "dim", "steps", "validate_every", "checkpoint_every", "keep_checkpoints", "val_rows",
                      "val_tokens"):
             if getattr(self, name) < 1:
@@ -126,21 +137,21 @@ class EsRunConfig(CoordinatorFields, RunSchedule, IntEggrollConfig, RunConfig):
         super().check(1)
         self.check_coordinator(ranks)
 
-    def layout(self, world):
+    def layout(self, world: "World") -> str | None:
         if self.mode == "coordinator" and self.transport == "tcp":
             return f"coordinator listening on {self.listen} for workers, chunks of {self.population_chunk}"
         if self.mode == "coordinator":
             return f"coordinator (rank 0) and {world.size - 1} workers, chunks of {self.population_chunk}"
         return None
 
-    def describe(self, trainer):
+    def describe(self, trainer: Any) -> list[str]:
         share = (f"{self.population // self.population_chunk} chunks" if self.mode == "coordinator"
                  else f"{trainer.members} per rank")
         return [f"EGG {self.depth}x{self.dim}: {trainer.model.n_params:,} int8 parameters; population "
                 f"{self.population} ({share}), {self.tokens_per_update} bytes per member per step"] + \
             ([trainer.memory_line] if trainer.memory_line else [])
 
-    def summarize(self, summary):
+    def summarize(self, summary: dict[str, Any]) -> str:
         return (f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; val {summary['val_bpb']:.3f} "
                 f"bits/byte (best {summary['best_val_bpb']:.3f})")
 
@@ -154,12 +165,12 @@ ADDED_FIXED = ("population_chunk", "chunk_mean_filter", "adaptive_threshold", "o
                "weight_decay", "adaptive_noise")
 
 
-def check_resume(stored, requested):
+def check_resume(stored: dict[str, Any], requested: dict[str, Any]) -> None:
     defaults = {name: EsRunConfig.__dataclass_fields__[name].default for name in ADDED_FIXED}
     rundir.check_resume({**defaults, **stored}, requested, RESUME_FIXED)
 
 
-def val_sample(cfg, corpus):
+def val_sample(cfg: EsRunConfig, corpus: "ByteCorpus | TokenCorpus") -> tuple[int, int]:
     """(rows, bytes scored per row) of the validation sample, each row from a zero state."""
     if len(corpus.val) < 2:
         raise BadInput("the corpus has no validation split; prepare it with --val-fraction > 0")
@@ -167,7 +178,7 @@ def val_sample(cfg, corpus):
     return rows, min(cfg.val_tokens, len(corpus.val) // rows - 1)
 
 
-def context_windows(rows, context):
+def context_windows(rows: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Validation rows (n, tokens + 1) cut into windows of `context` scored tokens (a window's last
     token is the next one's first), as a model with that context reads them: full windows, then the
     remainders (None where tokens is a multiple of context)."""
@@ -178,7 +189,8 @@ def context_windows(rows, context):
     return windows.reshape(-1, context + 1), rest
 
 
-def val_loglik(model, cfg, backend, params, step, corpus, rows, tokens):
+def val_loglik(model: "EggModel | TransformerModel", cfg: EsRunConfig, backend: Backend, params: npt.ArrayLike,
+               step: int, corpus: "ByteCorpus | TokenCorpus", rows: npt.NDArray[np.integer], tokens: int) -> int:
     """Log-likelihood sum (1/16 bit) of the unperturbed model over validation rows `rows` (indices). A
     model with a fixed context (the transformer: the window it trains on) reads each row in windows of
     that context, each from an empty cache; a recurrent one reads the whole row from a zero state."""
@@ -197,7 +209,9 @@ def val_loglik(model, cfg, backend, params, step, corpus, rows, tokens):
     return total
 
 
-def write_es_checkpoint(run_dir, cfg, step, params, states, best_val, best=False, extra=None, write=save_checkpoint):
+def write_es_checkpoint(run_dir: Path, cfg: EsRunConfig, step: int, params: np.ndarray, states: np.ndarray,
+                        best_val: float | None, best: bool = False, extra: dict[str, np.ndarray] | None = None,
+                        write: Callable[..., Path] = save_checkpoint) -> Path:
     """An EGG checkpoint: params, every member's states (members, layers, dim) and `extra` arrays."""
     meta = {"config": asdict(cfg), "model": cfg.model_name, "best_val_bpb": best_val, "data_position": {"step": step}}
     path = write(run_dir / "checkpoints", step, {"params": params, "states": states, **(extra or {})}, meta)
@@ -206,11 +220,12 @@ def write_es_checkpoint(run_dir, cfg, step, params, states, best_val, best=False
     return path
 
 
-def optimizer_state_of(arrays):
+def optimizer_state_of(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: arrays[name] for name in STATE_ARRAYS if name in arrays}
 
 
-def read_es_checkpoint(path, cfg, model):
+def read_es_checkpoint(path: str | Path, cfg: EsRunConfig,
+                       model: "EggModel | TransformerModel") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """(arrays, record) of an EGG checkpoint that this run may resume from; BadInput otherwise."""
     arrays, record = load_checkpoint(path)
     meta = record.get("meta", {})
@@ -223,7 +238,7 @@ def read_es_checkpoint(path, cfg, model):
 
 
 class EsTrainer:
-    def __init__(self, cfg: EsRunConfig, world, backend, corpus):
+    def __init__(self, cfg: EsRunConfig, world: "World", backend: Backend, corpus: "ByteCorpus | TokenCorpus") -> None:
         """Checks everything about the run (so bad input stops before a run directory exists)."""
         cfg.check(world.size)
         self.cfg, self.world, self.backend, self.corpus = cfg, world, backend, corpus
@@ -232,15 +247,15 @@ class EsTrainer:
         self.first = world.rank * self.members
         self.streams = ContiguousStreams(corpus.train, cfg.population // cfg.group_size, cfg.tokens_per_update)
         self.val_rows, self.val_tokens = val_sample(cfg, corpus)
-        self.best_val = None
+        self.best_val: float | None = None
         self.memory_line = cfg.memory_line(self.model, self.members, device_free_bytes(backend))
         self.strategy = IntEggroll(self.model, cfg, backend, self.model.init_params(cfg.seed), cfg.seed,
                                    first_member=self.first, members=self.members)
         layers, width = self.model.state_dims
-        self.states = backend.zeros((layers, self.members, width), np.int8)  # (layers, members, dim)
+        self.states: BackendArray = backend.zeros((layers, self.members, width), np.int8)  # (layers, members, dim)
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def save(self, run_dir, best=False):
+    def save(self, run_dir: Path, best: bool = False) -> None:
         states = np.ascontiguousarray(to_host(self.states).transpose(1, 0, 2))  # stored as (members, layers, dim)
         gathered = self.world.allgather_array(states)
         if self.world.is_root:
@@ -248,7 +263,7 @@ class EsTrainer:
                                 self.best_val, best, extra=self.strategy.host_optimizer_state())
         self.world.barrier()
 
-    def restore(self, path):
+    def restore(self, path: str | Path) -> None:
         arrays, record = read_es_checkpoint(path, self.cfg, self.model)
         self.strategy = IntEggroll(self.model, self.cfg, self.backend, arrays["params"], self.cfg.seed,
                                    step=record["step"], first_member=self.first, members=self.members,
@@ -258,7 +273,7 @@ class EsTrainer:
         self.best_val = record["meta"].get("best_val_bpb")
 
     # ---- one step ------------------------------------------------------------------------------
-    def exchange(self, scores):
+    def exchange(self, scores: np.ndarray) -> tuple[np.ndarray, float]:
         """Every rank gets the shaped fitness of every pair (the strategy's `shape`): ternary-packed signs
         of its own pairs (5 per byte), or all raw scores when fitness is z-scored over the population."""
         if self.cfg.fast_fitness:
@@ -270,19 +285,19 @@ class EsTrainer:
         everything = self.world.allgather_array(scores)
         return self.strategy.shape(everything), float(everything.sum())
 
-    def validate(self):
+    def validate(self) -> float:
         """Bits/byte of the unperturbed model from a zero state on a fixed sample of the val split;
         rows are shared out over ranks."""
         rows = np.array_split(np.arange(self.val_rows), self.world.size)[self.world.rank]
-        total = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, self.strategy.step,
+        total: float = val_loglik(self.model, self.cfg, self.backend, self.strategy.params, self.strategy.step,
                            self.corpus, rows, self.val_tokens)
         total = float(self.world.allgather_array(np.array([float(total)])).sum())
         return bits_per_byte(total, self.val_rows * self.val_tokens)
 
-    def steps_done(self):
+    def steps_done(self) -> int:
         return self.strategy.step
 
-    def loop_step(self, clock):
+    def loop_step(self, clock: "StepClock") -> tuple[dict[str, Any], int]:
         cfg, step = self.cfg, self.strategy.step
         windows = self.streams.member_batch(step, self.first, self.members, cfg.group_size)
         with clock.phase("eval"):
@@ -300,6 +315,6 @@ class EsTrainer:
             record["train_deggs_proxy"] = round(deggs_proxy(proxy, tokens), 5)
         return record, tokens
 
-    def run(self, run_dir):
+    def run(self, run_dir: Path) -> dict[str, Any]:
         val_bpb, seconds = run_steps(self, run_dir, "steps")
         return {"steps": self.cfg.steps, "val_bpb": val_bpb, "best_val_bpb": self.best_val, "elapsed_s": seconds}

@@ -136,7 +136,7 @@ class FloatEggroll:
     strategies made with the same seed ask the same members. The optimiser owns the flat float32
     parameters on the backend (`params`); `host_params()` is a host copy."""
 
-    def __init__(self, model: FlatParams, cfg: FloatEggrollConfig, backend: Backend, params: FloatOptimizer,
+    def __init__(self, model: FlatParams, cfg: FloatEggrollConfig, backend: Backend | Kernels, params: FloatOptimizer,
                  seed: int, step: int = 0, first_member: int = 0, members: int | None = None) -> None:
         self.model, self.cfg, self.seed = model, cfg, seed
         self.ops = kernels_for(backend.name)

@@ -7,11 +7,18 @@ The defaults are a laptop-sized model; `--preset d-eggs` gives d-eggs' own confi
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from eggnog.evolution.es_trainer import EsRunConfig
 from eggnog.kernels.transformer.layout import NOISE_KINDS
 from eggnog.runtime.errors import BadInput
 from eggnog.training.run.config import flag, redefault
+
+if TYPE_CHECKING:
+    from eggnog.corpus.deggs_tokens import TokenCorpus
+    from eggnog.corpus.reader import ByteCorpus
+    from eggnog.models.egg import EggModel
+    from eggnog.models.egg_transformer import TransformerConfig, TransformerModel
 
 # d-eggs' config.h, as flags (applied before the user's own, which win)
 PRESETS = {"d-eggs": ["--model", "transformer", "--depth", "4", "--dim", "256", "--head-dim", "64",
@@ -22,7 +29,7 @@ PRESETS = {"d-eggs": ["--model", "transformer", "--depth", "4", "--dim", "256", 
                       "--weight-decay", "0.01", "--lr-decay", "none", "--group-size", "2"]}
 
 
-def with_preset(argv, presets=PRESETS):
+def with_preset(argv: list[str], presets: dict[str, list[str]] = PRESETS) -> list[str]:
     """The command line with `--preset NAME` replaced by that preset's flags, placed first so that
     the user's own flags win (the last value of a flag is the one taken). The model argument of a
     command that has one stays first."""
@@ -69,20 +76,20 @@ class TransformerEsRunConfig(EsRunConfig):
     val_fraction: float = flag(0.05, "d-eggs data (a folder with input.bin and decoding.bin): the tail of the "
                                      "token stream used for validation.")
 
-    def model(self):
+    def model(self) -> "TransformerConfig":
         from eggnog.models.egg_transformer import TransformerConfig
 
         return TransformerConfig(self.depth, self.dim, self.head_dim, self.vocab_size, self.shift_attn,
                                  self.shift_qkv, self.shift_out, self.shift_logit, self.shift_mlp_up,
                                  self.shift_mlp_down)
 
-    def build_model(self):
+    def build_model(self) -> "TransformerModel":
         from eggnog.models.egg_transformer import TransformerModel
 
         return TransformerModel(self.model(), self.sigma_shift, self.vector_sigma_shift, self.noise,
                                 self.tokens_per_update)
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         if self.noise not in NOISE_KINDS:
             raise BadInput(f"unknown --noise {self.noise!r}: choose uniform or gaussian")
         if not 0 <= self.vector_sigma_shift <= 20:
@@ -93,11 +100,11 @@ class TransformerEsRunConfig(EsRunConfig):
             raise BadInput("--adaptive-noise is built for the EGG only; the transformer runs without it")
         super().check(ranks)
 
-    def member_bytes(self):
+    def member_bytes(self) -> int:
         """A member's int32 window and scores; its KV cache lives only while it is evaluated."""
         return 4 * (self.tokens_per_update + 1) + 16
 
-    def memory_line(self, model, members, free_bytes):
+    def memory_line(self, model: "EggModel | TransformerModel", members: int, free_bytes: int | None) -> str | None:
         """The evaluation's GPU memory per member and in all; BadInput where the kernel does not take the
         sizes or the rank cannot fit `free_bytes` (None: no GPU, nothing to check), naming how many
         members would (EsRunConfig.memory_line)."""
@@ -113,7 +120,7 @@ class TransformerEsRunConfig(EsRunConfig):
         whole = super().memory_line(model, members, free_bytes)
         return line if whole is None else f"{line}; {whole}"
 
-    def open_data(self, path):
+    def open_data(self, path: str) -> "ByteCorpus | TokenCorpus":
         """d-eggs' input.bin and decoding.bin (checked against --vocab-size), or a byte corpus."""
         from eggnog.corpus.deggs_tokens import deggs_paths, open_deggs
 
@@ -124,13 +131,13 @@ class TransformerEsRunConfig(EsRunConfig):
         return super().open_data(path)
 
     @property
-    def unit(self):
+    def unit(self) -> str:  # type: ignore[override]  # a class attribute on EsRunConfig
         return "bits/byte" if self.vocab_size == 256 else "bits/token"
 
-    def summarize(self, summary):
+    def summarize(self, summary: dict[str, Any]) -> str:
         return super().summarize(summary).replace("bits/byte", self.unit)
 
-    def describe(self, trainer):
+    def describe(self, trainer: Any) -> list[str]:
         cfg = self.model()
         share = (f"{self.population // self.population_chunk} chunks" if self.mode == "coordinator"
                  else f"{trainer.members} per rank")

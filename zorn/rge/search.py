@@ -9,8 +9,10 @@ applies.
 """
 
 import numbers
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.kernels.core.backend import Backend, current_backend
 from eggnog.kernels.core.placement import to_host
@@ -42,11 +44,11 @@ class RgeSearch:
     `backend` is where theta and the optimiser live (None: the process backend); members come back
     to the host. Readable state: `params`, `step`, `population`, `config`, `seed`."""
 
-    def __init__(self, params, *, solver: str = DEFAULTS.solver, probes: int = DEFAULTS.probes,
+    def __init__(self, params: npt.ArrayLike, *, solver: str = DEFAULTS.solver, probes: int = DEFAULTS.probes,
                  lr: float = DEFAULTS.lr, sigma: float | None = DEFAULTS.sigma, optimizer: str = DEFAULTS.optimizer,
                  beta1: float = DEFAULTS.beta1, beta2: float = DEFAULTS.beta2,
                  distribution: str = DEFAULTS.distribution, antithetic: bool = DEFAULTS.antithetic,
-                 seed: int = 0, step: int = 0, backend: Backend | None = None):
+                 seed: int = 0, step: int = 0, backend: Backend | None = None) -> None:
         vector = _parameter_vector(params)
         _check_whole("probes", probes, 1, None)
         _check_whole("seed", seed, 0, 1 << 64)
@@ -106,7 +108,7 @@ class RgeSearch:
             members[row] = to_host(trainer.perturbed(key, alpha))
         return members
 
-    def tell(self, fitness, maximize: bool = True) -> None:
+    def tell(self, fitness: npt.ArrayLike, maximize: bool = True) -> None:
         """Update theta from one fitness per member of the last `ask`, in its order; higher is better,
         or lower with `maximize=False` (losses). Refuses a wrong count or a non-finite value (BadInput)
         before touching theta; `step` advances by one."""
@@ -119,7 +121,7 @@ class RgeSearch:
         self._trainer.tell(np.stack([np.arange(probes, dtype=np.float64), plus, minus], axis=1))
 
 
-def _parameter_vector(params) -> np.ndarray:
+def _parameter_vector(params: npt.ArrayLike) -> np.ndarray:
     try:
         array = np.asarray(params)
     except (TypeError, ValueError):
@@ -135,9 +137,9 @@ def _parameter_vector(params) -> np.ndarray:
     return vector
 
 
-def _check_whole(name, value, low, high):
+def _check_whole(name: str, value: Any, low: int, high: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise BadInput(f"{name} must be a whole number, got {value!r}")
-    if value < low or (high is not None and value >= high):
+    if int(value) < low or (high is not None and int(value) >= high):
         bound = f"at least {low}" if high is None else f"in [{low}, {high})"
         raise BadInput(f"{name} must be {bound}, got {value}")
