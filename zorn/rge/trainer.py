@@ -13,12 +13,14 @@ as the authors ran it (their update theta -= eps g is this one with lr = eps).
 More in docs/internals.md (zorn/rge/trainer.py)."""
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from eggnog.kernels.core.backend import Backend, packed_to_device
-from eggnog.kernels.core.placement import kernels_for, to_host
+from eggnog.kernels.core.placement import BackendArray, kernels_for, to_host
 from eggnog.kernels.noise.perturb import apply_probes_, perturbed_copy
 from eggnog.kernels.noise.scalar_math import stream_key
 from eggnog.runtime.errors import BadInput
@@ -48,10 +50,10 @@ class RgeConfig:
     probe_batch: int = 0  # the same step either way, up to fp32 summation order
 
     @property
-    def eps(self):
+    def eps(self) -> float:
         return self.lr if self.sigma is None else self.sigma
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         for name, value, choices in (("solver", self.solver, SOLVERS), ("dist-mode", self.dist_mode, DIST_MODES),
                                      ("distribution", self.distribution, DISTRIBUTIONS),
                                      ("optimizer", self.optimizer, OPTIMIZERS)):
@@ -74,7 +76,7 @@ class RgeConfig:
             raise BadInput(f"betas must lie in [0, 1), got {self.beta1}, {self.beta2}")
 
 
-def step_optimizer(cfg, params):
+def step_optimizer(cfg: RgeConfig, params: BackendArray) -> AdamW | Sgd:
     """The optimiser of --optimizer over `params` (updated in place where they live, host or device):
     SGD (with momentum beta1 for "momentum"), or Adam without weight decay."""
     if cfg.optimizer == "adam":
@@ -85,17 +87,18 @@ def step_optimizer(cfg, params):
 class NonFiniteLoss(Exception):
     """A probe loss was NaN or infinite; the parameters are still those before the step."""
 
-    def __init__(self, step):
+    def __init__(self, step: int) -> None:
         super().__init__(f"non-finite loss at step {step}")
         self.step = step
 
 
-def probe_keys(seed, step, probes):
+def probe_keys(seed: int, step: int, probes: np.ndarray) -> np.ndarray:
     """(n, 2) int64 stream keys of the given probe indices at a step."""
     return np.array([stream_key(seed, PROBE_TENSOR_ID, step, int(i)) for i in probes], np.int64).reshape(-1, 2)
 
 
-def probe_functions(model, backend_name, cfg, batch):
+def probe_functions(model: Any, backend_name: str, cfg: RgeConfig,
+                    batch: Any) -> tuple[Callable[[BackendArray], float], Callable[..., Any] | None]:
     """(loss_fn, probes_fn) of a step on `batch`: `loss_fn(theta)` the loss of one parameter vector,
     `probes_fn(theta, keys, alphas, out)` many perturbations' losses in one pass where the model can
     (None where it cannot); the batch is put on the backend once for all of them where the model can."""
@@ -103,7 +106,7 @@ def probe_functions(model, backend_name, cfg, batch):
         batch = model.prepare(backend_name, batch, max(cfg.probe_batch, 1))  # 0: not chosen yet, one copy
     probes_fn = None
     if hasattr(model, "probe_losses"):
-        def probes_fn(theta, keys, alphas, out):
+        def probes_fn(theta: BackendArray, keys: BackendArray, alphas: BackendArray, out: BackendArray) -> BackendArray:
             return model.probe_losses(backend_name, theta, keys, alphas, cfg.distribution, batch, out)
     return (lambda p: model.loss(backend_name, p, batch)), probes_fn
 
@@ -116,8 +119,8 @@ class RgeTrainer:
     plain SGD, fused into the probe pass). `model` may be None where the caller evaluates the
     perturbations itself (zorn/rge/search.py: ask/tell on any loss); `tell` is then the one update."""
 
-    def __init__(self, model, cfg: RgeConfig, backend: Backend, params: np.ndarray, seed: int, step: int = 0,
-                 world: World | None = None):
+    def __init__(self, model: Any, cfg: RgeConfig, backend: Backend, params: np.ndarray, seed: int, step: int = 0,
+                 world: World | None = None) -> None:
         world = world_without_mpi() if world is None else world
         cfg.check(world.size)
         self.model, self.cfg, self.backend, self.world, self.seed, self.step = model, cfg, backend, world, seed, step
@@ -141,7 +144,7 @@ class RgeTrainer:
             return {}
         return {name: np.array(to_host(a), np.float32) for name, a in self.optimizer.state()[0].items()}
 
-    def _signed_keys(self, step):
+    def _signed_keys(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Keys of this rank's probes and the sign each direction carries (antithetic pairs share a key)."""
         cfg = self.cfg
         if not cfg.antithetic:
@@ -149,7 +152,7 @@ class RgeTrainer:
         keys = probe_keys(self.seed, step, self.mine // 2)
         return keys, np.where(self.mine % 2 == 0, 1.0, -1.0).astype(np.float32)
 
-    def evaluate(self, batch) -> np.ndarray:
+    def evaluate(self, batch: Any) -> np.ndarray:
         """This rank's (probe, L+, L-) rows of the current step on `batch`: L- is L(theta - eps z)
         (cdrge) or the clean L(theta) (fdras). A model that evaluates many perturbations in one pass
         (`probe_losses`) takes them in passes of --probe-batch when it is above 1."""
@@ -157,7 +160,8 @@ class RgeTrainer:
         plus, minus = self._losses(loss_fn, probes_fn)
         return np.stack([self.mine.astype(np.float64), plus, minus], axis=1)
 
-    def _losses(self, loss_fn, probes_fn):
+    def _losses(self, loss_fn: Callable[[BackendArray], float],
+                probes_fn: Callable[..., Any] | None) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.cfg
         clean = loss_fn(self.theta) if cfg.solver == "fdras" else None
         if probes_fn is not None and cfg.probe_batch > 1:
@@ -176,12 +180,12 @@ class RgeTrainer:
             keys, alphas = np.repeat(keys, 2, axis=0), np.stack([alphas, -alphas], axis=1).reshape(-1)
         return keys, alphas.astype(np.float32)
 
-    def perturbed(self, key, alpha):
+    def perturbed(self, key: np.ndarray, alpha: float) -> BackendArray:
         """The work copy set to theta + alpha z(key) (alpha one of `perturbations`); theta untouched."""
         perturbed_copy(self.ops, self.theta, self.work, key, float(alpha), self.cfg.distribution)
         return self.work
 
-    def _losses_batched(self, probes_fn, clean):
+    def _losses_batched(self, probes_fn: Callable[..., Any], clean: float | None) -> tuple[np.ndarray, np.ndarray]:
         """The same (L+, L-) with the perturbed evaluations (`perturbations`) in passes of --probe-batch:
         every alpha is the float32 that perturbed_copy would be given. The keys and alphas go to the
         backend in one upload, every pass writes its losses into one vector there, and that vector comes
@@ -195,19 +199,19 @@ class RgeTrainer:
         return self._plus_minus(to_host(losses), clean)
 
     @staticmethod
-    def _plus_minus(losses, clean):
+    def _plus_minus(losses: np.ndarray, clean: float | None) -> tuple[np.ndarray, np.ndarray]:
         """(L+, L-) per probe from the losses of `perturbations` in order, and the clean loss (fdras)."""
         if clean is None:
             return losses[0::2], losses[1::2]
         return losses, np.full(losses.size, clean)
 
-    def coefficients(self, plus, minus, signs):
+    def coefficients(self, plus: np.ndarray, minus: np.ndarray, signs: np.ndarray) -> np.ndarray:
         """c_i with g = sum_i c_i z_i (sign of antithetic members folded in)."""
         cfg = self.cfg
         scale = 2.0 * cfg.eps if cfg.solver == "cdrge" else cfg.eps
         return ((plus - minus) / (scale * cfg.probes) * signs).astype(np.float32)
 
-    def train_step(self, batch, clock=UNTIMED) -> float:
+    def train_step(self, batch: Any, clock: Any = UNTIMED) -> float:
         """One training step on `batch`: evaluate, gather every rank's rows, tell. Raises NonFiniteLoss
         before touching the parameters when any probe loss is NaN or infinite. `clock` times its phases:
         the probes (eval), the collectives (exchange), the rest (update)."""
@@ -217,7 +221,7 @@ class RgeTrainer:
             table = self.world.allgather_array(mine)
         return self.tell(table, clock)
 
-    def tell(self, table: np.ndarray, clock=UNTIMED) -> float:
+    def tell(self, table: np.ndarray, clock: Any = UNTIMED) -> float:
         """Update from the (probe, L+, L-) rows of every rank, in rank order as gathered; returns the
         mean probe loss."""
         cfg, world, ops = self.cfg, self.world, self.ops
@@ -253,7 +257,7 @@ class RgeTrainer:
         losses = table[:, 1:] if cfg.solver == "cdrge" else table[:, 1]
         return float(losses.mean())
 
-    def _all_probes(self, table, step):
+    def _all_probes(self, table: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Keys and coefficients of every probe from the gathered (probe, L+, L-) table."""
         probes = table[:, 0].astype(np.int64)
         signs = np.where(probes % 2 == 0, 1.0, -1.0).astype(np.float32) if self.cfg.antithetic else \
@@ -261,7 +265,7 @@ class RgeTrainer:
         keys = probe_keys(self.seed, step, probes // 2 if self.cfg.antithetic else probes)
         return keys, self.coefficients(table[:, 1], table[:, 2], signs)
 
-    def estimate(self, batch) -> np.ndarray:
+    def estimate(self, batch: Any) -> np.ndarray:
         """The gradient estimate g of all probes at the current step (host float32), parameters and
         step untouched."""
         table = self.world.allgather_array(self.evaluate(batch))
@@ -270,7 +274,7 @@ class RgeTrainer:
         apply_probes_(self.ops, grad, keys, coefs, self.cfg.distribution)
         return to_host(grad)
 
-    def _update(self, keys, coefs):
+    def _update(self, keys: np.ndarray, coefs: np.ndarray) -> None:
         """theta -= lr * sum_i c_i z_i (fused), or the optimiser's step on that sum."""
         cfg, ops = self.cfg, self.ops
         if self.optimizer is None:
