@@ -4,19 +4,24 @@ zorn/rge/island.py): put before a trainer's run config among the bases. Flags th
 is logged, kept or summarised may change on resume."""
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.world import launcher_rank
 from eggnog.training.gossip.messages import MAX_ISLANDS
 from eggnog.training.run.config import flag, option_name
 
+if TYPE_CHECKING:
+    from eggnog.runtime.world import World
+
 MERGES = ("clonal", "recombination", "mixed")
 TRANSPORTS = ("mpi", "tcp")
 OPTIMIZER_MERGES = ("interpolate", "reset")
 
 
-def _in_unit_interval(cfg, name, upper_open=False):
+def _in_unit_interval(cfg: "GossipFields", name: str, upper_open: bool = False) -> None:
     value = getattr(cfg, name)
     if not (0 <= value < 1 if upper_open else 0 <= value <= 1):
         raise BadInput(f"{option_name(name)} must lie in [0, 1{')' if upper_open else ']'}, got {value}")
@@ -75,10 +80,10 @@ class GossipFields:
     catch_up_steps: int = flag(1000, "TCP: an island this many steps behind the furthest island loads that "
                                      "island's newest checkpoint (0: never).", changeable=True)
 
-    def host_memory(self, ranks):
+    def host_memory(self, ranks: int) -> dict[str, int]:
         return super().host_memory(1)  # an island holds its whole population or batch
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         # every island trains alone, on its whole batch or population; --transport is gossip's here
         super(GossipFields, replace(self, transport="mpi")).check(1)
         self.check_transport(ranks)
@@ -100,7 +105,7 @@ class GossipFields:
         if not self.elite_checkpoint_multiplier >= 1:
             raise BadInput(f"--elite-checkpoint-multiplier must be at least 1, got {self.elite_checkpoint_multiplier}")
 
-    def check_transport(self, ranks):
+    def check_transport(self, ranks: int) -> None:
         if self.transport not in TRANSPORTS:
             raise BadInput(f"unknown --transport {self.transport!r}: choose mpi or tcp")
         if self.transport == "mpi":
@@ -120,7 +125,7 @@ class GossipFields:
         if self.catch_up_steps < 0:
             raise BadInput(f"--catch-up-steps must be 0 (never) or more, got {self.catch_up_steps}")
 
-    def island_number(self, environ=os.environ):
+    def island_number(self, environ: Mapping[str, str] = os.environ) -> int:
         """--island, else the launcher's task number (SLURM_PROCID under srun); BadInput when neither."""
         if self.island is not None:
             return self.island
@@ -130,19 +135,19 @@ class GossipFields:
                            "its tasks (srun: SLURM_PROCID)")
         return number
 
-    def layout(self, world):
+    def layout(self, world: "World") -> str | None:
         if self.transport == "tcp":
             return f"gossip over TCP, island {self.island_number()}"
         return f"gossip, {world.size} island(s)"
 
-    def tournaments_line(self):
+    def tournaments_line(self) -> str:
         merge = self.gossip_merge + (f" (recombination with p {self.gossip_recombination_prob})"
                                      if self.gossip_merge == "mixed" else "")
         return (f"tournaments: rate {self.gossip_mixing_rate} per step, merge {merge}, alpha "
                 f"{self.gossip_recombination_alpha}, optimizer {self.gossip_optimizer_merge}; elites {self.elites}, "
                 f"keep-checkpoints {self.keep_checkpoints}, rejuvenation rate {self.rejuvenation_rate}")
 
-    def summarize(self, summary):
+    def summarize(self, summary: dict[str, Any]) -> str:
         first, last = summary["first"], summary["final"]
         line = f"done: {summary['steps']} steps per island in {summary['elapsed_s']:.0f} s"
         if first and last and first.get("mean_fitness") is not None:

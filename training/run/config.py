@@ -2,16 +2,24 @@
 help in `flag(...)` metadata (so the command line is generated from the code and its defaults), and
 the few answers the launcher asks of it (run name, header lines, closing line)."""
 
+from collections.abc import Sequence
 from dataclasses import MISSING, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eggnog.corpus.deggs_tokens import TokenCorpus
+    from eggnog.corpus.reader import ByteCorpus
+    from eggnog.runtime.world import World
 
 
-def option_name(name):
+def option_name(name: str) -> str:
     """The flag of a field: `foo_bar` -> `--foo-bar`."""
     return "--" + name.replace("_", "-")
 
 
-def flag(default, help, *, aliases=(), per_rank=None, default_text=None, changeable=False, off=None,
-         metavar=None):
+def flag(default: Any, help: str, *, aliases: Sequence[str] = (), per_rank: Sequence[str] | None = None,
+         default_text: str | None = None, changeable: bool = False, off: str | None = None,
+         metavar: str | None = None) -> Any:
     """A dataclass field that is also a command-line flag named after it (`foo_bar` -> `--foo-bar`).
 
     aliases: older names also accepted (`("n_embd",)` -> `--n-embd`).
@@ -26,14 +34,14 @@ def flag(default, help, *, aliases=(), per_rank=None, default_text=None, changea
     return field(default=default, metadata=meta)
 
 
-def described(base, name, help, *, default=MISSING, **meta):
+def described(base: type[Any], name: str, help: str, *, default: Any = MISSING, **meta: Any) -> Any:
     """Field `name` of a plain dataclass `base` (an algorithm's config, free of command-line concerns) as a
     flag of a run config that extends it: its default kept there unless given here, `help` and the
     other metadata of `flag` added here."""
     return flag(base.__dataclass_fields__[name].default if default is MISSING else default, help, **meta)
 
 
-def redefault(base, name, default, help=None):
+def redefault(base: type[Any], name: str, default: Any, help: str | None = None) -> Any:
     """Field `name` of dataclass `base` with another default (and `help`, where given) and otherwise the
     same flag metadata."""
     meta = base.__dataclass_fields__[name].metadata
@@ -43,7 +51,7 @@ def redefault(base, name, default, help=None):
 SEED_LIMIT = 1 << 63  # seeds are stored as int64 and hashed as uint64
 
 
-def check_values(cfg):
+def check_values(cfg: Any) -> None:
     """What holds for every run config, whatever its fields mean: floats are finite (a NaN would run
     and be written into JSON), a seed lies in [0, 2^63)."""
     import math
@@ -71,37 +79,37 @@ class RunConfig:
     generates = True  # bin/generate.py reads its checkpoints
 
     @classmethod
-    def fixed_on_resume(cls):
+    def fixed_on_resume(cls) -> tuple[str, ...]:
         """Fields a resumed run must keep."""
         return tuple(f.name for f in fields(cls) if not f.metadata.get("changeable"))
 
-    def resolved(self):
+    def resolved(self) -> "RunConfig":
         """The config with every derived field filled in (e.g. sizes solved from a budget)."""
         return self
 
     @property
-    def uses_corpus(self):
+    def uses_corpus(self) -> bool:
         return True
 
-    def open_data(self, path):
+    def open_data(self, path: str) -> "ByteCorpus | TokenCorpus":
         """The corpus at --data `path`."""
         from eggnog.corpus.reader import open_corpus
 
         return open_corpus(path)
 
-    def host_memory(self, ranks):
+    def host_memory(self, ranks: int) -> dict[str, int]:
         """{what: bytes} of one rank's largest host arrays (training/memory_plan.py); {} where the
         trainer checks its own."""
         return {}
 
-    def layout(self, world):
+    def layout(self, world: "World") -> str | None:
         """How the run is spread over ranks, when that is a choice (printed in the header)."""
         return None
 
-    def describe(self, trainer):
+    def describe(self, trainer: Any) -> list[str]:
         """Header lines about the model and the method."""
         return []
 
-    def summarize(self, summary):
+    def summarize(self, summary: dict[str, Any]) -> str:
         """The closing line from the trainer's summary."""
         return "done"

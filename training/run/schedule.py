@@ -33,25 +33,25 @@ class RunSchedule:
                               "clock (elapsed_s, which goes on across resumes), validated and saved as a last step "
                               "is; 0: --steps alone.", changeable=True)
 
-    def last_step(self, done, stopped=False):
+    def last_step(self, done: int, stopped: bool = False) -> bool:
         """Whether the run ends after `done` steps: its budget is spent or its stop condition (or clock) says so."""
         return done >= self.steps or stopped
 
-    def out_of_time(self, elapsed_s):
+    def out_of_time(self, elapsed_s: float) -> bool:
         """Whether a step that ends at `elapsed_s` seconds of the run's clock is past --max-minutes."""
         return self.max_minutes > 0 and elapsed_s >= self.max_minutes * 60
 
-    def validation_due(self, done, last):
+    def validation_due(self, done: int, last: bool) -> bool:
         """Whether to validate after `done` steps (--validate-every 0: never, where a config allows it)."""
         return self.validate_every > 0 and (done % self.validate_every == 0 or last)
 
-    def checkpoint_due(self, done, last, improved=False):
+    def checkpoint_due(self, done: int, last: bool, improved: bool = False) -> bool:
         return improved or done % self.checkpoint_every == 0 or last
 
-    def plot_due(self, validated, last):
+    def plot_due(self, validated: bool, last: bool) -> bool:
         return validated or last
 
 
-def improves(val, best):
+def improves(val: float, best: float | None) -> bool:
     """Whether validation score `val` (lower is better) beats `best` (None: nothing yet)."""
     return best is None or val < best
