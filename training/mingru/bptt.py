@@ -11,6 +11,8 @@ the optimiser's evaluation point (x for Schedule-Free AdamW).
 
 import math
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +30,12 @@ from eggnog.training.memory_plan import linear_in_depth
 from eggnog.training.mingru.run import MinGruRunConfig, load_mingru, restore_optimizer, run_meta, save_mingru
 from eggnog.training.run.config import flag, redefault
 from eggnog.training.run.loop import run_steps
+
+if TYPE_CHECKING:
+    from eggnog.corpus.reader import ByteCorpus
+    from eggnog.kernels.core.backend import Backend
+    from eggnog.runtime.step_clock import StepClock
+    from eggnog.runtime.world import World
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,7 @@ class BpttRunConfig(MinGruRunConfig):
     precision: str = flag("fp32", "Products of training: fp32; tf32 or bf16 (forward and gradients on TF32 or "
                                   "bf16 tensor cores), fp32 accumulation. Validation stays fp32.", changeable=True)
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         self.model_config()
         self.check_run()
         if self.chunk_size < 2:
@@ -61,15 +69,15 @@ class BpttRunConfig(MinGruRunConfig):
             raise BadInput(f"unknown --precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
 
     @property
-    def window(self):
+    def window(self) -> int:
         return self.chunk_size * self.context_chunks + 1
 
-    def describe(self, trainer):
+    def describe(self, trainer: Any) -> list[str]:
         return super().describe(trainer) + [
             f"batch {self.batch_size} x {self.chunk_size} bytes per chunk, {self.context_chunks} chunks per sample, "
             f"{self.grad_accum} chunk(s) per step", memory_plan.describe(trainer.memory, self.recompute)]
 
-    def summarize(self, summary):
+    def summarize(self, summary: dict[str, Any]) -> str:
         return f"done: {summary['steps']} steps in {summary['elapsed_s']:.0f} s; " + self.val_summary(summary)
 
 
@@ -78,7 +86,8 @@ RESUME_FIXED = BpttRunConfig.fixed_on_resume()
 
 
 class BpttTrainer:
-    def __init__(self, cfg: BpttRunConfig, world, backend, corpus, data_seed=None):
+    def __init__(self, cfg: BpttRunConfig, world: "World", backend: "Backend", corpus: "ByteCorpus",
+                 data_seed: int | None = None) -> None:
         """data_seed: the seed of the training windows when not --seed (gossip islands share the
         initialisation and draw their own data)."""
         cfg.check(world.size)
@@ -103,13 +112,13 @@ class BpttTrainer:
         self.step, self.best_val, self.states = 0, None, None
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def _host_states(self):
+    def _host_states(self) -> np.ndarray:
         di = self.model.cfg.dim_inner
         if self.states is None:
             return np.zeros((self.rows, self.cfg.depth, di), np.float32)
         return np.stack([to_host(s) for s in self.states], axis=1)
 
-    def save(self, run_dir, best=False):
+    def save(self, run_dir: Path, best: bool = False) -> None:
         states = self.world.allgather_array(self._host_states())
         if self.world.is_root:
             meta = {**run_meta(self.cfg, "bptt", self.best_val),
@@ -117,7 +126,7 @@ class BpttTrainer:
             save_mingru(run_dir / "checkpoints", self.step, self.optimizer, meta, {"states": states}, best)
         self.world.barrier()
 
-    def restore(self, path):
+    def restore(self, path: str | Path) -> dict[str, Any]:
         """Continue from a checkpoint; returns its record."""
         arrays, record = load_mingru(path, "bptt")
         check_resume(record["meta"]["config"], asdict(self.cfg), RESUME_FIXED)
@@ -130,7 +139,7 @@ class BpttTrainer:
         return record
 
     # ---- training ------------------------------------------------------------------------------
-    def chunk(self, chunk_step):
+    def chunk(self, chunk_step: int) -> tuple[np.ndarray, np.ndarray]:
         """Inputs and targets (rows, chunk_size) of this rank at a chunk step; resets the states at a
         new sample."""
         cfg = self.cfg
@@ -141,7 +150,7 @@ class BpttTrainer:
         piece = window[:, c * cfg.chunk_size:(c + 1) * cfg.chunk_size + 1]
         return piece[:, :-1], piece[:, 1:]
 
-    def train_step(self, clock=UNTIMED):
+    def train_step(self, clock: Any = UNTIMED) -> float:
         """One optimiser step; returns the mean training loss (bits/byte) of its chunks. `clock`
         times its phases: forward and backward (eval), the allreduce (exchange), the optimiser (update)."""
         cfg, ops = self.cfg, self.train_ops
@@ -174,19 +183,19 @@ class BpttTrainer:
         self.step += 1
         return loss
 
-    def validate(self):
+    def validate(self) -> float:
         return val_bpb(self.model, self.ops, self.optimizer.eval_params(), self.val, self.world)
 
-    def steps_done(self):
+    def steps_done(self) -> int:
         return self.step
 
-    def loop_step(self, clock):
+    def loop_step(self, clock: "StepClock") -> tuple[dict[str, Any], int]:
         cfg = self.cfg
         loss = self.train_step(clock)
         tokens = cfg.batch_size * cfg.chunk_size * cfg.grad_accum  # predicted bytes of all ranks per step
         return {"step": self.step, "train_bpb": round(loss, 5), "lr": cfg.lr}, tokens
 
-    def run(self, run_dir):
+    def run(self, run_dir: Path) -> dict[str, Any]:
         start_step = self.step
         val, seconds = run_steps(self, run_dir, "steps")
         return {"steps": self.step, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds,

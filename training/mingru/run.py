@@ -8,7 +8,10 @@ resume is exact) and the optimiser state as `opt_<name>` arrays; its metadata na
 ("mingru"), the trainer, the model config and the optimiser's scalars.
 """
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +20,15 @@ from eggnog.models.mingru import MinGruConfig, MinGruModel
 from eggnog.models.mingru_sizing import parse_size, solve_dims
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
-from eggnog.training.optimizers import OPTIMIZERS, checkpoint_arrays, make_optimizer, state_from_checkpoint
+from eggnog.training.optimizers import (
+    OPTIMIZERS,
+    AdamW,
+    SfAdamW,
+    Sgd,
+    checkpoint_arrays,
+    make_optimizer,
+    state_from_checkpoint,
+)
 from eggnog.training.run.config import RunConfig, flag
 from eggnog.training.run.schedule import RunSchedule
 
@@ -44,7 +55,7 @@ class MinGruRunConfig(RunSchedule, RunConfig):
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
                             metavar="<path>")
 
-    def resolved(self):
+    def resolved(self) -> "MinGruRunConfig":
         """The same config with dim and depth solved (from --params when given)."""
         if self.params is None and (self.dim is None or self.depth is None):
             return replace(self, dim=self.dim or DEFAULT_DIM, depth=self.depth or DEFAULT_DEPTH)
@@ -52,29 +63,29 @@ class MinGruRunConfig(RunSchedule, RunConfig):
         dim, depth = solve_dims(budget, self.dim, self.depth, self.expansion_factor, self.ff_mult)
         return replace(self, dim=dim, depth=depth)
 
-    def model_config(self):
+    def model_config(self) -> MinGruConfig:
         return MinGruConfig(self.dim, self.depth, self.expansion_factor, self.ff_mult).check()
 
-    def check_run(self):
+    def check_run(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise BadInput(f"unknown optimizer {self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
         for name in ("validate_every", "checkpoint_every", "keep_checkpoints", "val_rows", "val_tokens"):
             if getattr(self, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
 
-    def make_optimizer(self, params):
+    def make_optimizer(self, params: Any) -> AdamW | SfAdamW | Sgd:
         return make_optimizer(self.optimizer, params, self.lr, self.beta1, self.beta2, self.weight_decay,
                               self.warmup_steps)
 
-    def describe(self, trainer):
+    def describe(self, trainer: Any) -> list[str]:
         return [describe(self, trainer.model)]
 
     @staticmethod
-    def val_summary(summary):
+    def val_summary(summary: dict[str, Any]) -> str:
         return f"val {summary['val_bpb']:.3f} bits/byte (best {summary['best_val_bpb']:.3f})"
 
 
-def model_config_of(meta):
+def model_config_of(meta: dict[str, Any]) -> MinGruConfig:
     cfg = meta.get("model_config", {})
     try:
         return MinGruConfig(cfg["dim"], cfg["depth"], cfg["expansion_factor"], cfg["ff_mult"]).check()
@@ -82,7 +93,8 @@ def model_config_of(meta):
         raise BadInput("the checkpoint's MinGRU model configuration is missing or incomplete") from None
 
 
-def save_mingru(directory, step, optimizer, meta, extra_arrays=None, best=False, name=None):
+def save_mingru(directory: str | Path, step: int, optimizer: AdamW | SfAdamW | Sgd, meta: dict[str, Any],
+                extra_arrays: dict[str, np.ndarray] | None = None, best: bool = False, name: str | None = None) -> Path:
     arrays, scalars = checkpoint_arrays(optimizer)
     record = {"params": to_host(optimizer.eval_params()), "train_params": to_host(optimizer.train_params()), **arrays,
               **(extra_arrays or {})}
@@ -92,7 +104,7 @@ def save_mingru(directory, step, optimizer, meta, extra_arrays=None, best=False,
     return path
 
 
-def load_mingru(path, trainer=None):
+def load_mingru(path: str | Path, trainer: str | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """(arrays, record) of a MinGRU checkpoint; refuses other models (and other trainers when
     `trainer` is given)."""
     arrays, record = load_checkpoint(path)
@@ -104,7 +116,9 @@ def load_mingru(path, trainer=None):
     return arrays, record
 
 
-def restore_optimizer(cfg, model: MinGruModel, arrays, record, path, place=lambda params: params):
+def restore_optimizer(cfg: MinGruRunConfig, model: MinGruModel, arrays: dict[str, np.ndarray],
+                      record: dict[str, Any], path: str | Path,
+                      place: Callable[[np.ndarray], Any] = lambda params: params) -> AdamW | SfAdamW | Sgd:
     """A fresh optimiser over the checkpoint's training vector (placed on a backend by `place`) with its
     state loaded."""
     params = np.array(arrays["train_params"], dtype=np.float32)
@@ -116,11 +130,11 @@ def restore_optimizer(cfg, model: MinGruModel, arrays, record, path, place=lambd
     return optimizer
 
 
-def describe(cfg, model):
+def describe(cfg: MinGruRunConfig, model: MinGruModel) -> str:
     return (f"MinGRU dim {cfg.dim} depth {cfg.depth} (expansion {cfg.expansion_factor}, ff {cfg.ff_mult}): "
             f"{model.n_params:,} float32 parameters; optimizer {cfg.optimizer}, lr {cfg.lr}")
 
 
-def run_meta(cfg, trainer, best_val):
+def run_meta(cfg: MinGruRunConfig, trainer: str, best_val: float | None) -> dict[str, Any]:
     return {"config": asdict(cfg), "trainer": trainer, "best_val_bpb": best_val,
             "model_config": asdict(cfg.model_config())}
