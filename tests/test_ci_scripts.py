@@ -47,6 +47,7 @@ CASES = {
         Case(".venv/bin/pip install -q -e .[[]torch]", step_failed("pip install -q -e .[torch]")),
         Case("tests/run.sh", step_failed("bash tests/run.sh")),
         Case("ruff check .", step_failed("ruff check .")),
+        Case("*python -m mypy", step_failed("python -m mypy")),
         Case("tests/wheel_install.sh", step_failed("bash tests/wheel_install.sh")),
         Case("pyenv root", "FAILED: no Python 3.12"),
         Case("3.12.9/bin/python3 -m venv .venv312",

@@ -36,7 +36,7 @@ def test_ci_runs_the_readme_test_command_then_python_312_and_the_offline_install
     first = lines.index(readme_steps[0])
     assert lines[first:first + len(readme_steps)] == readme_steps
     rest = lines[first + len(readme_steps):]
-    assert rest[:2] == ["step ruff check .", 'echo "ruff check passed"']
+    assert rest[:3] == ["step ruff check .", 'echo "ruff check passed"', "step python -m mypy"]
     assert any(line.endswith("-m venv .venv312") for line in rest)
     ptx_check = "step without_stdout .venv312/bin/python -m eggnog.kernels.checks.ptx_compile"
     assert rest[rest.index(ptx_check) + 1] == 'echo "PTX compile check passed"'

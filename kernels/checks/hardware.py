@@ -16,6 +16,7 @@ simulator runs a grid's blocks one after another, so there `grid_rotate` is only
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, Int8Array, Int32Array, Int64Array
 from eggnog.kernels.core.cuda_api import (
     F32_2D,
     I8_2D,
@@ -31,6 +32,7 @@ from eggnog.kernels.core.cuda_api import (
     require,
 )
 from eggnog.kernels.core.mma import MMA_K, MMA_M, MMA_N, TF32_K, mma_s8_16832, mma_tf32_1688, round_tf32, to_tf32
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 
 I32_2D = numba.int32[:, ::1]
@@ -60,7 +62,7 @@ def _check_tile(name, a, b, c, k):
 
 @op(cases=_s8_cases, args={"a": f"int8[{MMA_M}, {MMA_K}]", "b": f"int8[{MMA_K}, {MMA_N}]",
                            "c": f"int32[{MMA_M}, {MMA_N}]"})
-def reference_warp_mma_s8(a, b, c):
+def reference_warp_mma_s8(a: Int8Array, b: Int8Array, c: Int32Array) -> Int32Array:
     """int32 (16, 8): a @ b + c with the products summed exactly and the result wrapped to its low 32
     bits, as one tensor-core IMMA m16n8k32 computes it (kernels/core/mma.py's mma_s8_16832).
 
@@ -82,7 +84,7 @@ def _cpu_s8(a, b, c, d):
 
 
 @op
-def cpu_warp_mma_s8(a, b, c):
+def cpu_warp_mma_s8(a: Int8Array, b: Int8Array, c: Int32Array) -> Int32Array:
     _check_tile("warp_mma_s8", a, b, c, MMA_K)
     d = np.empty((MMA_M, MMA_N), np.int32)
     _cpu_s8(a, b, c, d)
@@ -124,7 +126,7 @@ def warp_mma_s8_cuda(a, b, c, d):
 
 
 @op
-def cuda_warp_mma_s8(a, b, c):
+def cuda_warp_mma_s8(a: BackendArray, b: BackendArray, c: BackendArray) -> BackendArray:
     _check_tile("warp_mma_s8", a, b, c, MMA_K)
     d = cuda.device_array((MMA_M, MMA_N), np.int32)
     warp_mma_s8_cuda[1, WARP](on_device(a, np.int8), on_device(b, np.int8), on_device(c, np.int32), d)
@@ -140,7 +142,7 @@ def _tf32_cases(rng):
 
 @op(cases=_tf32_cases, tolerance=TF32_TOLERANCE,
     args={"a": f"float32[{MMA_M}, {TF32_K}]", "b": f"float32[{TF32_K}, {MMA_N}]", "c": f"float32[{MMA_M}, {MMA_N}]"})
-def reference_warp_mma_tf32(a, b, c):
+def reference_warp_mma_tf32(a: Float32Array, b: Float32Array, c: Float32Array) -> Float64Array:
     """float64 (16, 8) (float32 on the other backends): tf32(a) @ tf32(b) + c, a and b rounded to tf32
     (10-bit mantissa, ties away from zero) as one tensor-core HMMA m16n8k8 does, the sum in float64
     (kernels/core/mma.py's mma_tf32_1688 accumulates in float32, within the tolerance).
@@ -172,7 +174,7 @@ def _cpu_tf32(a, b, c, d):
 
 
 @op
-def cpu_warp_mma_tf32(a, b, c):
+def cpu_warp_mma_tf32(a: Float32Array, b: Float32Array, c: Float32Array) -> Float32Array:
     _check_tile("warp_mma_tf32", a, b, c, TF32_K)
     d = np.empty((MMA_M, MMA_N), np.float32)
     _cpu_tf32(a, b, c, d)
@@ -190,7 +192,7 @@ def warp_mma_tf32_cuda(a, b, c, d):
 
 
 @op
-def cuda_warp_mma_tf32(a, b, c):
+def cuda_warp_mma_tf32(a: BackendArray, b: BackendArray, c: BackendArray) -> BackendArray:
     _check_tile("warp_mma_tf32", a, b, c, TF32_K)
     d = cuda.device_array((MMA_M, MMA_N), np.float32)
     warp_mma_tf32_cuda[1, WARP](*(on_device(x, np.float32) for x in (a, b, c)), d)
@@ -211,7 +213,7 @@ def _check_vector(x):
 
 
 @op(cases=_reverse_cases, args={"x": "int32[n]"})
-def reference_shared_reverse(x):
+def reference_shared_reverse(x: Int32Array) -> Int32Array:
     """int32 (n,): x reversed. The kernel stages x in n * 4 bytes of dynamic shared memory, so n above
     12,288 (48 KiB) checks the driver's per-function opt-in; n is at most 227 KiB / 4 = 58,112.
 
@@ -222,7 +224,7 @@ def reference_shared_reverse(x):
 
 @op
 @numba.njit(cache=True)
-def cpu_shared_reverse(x):
+def cpu_shared_reverse(x: Int32Array) -> Int32Array:
     out = np.empty_like(x)
     for i in range(x.size):
         out[i] = x[x.size - 1 - i]
@@ -246,7 +248,7 @@ def shared_reverse_cuda(x, out):
 
 
 @op
-def cuda_shared_reverse(x):
+def cuda_shared_reverse(x: BackendArray) -> BackendArray:
     _check_vector(x)
     x = on_device(x, np.int32)
     out = cuda.device_array(x.shape[0], np.int32)
@@ -269,7 +271,7 @@ def _check_rows(x):
 
 
 @op(cases=_rotate_cases, args={"x": "int64[blocks, width]"})
-def reference_grid_rotate(x):
+def reference_grid_rotate(x: Int64Array) -> Int64Array:
     """int64 (blocks,): out[g] = sum of row (g + 1) % blocks of x. The kernel runs one block per row,
     each writing its row's sum before one grid-wide barrier (a cooperative launch) and reading its
     neighbour's after it, so a broken grid.sync gives stale sums.
@@ -282,7 +284,7 @@ def reference_grid_rotate(x):
 
 @op
 @numba.njit(cache=True)
-def cpu_grid_rotate(x):
+def cpu_grid_rotate(x: Int64Array) -> Int64Array:
     sums = np.zeros(x.shape[0], np.int64)
     for g in range(x.shape[0]):
         for j in range(x.shape[1]):
@@ -309,7 +311,7 @@ def grid_rotate_cuda(x, sums, out):
 
 
 @op
-def cuda_grid_rotate(x):
+def cuda_grid_rotate(x: BackendArray) -> BackendArray:
     _check_rows(x)
     x = on_device(x, np.int64)
     sums = cuda.to_device(np.zeros(x.shape[0], np.int64))
@@ -318,7 +320,7 @@ def cuda_grid_rotate(x):
     return out
 
 # the ops of this module by name, for callers: grid_rotate(kernels, ...)
-grid_rotate = registered("grid_rotate")
-shared_reverse = registered("shared_reverse")
-warp_mma_s8 = registered("warp_mma_s8")
-warp_mma_tf32 = registered("warp_mma_tf32")
+grid_rotate = registered(reference_grid_rotate)
+shared_reverse = registered(reference_shared_reverse)
+warp_mma_s8 = registered(reference_warp_mma_s8)
+warp_mma_tf32 = registered(reference_warp_mma_tf32)

@@ -107,6 +107,7 @@ def _agree(name, args, exact, tolerance=None):
     from eggnog.kernels.core.registry import all_ops
 
     entry = all_ops()[name]
+    assert entry.cuda is not None and entry.cpu is not None  # a registered op has all three
     got, want = np.asarray(to_host(entry.cuda(*args))), np.asarray(entry.cpu(*args))
     if exact:
         same = np.array_equal(got, want)
@@ -203,6 +204,7 @@ def _mma(name, exact):
         from eggnog.kernels.core.registry import all_ops
 
         entry = all_ops()[name]
+        assert entry.cases is not None  # the mma ops are tested over their cases
         results = [_agree(name, args, exact, entry.tolerance) for args in entry.cases(np.random.default_rng(0))]
         bad = [sentence for ok, sentence in results if not ok]
         return ("failed", bad[0]) if bad else ("ok", f"{len(results)} tiles: {results[-1][1]}")

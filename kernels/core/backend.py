@@ -14,12 +14,15 @@ not set and one line on stderr says how to set it by hand.
 """
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.kernels.core.cuda_api import SIMULATED, cuda
-from eggnog.kernels.core.placement import kernels_for
+from eggnog.kernels.core.placement import BackendArray, kernels_for
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.optional import optional_import
 
@@ -39,21 +42,21 @@ class Backend:
     device_index: int | None = None
     device_name: str = "cpu"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         limit_blas_threads()
 
-    def to_device(self, array):
+    def to_device(self, array: Any) -> BackendArray:
         """A host array on this backend, by the one rule of `Kernels.to_device` (floats take the
         backend's float type; no copy on the CPU when the array already fits)."""
         return kernels_for(self.name).to_device(array)
 
-    def empty(self, shape, dtype):
+    def empty(self, shape: int | tuple[int, ...], dtype: npt.DTypeLike) -> BackendArray:
         return kernels_for(self.name).empty(shape, dtype)
 
-    def zeros(self, shape, dtype):
+    def zeros(self, shape: int | tuple[int, ...], dtype: npt.DTypeLike) -> BackendArray:
         return kernels_for(self.name).zeros(shape, dtype)
 
-    def copy(self, array):
+    def copy(self, array: BackendArray) -> BackendArray:
         """A copy of a backend array on the same backend (device to device on a GPU)."""
         if self.name != "cuda":
             return np.array(array, copy=True)
@@ -61,12 +64,12 @@ class Backend:
         out.copy_to_device(array)
         return out
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         if self.name == "cuda":
             cuda.synchronize()
 
 
-def device_free_bytes(backend, environ=os.environ):
+def device_free_bytes(backend: Backend, environ: Mapping[str, str] = os.environ) -> int | None:
     """Free memory of a GPU backend in bytes; None on the CPU, whose arrays live in host memory. The
     simulator reports EGGNOG_SIMULATED_GPU_FREE_BYTES (None when unset: its arrays are host memory too)."""
     if backend.name != "cuda":
@@ -80,19 +83,19 @@ def device_free_bytes(backend, environ=os.environ):
     return int(free)
 
 
-def packed_to_device(to_device, *arrays):
+def packed_to_device(to_device: Callable[[np.ndarray], BackendArray], *arrays: npt.ArrayLike) -> list[BackendArray]:
     """Several host arrays put on the backend by one upload (`to_device`, a backend's or ops' method):
     each at an 8-byte aligned offset of one byte buffer, returned as views of their dtypes and shapes."""
-    arrays = [np.ascontiguousarray(a) for a in arrays]
-    offsets = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a in arrays])
+    hosts = [np.ascontiguousarray(a) for a in arrays]
+    offsets = np.cumsum([0] + [-(-a.nbytes // 8) * 8 for a in hosts])
     packed = np.zeros(int(offsets[-1]), np.uint8)
-    for a, start in zip(arrays, offsets):
+    for a, start in zip(hosts, offsets):
         packed[start:start + a.nbytes] = a.reshape(-1).view(np.uint8)
     device = to_device(packed)
-    return [device[start:start + a.nbytes].view(a.dtype).reshape(a.shape) for a, start in zip(arrays, offsets)]
+    return [device[start:start + a.nbytes].view(a.dtype).reshape(a.shape) for a, start in zip(hosts, offsets)]
 
 
-def blas_thread_limit(environ=os.environ):
+def blas_thread_limit(environ: Mapping[str, str] = os.environ) -> int | None:
     """The BLAS thread count this process should use, or None to leave the one BLAS chose itself."""
     text = environ.get(BLAS_THREADS_VAR, "").strip()
     if text:
@@ -107,7 +110,7 @@ def blas_thread_limit(environ=os.environ):
 _blas_limited = False
 
 
-def limit_blas_threads(environ=os.environ):
+def limit_blas_threads(environ: Mapping[str, str] = os.environ) -> None:
     """Cap the BLAS libraries loaded in this process (NumPy's among them) at `blas_thread_limit`;
     the first call decides, later calls do nothing."""
     global _blas_limited
@@ -123,14 +126,14 @@ def limit_blas_threads(environ=os.environ):
     _blas_limited = True
 
 
-def gpu_usable():
+def gpu_usable() -> bool:
     try:
         return bool(cuda.is_available())
     except Exception:  # a broken driver install reports through many exception types
         return False
 
 
-def resolve_name(requested=None, environ=os.environ):
+def resolve_name(requested: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
     name = (requested or environ.get(ENV_VAR) or "auto").strip().lower()
     if name not in CHOICES:
         raise BadInput(f"unknown backend {name!r}: choose one of {', '.join(CHOICES)}")
@@ -145,7 +148,7 @@ def resolve_name(requested=None, environ=os.environ):
 _selected: Backend | None = None
 
 
-def select_backend(requested=None, local_rank=0):
+def select_backend(requested: str | None = None, local_rank: int = 0) -> Backend:
     """Choose the backend of this process and bind its GPU: local rank r uses GPU r mod count."""
     global _selected
     name = resolve_name(requested)
@@ -165,10 +168,10 @@ def select_backend(requested=None, local_rank=0):
     return _selected
 
 
-def current_backend():
+def current_backend() -> Backend:
     """The process backend; chosen automatically on first use if `select_backend` was not called."""
     return _selected or select_backend()
 
 
-def _text(name):
+def _text(name: str | bytes) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)

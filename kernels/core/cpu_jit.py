@@ -34,5 +34,5 @@ def parallel_jit(fn=None, **options):
         work = sum(a.size for a in args if isinstance(a, np.ndarray))
         return (serial if work < SERIAL_BELOW else parallel)(*args)
 
-    run.parallel, run.serial = parallel, serial
+    run.parallel, run.serial = parallel, serial  # type: ignore[attr-defined]
     return run

@@ -17,7 +17,7 @@ More in docs/internals.md (kernels/core/cpu_vector_math.py)."""
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba import types
 from numba.extending import intrinsic
 
 _F = np.float32

@@ -21,7 +21,7 @@ def _simulated_reciprocal(x):
 
 def _build():
     from llvmlite import ir
-    from numba.core import types
+    from numba import types
     from numba.cuda.extending import intrinsic
 
     @intrinsic

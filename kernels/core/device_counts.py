@@ -12,6 +12,7 @@ More in docs/internals.md (kernels/core/device_counts.py)."""
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -56,8 +57,8 @@ def _add(**amounts):
             setattr(counts, name, getattr(counts, name) + amount)
 
 
-_TRACES: list[list] = []  # the tracing windows open now
-_NOT_RUN = []  # tracing windows that run no kernel
+_TRACES: list[list[dict[str, Any]]] = []  # the tracing windows open now
+_NOT_RUN: list[list[dict[str, Any]]] = []  # tracing windows that run no kernel
 
 
 @contextmanager
@@ -69,7 +70,7 @@ def tracing(run=True):
     written reads as zeros: new device memory is zero-filled meanwhile, so a loss read back is finite)."""
     if not _installed:
         raise RuntimeError("launches are traced on the CUDA simulator only (NUMBA_ENABLE_CUDASIM=1)")
-    launches = []
+    launches: list[dict[str, Any]] = []
     _TRACES.append(launches)
     if not run:
         _NOT_RUN.append(launches)

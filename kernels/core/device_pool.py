@@ -64,7 +64,7 @@ def caching_manager_class(base):
     """A subclass of numba's memory manager `base` whose device allocations come from a BlockCache."""
     from numba.cuda.cudadrv import driver
 
-    class CachingMemoryManager(base):
+    class CachingMemoryManager(base):  # type: ignore[misc, valid-type]  # numba's class, given at run time
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.cache = BlockCache(self._allocate_block)
@@ -182,6 +182,6 @@ def install_simulated(cuda):
         return FakeCUDAArray(pooled, stream=stream)
 
     for fn in (pooled_device_array, pooled_device_array_like, pooled_to_device):
-        fn.pooled = True
+        fn.pooled = True  # type: ignore[union-attr]  # a mark install() reads
     cuda.device_array, cuda.device_array_like, cuda.to_device = (pooled_device_array, pooled_device_array_like,
                                                                  pooled_to_device)

@@ -36,7 +36,7 @@ def simulated_sar32(x, n):
 
 def _build_intrinsics():
     from llvmlite import ir
-    from numba.core import types
+    from numba import types
     from numba.cuda.extending import intrinsic
 
     @intrinsic

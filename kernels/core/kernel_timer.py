@@ -5,9 +5,10 @@ launch costs a few microseconds of host time, and the list of events grows until
 """
 
 import os
+from typing import Any
 
 ENABLED = os.environ.get("EGGNOG_KERNEL_TIMES") == "1"
-_PENDING = []  # (kernel name, start event, end event), in launch order
+_PENDING: list[tuple[str, Any, Any]] = []  # (kernel name, start event, end event), in launch order
 
 
 class TimedKernel:
@@ -44,7 +45,7 @@ def collect(cuda):
     """[{kernel, launches, ms}] of the launches since the last reset or collect, most time first (the
     kernel named without its package); the launches are forgotten."""
     cuda.synchronize()
-    totals = {}
+    totals: dict[str, tuple[int, float]] = {}
     for name, start, end in _PENDING:
         launches, ms = totals.get(name, (0, 0.0))
         totals[name] = (launches + 1, ms + start.elapsed_time(end))

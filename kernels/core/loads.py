@@ -22,7 +22,7 @@ from eggnog.kernels.core.cuda_api import SIMULATED
 def _simulated_load(n):
     def load(array, *index):
         *outer, i = index
-        return tuple(array[(*outer, i + k)] for k in range(n))
+        return tuple(array[tuple(outer) + (i + k,)] for k in range(n))
     return load
 
 
@@ -48,7 +48,7 @@ def simulated_store_s32(array, base, offset, w):
 
 def _build_intrinsics():
     from llvmlite import ir
-    from numba.core import types
+    from numba import types
     from numba.cuda import cgutils
     from numba.cuda.cgutils import get_item_pointer
     from numba.cuda.extending import intrinsic
@@ -192,7 +192,7 @@ def simulated_copy_async_wait(n):
 
 def _build_async_copies():
     from llvmlite import ir
-    from numba.core import types
+    from numba import types
     from numba.cuda.cgutils import get_item_pointer
     from numba.cuda.extending import intrinsic
 

@@ -8,6 +8,7 @@ stores are in `loads`).
 More in docs/internals.md (kernels/core/mma.py)."""
 
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,12 @@ MMA_M, MMA_N, MMA_K = 16, 8, 32
 def _fragment_maps():
     """Where each byte of each lane's registers sits in A and B, and where each C element sits, as
     index arrays in (lane, register, byte) order: the int8 layout above, written once."""
-    a_rows, a_cols, b_rows, b_cols, c_rows, c_cols = [], [], [], [], [], []
+    a_rows: list[int] = []
+    a_cols: list[int] = []
+    b_rows: list[int] = []
+    b_cols: list[int] = []
+    c_rows: list[int] = []
+    c_cols: list[int] = []
     for lane in range(32):
         g, q = lane // 4, lane % 4
         for row, col in ((g, 4 * q), (g + 8, 4 * q), (g, 16 + 4 * q), (g + 8, 16 + 4 * q)):
@@ -92,13 +98,15 @@ class _WarpCall:
     """One mma of one simulated warp: the lanes' registers, complete when the 32nd lane arrives."""
 
     def __init__(self):
-        self.a, self.b, self.c = [None] * 32, [None] * 32, [None] * 32
+        self.a: list[Any] = [None] * 32
+        self.b: list[Any] = [None] * 32
+        self.c: list[Any] = [None] * 32
         self.arrived = self.left = 0
         self.done = threading.Event()
-        self.d = None
+        self.d: Any = None
 
 
-_calls = {}
+_calls: dict[tuple[object, int, int], "_WarpCall"] = {}
 _calls_lock = threading.Lock()
 
 
@@ -121,7 +129,7 @@ def _tf32_product(a_regs, b_regs, c_regs):
 def _warp_call(product, a_regs, b_regs, c_regs):
     """Meet the other 31 lanes of this thread's warp at their matching call, apply `product` to the
     lanes' registers once, and return this lane's four result registers."""
-    thread = threading.current_thread()
+    thread: Any = threading.current_thread()  # a simulated CUDA thread, with its thread_id and block
     lane = thread.thread_id % 32
     # a lane's n-th mma meets the other lanes' n-th: mma.sync requires the warp to call it in step
     n = getattr(thread, "mma_calls", 0)
@@ -185,7 +193,7 @@ def _float_mma_codegen(instruction):
 
 def _build_intrinsics():
     from llvmlite import ir
-    from numba.core import types
+    from numba import types
     from numba.cuda.extending import intrinsic
 
     i32 = ir.IntType(32)
@@ -311,7 +319,7 @@ def simulated_pack_bf16x2(lo, hi):
 
 def _build_bf16_intrinsics():
     from llvmlite import ir
-    from numba.core import types
+    from numba import types
     from numba.cuda.extending import intrinsic
 
     i32, f32 = ir.IntType(32), ir.FloatType()

@@ -9,7 +9,7 @@ documented it to be, so a numpy that still has it, or a numba-cuda that no longe
 import numpy as np
 
 REMOVED_ALIASES = {"row_stack": "vstack"}
-RESTORED = []  # the aliases this process defined
+RESTORED: list[str] = []  # the aliases this process defined
 
 
 def restore_removed_aliases():

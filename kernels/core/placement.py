@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from eggnog.kernels.core.cuda_api import cuda, device_view, device_zeros
 from eggnog.runtime.errors import BadInput
@@ -20,7 +21,7 @@ DLPACK_CPU = 1  # the device type __dlpack_device__ reports for host memory (kDL
 _PLAIN_VALUES = (list, tuple, int, float, complex, bool, np.generic)  # read by np.asarray, nothing to share
 
 
-def _on_gpu(value) -> bool:
+def _on_gpu(value: object) -> bool:
     """Whether `value` is GPU memory: a numba device array, a `__cuda_array_interface__` or a DLPack
     object on a device other than the CPU."""
     if isinstance(value, np.ndarray):
@@ -30,7 +31,7 @@ def _on_gpu(value) -> bool:
     return hasattr(value, "__dlpack_device__") and value.__dlpack_device__()[0] != DLPACK_CPU
 
 
-def _host_view(value, backend) -> np.ndarray:
+def _host_view(value: Any, backend: str) -> np.ndarray:
     """`value` as a NumPy array sharing its memory where NumPy can (DLPack, the array interface)."""
     if isinstance(value, np.ndarray):
         return value
@@ -46,7 +47,7 @@ def _host_view(value, backend) -> np.ndarray:
                    f"__cuda_array_interface__), not a {type(value).__name__}")
 
 
-def adopt(value, backend: str) -> BackendArray:
+def adopt(value: Any, backend: str) -> BackendArray:
     """The array an implementation on `backend` takes for `value`, without a copy where possible; dtype
     and shape are not checked here (the op registry checks them next).
 
@@ -75,7 +76,7 @@ def adopt(value, backend: str) -> BackendArray:
     return _host_view(value, backend)
 
 
-def is_c_contiguous(array) -> bool:
+def is_c_contiguous(array: Any) -> bool:
     """Whether `array` (a NumPy array, a numba device array, a simulated one, or any object with
     `__cuda_array_interface__` or `__array_interface__`) is laid out in C order without gaps. Device
     arrays must be: the kernels index them as dense row-major buffers."""
@@ -124,10 +125,10 @@ class Kernels:
     precision: str = "fp32"
 
     @property
-    def dtype(self):
+    def dtype(self) -> type[np.float32] | type[np.float64]:
         return np.float64 if self.name == "numpy" else np.float32
 
-    def to_device(self, a) -> BackendArray:
+    def to_device(self, a: Any) -> BackendArray:
         """`a` on this backend by the rules of `adopt`: a GPU array is taken as it is on "cuda" (no
         upload, its dtype kept) and refused elsewhere; a host array is made contiguous (floats in this
         backend's float type, without a copy when it already fits) and uploaded on "cuda"."""
@@ -138,16 +139,16 @@ class Kernels:
         return cuda.to_device(host) if self.name == "cuda" else host
 
     @staticmethod
-    def to_host(a) -> np.ndarray:
+    def to_host(a: BackendArray) -> np.ndarray:
         return to_host(a)
 
-    def empty(self, shape, dtype=None) -> BackendArray:
+    def empty(self, shape: int | tuple[int, ...], dtype: npt.DTypeLike | None = None) -> BackendArray:
         dtype = self.dtype if dtype is None else dtype
         if self.name == "cuda":
             return cuda.device_array(shape, dtype)
         return np.empty(shape, dtype)
 
-    def zeros(self, shape, dtype=None) -> BackendArray:
+    def zeros(self, shape: int | tuple[int, ...], dtype: npt.DTypeLike | None = None) -> BackendArray:
         dtype = self.dtype if dtype is None else dtype
         if self.name == "cuda":
             return device_zeros(shape, dtype)

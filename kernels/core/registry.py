@@ -16,9 +16,10 @@ import functools
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
@@ -28,21 +29,24 @@ from eggnog.kernels.core.signature import Signature
 PREFIXES = {"reference_": "numpy", "cpu_": "cpu", "cuda_": "cuda"}
 # the sub-package of shared machinery; every other sub-package of eggnog.kernels is a family of ops
 CORE_PACKAGE = "core"
+P = ParamSpec("P")
+F = TypeVar("F", bound=Callable[..., Any])
+Cases = Callable[[np.random.Generator], Iterator[tuple[Any, ...]]]
 
 
 @dataclass
 class Op:
     name: str
     module: str
-    numpy: object = None
-    cpu: object = None
-    cuda: object = None
-    cases: object = None
-    tolerance: tuple | None = None
-    args: dict | None = None  # {parameter: declaration} of the reference (core/signature.py)
+    numpy: Callable[..., Any] | None = None
+    cpu: Callable[..., Any] | None = None
+    cuda: Callable[..., Any] | None = None
+    cases: Cases | None = None
+    tolerance: tuple[float, float] | None = None
+    args: dict[str, str] | None = None  # {parameter: declaration} of the reference (core/signature.py)
     signature: Signature | None = None
 
-    def __call__(self, kernels: "Kernels | str", *args, **kwargs):
+    def __call__(self, kernels: Kernels | str, *args: Any, **kwargs: Any) -> Any:
         """Run the op on `kernels` (a `Kernels`, anything with its `name` and `precision`, or a backend's
         name), after checking the arguments against the op's declarations."""
         if isinstance(kernels, str):
@@ -51,7 +55,7 @@ class Op:
             args, kwargs = self.signature.check(kernels.name, args, kwargs, adopt)
         return self.implementation(kernels.name, kernels.precision)(*args, **kwargs)
 
-    def implementation(self, backend: str, precision: str = "fp32") -> Callable:
+    def implementation(self, backend: str, precision: str = "fp32") -> Callable[..., Any]:
         """The function that runs this op on `backend` at `precision` (PRECISIONS may hand it to
         another op: `matmul` is `matmul_tf32` at tf32)."""
         key = (backend, precision)
@@ -67,32 +71,56 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
-_IMPLEMENTATIONS: dict = {}  # (op, (backend, precision)) -> function, resolved once
+# (op, (backend, precision)) -> function, resolved once
+_IMPLEMENTATIONS: dict[tuple[str, tuple[str, str]], Callable[..., Any]] = {}
 
 
-def registered(name: str) -> Callable:
-    """The op `name` as one function, for its module to export under the op's name (after its three
-    implementations): `fn(kernels, *args)` runs it, `help(fn)` and `inspect.signature(fn)` show the
-    reference's parameters, declarations and docstring, and `fn.op` is the registry's entry."""
+class OpFunction(Protocol[P]):
+    """An op as its module exports it (`registered`): the `Kernels` (or a backend's name) first, then the
+    reference's parameters, typed as the reference types them; what it returns depends on the backend (NumPy
+    arrays on "numpy" and "cpu", device arrays on "cuda")."""
+
+    op: Op
+
+    def __call__(self, kernels: Kernels | str, /, *args: P.args, **kwargs: P.kwargs) -> Any: ...
+
+
+@overload
+def registered(reference: Callable[P, Any]) -> OpFunction[P]: ...
+@overload
+def registered(reference: str) -> OpFunction[...]: ...
+def registered(reference: Callable[..., Any] | str) -> OpFunction[Any]:
+    """The op of `reference` (its `reference_<op>` function, or the op's name) as one function, for its module
+    to export under the op's name (after its three implementations): `fn(kernels, *args)` runs it, `help(fn)`
+    and `inspect.signature(fn)` show the reference's parameters, declarations and docstring, `fn.op` is the
+    registry's entry, and a type checker sees the reference's parameters after the `Kernels`."""
+    if isinstance(reference, str):
+        name = reference
+    else:
+        py_name = getattr(reference, "py_func", reference).__name__
+        if not py_name.startswith("reference_"):
+            raise ValueError(f"registered takes an op's reference_<op> function, not {py_name}")
+        name = py_name.removeprefix("reference_")
     entry = OPS[name]
     missing = [b for b in BACKENDS if getattr(entry, b) is None]
     if missing:
         raise RuntimeError(f"op {name!r} has no {', '.join(missing)} implementation")
 
-    def run(kernels, *args, **kwargs):
+    def run(kernels: Kernels | str, *args: Any, **kwargs: Any) -> Any:
         return entry(kernels, *args, **kwargs)
 
     run.__name__ = run.__qualname__ = name
     run.__module__ = entry.module
-    run.__signature__ = public_signature(entry)
     run.__doc__ = public_doc(entry)
-    run.op = entry
-    return run
+    vars(run).update(__signature__=public_signature(entry), op=entry)
+    return cast(OpFunction[Any], run)
 
 
 def public_signature(entry: Op) -> inspect.Signature:
     """The reference's signature with the `Kernels` (or a backend's name) first, each parameter
     annotated with its declaration."""
+    if entry.numpy is None:
+        raise RuntimeError(f"op {entry.name!r} has no reference")
     reference = inspect.signature(getattr(entry.numpy, "py_func", entry.numpy))
     declared = entry.args or {}
     first = inspect.Parameter("kernels", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Kernels | str")
@@ -118,12 +146,17 @@ def normal32(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.nd
     return (rng.normal(size=shape) * scale).astype(np.float32)
 
 
-def op(fn: Callable | None = None, *, cases: Callable | None = None, tolerance: tuple[float, float] | None = None,
-       args: dict[str, str] | None = None):
+@overload
+def op(fn: F, /) -> F: ...
+@overload
+def op(*, cases: Cases | None = None, tolerance: tuple[float, float] | None = None,
+       args: dict[str, str] | None = None) -> Callable[[F], F]: ...
+def op(fn: F | None = None, /, *, cases: Cases | None = None, tolerance: tuple[float, float] | None = None,
+       args: dict[str, str] | None = None) -> F | Callable[[F], F]:
     """Record a function named reference_<op>, cpu_<op> or cuda_<op> as <op>'s implementation on that
     backend. Use bare (`@op`) or, on the reference, with `args=`, `cases=` and `tolerance=`."""
 
-    def record(fn):
+    def record(fn: F) -> F:
         py = getattr(fn, "py_func", fn)  # a numba dispatcher names its Python function
         name, module = py.__name__, py.__module__
         backend = next((b for prefix, b in PREFIXES.items() if name.startswith(prefix)), None)
@@ -139,7 +172,7 @@ def op(fn: Callable | None = None, *, cases: Callable | None = None, tolerance: 
         if cases is not None:
             entry.cases = cases
         if tolerance is not None:
-            entry.tolerance = tuple(tolerance)
+            entry.tolerance = (tolerance[0], tolerance[1])
         if args is not None:
             parameters = list(inspect.signature(py).parameters.values())
             entry.args, entry.signature = dict(args), Signature(key, parameters, args)
@@ -175,7 +208,8 @@ def all_ops() -> dict[str, Op]:
     return dict(sorted(OPS.items()))
 
 
-_OPS_FOR = {}  # (backend, precision) -> (the op names it was built from, the namespace)
+# (backend, precision) -> (the op names it was built from, the namespace)
+_OPS_FOR: dict[tuple[str, str], tuple[tuple[str, ...], SimpleNamespace]] = {}
 
 
 def ops_for(backend: str, precision: str = "fp32") -> SimpleNamespace:

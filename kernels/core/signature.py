@@ -13,8 +13,11 @@ and "cpu"). A call that does not fit is refused in one sentence (BadInput) namin
 More in docs/kernels.md (Declaring an op's arguments)."""
 
 import ast
+import inspect
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +37,7 @@ class Dim:
     expression: ast.AST | None = None  # an expression of names, checked after every name is bound
     star: str | None = None  # `*name`: any number of axes, bound as a whole
 
-    def names(self):
+    def names(self) -> set[str]:
         if self.star is not None:
             return {"*" + self.star}
         if self.name is not None:
@@ -49,13 +52,13 @@ class ArgSpec:
     text: str
     optional: bool
     scalar: str | None = None  # one of SCALARS, or None for an array
-    dtypes: tuple = ()  # np.dtype objects
+    dtypes: tuple[np.dtype[Any], ...] = ()
     backend_float: bool = False  # `float`: the backend's float type
-    dims: tuple = ()
+    dims: tuple[Dim, ...] = ()
     star: int | None = None  # the position of the `*name` dim
 
     @property
-    def is_array(self):
+    def is_array(self) -> bool:
         return self.scalar is None
 
 
@@ -83,7 +86,7 @@ def parse(text: str) -> ArgSpec:
     return ArgSpec(text, optional, dtypes=dtypes, backend_float="float" in names, dims=dims, star=star)
 
 
-def _dim(text, declaration):
+def _dim(text: str, declaration: str) -> Dim:
     if text == "_":
         return Dim(text)
     if text.isdigit():
@@ -100,11 +103,12 @@ def _dim(text, declaration):
     return Dim(text, expression=tree)
 
 
-def _evaluate(node, sizes):
-    if isinstance(node, ast.Constant):
-        return int(node.value)
+def _evaluate(node: ast.AST, sizes: dict[str, Any]) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
     if isinstance(node, ast.Name):
         return sizes[node.id]
+    assert isinstance(node, ast.BinOp)  # _dim allows nothing else
     return _OPERATORS[type(node.op)](_evaluate(node.left, sizes), _evaluate(node.right, sizes))
 
 
@@ -112,7 +116,7 @@ class Signature:
     """The declared arguments of one op, in its reference's parameter order, and the check of a call
     (a few microseconds: bench/op_check_cost.py)."""
 
-    def __init__(self, op_name, parameters, declared):
+    def __init__(self, op_name: str, parameters: list[inspect.Parameter], declared: dict[str, str]) -> None:
         """parameters: the reference's inspect.Parameter list; declared: {name: declaration text}."""
         unknown = sorted(set(declared) - {p.name for p in parameters})
         if unknown:
@@ -124,9 +128,10 @@ class Signature:
         # (index, name, spec or None, required, default) of every parameter, resolved once
         self.plan = tuple((i, p.name, self.specs.get(p.name), p.default is p.empty, p.default)
                           for i, p in enumerate(parameters))
-        self._allowed = {}  # backend -> {name: the dtypes an array argument may have there}
+        # backend -> {name: the dtypes an array argument may have there}
+        self._allowed: dict[str, dict[str, frozenset[np.dtype[Any]]]] = {}
 
-    def allowed(self, backend):
+    def allowed(self, backend: str) -> dict[str, frozenset[np.dtype[Any]]]:
         table = self._allowed.get(backend)
         if table is None:
             table = self._allowed[backend] = {
@@ -134,7 +139,8 @@ class Signature:
                 for name, spec in self.specs.items() if spec.is_array}
         return table
 
-    def check(self, backend: str, args: tuple, kwargs: dict, adopt) -> tuple[tuple, dict]:
+    def check(self, backend: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+              adopt: Callable[[Any, str], Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The call's arguments with arrays adopted for `backend` (`adopt(value, backend)`), after checking
         every declared one; BadInput (one sentence) for the first that does not fit."""
         given = len(args)
@@ -144,7 +150,10 @@ class Signature:
             if name not in self.specs and name not in self.names:
                 raise BadInput(f"{self.op} takes no argument {name!r}: its arguments are {', '.join(self.names)}")
         allowed = self.allowed(backend)
-        sizes, where, later, adopted = {}, {}, [], None
+        sizes: dict[str, Any] = {}  # a dim's name (or *name) -> its size (or sizes)
+        where: dict[str, str] = {}  # -> the argument that bound it
+        later: list[tuple[str, Dim, int]] = []
+        adopted: dict[int | str, Any] | None = None
         for i, name, spec, required, default in self.plan:
             if i < given:
                 value = args[i]
@@ -172,18 +181,21 @@ class Signature:
                 raise BadInput(f"{self.op}: {name} must be {names} (it is {spec.text}), got {value.dtype}")
             self._check_shape(backend, name, spec, value, sizes, where, later)
         for name, dim, size in later:
+            assert dim.expression is not None
             expected = _evaluate(dim.expression, sizes)
             if size != expected:
                 bound = ", ".join(f"{n} = {sizes[n]} (from {where[n]})" for n in sorted(dim.names()))
                 raise BadInput(f"{self.op}: {name} has {size} along the axis declared {dim.text}, which is {expected} "
                                f"here ({bound})")
         if adopted:
-            args = tuple(adopted.get(i, a) for i, a in enumerate(args))
-            kwargs = {k: adopted.get(k, v) for k, v in kwargs.items()}
+            done = adopted
+            args = tuple(done.get(i, a) for i, a in enumerate(args))
+            kwargs = {k: done.get(k, v) for k, v in kwargs.items()}
         return args, kwargs
 
-    def _check_shape(self, backend, name, spec, value, sizes, where, later):
-        shape = tuple(value.shape)
+    def _check_shape(self, backend: str, name: str, spec: ArgSpec, value: Any, sizes: dict[str, Any],
+                     where: dict[str, str], later: list[tuple[str, Dim, int]]) -> None:
+        shape: tuple[Any, ...] = tuple(value.shape)
         star = spec.star
         if star is None:
             if len(shape) != len(spec.dims):
@@ -193,7 +205,7 @@ class Signature:
                 raise BadInput(f"{self.op}: {name} must have at least {len(spec.dims) - 1} axes ({spec.text}), got "
                                f"shape {shape}")
             tail = len(shape) - (len(spec.dims) - 1 - star)
-            key, part = "*" + spec.dims[star].star, shape[star:tail]
+            key, part = f"*{spec.dims[star].star}", shape[star:tail]
             if key not in sizes:
                 sizes[key], where[key] = part, name
             elif sizes[key] != part:
@@ -219,11 +231,11 @@ class Signature:
                 later.append((name, dim, size))
 
 
-def _floats(backend):
+def _floats(backend: str) -> tuple[np.dtype[Any], ...]:
     return FLOAT_DTYPES.get(backend, BACKEND_FLOAT)
 
 
-def _c_contiguous(device_array):
+def _c_contiguous(device_array: Any) -> bool:
     flags = getattr(device_array, "flags", None)
     if flags is not None:
         return bool(flags["C_CONTIGUOUS"])
@@ -232,12 +244,13 @@ def _c_contiguous(device_array):
 
 _BOOLS = (bool, np.bool_)
 # scalar kind -> (the types it takes, the types it refuses among them): bool is an int to isinstance
-_SCALAR_TYPES = {"bool": (_BOOLS, ()), "int": ((int, np.integer), _BOOLS),
-                 "float": ((int, float, np.integer, np.floating), _BOOLS), "str": ((str,), ())}
+_SCALAR_TYPES: dict[str, tuple[tuple[type, ...], tuple[type, ...]]] = {
+    "bool": (_BOOLS, ()), "int": ((int, np.integer), _BOOLS),
+    "float": ((int, float, np.integer, np.floating), _BOOLS), "str": ((str,), ())}
 
 
-def _check_scalar(op, name, spec, value):
-    if spec.scalar == "any":
+def _check_scalar(op: str, name: str, spec: ArgSpec, value: object) -> None:
+    if spec.scalar is None or spec.scalar == "any":
         return
     takes, refuses = _SCALAR_TYPES[spec.scalar]
     if not isinstance(value, takes) or refuses and isinstance(value, refuses):

@@ -28,7 +28,7 @@ def _checked(allocate):
         real_target_shape_check(shape)
         return allocate(shape, *args, **kwargs)
 
-    allocate_checked.shape_checked = True
+    allocate_checked.shape_checked = True  # type: ignore[attr-defined]  # a mark install() reads
     return allocate_checked
 
 

@@ -33,7 +33,7 @@ class SimulatedExternalStream:
         yield self
 
 
-def stream_handle(stream) -> int | None:
+def stream_handle(stream: object) -> int | None:
     """The `cudaStream_t` value a foreign stream object names (an int, `cuda_stream`, `ptr` or
     `__cuda_stream__`), or None when `stream` is none of these."""
     if isinstance(stream, bool):
@@ -50,7 +50,7 @@ def stream_handle(stream) -> int | None:
     return None
 
 
-def _is_numba_stream(stream) -> bool:
+def _is_numba_stream(stream: object) -> bool:
     if SIMULATED:
         return isinstance(stream, (cuda.stream, SimulatedExternalStream))
     return isinstance(stream, cuda.cudadrv.driver.Stream)

@@ -9,27 +9,28 @@ whatever was tuned). The choice from timings is `fastest`, kept apart so tests i
 import json
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from eggnog.kernels.core.compile_cache import compile_cache_folder
 from eggnog.runtime.errors import BadInput
 
 FILE = "tuning.json"
 ENV = "EGGNOG_TUNING"
-_cache = {}  # path -> the file's contents, read once a process (record() refreshes it)
+_cache: dict[str, dict[str, Any]] = {}  # path -> the file's contents, read once a process (record() refreshes it)
 
 
-def tuning_path(folder=None) -> str:
+def tuning_path(folder: str | None = None) -> str:
     return os.path.join(folder or compile_cache_folder(), FILE)
 
 
-def problem_key(*sizes) -> str:
+def problem_key(*sizes: int) -> str:
     """The problem-size part of a tuning entry: sizes joined by 'x' (`problem_key(4, 256)` is '4x256')."""
     return "x".join(str(int(s)) for s in sizes)
 
 
-def _read(path):
+def _read(path: str) -> dict[str, Any]:
     if path not in _cache:
         try:
             with open(path) as f:
@@ -42,8 +43,8 @@ def _read(path):
     return _cache[path]
 
 
-def variant_for(kernel: str, device: str, problem: str, variants, default: str, path=None,
-                environ=os.environ) -> str:
+def variant_for(kernel: str, device: str, problem: str, variants: tuple[str, ...], default: str,
+                path: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
     """The variant of `kernel` to launch on `device` for `problem`: the tuned one if the tuning file
     names one of `variants`, else `default` (also when EGGNOG_TUNING=0)."""
     if environ.get(ENV, "1").strip() == "0":
@@ -52,19 +53,19 @@ def variant_for(kernel: str, device: str, problem: str, variants, default: str, 
     return chosen if chosen in variants else default
 
 
-def fastest(timings: dict, default: str, margin: float = 0.03) -> str:
+def fastest(timings: dict[str, list[float]], default: str, margin: float = 0.03) -> str:
     """The variant with the smallest median time ({variant: [seconds, ...]}); the default unless another is
     faster by more than `margin` (timing noise must not move a choice)."""
     if not timings or any(not times for times in timings.values()):
         raise BadInput("every variant needs at least one timing")
     medians = {name: statistics.median(times) for name, times in timings.items()}
-    best = min(medians, key=medians.get)
+    best = min(medians, key=lambda name: medians[name])
     if default in medians and medians[best] >= medians[default] * (1 - margin):
         return default
     return best
 
 
-def record(kernel: str, device: str, problem: str, variant: str, path=None) -> None:
+def record(kernel: str, device: str, problem: str, variant: str, path: str | None = None) -> None:
     """Keep `variant` as the choice of (device, kernel, problem), written atomically."""
     path = path or tuning_path()
     table = json.loads(json.dumps(_read(path)))  # a copy: the cached table changes only once written
@@ -89,7 +90,7 @@ def device_name() -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-TUNABLES: dict = {}  # kernel name -> its Tunable, filled as kernel modules are imported
+TUNABLES: dict[str, "Tunable"] = {}  # kernel name -> its Tunable, filled as kernel modules are imported
 
 
 @dataclass(frozen=True)
@@ -103,23 +104,23 @@ class Tunable:
     (no host wait: the tuner brackets it with CUDA events). The launcher asks `choose(sizes)` which to run."""
 
     kernel: str
-    variants: tuple
+    variants: tuple[str, ...]
     default: str
-    problems: tuple
-    run: Callable
-    small: tuple = ()
+    problems: tuple[tuple[str, tuple[int, ...]], ...]
+    run: Callable[[str, tuple[int, ...]], Callable[[], object]]
+    small: tuple[tuple[int, ...], ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.default not in self.variants:
             raise ValueError(f"{self.kernel}: default {self.default!r} is not one of its variants")
         if TUNABLES.get(self.kernel, self) is not self:
             raise ValueError(f"{self.kernel}: a second Tunable of that name")
         TUNABLES[self.kernel] = self
 
-    def problem(self, sizes) -> str:
+    def problem(self, sizes: tuple[int, ...]) -> str:
         return problem_key(*sizes)
 
-    def choose(self, sizes, device=None, path=None) -> str:
+    def choose(self, sizes: tuple[int, ...], device: str | None = None, path: str | None = None) -> str:
         """The variant to launch for `sizes` on `device` (the current GPU's name when None)."""
         return variant_for(self.kernel, device or device_name(), problem_key(*sizes), self.variants,
                            self.default, path=path)

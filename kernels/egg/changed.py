@@ -9,8 +9,10 @@ instead of copying the whole vector to the host twice a step.
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int8Array
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import I8_1D, I64_1D, cuda, device_zeros, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import block_sum
 from eggnog.kernels.core.registry import op, registered
 
@@ -29,7 +31,7 @@ def _cases(rng):
 
 
 @op(cases=_cases, args={"before": "int8[n]", "after": "int8[n]"})
-def reference_count_changed(before, after):
+def reference_count_changed(before: Int8Array, after: Int8Array) -> int:
     """int: how many of the n parameters differ between `before` (a copy of the flat int8 buffer taken
     before an update) and `after` (the buffer after it)."""
     return int(np.count_nonzero(np.asarray(before) != np.asarray(after)))
@@ -44,7 +46,7 @@ def _cpu_count(before, after):
 
 
 @op
-def cpu_count_changed(before, after):
+def cpu_count_changed(before: Int8Array, after: Int8Array) -> int:
     return int(_cpu_count(np.ascontiguousarray(before, np.int8), np.ascontiguousarray(after, np.int8)))
 
 
@@ -64,7 +66,7 @@ def count_changed_cuda(before, after, out):
 
 
 @op
-def cuda_count_changed(before, after):
+def cuda_count_changed(before: BackendArray, after: BackendArray) -> int:
     """before and after on the device; one int64 comes back."""
     out = device_zeros(1, np.int64)
     grid = max(1, min(MAX_BLOCKS, (before.shape[0] + THREADS - 1) // THREADS))
@@ -72,4 +74,4 @@ def cuda_count_changed(before, after):
     return int(out.copy_to_host()[0])
 
 # the ops of this module by name, for callers: count_changed(kernels, ...)
-count_changed = registered("count_changed")
+count_changed = registered(reference_count_changed)

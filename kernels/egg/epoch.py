@@ -16,8 +16,9 @@ or forked per byte; all three agree bit for bit.
 
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int8Array, Int64Array, UInt8Array
 from eggnog.kernels.core.cuda_api import on_device
-from eggnog.kernels.core.placement import Kernels, to_host
+from eggnog.kernels.core.placement import BackendArray, Kernels, to_host
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg import epoch_cpu, epoch_cuda
 from eggnog.kernels.egg.int_matmul import int_matmul
@@ -127,7 +128,9 @@ REFERENCE = Kernels("numpy")  # the per-op step on each op's NumPy reference
                         "windows": "uint8[members, window]", "states": "int8[n_layer, members, dim]",
                         "prefixes": "int64[10 * n_layer + 3]", "first_member": "int", "sigma_shift": "int",
                         "perturbed": "bool", "gains": "uint8[3 * dim + 512 + 22 * n_layer * dim] | None"})
-def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
+def reference_egg_epoch(params: Int8Array, windows: UInt8Array, states: Int8Array, prefixes: Int64Array,
+                        first_member: int, sigma_shift: int, perturbed: bool = True,
+                        gains: UInt8Array | None = None) -> Int64Array:
     """int64 (members,): each member's log-likelihood (1/16 bit, `egg_loglik`) summed over its window,
     reading byte t and scoring byte t + 1 through the EGG with its own EGGROLL perturbation; `states` are
     carried in and left holding each layer's state after the last byte (in place).
@@ -147,7 +150,9 @@ def reference_egg_epoch(params, windows, states, prefixes, first_member, sigma_s
 
 
 @op
-def cuda_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
+def cuda_egg_epoch(params: BackendArray, windows: BackendArray, states: BackendArray, prefixes: BackendArray,
+                   first_member: int, sigma_shift: int, perturbed: bool = True,
+                   gains: BackendArray | None = None) -> BackendArray:
     """The fused kernel where the width allows (epoch_cuda.fused_width), else the per-op kernels."""
     cuda = epoch_cuda.cuda
     if epoch_cuda.fused_width(states.shape[2]):
@@ -179,7 +184,8 @@ def device_bytes_per_member(n_layer, dim, steps):
 
 
 @op
-def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, perturbed=True, gains=None):
+def cpu_egg_epoch(params: Int8Array, windows: UInt8Array, states: Int8Array, prefixes: Int64Array, first_member: int,
+                  sigma_shift: int, perturbed: bool = True, gains: UInt8Array | None = None) -> Int64Array:
     """The CPU twin (epoch_cpu): tiles of members in parallel, bytes and layers inside."""
     n_layer, _, dim = states.shape
     layers = [[layer_tensor(layer, which) for which in (LN1, WF, UF, WH, UH, BF, BH, LN2, UP, DOWN)]
@@ -188,4 +194,4 @@ def cpu_egg_epoch(params, windows, states, prefixes, first_member, sigma_shift, 
                                egg_layout(n_layer, dim), layers, (0, *head_tensors(n_layer)), gains)
 
 # the ops of this module by name, for callers: egg_epoch(kernels, ...)
-egg_epoch = registered("egg_epoch")
+egg_epoch = registered(reference_egg_epoch)

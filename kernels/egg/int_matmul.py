@@ -18,7 +18,9 @@ whole population and adds the perturbation in its epilogue, generating A_p[j] wh
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int8Array, UInt8Array
 from eggnog.kernels.core.cuda_api import BOOL, I8_2D, I64, I64_1D, U8_1D, cuda, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import block_total
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import FIXED_POINT, matmul_divisor
@@ -59,7 +61,8 @@ def _cases(rng):
 
 @op(cases=_cases, args={"x": "int8[members, d_in]", "w": "int8[d_out, d_in]", "prefix": "int", "first_member": "int",
                          "sigma_shift": "int", "perturbed": "bool", "gain": "uint8[d_in + d_out] | None"})
-def reference_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+def reference_int_matmul(x: Int8Array, w: Int8Array, prefix: int, first_member: int, sigma_shift: int,
+                         perturbed: bool = True, gain: UInt8Array | None = None) -> Int8Array:
     """int8 (members, d_out): each member's row of x through W^T, plus its own EGGROLL rank-1 perturbation
     when `perturbed`, scaled down and clipped to +-127 (the formula: this module's docstring).
 
@@ -115,7 +118,8 @@ def _cpu(x, w, out, prefix, first_member, shift, perturbed, divisor, gain, scale
 
 
 @op
-def cpu_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+def cpu_int_matmul(x: Int8Array, w: Int8Array, prefix: int, first_member: int, sigma_shift: int, perturbed: bool = True,
+                   gain: UInt8Array | None = None) -> Int8Array:
     out = np.empty((x.shape[0], w.shape[0]), dtype=np.int8)
     _cpu(x, w, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed, matmul_divisor(w.shape[1]),
          *kernel_args(gain))
@@ -180,7 +184,8 @@ def perturbed_matmul_cuda(x, w, s, out, prefix, first_member, shift, perturbed, 
 
 
 @op
-def cuda_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+def cuda_int_matmul(x: BackendArray, w: BackendArray, prefix: int, first_member: int, sigma_shift: int,
+                    perturbed: bool = True, gain: BackendArray | None = None) -> BackendArray:
     members, d_out = x.shape[0], w.shape[0]
     s = cuda.device_array(members, dtype=np.int64)
     out = cuda.device_array((members, d_out), dtype=np.int8)
@@ -194,4 +199,4 @@ def cuda_int_matmul(x, w, prefix, first_member, sigma_shift, perturbed=True, gai
     return out
 
 # the ops of this module by name, for callers: int_matmul(kernels, ...)
-int_matmul = registered("int_matmul")
+int_matmul = registered(reference_int_matmul)

@@ -14,10 +14,14 @@ kind (`noise`, scalar_math.member_noise) is the EGG's gaussian_int8 unless given
 
 More in docs/internals.md (kernels/egg/int_update.py)."""
 
+from typing import Any
+
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int8Array, Int64Array
 from eggnog.kernels.core.cuda_api import BOOL, I8_1D, I8_2D, I64, I64_1D, I64_2D, blocks, cuda, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import iroot
 from eggnog.kernels.egg.member_ops import cpu_clip8, gpu_clip8
@@ -92,7 +96,8 @@ def _reference_votes(theta, fitness, prefix, kind, use_clt, noise_kind):
 # so gate_bound checks it
 @op(cases=_cases, args={"theta": "any", "fitness": "int8[pairs]", "prefix": "int", "kind": "str", "threshold": "int",
                         "use_clt": "bool", "noise": "int"})
-def reference_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
+def reference_int_update(theta: Any, fitness: Int8Array, prefix: int, kind: str, threshold: int, use_clt: bool,
+                         noise: int = EGG_NOISE) -> None:
     """Move theta (int8, in place) by +-1 where the z-test on the pairs' fitness-weighted noise passes;
     returns None. Z = sum_p fitness[p] * A_p B_p^T for a matrix, sum_p fitness[p] * a1_p * a2_p for a
     vector (the signs of the noise instead without use_clt); theta moves towards sign(Z) (Z = 0: down)
@@ -163,7 +168,8 @@ def _no_votes(kind):
 
 
 @op
-def cpu_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
+def cpu_int_update(theta: Any, fitness: Int8Array, prefix: int, kind: str, threshold: int, use_clt: bool,
+                   noise: int = EGG_NOISE) -> None:
     bound = gate_bound(theta, fitness, kind, threshold, use_clt, noise)
     (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, bound, _no_votes(kind), noise)
 
@@ -176,7 +182,8 @@ def _vote_cases(rng):
 # theta: as int_update's
 @op(cases=_vote_cases, args={"theta": "any", "fitness": "int8[pairs]", "prefix": "int", "kind": "str",
                              "use_clt": "bool", "noise": "int"})
-def reference_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
+def reference_int_vote(theta: Any, fitness: Int8Array, prefix: int, kind: str, use_clt: bool,
+                       noise: int = EGG_NOISE) -> Int64Array:
     """int64, theta's shape: the votes Z of `int_update` without its gate, for an optimiser that moves
     theta itself (evolution/int_optimizers.py's quantized AdamW); theta is only read.
 
@@ -190,7 +197,8 @@ def reference_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
 
 
 @op
-def cpu_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
+def cpu_int_vote(theta: Any, fitness: Int8Array, prefix: int, kind: str, use_clt: bool,
+                 noise: int = EGG_NOISE) -> Int64Array:
     gate_bound(theta, fitness, kind, 0, use_clt, noise, "int_vote")
     votes = np.empty(theta.shape, dtype=np.int64)
     (_cpu_vector if kind == "vector" else _cpu_matrix)(theta, fitness, prefix, use_clt, 0, votes, noise)
@@ -274,18 +282,20 @@ def _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, votes, noise):
 
 
 @op
-def cuda_int_update(theta, fitness, prefix, kind, threshold, use_clt, noise=EGG_NOISE):
+def cuda_int_update(theta: Any, fitness: BackendArray, prefix: int, kind: str, threshold: int, use_clt: bool,
+                    noise: int = EGG_NOISE) -> None:
     bound = np.int64(gate_bound(theta, fitness, kind, threshold, use_clt, noise))
     _cuda_launch(theta, fitness, prefix, kind, use_clt, bound, cuda.to_device(_no_votes(kind)), noise)
 
 
 @op
-def cuda_int_vote(theta, fitness, prefix, kind, use_clt, noise=EGG_NOISE):
+def cuda_int_vote(theta: Any, fitness: BackendArray, prefix: int, kind: str, use_clt: bool,
+                  noise: int = EGG_NOISE) -> BackendArray:
     gate_bound(theta, fitness, kind, 0, use_clt, noise, "int_vote")
     votes = cuda.device_array(theta.shape, dtype=np.int64)
     _cuda_launch(theta, fitness, prefix, kind, use_clt, np.int64(0), votes, noise)
     return votes
 
 # the ops of this module by name, for callers: int_update(kernels, ...)
-int_update = registered("int_update")
-int_vote = registered("int_vote")
+int_update = registered(reference_int_update)
+int_vote = registered(reference_int_vote)

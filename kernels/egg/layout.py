@@ -16,7 +16,7 @@ LN1, WF, UF, WH, UH, BF, BH, LN2, UP, DOWN = range(1, 11)  # offsets of a layer'
 
 def egg_layout(n_layer, dim):
     """(name, shape, kind, offset) of every tensor, in tensor-id order."""
-    specs = [("embedding", (VOCAB, dim), "embedding")]
+    specs: list[tuple[str, tuple[int, ...], str]] = [("embedding", (VOCAB, dim), "embedding")]
     for layer in range(n_layer):
         specs += [(f"layers.{layer}.{name}", tuple(m * dim for m in mult), kind) for name, kind, mult in LAYER_TENSORS]
     specs += [("ln_out", (dim,), "vector"), ("head", (VOCAB, dim), "matrix")]

@@ -15,6 +15,7 @@ More in docs/internals.md (kernels/egg/member_ops.py)."""
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int8Array, Int64Array, UInt8Array
 from eggnog.kernels.core.cuda_api import (
     BOOL,
     I8_1D,
@@ -28,6 +29,7 @@ from eggnog.kernels.core.cuda_api import (
     grid2,
     kernel,
 )
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import block_total
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT, build
@@ -133,7 +135,8 @@ def _loglik_cases(rng):
 
 @op(cases=_vector_cases, args={"theta": "int8[n]", "prefix": "int", "first_member": "int", "count": "int",
                                "sigma_shift": "int", "perturbed": "bool", "gain": "uint8[n] | None"})
-def reference_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True, gain=None):
+def reference_egg_vector(theta: Int8Array, prefix: int, first_member: int, count: int, sigma_shift: int,
+                         perturbed: bool = True, gain: UInt8Array | None = None) -> Int8Array:
     """int8 (count, n): each member's copy of the vector parameter theta, plus its own EGGROLL perturbation
     when `perturbed`: theta + (a1 * a2 * sign) >> (4 + sigma_shift), clipped to +-127.
 
@@ -172,7 +175,8 @@ def _cpu_vector(theta, out, prefix, first_member, shift, perturbed, gain, scaled
 
 
 @op
-def cpu_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True, gain=None):
+def cpu_egg_vector(theta: Int8Array, prefix: int, first_member: int, count: int, sigma_shift: int,
+                   perturbed: bool = True, gain: UInt8Array | None = None) -> Int8Array:
     out = np.empty((count, theta.size), dtype=np.int8)
     _cpu_vector(theta, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed, *kernel_args(gain))
     return out
@@ -197,7 +201,8 @@ def vector_cuda(theta, out, prefix, first_member, shift, perturbed, gain, scaled
 
 
 @op
-def cuda_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=True, gain=None):
+def cuda_egg_vector(theta: BackendArray, prefix: int, first_member: int, count: int, sigma_shift: int,
+                    perturbed: bool = True, gain: BackendArray | None = None) -> BackendArray:
     out = cuda.device_array((count, theta.shape[0]), dtype=np.int8)
     vector_cuda[grid2(theta.shape[0], count)](theta, out, np.int64(prefix), np.int64(first_member),
                                               np.int64(FIXED_POINT + sigma_shift), bool(perturbed),
@@ -210,7 +215,8 @@ def cuda_egg_vector(theta, prefix, first_member, count, sigma_shift, perturbed=T
 @op(cases=_embedding_cases, args={"tokens": "uint8[members]", "table": "int8[256, dim]", "prefix": "int",
                                   "first_member": "int", "sigma_shift": "int", "perturbed": "bool",
                                   "gain": "uint8[dim + 256] | None"})
-def reference_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+def reference_egg_embedding(tokens: UInt8Array, table: Int8Array, prefix: int, first_member: int, sigma_shift: int,
+                            perturbed: bool = True, gain: UInt8Array | None = None) -> Int8Array:
     """int8 (members, dim): each member's embedding row of its input byte, with its own EGGROLL rank-1
     perturbation when `perturbed`: table[t] + (A_p[t] * sign * B_p) >> (4 + sigma_shift), clipped to +-127.
 
@@ -256,7 +262,8 @@ def _cpu_embedding(tokens, table, out, prefix, first_member, shift, perturbed, g
 
 
 @op
-def cpu_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+def cpu_egg_embedding(tokens: UInt8Array, table: Int8Array, prefix: int, first_member: int, sigma_shift: int,
+                      perturbed: bool = True, gain: UInt8Array | None = None) -> Int8Array:
     out = np.empty((tokens.size, table.shape[1]), dtype=np.int8)
     _cpu_embedding(tokens, table, out, prefix, first_member, FIXED_POINT + sigma_shift, perturbed, *kernel_args(gain))
     return out
@@ -283,7 +290,8 @@ def embedding_cuda(tokens, table, out, prefix, first_member, shift, perturbed, g
 
 
 @op
-def cuda_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturbed=True, gain=None):
+def cuda_egg_embedding(tokens: BackendArray, table: BackendArray, prefix: int, first_member: int, sigma_shift: int,
+                       perturbed: bool = True, gain: BackendArray | None = None) -> BackendArray:
     out = cuda.device_array((tokens.shape[0], table.shape[1]), dtype=np.int8)
     embedding_cuda[grid2(table.shape[1], tokens.shape[0])](tokens, table, out, np.int64(prefix),
                                                            np.int64(first_member),
@@ -295,7 +303,7 @@ def cuda_egg_embedding(tokens, table, prefix, first_member, sigma_shift, perturb
 # ---- L1 norm (EGG_LN): x * w / mean|x| ----------------------------------------------------------
 
 @op(cases=_l1_norm_cases, args={"x": "int8[members, dim]", "w": "int8[members, dim]"})
-def reference_egg_l1_norm(x, w):
+def reference_egg_l1_norm(x: Int8Array, w: Int8Array) -> Int8Array:
     """int8 (members, dim): EGG's L1 norm of each member's row, floor(x * w / mean|x|) clipped to +-127,
     where mean|x| = max(sum|x|, 1) // dim; a row with mean|x| < 1 gives nano-egg's -1 where x * w == 0
     and -2 elsewhere.
@@ -323,7 +331,7 @@ def _cpu_l1_norm(x, w, out):
 
 
 @op
-def cpu_egg_l1_norm(x, w):
+def cpu_egg_l1_norm(x: Int8Array, w: Int8Array) -> Int8Array:
     out = np.empty_like(x)
     _cpu_l1_norm(x, w, out)
     return out
@@ -343,7 +351,7 @@ def l1_norm_cuda(x, w, out):
 
 
 @op
-def cuda_egg_l1_norm(x, w):
+def cuda_egg_l1_norm(x: BackendArray, w: BackendArray) -> BackendArray:
     out = cuda.device_array(x.shape, dtype=np.int8)
     l1_norm_cuda[x.shape[0], ROW_THREADS](x, w, out)
     return out
@@ -353,7 +361,7 @@ def cuda_egg_l1_norm(x, w):
 
 @op(cases=_gru_forget_cases, args={"xf": "int8[members, dim]", "sf": "int8[members, dim]", "bf": "int8[members, dim]",
                                    "s": "int8[members, dim]"})
-def reference_egg_gru_forget(xf, sf, bf, s):
+def reference_egg_gru_forget(xf: Int8Array, sf: Int8Array, bf: Int8Array, s: Int8Array) -> tuple[Int8Array, Int8Array]:
     """(f, fh), both int8 (members, dim): the minGRU's forget gate f = clip(xf + sf + bf, +-127) and the
     gated state fh = ((f + 127) * s) >> 8 ((f + 127) / 256 is the gate in [0, 1)).
 
@@ -365,7 +373,7 @@ def reference_egg_gru_forget(xf, sf, bf, s):
 
 @op(cases=_gru_output_cases, args={"xh": "int8[members, dim]", "fhh": "int8[members, dim]", "bh": "int8[members, dim]",
                                    "f": "int8[members, dim]", "s": "int8[members, dim]"})
-def reference_egg_gru_output(xh, fhh, bh, f, s):
+def reference_egg_gru_output(xh: Int8Array, fhh: Int8Array, bh: Int8Array, f: Int8Array, s: Int8Array) -> Int8Array:
     """int8 (members, dim): the minGRU's new state h = s + (((f + 127) * (hh - s)) >> 8), the candidate
     hh = clip(xh + fhh + bh, +-127) mixed into the old state by the forget gate.
 
@@ -377,7 +385,7 @@ def reference_egg_gru_output(xh, fhh, bh, f, s):
 
 
 @op(cases=_clip_add_cases, args={"a": "int8[members, dim]", "b": "int8[members, dim]"})
-def reference_egg_clip_add(a, b):
+def reference_egg_clip_add(a: Int8Array, b: Int8Array) -> Int8Array:
     """int8 (members, dim): the saturating residual add clip(a + b, +-127), element by element (a: the
     residual stream, b: a block's output)."""
     return _clip(a.astype(np.int64) + b)
@@ -408,21 +416,21 @@ def _cpu_clip_add(a, b, out):
 
 
 @op
-def cpu_egg_gru_forget(xf, sf, bf, s):
+def cpu_egg_gru_forget(xf: Int8Array, sf: Int8Array, bf: Int8Array, s: Int8Array) -> tuple[Int8Array, Int8Array]:
     f, fh = np.empty_like(xf), np.empty_like(xf)
     _cpu_gru_forget(xf, sf, bf, s, f, fh)
     return f, fh
 
 
 @op
-def cpu_egg_gru_output(xh, fhh, bh, f, s):
+def cpu_egg_gru_output(xh: Int8Array, fhh: Int8Array, bh: Int8Array, f: Int8Array, s: Int8Array) -> Int8Array:
     h = np.empty_like(xh)
     _cpu_gru_output(xh, fhh, bh, f, s, h)
     return h
 
 
 @op
-def cpu_egg_clip_add(a, b):
+def cpu_egg_clip_add(a: Int8Array, b: Int8Array) -> Int8Array:
     out = np.empty_like(a)
     _cpu_clip_add(a, b, out)
     return out
@@ -453,28 +461,30 @@ def clip_add_cuda(a, b, out):
 
 
 @op
-def cuda_egg_gru_forget(xf, sf, bf, s):
+def cuda_egg_gru_forget(xf: BackendArray, sf: BackendArray, bf: BackendArray,
+                        s: BackendArray) -> tuple[BackendArray, BackendArray]:
     f, fh = cuda.device_array(xf.shape, np.int8), cuda.device_array(xf.shape, np.int8)
     gru_forget_cuda[grid2(xf.shape[1], xf.shape[0])](xf, sf, bf, s, f, fh)
     return f, fh
 
 
 @op
-def cuda_egg_gru_output(xh, fhh, bh, f, s):
+def cuda_egg_gru_output(xh: BackendArray, fhh: BackendArray, bh: BackendArray, f: BackendArray,
+                        s: BackendArray) -> BackendArray:
     h = cuda.device_array(xh.shape, np.int8)
     gru_output_cuda[grid2(xh.shape[1], xh.shape[0])](xh, fhh, bh, f, s, h)
     return h
 
 
 @op
-def cuda_egg_clip_add(a, b):
+def cuda_egg_clip_add(a: BackendArray, b: BackendArray) -> BackendArray:
     out = cuda.device_array(a.shape, np.int8)
     clip_add_cuda[grid2(a.shape[1], a.shape[0])](a, b, out)
     return out
 
 
 @op(cases=_reset_cases, args={"state": "int8[members, dim]", "tokens": "uint8[members]"})
-def reference_egg_reset(state, tokens):
+def reference_egg_reset(state: Int8Array, tokens: UInt8Array) -> None:
     """Zero, in place, the state rows of members whose input byte is 0 (byte 0 starts a document);
     returns None.
 
@@ -484,7 +494,7 @@ def reference_egg_reset(state, tokens):
 
 @op
 @numba.njit(parallel=True, cache=True)
-def cpu_egg_reset(state, tokens):
+def cpu_egg_reset(state: Int8Array, tokens: UInt8Array) -> None:
     for i in numba.prange(tokens.size):
         if tokens[i] == 0:
             state[i] = 0
@@ -498,14 +508,14 @@ def reset_cuda(state, tokens):
 
 
 @op
-def cuda_egg_reset(state, tokens):
+def cuda_egg_reset(state: BackendArray, tokens: BackendArray) -> None:
     reset_cuda[grid2(state.shape[1], state.shape[0])](state, tokens)
 
 
 # ---- integer log-likelihood ----------------------------------------------------------------------
 
 @op(cases=_loglik_cases, args={"logits": "int8[members, 256]", "targets": "uint8[members]"})
-def reference_egg_loglik(logits, targets):
+def reference_egg_loglik(logits: Int8Array, targets: UInt8Array) -> Int64Array:
     """int64 (members,): the log-likelihood of each member's target byte under its int8 logits, in units
     of 1/16 bit, computed exactly in integers: y = logits + 128, y[target] - floor(16 * log2(sum_v
     EXP2[y_v] / 16)) (kernels/egg/int_math.py).
@@ -528,7 +538,7 @@ def _cpu_loglik(logits, targets, out):
 
 
 @op
-def cpu_egg_loglik(logits, targets):
+def cpu_egg_loglik(logits: Int8Array, targets: UInt8Array) -> Int64Array:
     out = np.empty(logits.shape[0], dtype=np.int64)
     _cpu_loglik(logits, targets, out)
     return out
@@ -545,17 +555,17 @@ def loglik_cuda(logits, targets, out):
 
 
 @op
-def cuda_egg_loglik(logits, targets):
+def cuda_egg_loglik(logits: BackendArray, targets: BackendArray) -> BackendArray:
     out = cuda.device_array(logits.shape[0], dtype=np.int64)
     loglik_cuda[blocks(logits.shape[0])](logits, targets, out)
     return out
 
 # the ops of this module by name, for callers: egg_clip_add(kernels, ...)
-egg_clip_add = registered("egg_clip_add")
-egg_embedding = registered("egg_embedding")
-egg_gru_forget = registered("egg_gru_forget")
-egg_gru_output = registered("egg_gru_output")
-egg_l1_norm = registered("egg_l1_norm")
-egg_loglik = registered("egg_loglik")
-egg_reset = registered("egg_reset")
-egg_vector = registered("egg_vector")
+egg_clip_add = registered(reference_egg_clip_add)
+egg_embedding = registered(reference_egg_embedding)
+egg_gru_forget = registered(reference_egg_gru_forget)
+egg_gru_output = registered(reference_egg_gru_output)
+egg_l1_norm = registered(reference_egg_l1_norm)
+egg_loglik = registered(reference_egg_loglik)
+egg_reset = registered(reference_egg_reset)
+egg_vector = registered(reference_egg_vector)

@@ -8,13 +8,15 @@ allocation and no synchronous upload besides its own inputs.
     scratch.tables, scratch.gain_off, scratch.exp2
 """
 
+from typing import Any
+
 import numpy as np
 
 from eggnog.kernels.core.cuda_api import cuda
 
 
 class Scratch:
-    _by_shape = {}
+    _by_shape: dict[tuple[int, ...], Any] = {}
 
     def __init__(self, plan, exp2):
         self.tables = tuple(cuda.to_device(a) for a in (plan.param_off, plan.noise_off, plan.noise_cnt,

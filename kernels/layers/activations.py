@@ -15,9 +15,11 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cpu_vector_math import exp32, normal_cdf32
 from eggnog.kernels.core.cuda_api import F32_1D, I32, blocks, cuda, device_function, f64, flat, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 
 SIGMOID, TANH = 0, 1
@@ -82,7 +84,7 @@ def _erf64(x):
 
 
 @op(cases=_gelu_cases, tolerance=TOLERANCE, args={"x": "float[*shape]"})
-def reference_gelu(x):
+def reference_gelu(x: FloatArray) -> Float64Array:
     """The exact GELU, x Phi(x) with Phi the standard normal CDF (erf), element by element: a float32 array
     of x's shape (float64 here). x: a float array of any shape (the MinGRU LM's feed-forward rows)."""
     x = f64(x)
@@ -90,7 +92,7 @@ def reference_gelu(x):
 
 
 @op(cases=_gelu_backward_cases, tolerance=TOLERANCE, args={"dy": "float[*shape]", "x": "float[*shape]"})
-def reference_gelu_backward(dy, x):
+def reference_gelu_backward(dy: FloatArray, x: FloatArray) -> Float64Array:
     """The gradient through gelu: dy (Phi(x) + x phi(x)), of x's shape, float32 (float64 here).
 
     dy: the loss's gradient with respect to gelu(x); x: gelu's input (not its output), of dy's shape."""
@@ -114,14 +116,14 @@ def _cpu_gelu_backward(dy, x, dx):
 
 
 @op
-def cpu_gelu(x):
+def cpu_gelu(x: Float32Array) -> Float32Array:
     y = np.empty(x.shape, x.dtype)
     _cpu_gelu(flat(x), flat(y))
     return y
 
 
 @op
-def cpu_gelu_backward(dy, x):
+def cpu_gelu_backward(dy: Float32Array, x: Float32Array) -> Float32Array:
     dx = np.empty(x.shape, x.dtype)
     _cpu_gelu_backward(flat(dy), flat(x), flat(dx))
     return dx
@@ -142,14 +144,14 @@ def gelu_backward_cuda(dy, x, dx):
 
 
 @op
-def cuda_gelu(x):
+def cuda_gelu(x: BackendArray) -> BackendArray:
     y = cuda.device_array(x.shape, np.float32)
     gelu_cuda[blocks(x.size)](flat(x), flat(y))
     return y
 
 
 @op
-def cuda_gelu_backward(dy, x):
+def cuda_gelu_backward(dy: BackendArray, x: BackendArray) -> BackendArray:
     dx = cuda.device_array(x.shape, np.float32)
     gelu_backward_cuda[blocks(x.size)](flat(dy), flat(x), flat(dx))
     return dx
@@ -169,7 +171,7 @@ def _activation_backward_cases(rng):
 
 
 @op(cases=_activation_cases, tolerance=TOLERANCE, args={"x": "float[*shape]", "kind": "int"})
-def reference_activation(x, kind):
+def reference_activation(x: FloatArray, kind: int) -> Float64Array:
     """sigmoid(x) or tanh(x) element by element, a float32 array of x's shape (float64 here).
 
     x: a float array of any shape; kind: SIGMOID (0) or TANH (1), this module's constants."""
@@ -180,7 +182,7 @@ def reference_activation(x, kind):
 
 @op(cases=_activation_backward_cases, tolerance=TOLERANCE,
     args={"dy": "float[*shape]", "y": "float[*shape]", "kind": "int"})
-def reference_activation_backward(dy, y, kind):
+def reference_activation_backward(dy: FloatArray, y: FloatArray, kind: int) -> Float64Array:
     """The gradient through activation, from its output: dy y (1 - y) for SIGMOID, dy (1 - y^2) for TANH,
     of y's shape, float32 (float64 here).
 
@@ -204,7 +206,7 @@ def _cpu_activation_backward(dy, y, dx, kind):
 
 
 @op
-def cpu_activation(x, kind):
+def cpu_activation(x: Float32Array, kind: int) -> Float32Array:
     _check_kind(kind)
     y = np.empty(x.shape, x.dtype)
     _cpu_activation(flat(x), flat(y), np.int32(kind))
@@ -212,7 +214,7 @@ def cpu_activation(x, kind):
 
 
 @op
-def cpu_activation_backward(dy, y, kind):
+def cpu_activation_backward(dy: Float32Array, y: Float32Array, kind: int) -> Float32Array:
     _check_kind(kind)
     dx = np.empty(y.shape, y.dtype)
     _cpu_activation_backward(flat(dy), flat(y), flat(dx), np.int32(kind))
@@ -234,7 +236,7 @@ def activation_backward_cuda(dy, y, dx, kind):
 
 
 @op
-def cuda_activation(x, kind):
+def cuda_activation(x: BackendArray, kind: int) -> BackendArray:
     _check_kind(kind)
     y = cuda.device_array(x.shape, np.float32)
     activation_cuda[blocks(x.size)](flat(x), flat(y), np.int32(kind))
@@ -242,14 +244,14 @@ def cuda_activation(x, kind):
 
 
 @op
-def cuda_activation_backward(dy, y, kind):
+def cuda_activation_backward(dy: BackendArray, y: BackendArray, kind: int) -> BackendArray:
     _check_kind(kind)
     dx = cuda.device_array(y.shape, np.float32)
     activation_backward_cuda[blocks(y.size)](flat(dy), flat(y), flat(dx), np.int32(kind))
     return dx
 
 # the ops of this module by name, for callers: activation(kernels, ...)
-activation = registered("activation")
-activation_backward = registered("activation_backward")
-gelu = registered("gelu")
-gelu_backward = registered("gelu_backward")
+activation = registered(reference_activation)
+activation_backward = registered(reference_activation_backward)
+gelu = registered(reference_gelu)
+gelu_backward = registered(reference_gelu_backward)

@@ -16,8 +16,10 @@ More in docs/internals.md (kernels/layers/elementwise.py)."""
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, F32_3D, I64, blocks, cuda, f64, flat, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 
 ROUNDED = (1e-7, 0.0)  # one fp32 rounding of the exact result
@@ -38,7 +40,7 @@ def _check_add(a, b):
 
 
 @op(cases=_add_cases, tolerance=ROUNDED, args={"a": "float[*shape]", "b": "float[*shape]"})
-def reference_add(a, b):
+def reference_add(a: FloatArray, b: FloatArray) -> Float64Array:
     """a + b element by element, a new float32 array of their shape (float64 here).
 
     a, b: float arrays of one shape, any number of axes (a residual stream and a block's output, two
@@ -48,7 +50,7 @@ def reference_add(a, b):
 
 
 @op
-def cpu_add(a, b):
+def cpu_add(a: Float32Array, b: Float32Array) -> Float32Array:
     _check_add(a, b)
     return a + b
 
@@ -61,7 +63,7 @@ def add_cuda(a, b, out):
 
 
 @op
-def cuda_add(a, b):
+def cuda_add(a: BackendArray, b: BackendArray) -> BackendArray:
     _check_add(a, b)
     out = cuda.device_array(a.shape, np.float32)
     add_cuda[blocks(a.size)](flat(a), flat(b), flat(out))
@@ -81,7 +83,7 @@ def _check_add_bias(x, bias):
 
 
 @op(cases=_add_bias_cases, tolerance=ROUNDED, args={"x": "float[rows, d]", "bias": "float[d]"})
-def reference_add_bias(x, bias):
+def reference_add_bias(x: FloatArray, bias: FloatArray) -> Float64Array:
     """x + bias on every row, (rows, d) float32 (float64 here): a linear layer's bias, or a vector
     parameter added to each member's noise row (float EGGROLL).
 
@@ -91,7 +93,7 @@ def reference_add_bias(x, bias):
 
 
 @op
-def cpu_add_bias(x, bias):
+def cpu_add_bias(x: Float32Array, bias: Float32Array) -> Float32Array:
     _check_add_bias(x, bias)
     return x + bias[None, :]
 
@@ -105,7 +107,7 @@ def add_bias_cuda(x, bias, out):
 
 
 @op
-def cuda_add_bias(x, bias):
+def cuda_add_bias(x: BackendArray, bias: BackendArray) -> BackendArray:
     _check_add_bias(x, bias)
     out = cuda.device_array(x.shape, np.float32)
     add_bias_cuda[blocks(x.size)](x, bias, out)
@@ -122,14 +124,14 @@ def _column_sum_cases(rng):
 
 
 @op(cases=_column_sum_cases, tolerance=SUMMED, args={"x": "float[rows, d]"})
-def reference_column_sum(x):
+def reference_column_sum(x: FloatArray) -> Float64Array:
     """The sum over the rows of x, (d,) float32 (float64 here; the twins accumulate in float64 or in
     partial sums): the gradient of a bias or of a norm's weight from its per-row gradients x."""
     return f64(x).sum(axis=0)
 
 
 @op
-def cpu_column_sum(x):
+def cpu_column_sum(x: Float32Array) -> Float32Array:
     return x.sum(axis=0, dtype=np.float64).astype(np.float32)
 
 
@@ -168,7 +170,7 @@ def column_sum_cuda(rows, partial):
 
 
 @op
-def cuda_column_sum(x):
+def cuda_column_sum(x: BackendArray) -> BackendArray:
     """Partial sums of each CHUNK_ROWS rows, then of those, until one row is left (one launch up to
     CHUNK_ROWS rows, two up to 65536): every SM busy where a thread per column would leave most idle."""
     rows, cols = x.shape
@@ -197,7 +199,7 @@ def _check_member_affine(x, scale, shift):
 
 @op(cases=_member_affine_cases, tolerance=SUMMED,
     args={"x": "float[members, steps, d]", "scale": "float[members, d]", "shift": "float[members, d]"})
-def reference_member_affine(x, scale, shift):
+def reference_member_affine(x: FloatArray, scale: FloatArray, shift: FloatArray) -> Float64Array:
     """x[m, t] * scale[m] + shift[m] for every member m and step t, (members, steps, d) float32 (float64
     here): each population member's own (perturbed) norm weight and bias applied to its rows.
 
@@ -216,7 +218,7 @@ def _cpu_member_affine(x, scale, shift, out):
 
 
 @op
-def cpu_member_affine(x, scale, shift):
+def cpu_member_affine(x: Float32Array, scale: Float32Array, shift: Float32Array) -> Float32Array:
     _check_member_affine(x, scale, shift)
     out = np.empty(x.shape, x.dtype)
     _cpu_member_affine(x, scale, shift, out)
@@ -233,7 +235,7 @@ def member_affine_cuda(x, scale, shift, out):
 
 
 @op
-def cuda_member_affine(x, scale, shift):
+def cuda_member_affine(x: BackendArray, scale: BackendArray, shift: BackendArray) -> BackendArray:
     _check_member_affine(x, scale, shift)
     out = cuda.device_array(x.shape, np.float32)
     member_affine_cuda[blocks(x.size)](x, scale, shift, out)
@@ -253,7 +255,7 @@ def _check_last_step(h):
 
 
 @op(cases=_last_step_cases, args={"h": "float[batch, steps, channels]"})
-def reference_last_step(h):
+def reference_last_step(h: FloatArray) -> Float64Array:
     """h[:, -1], the last step of a scan's output, as a contiguous (batch, channels) float32 array (float64
     here): the state a recurrent layer carries into the next window. h needs at least one step."""
     _check_last_step(h)
@@ -261,7 +263,7 @@ def reference_last_step(h):
 
 
 @op
-def cpu_last_step(h):
+def cpu_last_step(h: Float32Array) -> Float32Array:
     _check_last_step(h)
     return np.ascontiguousarray(h[:, -1])
 
@@ -275,7 +277,7 @@ def last_step_cuda(h, out):
 
 
 @op
-def cuda_last_step(h):
+def cuda_last_step(h: BackendArray) -> BackendArray:
     _check_last_step(h)
     out = cuda.device_array((h.shape[0], h.shape[2]), np.float32)
     last_step_cuda[blocks(out.size)](h, out)
@@ -309,7 +311,8 @@ def _copy_window_host(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
 
 @op(cases=_copy_window_cases, args={"src": "float[_, _]", "dst": "float[_, _]", "src_row": "int", "src_col": "int",
                                     "dst_row": "int", "dst_col": "int", "rows": "int", "cols": "int"})
-def reference_copy_window(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
+def reference_copy_window(src: FloatArray, dst: FloatArray, src_row: int, src_col: int, dst_row: int, dst_col: int,
+                          rows: int, cols: int) -> None:
     """dst[dst_row:dst_row + rows, dst_col:dst_col + cols] = src[src_row:src_row + rows, src_col:src_col + cols],
     in place; returns None. Joins and splits columns and stacks time steps without a host copy (the DNC).
 
@@ -319,7 +322,8 @@ def reference_copy_window(src, dst, src_row, src_col, dst_row, dst_col, rows, co
 
 
 @op
-def cpu_copy_window(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
+def cpu_copy_window(src: Float32Array, dst: Float32Array, src_row: int, src_col: int, dst_row: int, dst_col: int,
+                    rows: int, cols: int) -> None:
     """NumPy slicing is the fastest CPU copy."""
     _copy_window_host(src, dst, src_row, src_col, dst_row, dst_col, rows, cols)
 
@@ -333,7 +337,8 @@ def copy_window_cuda(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
 
 
 @op
-def cuda_copy_window(src, dst, src_row, src_col, dst_row, dst_col, rows, cols):
+def cuda_copy_window(src: BackendArray, dst: BackendArray, src_row: int, src_col: int, dst_row: int, dst_col: int,
+                     rows: int, cols: int) -> None:
     _check_copy_window(src, dst, src_row, src_col, dst_row, dst_col, rows, cols)
     if rows * cols:
         args = (np.int64(v) for v in (src_row, src_col, dst_row, dst_col, rows, cols))
@@ -353,7 +358,7 @@ def _check_accumulate(dst, src):
 
 
 @op(cases=_accumulate_cases, tolerance=ROUNDED, args={"dst": "float[*shape]", "src": "float[*shape]"})
-def reference_accumulate(dst, src):
+def reference_accumulate(dst: FloatArray, src: FloatArray) -> None:
     """dst += src in place, element by element; returns None. Sums gradients and pre-activations
     without a new array.
 
@@ -364,7 +369,7 @@ def reference_accumulate(dst, src):
 
 
 @op
-def cpu_accumulate(dst, src):
+def cpu_accumulate(dst: Float32Array, src: Float32Array) -> None:
     _check_accumulate(dst, src)
     dst += src
 
@@ -377,7 +382,7 @@ def accumulate_cuda(dst, src):
 
 
 @op
-def cuda_accumulate(dst, src):
+def cuda_accumulate(dst: BackendArray, src: BackendArray) -> None:
     _check_accumulate(dst, src)
     accumulate_cuda[blocks(dst.size)](flat(dst), flat(src))
 
@@ -395,7 +400,7 @@ def _check_scale_rows(x, scale):
 
 
 @op(cases=_scale_rows_cases, tolerance=ROUNDED, args={"x": "float[rows, d]", "scale": "float[rows]"})
-def reference_scale_rows(x, scale):
+def reference_scale_rows(x: FloatArray, scale: FloatArray) -> Float64Array:
     """x[i] * scale[i] for every row i, (rows, d) float32 (float64 here): the logits' gradient weighted
     per row (a mask over the mean), or each member's noise row scaled by its sigma.
 
@@ -412,7 +417,7 @@ def _cpu_scale_rows(x, scale, out):
 
 
 @op
-def cpu_scale_rows(x, scale):
+def cpu_scale_rows(x: Float32Array, scale: Float32Array) -> Float32Array:
     _check_scale_rows(x, scale)
     out = np.empty(x.shape, x.dtype)
     _cpu_scale_rows(x, scale, out)
@@ -428,7 +433,7 @@ def scale_rows_cuda(x, scale, out):
 
 
 @op
-def cuda_scale_rows(x, scale):
+def cuda_scale_rows(x: BackendArray, scale: BackendArray) -> BackendArray:
     _check_scale_rows(x, scale)
     out = cuda.device_array(x.shape, np.float32)
     scale_rows_cuda[blocks(x.size)](x, scale, out)
@@ -447,7 +452,7 @@ def _check_swap_leading(x):
 
 
 @op(cases=_swap_leading_cases, args={"x": "float[a, b, m]"})
-def reference_swap_leading(x):
+def reference_swap_leading(x: FloatArray) -> Float32Array:
     """x with its first two axes exchanged, (b, a, m) as a contiguous copy of x's dtype: a probe axis
     moved in or out of the rows (the probe-batched LSTM)."""
     _check_swap_leading(x)
@@ -455,7 +460,7 @@ def reference_swap_leading(x):
 
 
 @op
-def cpu_swap_leading(x):
+def cpu_swap_leading(x: Float32Array) -> Float32Array:
     _check_swap_leading(x)
     return np.ascontiguousarray(np.swapaxes(x, 0, 1))
 
@@ -471,19 +476,19 @@ def swap_leading_cuda(x, out):
 
 
 @op
-def cuda_swap_leading(x):
+def cuda_swap_leading(x: BackendArray) -> BackendArray:
     _check_swap_leading(x)
     out = cuda.device_array((x.shape[1], x.shape[0], x.shape[2]), np.float32)
     swap_leading_cuda[blocks(out.size)](x, out)
     return out
 
 # the ops of this module by name, for callers: accumulate(kernels, ...)
-accumulate = registered("accumulate")
-add = registered("add")
-add_bias = registered("add_bias")
-column_sum = registered("column_sum")
-copy_window = registered("copy_window")
-last_step = registered("last_step")
-member_affine = registered("member_affine")
-scale_rows = registered("scale_rows")
-swap_leading = registered("swap_leading")
+accumulate = registered(reference_accumulate)
+add = registered(reference_add)
+add_bias = registered(reference_add_bias)
+column_sum = registered(reference_column_sum)
+copy_window = registered(reference_copy_window)
+last_step = registered(reference_last_step)
+member_affine = registered(reference_member_affine)
+scale_rows = registered(reference_scale_rows)
+swap_leading = registered(reference_swap_leading)

@@ -12,8 +12,10 @@ references compute in float64. The gather is bit-identical on every backend; the
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray, UInt8Array
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_2D, U8_1D, cuda, device_zeros, f64, grid2, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 
 
@@ -52,7 +54,7 @@ def _check_gradient(dout, tokens):
 
 
 @op(cases=_embedding_cases, args={"table": "float[vocab, d]", "tokens": "uint8[n]"})
-def reference_embedding(table, tokens):
+def reference_embedding(table: FloatArray, tokens: UInt8Array) -> Float64Array:
     """The rows of `table` at `tokens`, (n, d) float32 (float64 here): each byte's embedding vector.
 
     table: one row per token value (vocab rows, each token below vocab); tokens: the bytes, flattened."""
@@ -62,7 +64,7 @@ def reference_embedding(table, tokens):
 
 @op(cases=_embedding_backward_cases, tolerance=(1e-5, 1e-6),
     args={"dout": "float[n, d]", "tokens": "uint8[n]", "vocab": "int"})
-def reference_embedding_backward(dout, tokens, vocab):
+def reference_embedding_backward(dout: FloatArray, tokens: UInt8Array, vocab: int) -> Float64Array:
     """The gradient of the table of an embedding: grad[v] = sum of dout[i] over the i with tokens[i] = v,
     (vocab, d) float32 (float64 here); rows of tokens never seen are zero.
 
@@ -75,7 +77,7 @@ def reference_embedding_backward(dout, tokens, vocab):
 
 
 @op
-def cpu_embedding(table, tokens):
+def cpu_embedding(table: Float32Array, tokens: UInt8Array) -> Float32Array:
     _check_lookup(table, tokens)
     return np.ascontiguousarray(table[tokens.astype(np.int64)])
 
@@ -89,7 +91,7 @@ def _cpu_embedding_backward(dout, tokens, grad):
 
 
 @op
-def cpu_embedding_backward(dout, tokens, vocab):
+def cpu_embedding_backward(dout: Float32Array, tokens: UInt8Array, vocab: int) -> Float32Array:
     _check_gradient(dout, tokens)
     grad = np.zeros((vocab, dout.shape[1]), np.float32)
     _cpu_embedding_backward(dout, tokens, grad)
@@ -111,7 +113,7 @@ def embedding_backward_cuda(dout, tokens, grad):
 
 
 @op
-def cuda_embedding(table, tokens):
+def cuda_embedding(table: BackendArray, tokens: BackendArray) -> BackendArray:
     _check_lookup(table, tokens)
     out = cuda.device_array((tokens.shape[0], table.shape[1]), np.float32)
     embedding_cuda[grid2(table.shape[1], tokens.shape[0])](table, tokens, out)
@@ -119,12 +121,12 @@ def cuda_embedding(table, tokens):
 
 
 @op
-def cuda_embedding_backward(dout, tokens, vocab):
+def cuda_embedding_backward(dout: BackendArray, tokens: BackendArray, vocab: int) -> BackendArray:
     _check_gradient(dout, tokens)
     grad = device_zeros((vocab, dout.shape[1]))
     embedding_backward_cuda[grid2(dout.shape[1], tokens.shape[0])](dout, tokens, grad)
     return grad
 
 # the ops of this module by name, for callers: embedding(kernels, ...)
-embedding = registered("embedding")
-embedding_backward = registered("embedding_backward")
+embedding = registered(reference_embedding)
+embedding_backward = registered(reference_embedding_backward)

@@ -13,9 +13,11 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray, UInt8Array
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cpu_vector_math import exp32
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, U8_1D, cuda, f64, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import row_max_and_exp_sum
 from eggnog.kernels.core.registry import op, registered
 
@@ -37,7 +39,7 @@ def _check(logits, targets):
 
 
 @op(cases=_cases, tolerance=(1e-5, 1e-6), args={"logits": "float[rows, vocab]", "targets": "uint8[rows]"})
-def reference_cross_entropy(logits, targets):
+def reference_cross_entropy(logits: FloatArray, targets: UInt8Array) -> tuple[Float64Array, Float64Array]:
     """Each row's cross-entropy in bits and its gradient: (loss (rows,), grad (rows, vocab)), float32
     (float64 here). loss[i] = -log2 softmax(logits[i])[targets[i]]; grad is the gradient of the mean of
     loss over the rows with respect to logits.
@@ -79,7 +81,7 @@ def _cpu_cross_entropy(logits, targets, loss, grad):
 
 
 @op
-def cpu_cross_entropy(logits, targets):
+def cpu_cross_entropy(logits: Float32Array, targets: UInt8Array) -> tuple[Float32Array, Float32Array]:
     _check(logits, targets)
     loss, grad = np.empty(logits.shape[0], np.float32), np.empty(logits.shape, np.float32)
     _cpu_cross_entropy(logits, targets, loss, grad)
@@ -104,7 +106,7 @@ def cross_entropy_cuda(logits, targets, loss, grad):
 
 
 @op
-def cuda_cross_entropy(logits, targets):
+def cuda_cross_entropy(logits: BackendArray, targets: BackendArray) -> tuple[BackendArray, BackendArray]:
     _check(logits, targets)
     loss = cuda.device_array(logits.shape[0], np.float32)
     grad = cuda.device_array(logits.shape, np.float32)
@@ -112,4 +114,4 @@ def cuda_cross_entropy(logits, targets):
     return loss, grad
 
 # the ops of this module by name, for callers: cross_entropy(kernels, ...)
-cross_entropy = registered("cross_entropy")
+cross_entropy = registered(reference_cross_entropy)

@@ -17,9 +17,11 @@ BadInput.
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray, UInt8Array
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cpu_products import product
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, F32_3D, U8_2D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 
 TOLERANCE = (1e-5, 1e-5)
@@ -70,7 +72,7 @@ def _check_expand(y, xb, a, coef):
 
 @op(cases=_project_cases, tolerance=TOLERANCE,
     args={"x": "float[members, steps, d_in]", "b": "float[members, d_in, rank]"})
-def reference_lowrank_project(x, b):
+def reference_lowrank_project(x: FloatArray, b: FloatArray) -> Float64Array:
     """xb[m] = x[m] B[m], (members, steps, rank) float32 (float64 here): each member's rows projected onto
     its own rank-r noise factor B, the first half of its perturbation x (coef A B^T)^T.
 
@@ -82,7 +84,7 @@ def reference_lowrank_project(x, b):
 
 # b's rows: at least 256 (every byte), which the grammar cannot say; _check_project_rows does
 @op(cases=_project_rows_cases, args={"tokens": "uint8[members, steps]", "b": "float[members, _, rank]"})
-def reference_lowrank_project_rows(tokens, b):
+def reference_lowrank_project_rows(tokens: UInt8Array, b: FloatArray) -> Float64Array:
     """xb[m, t] = B[m, tokens[m, t]], (members, steps, rank) float32 (float64 here): lowrank_project for an
     embedding, whose one-hot input makes the product a row gather.
 
@@ -95,7 +97,7 @@ def reference_lowrank_project_rows(tokens, b):
 @op(cases=_expand_cases, tolerance=TOLERANCE,
     args={"y": "float[members, steps, d_out]", "xb": "float[members, steps, rank]",
           "a": "float[members, d_out, rank]", "coef": "float[members]"})
-def reference_lowrank_expand(y, xb, a, coef):
+def reference_lowrank_expand(y: FloatArray, xb: FloatArray, a: FloatArray, coef: FloatArray) -> Float64Array:
     """y[m] + coef[m] xb[m] A[m]^T, a new (members, steps, d_out) float32 array (float64 here): the shared
     product y = x W^T plus each member's low-rank perturbation.
 
@@ -108,13 +110,13 @@ def reference_lowrank_expand(y, xb, a, coef):
 
 
 @op
-def cpu_lowrank_project(x, b):
+def cpu_lowrank_project(x: Float32Array, b: Float32Array) -> Float32Array:
     _check_project(x, b)
     return np.matmul(x, b)
 
 
 @op
-def cpu_lowrank_project_rows(tokens, b):
+def cpu_lowrank_project_rows(tokens: UInt8Array, b: Float32Array) -> Float32Array:
     _check_project_rows(tokens, b)
     return np.ascontiguousarray(b[np.arange(b.shape[0])[:, None], tokens.astype(np.int64)])
 
@@ -132,7 +134,7 @@ def _cpu_expand(y, xb, a, coef, out):
 
 
 @op
-def cpu_lowrank_expand(y, xb, a, coef):
+def cpu_lowrank_expand(y: Float32Array, xb: Float32Array, a: Float32Array, coef: Float32Array) -> Float32Array:
     _check_expand(y, xb, a, coef)
     out = np.empty(y.shape, y.dtype)
     _cpu_expand(y, xb, a, coef, out)
@@ -173,7 +175,7 @@ def expand_cuda(y, xb, a, coef, out):
 
 
 @op
-def cuda_lowrank_project(x, b):
+def cuda_lowrank_project(x: BackendArray, b: BackendArray) -> BackendArray:
     _check_project(x, b)
     xb = cuda.device_array((x.shape[0], x.shape[1], b.shape[2]), np.float32)
     project_cuda[blocks(xb.size)](x, b, xb)
@@ -181,7 +183,7 @@ def cuda_lowrank_project(x, b):
 
 
 @op
-def cuda_lowrank_project_rows(tokens, b):
+def cuda_lowrank_project_rows(tokens: BackendArray, b: BackendArray) -> BackendArray:
     _check_project_rows(tokens, b)
     xb = cuda.device_array((tokens.shape[0], tokens.shape[1], b.shape[2]), np.float32)
     project_rows_cuda[blocks(xb.size)](tokens, b, xb)
@@ -189,7 +191,7 @@ def cuda_lowrank_project_rows(tokens, b):
 
 
 @op
-def cuda_lowrank_expand(y, xb, a, coef):
+def cuda_lowrank_expand(y: BackendArray, xb: BackendArray, a: BackendArray, coef: BackendArray) -> BackendArray:
     _check_expand(y, xb, a, coef)
     out = cuda.device_array(y.shape, np.float32)
     expand_cuda[blocks(out.size)](y, xb, a, coef, out)
@@ -213,7 +215,7 @@ def _check_sum(weight, a, b):
 
 @op(cases=_sum_cases, tolerance=TOLERANCE,
     args={"weight": "float[pairs]", "a": "float[pairs, rows, rank]", "b": "float[pairs, cols, rank]"})
-def reference_lowrank_sum(weight, a, b):
+def reference_lowrank_sum(weight: FloatArray, a: FloatArray, b: FloatArray) -> Float64Array:
     """sum_p weight[p] A[p] B[p]^T, (rows, cols) float32 (float64 here): float EGGROLL's update of one
     matrix from its pairs' noise factors, never forming a pair's matrix.
 
@@ -224,7 +226,7 @@ def reference_lowrank_sum(weight, a, b):
 
 
 @op
-def cpu_lowrank_sum(weight, a, b):
+def cpu_lowrank_sum(weight: Float32Array, a: Float32Array, b: Float32Array) -> Float32Array:
     """One product (rows, pairs * rank) x (pairs * rank, cols), split over the cores."""
     _check_sum(weight, a, b)
     pairs, rows, rank = a.shape
@@ -250,14 +252,14 @@ def lowrank_sum_cuda(weight, a, b, out):
 
 
 @op
-def cuda_lowrank_sum(weight, a, b):
+def cuda_lowrank_sum(weight: BackendArray, a: BackendArray, b: BackendArray) -> BackendArray:
     _check_sum(weight, a, b)
     out = cuda.device_array((a.shape[1], b.shape[1]), np.float32)
     lowrank_sum_cuda[blocks(out.size)](weight, a, b, out)
     return out
 
 # the ops of this module by name, for callers: lowrank_expand(kernels, ...)
-lowrank_expand = registered("lowrank_expand")
-lowrank_project = registered("lowrank_project")
-lowrank_project_rows = registered("lowrank_project_rows")
-lowrank_sum = registered("lowrank_sum")
+lowrank_expand = registered(reference_lowrank_expand)
+lowrank_project = registered(reference_lowrank_project)
+lowrank_project_rows = registered(reference_lowrank_project_rows)
+lowrank_sum = registered(reference_lowrank_sum)

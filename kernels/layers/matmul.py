@@ -16,9 +16,11 @@ in float64. Twins agree to 1e-5 relative + 1e-5 absolute.
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_products import batched_product, product
 from eggnog.kernels.core.cuda_api import BOOL, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel, require
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4, store_shared_f32x4
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 
 THREADS = 16  # a block is THREADS x THREADS threads
@@ -61,7 +63,7 @@ def check_layer(x, w, dy=None):
 
 
 @op(cases=_matmul_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
-def reference_matmul(x, w):
+def reference_matmul(x: FloatArray, w: FloatArray) -> Float64Array:
     """A linear layer without bias: y = x W^T, (rows, d_out) float32 (computed in float64 here).
 
     x: the layer's input, one row per token (or member); w: its weights, PyTorch's (out, in) layout.
@@ -72,7 +74,7 @@ def reference_matmul(x, w):
 
 @op(cases=_matmul_backward_cases, tolerance=TOLERANCE,
     args={"dy": "float[rows, d_out]", "x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
-def reference_matmul_backward(dy, x, w):
+def reference_matmul_backward(dy: FloatArray, x: FloatArray, w: FloatArray) -> tuple[Float64Array, Float64Array]:
     """The two gradients of y = x W^T: (dx, dW) = (dy W, dy^T x), shapes (rows, d_in) and (d_out, d_in).
 
     dy: the loss's gradient with respect to y; x and w: the forward's input and weights. At precision
@@ -83,13 +85,13 @@ def reference_matmul_backward(dy, x, w):
 
 
 @op
-def cpu_matmul(x, w):
+def cpu_matmul(x: Float32Array, w: Float32Array) -> Float32Array:
     check_layer(x, w)
     return product(x, w.T)
 
 
 @op
-def cpu_matmul_backward(dy, x, w):
+def cpu_matmul_backward(dy: Float32Array, x: Float32Array, w: Float32Array) -> tuple[Float32Array, Float32Array]:
     check_layer(x, w, dy)
     return product(dy, w), product(dy.T, x)
 
@@ -273,13 +275,13 @@ def tiled_product(a, b, transpose_a=False, transpose_b=False):
 
 
 @op
-def cuda_matmul(x, w):
+def cuda_matmul(x: BackendArray, w: BackendArray) -> BackendArray:
     check_layer(x, w)
     return tiled_product(x, w, transpose_b=True)
 
 
 @op
-def cuda_matmul_backward(dy, x, w):
+def cuda_matmul_backward(dy: BackendArray, x: BackendArray, w: BackendArray) -> tuple[BackendArray, BackendArray]:
     check_layer(x, w, dy)
     return tiled_product(dy, w), tiled_product(dy, x, transpose_a=True)
 
@@ -314,7 +316,7 @@ def _check_bmm(a, b, transpose_a, transpose_b):
 # the inner sizes are a's axis 1 or 2 and b's axis 2 or 1 by the flags: _check_bmm compares them
 @op(cases=_bmm_cases, tolerance=TOLERANCE, args={"a": "float[batch, _, _]", "b": "float[batch, _, _]",
                                                  "transpose_a": "bool", "transpose_b": "bool"})
-def reference_bmm(a, b, transpose_a=False, transpose_b=False):
+def reference_bmm(a: FloatArray, b: FloatArray, transpose_a: bool = False, transpose_b: bool = False) -> Float64Array:
     """A batch of matrix products: c[n] = op(a[n]) op(b[n]), (batch, rows, cols), op(m) = m^T where the
     flag is set, else m.
 
@@ -325,7 +327,7 @@ def reference_bmm(a, b, transpose_a=False, transpose_b=False):
 
 
 @op
-def cpu_bmm(a, b, transpose_a=False, transpose_b=False):
+def cpu_bmm(a: Float32Array, b: Float32Array, transpose_a: bool = False, transpose_b: bool = False) -> Float32Array:
     _check_bmm(a, b, transpose_a, transpose_b)
     return batched_product(_op(a, transpose_a), _op(b, transpose_b))
 
@@ -346,7 +348,7 @@ def bmm_cuda(a, b, c, transpose_a, transpose_b):
 
 
 @op
-def cuda_bmm(a, b, transpose_a=False, transpose_b=False):
+def cuda_bmm(a: BackendArray, b: BackendArray, transpose_a: bool = False, transpose_b: bool = False) -> BackendArray:
     _check_bmm(a, b, transpose_a, transpose_b)
     rows = a.shape[2] if transpose_a else a.shape[1]
     cols = b.shape[1] if transpose_b else b.shape[2]
@@ -359,6 +361,6 @@ def cuda_bmm(a, b, transpose_a=False, transpose_b=False):
     return c
 
 # the ops of this module by name, for callers: bmm(kernels, ...)
-bmm = registered("bmm")
-matmul = registered("matmul")
-matmul_backward = registered("matmul_backward")
+bmm = registered(reference_bmm)
+matmul = registered(reference_matmul)
+matmul_backward = registered(reference_matmul_backward)

@@ -14,10 +14,12 @@ More in docs/internals.md (kernels/layers/matmul_bf16.py)."""
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_products import product
 from eggnog.kernels.core.cuda_api import F32_2D, cuda, device_function, f64, kernel
 from eggnog.kernels.core.loads import load_global_v4, load_shared_v4, store_shared_f32x4
 from eggnog.kernels.core.mma import mma_bf16_16816, pack_bf16x2, round_bf16
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.core.tuning import Tunable
 from eggnog.kernels.layers.matmul import check_layer, rounded_cpu_backward, rounded_reference_backward
@@ -45,7 +47,7 @@ def _backward_cases(rng):
 
 
 @op(cases=_matmul_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
-def reference_matmul_bf16(x, w):
+def reference_matmul_bf16(x: FloatArray, w: FloatArray) -> Float64Array:
     """matmul on bf16 tensor cores: y = bf16(x) bf16(W)^T accumulated in fp32, (rows, d_out) float32
     (float64 products of the rounded values here). What `matmul` runs at precision bf16.
 
@@ -57,7 +59,7 @@ def reference_matmul_bf16(x, w):
 
 @op(cases=_backward_cases, tolerance=TOLERANCE,
     args={"dy": "float[rows, d_out]", "x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
-def reference_matmul_backward_bf16(dy, x, w):
+def reference_matmul_backward_bf16(dy: FloatArray, x: FloatArray, w: FloatArray) -> tuple[Float64Array, Float64Array]:
     """matmul_backward on bf16 tensor cores: (dx, dW) = (bf16(dy) bf16(W), bf16(dy)^T bf16(x)),
     shapes (rows, d_in) and (d_out, d_in), accumulated in fp32. What `matmul_backward` runs at precision bf16.
 
@@ -67,13 +69,13 @@ def reference_matmul_backward_bf16(dy, x, w):
 
 
 @op
-def cpu_matmul_bf16(x, w):
+def cpu_matmul_bf16(x: Float32Array, w: Float32Array) -> Float32Array:
     check_layer(x, w)
     return product(round_bf16(x), round_bf16(w).T)
 
 
 @op
-def cpu_matmul_backward_bf16(dy, x, w):
+def cpu_matmul_backward_bf16(dy: Float32Array, x: Float32Array, w: Float32Array) -> tuple[Float32Array, Float32Array]:
     return rounded_cpu_backward(round_bf16, dy, x, w)
 
 
@@ -345,14 +347,14 @@ def matmul_backward_bf16_variants(dx_variant, dw_variant, dy, x, w, dx=None, dw=
 
 
 @op
-def cuda_matmul_bf16(x, w):
+def cuda_matmul_bf16(x: BackendArray, w: BackendArray) -> BackendArray:
     """y on the device, in the block shape tuned for this GPU and (rows, d_in, d_out) (MATMUL_BF16)."""
     check_layer(x, w)
     return matmul_bf16_variant(MATMUL_BF16.choose((x.shape[0], x.shape[1], w.shape[0])), x, w)
 
 
 @op
-def cuda_matmul_backward_bf16(dy, x, w):
+def cuda_matmul_backward_bf16(dy: BackendArray, x: BackendArray, w: BackendArray) -> tuple[BackendArray, BackendArray]:
     """(dx, dW) on the device, each in the block shape tuned for this GPU and (rows, d_in, d_out)."""
     check_layer(x, w, dy)
     sizes = (x.shape[0], x.shape[1], w.shape[0])
@@ -419,5 +421,5 @@ def roofline(workload, rows=32768, d_in=1536, d_out=1536):
     }
 
 # the ops of this module by name, for callers: matmul_backward_bf16(kernels, ...)
-matmul_backward_bf16 = registered("matmul_backward_bf16")
-matmul_bf16 = registered("matmul_bf16")
+matmul_backward_bf16 = registered(reference_matmul_backward_bf16)
+matmul_bf16 = registered(reference_matmul_bf16)

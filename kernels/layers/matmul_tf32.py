@@ -15,6 +15,7 @@ More in docs/internals.md (kernels/layers/matmul_tf32.py)."""
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cuda_api import F32_2D, allow_dynamic_shared, cuda, device_function, f64, kernel
 from eggnog.kernels.core.loads import (
     copy_async_commit,
@@ -24,6 +25,7 @@ from eggnog.kernels.core.loads import (
     load_shared_tf32_v2,
 )
 from eggnog.kernels.core.mma import mma_tf32_1688, round_tf32
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.core.tuning import Tunable
 from eggnog.kernels.layers.matmul import check_layer, rounded_cpu_backward, rounded_reference_backward
@@ -53,7 +55,7 @@ def _cases(rng):
 
 
 @op(cases=_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
-def reference_matmul_tf32(x, w):
+def reference_matmul_tf32(x: FloatArray, w: FloatArray) -> Float64Array:
     """matmul on TF32 tensor cores: y = tf32(x) tf32(W)^T accumulated in fp32, (rows, d_out) float32
     (float64 products of the rounded values here). What `matmul` runs at precision tf32.
 
@@ -64,7 +66,7 @@ def reference_matmul_tf32(x, w):
 
 
 @op
-def cpu_matmul_tf32(x, w):
+def cpu_matmul_tf32(x: Float32Array, w: Float32Array) -> Float32Array:
     check_layer(x, w)
     return np.ascontiguousarray(round_tf32(x) @ round_tf32(w).T)
 
@@ -78,7 +80,7 @@ def _backward_cases(rng):
 
 @op(cases=_backward_cases, tolerance=TOLERANCE,
     args={"dy": "float[rows, d_out]", "x": "float[rows, d_in]", "w": "float[d_out, d_in]"})
-def reference_matmul_backward_tf32(dy, x, w):
+def reference_matmul_backward_tf32(dy: FloatArray, x: FloatArray, w: FloatArray) -> tuple[Float64Array, Float64Array]:
     """matmul_backward on TF32 tensor cores: (dx, dW) = (tf32(dy) tf32(W), tf32(dy)^T tf32(x)),
     shapes (rows, d_in) and (d_out, d_in), accumulated in fp32. What `matmul_backward` runs at precision tf32.
 
@@ -88,7 +90,7 @@ def reference_matmul_backward_tf32(dy, x, w):
 
 
 @op
-def cpu_matmul_backward_tf32(dy, x, w):
+def cpu_matmul_backward_tf32(dy: Float32Array, x: Float32Array, w: Float32Array) -> tuple[Float32Array, Float32Array]:
     return rounded_cpu_backward(round_tf32, dy, x, w)
 
 
@@ -252,7 +254,7 @@ matmul_tf32_cuda_128x128x4 = _FORWARD["128x128x4"][0]
 
 
 @op
-def cuda_matmul_tf32(x, w):
+def cuda_matmul_tf32(x: BackendArray, w: BackendArray) -> BackendArray:
     """y on the device, with the block shape tuned for this GPU and (rows, d_in, d_out) (MATMUL_TF32)."""
     check_layer(x, w)
     return matmul_tf32_variant(MATMUL_TF32.choose((x.shape[0], x.shape[1], w.shape[0])), x, w)
@@ -299,7 +301,7 @@ def _transposed(a):
 
 
 @op
-def cuda_matmul_backward_tf32(dy, x, w):
+def cuda_matmul_backward_tf32(dy: BackendArray, x: BackendArray, w: BackendArray) -> tuple[BackendArray, BackendArray]:
     check_layer(x, w, dy)
     dy_t = _transposed(dy)
     return cuda_matmul_tf32(dy, _transposed(w)), cuda_matmul_tf32(dy_t, _transposed(x))
@@ -354,5 +356,5 @@ def roofline(workload, rows=32768, d_in=1536, d_out=1536):
     }
 
 # the ops of this module by name, for callers: matmul_tf32(kernels, ...)
-matmul_tf32 = registered("matmul_tf32")
-matmul_backward_tf32 = registered("matmul_backward_tf32")
+matmul_tf32 = registered(reference_matmul_tf32)
+matmul_backward_tf32 = registered(reference_matmul_backward_tf32)

@@ -14,8 +14,10 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, cuda, f64, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import block_total
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.layers.elementwise import cpu_column_sum, cuda_column_sum
@@ -59,7 +61,7 @@ def _layernorm_backward_cases(rng):
 # ---- RMSNorm -------------------------------------------------------------------------------------------
 
 @op(cases=_rmsnorm_cases, tolerance=TOLERANCE, args={"x": "float[rows, d]", "w": "float[d]"})
-def reference_rmsnorm(x, w):
+def reference_rmsnorm(x: FloatArray, w: FloatArray) -> tuple[Float64Array, Float64Array]:
     """RMSNorm of each row: (y (rows, d), rstd (rows,)), float32 (float64 here), y = x * rstd * w with
     rstd = 1 / sqrt(mean(x^2) + RMS_EPS) over the row; rstd is what rmsnorm_backward needs.
 
@@ -71,7 +73,8 @@ def reference_rmsnorm(x, w):
 
 @op(cases=_rmsnorm_backward_cases, tolerance=TOLERANCE,
     args={"dy": "float[rows, d]", "x": "float[rows, d]", "w": "float[d]", "rstd": "float[rows]"})
-def reference_rmsnorm_backward(dy, x, w, rstd):
+def reference_rmsnorm_backward(dy: FloatArray, x: FloatArray, w: FloatArray,
+                               rstd: FloatArray) -> tuple[Float64Array, Float64Array]:
     """The gradients of rmsnorm: (dx (rows, d), dw (d,)), float32 (float64 here).
 
     dy: the loss's gradient with respect to y; x, w: the forward's input and weight; rstd: the forward's
@@ -96,7 +99,7 @@ def _cpu_rmsnorm(x, w, y, rstd):
 
 
 @op
-def cpu_rmsnorm(x, w):
+def cpu_rmsnorm(x: Float32Array, w: Float32Array) -> tuple[Float32Array, Float32Array]:
     y, rstd = np.empty_like(x), np.empty(x.shape[0], np.float32)
     _cpu_rmsnorm(x, w, y, rstd)
     return y, rstd
@@ -117,7 +120,8 @@ def _cpu_rmsnorm_backward(dy, x, w, rstd, dx, dw_rows):
 
 
 @op
-def cpu_rmsnorm_backward(dy, x, w, rstd):
+def cpu_rmsnorm_backward(dy: Float32Array, x: Float32Array, w: Float32Array,
+                         rstd: Float32Array) -> tuple[Float32Array, Float32Array]:
     dx, dw_rows = np.empty_like(x), np.empty_like(x)
     _cpu_rmsnorm_backward(dy, x, w, rstd, dx, dw_rows)
     return dx, cpu_column_sum(dw_rows)
@@ -152,14 +156,15 @@ def rmsnorm_backward_cuda(dy, x, w, rstd, dx, dw_rows):
 
 
 @op
-def cuda_rmsnorm(x, w):
+def cuda_rmsnorm(x: BackendArray, w: BackendArray) -> tuple[BackendArray, BackendArray]:
     y, rstd = cuda.device_array(x.shape, np.float32), cuda.device_array(x.shape[0], np.float32)
     rmsnorm_cuda[x.shape[0], ROW_THREADS](x, w, y, rstd)
     return y, rstd
 
 
 @op
-def cuda_rmsnorm_backward(dy, x, w, rstd):
+def cuda_rmsnorm_backward(dy: BackendArray, x: BackendArray, w: BackendArray,
+                          rstd: BackendArray) -> tuple[BackendArray, BackendArray]:
     dx, dw_rows = cuda.device_array(x.shape, np.float32), cuda.device_array(x.shape, np.float32)
     rmsnorm_backward_cuda[x.shape[0], ROW_THREADS](dy, x, w, rstd, dx, dw_rows)
     return dx, cuda_column_sum(dw_rows)
@@ -168,7 +173,7 @@ def cuda_rmsnorm_backward(dy, x, w, rstd):
 # ---- LayerNorm -----------------------------------------------------------------------------------------
 
 @op(cases=_layernorm_cases, tolerance=TOLERANCE, args={"x": "float[rows, d]", "w": "float[d]", "b": "float[d]"})
-def reference_layernorm(x, w, b):
+def reference_layernorm(x: FloatArray, w: FloatArray, b: FloatArray) -> tuple[Float64Array, Float64Array, Float64Array]:
     """LayerNorm of each row: (y (rows, d), mean (rows,), rstd (rows,)), float32 (float64 here),
     y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(biased variance + LN_EPS); mean and rstd are what
     layernorm_backward needs.
@@ -184,7 +189,8 @@ def reference_layernorm(x, w, b):
 @op(cases=_layernorm_backward_cases, tolerance=TOLERANCE,
     args={"dy": "float[rows, d]", "x": "float[rows, d]", "w": "float[d]", "mean": "float[rows]",
           "rstd": "float[rows]"})
-def reference_layernorm_backward(dy, x, w, mean, rstd):
+def reference_layernorm_backward(dy: FloatArray, x: FloatArray, w: FloatArray, mean: FloatArray,
+                                 rstd: FloatArray) -> tuple[Float64Array, Float64Array, Float64Array]:
     """The gradients of layernorm: (dx (rows, d), dw (d,), db (d,)), float32 (float64 here).
 
     dy: the loss's gradient with respect to y; x, w: the forward's input and weight (the bias is not
@@ -236,14 +242,15 @@ def _cpu_layernorm_backward(dy, x, w, mean, rstd, dx, dw_rows):
 
 
 @op
-def cpu_layernorm(x, w, b):
+def cpu_layernorm(x: Float32Array, w: Float32Array, b: Float32Array) -> tuple[Float32Array, Float32Array, Float32Array]:
     y, mean, rstd = np.empty_like(x), np.empty(x.shape[0], np.float32), np.empty(x.shape[0], np.float32)
     _cpu_layernorm(x, w, b, y, mean, rstd)
     return y, mean, rstd
 
 
 @op
-def cpu_layernorm_backward(dy, x, w, mean, rstd):
+def cpu_layernorm_backward(dy: Float32Array, x: Float32Array, w: Float32Array, mean: Float32Array,
+                           rstd: Float32Array) -> tuple[Float32Array, Float32Array, Float32Array]:
     dx, dw_rows = np.empty_like(x), np.empty_like(x)
     _cpu_layernorm_backward(dy, x, w, mean, rstd, dx, dw_rows)
     return dx, cpu_column_sum(dw_rows), cpu_column_sum(dy)
@@ -290,7 +297,8 @@ def layernorm_backward_cuda(dy, x, w, mean, rstd, dx, dw_rows):
 
 
 @op
-def cuda_layernorm(x, w, b):
+def cuda_layernorm(x: BackendArray, w: BackendArray,
+                   b: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray]:
     y = cuda.device_array(x.shape, np.float32)
     mean, rstd = cuda.device_array(x.shape[0], np.float32), cuda.device_array(x.shape[0], np.float32)
     layernorm_cuda[x.shape[0], ROW_THREADS](x, w, b, y, mean, rstd)
@@ -298,13 +306,14 @@ def cuda_layernorm(x, w, b):
 
 
 @op
-def cuda_layernorm_backward(dy, x, w, mean, rstd):
+def cuda_layernorm_backward(dy: BackendArray, x: BackendArray, w: BackendArray, mean: BackendArray,
+                            rstd: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray]:
     dx, dw_rows = cuda.device_array(x.shape, np.float32), cuda.device_array(x.shape, np.float32)
     layernorm_backward_cuda[x.shape[0], ROW_THREADS](dy, x, w, mean, rstd, dx, dw_rows)
     return dx, cuda_column_sum(dw_rows), cuda_column_sum(dy)
 
 # the ops of this module by name, for callers: layernorm(kernels, ...)
-layernorm = registered("layernorm")
-layernorm_backward = registered("layernorm_backward")
-rmsnorm = registered("rmsnorm")
-rmsnorm_backward = registered("rmsnorm_backward")
+layernorm = registered(reference_layernorm)
+layernorm_backward = registered(reference_layernorm_backward)
+rmsnorm = registered(reference_rmsnorm)
+rmsnorm_backward = registered(reference_rmsnorm_backward)

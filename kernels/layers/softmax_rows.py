@@ -16,8 +16,10 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_2D, cuda, device_function, f64, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import block_total, row_max_and_exp_sum
 from eggnog.kernels.core.registry import op, registered
 
@@ -37,7 +39,7 @@ def _softmax_rows_backward_cases(rng):
 
 
 @op(cases=_softmax_rows_cases, tolerance=TOLERANCE, args={"x": "float[rows, d]"})
-def reference_softmax_rows(x):
+def reference_softmax_rows(x: FloatArray) -> Float64Array:
     """softmax along each row of x (its maximum subtracted first), (rows, d) float32 (float64 here): each
     row of the result is positive and sums to one."""
     z = f64(x)
@@ -46,7 +48,7 @@ def reference_softmax_rows(x):
 
 
 @op(cases=_softmax_rows_backward_cases, tolerance=TOLERANCE, args={"dp": "float[rows, d]", "p": "float[rows, d]"})
-def reference_softmax_rows_backward(dp, p):
+def reference_softmax_rows_backward(dp: FloatArray, p: FloatArray) -> Float64Array:
     """The gradient through softmax_rows from its output: dx = p * (dp - sum_j dp p) per row, (rows, d)
     float32 (float64 here).
 
@@ -83,14 +85,14 @@ def _cpu_softmax_rows_backward(dp, p, dx):
 
 
 @op
-def cpu_softmax_rows(x):
+def cpu_softmax_rows(x: Float32Array) -> Float32Array:
     p = np.empty(x.shape, np.float32)
     _cpu_softmax_rows(x, p)
     return p
 
 
 @op
-def cpu_softmax_rows_backward(dp, p):
+def cpu_softmax_rows_backward(dp: Float32Array, p: Float32Array) -> Float32Array:
     dx = np.empty(p.shape, np.float32)
     _cpu_softmax_rows_backward(dp, p, dx)
     return dx
@@ -128,18 +130,18 @@ def softmax_rows_backward_cuda(dp, p, dx):
 
 
 @op
-def cuda_softmax_rows(x):
+def cuda_softmax_rows(x: BackendArray) -> BackendArray:
     p = cuda.device_array(x.shape, np.float32)
     softmax_rows_cuda[x.shape[0], ROW_THREADS](x, p)
     return p
 
 
 @op
-def cuda_softmax_rows_backward(dp, p):
+def cuda_softmax_rows_backward(dp: BackendArray, p: BackendArray) -> BackendArray:
     dx = cuda.device_array(p.shape, np.float32)
     softmax_rows_backward_cuda[p.shape[0], ROW_THREADS](dp, p, dx)
     return dx
 
 # the ops of this module by name, for callers: softmax_rows(kernels, ...)
-softmax_rows = registered("softmax_rows")
-softmax_rows_backward = registered("softmax_rows_backward")
+softmax_rows = registered(reference_softmax_rows)
+softmax_rows_backward = registered(reference_softmax_rows_backward)

@@ -17,8 +17,10 @@ forward that produced the rows).
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, cuda, f64, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import block_sum
 from eggnog.kernels.core.registry import normal32, op, registered
 
@@ -46,7 +48,8 @@ def _check(x, w, out):
 
 @op(cases=_cases, tolerance=TOLERANCE,
     args={"x": "float[groups, n]", "w": "float[n]", "out": "float64[groups] | None", "scale": "float"})
-def reference_weighted_row_sums(x, w, out=None, scale=1.0):
+def reference_weighted_row_sums(x: FloatArray, w: FloatArray, out: Float64Array | None = None,
+                                scale: float = 1.0) -> Float64Array:
     """scale * sum_j x[g, j] w[j] for each row g, accumulated in float64: a (groups,) float64 array of the
     backend (`out` itself when given): one number per probe or member to copy to the host.
 
@@ -71,7 +74,8 @@ def _cpu_sums(x, w, scale, out):
 
 
 @op
-def cpu_weighted_row_sums(x, w, out=None, scale=1.0):
+def cpu_weighted_row_sums(x: Float32Array, w: Float32Array, out: Float64Array | None = None,
+                          scale: float = 1.0) -> Float64Array:
     _check(x, w, out)
     out = np.empty(x.shape[0], np.float64) if out is None else out
     _cpu_sums(np.ascontiguousarray(x, np.float32), np.ascontiguousarray(w, np.float32), np.float64(scale), out)
@@ -97,7 +101,8 @@ def weighted_row_sums_cuda(x, w, scale, out):
 
 
 @op
-def cuda_weighted_row_sums(x, w, out=None, scale=1.0):
+def cuda_weighted_row_sums(x: BackendArray, w: BackendArray, out: BackendArray | None = None,
+                           scale: float = 1.0) -> BackendArray:
     """x and w on the device (w may come from the host); the sums stay on the device."""
     _check(x, w, out)
     if not hasattr(w, "copy_to_host"):
@@ -115,4 +120,4 @@ def weighted_means(ops, rows, weights, groups=1):
     return np.asarray(ops.to_host(sums), np.float64) / weights.sum()
 
 # the ops of this module by name, for callers: weighted_row_sums(kernels, ...)
-weighted_row_sums = registered("weighted_row_sums")
+weighted_row_sums = registered(reference_weighted_row_sums)

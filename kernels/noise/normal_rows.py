@@ -16,7 +16,9 @@ array (taken as it is).
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Int64Array
 from eggnog.kernels.core.cuda_api import F32_2D, I64, I64_1D, blocks, cuda, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.noise import reference
 from eggnog.kernels.noise.scalar_math import MASK32
@@ -54,7 +56,7 @@ def _cases(rng):
 
 @op(cases=_cases, tolerance=(4 * EPS, 4 * EPS), args={"prefix": "int", "members": "int64[members]", "start": "int",
                                                       "count": "int"})
-def reference_normal_rows(prefix, members, start, count):
+def reference_normal_rows(prefix: int, members: Int64Array, start: int, count: int) -> Float32Array:
     """float32 (members, count): row i is elements start .. start + count - 1 of the N(0, 1) stream of
     member members[i] under one tensor's noise key, exactly `streams.generate("normal_float32",
     stream_key(...))` of that member.
@@ -81,7 +83,7 @@ def _fill_cpu(out, prefix, members, start):
 
 
 @op
-def cpu_normal_rows(prefix, members, start, count):
+def cpu_normal_rows(prefix: int, members: Int64Array, start: int, count: int) -> Float32Array:
     members = _check(members, start, count)
     out = np.empty((members.size, count), np.float32)
     _fill_cpu(out, np.int64(prefix), members, np.int64(start))
@@ -100,7 +102,7 @@ def normal_rows_cuda(out, prefix, members, start):
 
 
 @op
-def cuda_normal_rows(prefix, members, start, count):
+def cuda_normal_rows(prefix: int, members: BackendArray, start: int, count: int) -> BackendArray:
     if hasattr(members, "copy_to_host"):
         if members.dtype != np.int64 or members.ndim != 1:
             raise ValueError("device members must be a 1-D int64 array")
@@ -113,4 +115,4 @@ def cuda_normal_rows(prefix, members, start, count):
     return out
 
 # the ops of this module by name, for callers: normal_rows(kernels, ...)
-normal_rows = registered("normal_rows")
+normal_rows = registered(reference_normal_rows)

@@ -14,8 +14,10 @@ More in docs/internals.md (kernels/noise/perturb.py)."""
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float16Array, Float32Array, Int64Array
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F16_1D, F32, F32_1D, I64, I64_2D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.noise import reference
 from eggnog.kernels.noise.scalar_math import MASK32, TWO_POW_M24, stream_key
@@ -153,7 +155,7 @@ def _perturbed_copy_cases(rng):
 
 
 def _apply_probes_cases(rng):
-    coefs = np.float32([3e-3, -1e-2, 0.25, -0.125])
+    coefs = np.array([3e-3, -1e-2, 0.25, -0.125], np.float32)
     for d, start in (("rademacher", STARTS[1]), ("normal", STARTS[0]), ("uniform", 7)):
         keys = np.array([_key_of(rng) for _ in coefs], np.int64)
         yield _theta(rng), keys, coefs, d, start
@@ -165,7 +167,7 @@ def _apply_probes_cases(rng):
 # the tolerance is streams' normal_float32's; rademacher and uniform are exact
 @op(cases=_noise_cases, tolerance=(4 * EPS, 4 * EPS), args={"key": "int64[2]", "count": "int", "distribution": "str",
                                                           "start": "int"})
-def reference_noise(key, count, distribution, start=0):
+def reference_noise(key: Int64Array | tuple[int, int], count: int, distribution: str, start: int = 0) -> Float32Array:
     """float32 (count,): a probe's direction z, elements start .. start + count - 1 of the noise stream
     `key`, drawn as `distribution` (the module docstring): "rademacher" (+-1), "normal" (N(0, 1)) or
     "uniform" (U[-1, 1)).
@@ -192,7 +194,8 @@ def _shifted(theta, key, alpha, distribution, start):
 
 @op(cases=_perturb_cases, tolerance=(6 * EPS, 6 * EPS), args={"theta": "float32[n]", "key": "int64[2]",
                                                              "alpha": "float", "distribution": "str", "start": "int"})
-def reference_perturb_(theta, key, alpha, distribution, start=0):
+def reference_perturb_(theta: Float32Array, key: Int64Array, alpha: float, distribution: str,
+                       start: int = 0) -> Float32Array:
     """θ ← fl32(θ + α z) in place (the sum in float64); returns θ (float32 (n,)).
 
     theta: the flat parameter vector, or a slice of it. key: the probe's stream key (ka, kb), a tuple
@@ -207,7 +210,8 @@ def reference_perturb_(theta, key, alpha, distribution, start=0):
 @op(cases=_perturbed_copy_cases, tolerance=(6 * EPS, 6 * EPS),
     args={"theta": "float32[n]", "out": "float32/float16[n]", "key": "int64[2]", "alpha": "float",
           "distribution": "str", "start": "int"})
-def reference_perturbed_copy(theta, out, key, alpha, distribution, start=0):
+def reference_perturbed_copy(theta: Float32Array, out: Float32Array | Float16Array, key: Int64Array, alpha: float,
+                             distribution: str, start: int = 0) -> Float32Array | Float16Array:
     """out ← fl32(θ + α z) (the sum in float64), then rounded to out's dtype; θ untouched; returns out.
 
     theta: the parameters. out: the work copy written (float16 for a half-precision evaluation). key:
@@ -222,7 +226,8 @@ def reference_perturbed_copy(theta, out, key, alpha, distribution, start=0):
 @op(cases=_apply_probes_cases, tolerance=(10 * EPS, 10 * EPS),  # (probes + 6) eps
     args={"theta": "float32[n]", "keys": "int64[probes, 2]", "coefs": "float32[probes]", "distribution": "str",
           "start": "int"})
-def reference_apply_probes_(theta, keys, coefs, distribution, start=0):
+def reference_apply_probes_(theta: Float32Array, keys: Int64Array, coefs: Float32Array, distribution: str,
+                            start: int = 0) -> Float32Array:
     """θ ← fl32(θ + Σ_i c_i z_i) in place, the sum in float64; returns θ (float32 (n,)). On zeros this
     builds CD-RGE's gradient estimate; with c_i = -lr times a probe's coefficient, its update.
 
@@ -263,7 +268,7 @@ def _cpu_apply_probes(theta, keys, coefs, start, distribution):
 
 
 @op
-def cpu_noise(key, count, distribution, start=0):
+def cpu_noise(key: Int64Array, count: int, distribution: str, start: int = 0) -> Float32Array:
     code = distribution_code(distribution)
     ka, kb = _key(key)
     reference.check_slice(start, count)
@@ -273,7 +278,7 @@ def cpu_noise(key, count, distribution, start=0):
 
 
 @op
-def cpu_perturb_(theta, key, alpha, distribution, start=0):
+def cpu_perturb_(theta: Float32Array, key: Int64Array, alpha: float, distribution: str, start: int = 0) -> Float32Array:
     """θ ← θ + α z in place (a float32 NumPy vector); returns θ."""
     code = distribution_code(distribution)
     ka, kb = _key(key)
@@ -284,7 +289,8 @@ def cpu_perturb_(theta, key, alpha, distribution, start=0):
 
 
 @op
-def cpu_perturbed_copy(theta, out, key, alpha, distribution, start=0):
+def cpu_perturbed_copy(theta: Float32Array, out: Float32Array | Float16Array, key: Int64Array, alpha: float,
+                       distribution: str, start: int = 0) -> Float32Array | Float16Array:
     """out ← θ + α z (float32, or float16 rounded from the float32 value); θ untouched; returns out.
     numba's CPU target has no float16 arrays, so a float16 out is filled through a float32 scratch of
     at most HALF_CHUNK elements (NumPy's cast rounds to nearest even, as the GPU's cvt.rn does)."""
@@ -306,7 +312,8 @@ def cpu_perturbed_copy(theta, out, key, alpha, distribution, start=0):
 
 
 @op
-def cpu_apply_probes_(theta, keys, coefs, distribution, start=0):
+def cpu_apply_probes_(theta: Float32Array, keys: Int64Array, coefs: Float32Array, distribution: str,
+                      start: int = 0) -> Float32Array:
     """θ ← θ + Σ_i c_i z_i in place, one pass over θ; keys (n, 2) of (ka, kb), coefs (n,). Returns θ.
     On zeros this builds the gradient estimate Σ_i c_i z_i."""
     code = distribution_code(distribution)
@@ -352,7 +359,7 @@ def apply_probes_cuda(theta, keys, coefs, start, distribution):
 
 
 @op
-def cuda_noise(key, count, distribution, start=0):
+def cuda_noise(key: BackendArray, count: int, distribution: str, start: int = 0) -> BackendArray:
     """z as a float32 device array."""
     code = distribution_code(distribution)
     ka, kb = _key(key)
@@ -365,7 +372,8 @@ def cuda_noise(key, count, distribution, start=0):
 
 
 @op
-def cuda_perturb_(theta, key, alpha, distribution, start=0):
+def cuda_perturb_(theta: BackendArray, key: BackendArray, alpha: float, distribution: str,
+                  start: int = 0) -> BackendArray:
     """θ ← θ + α z in place on a float32 device vector; returns θ."""
     code = distribution_code(distribution)
     ka, kb = _key(key)
@@ -378,7 +386,8 @@ def cuda_perturb_(theta, key, alpha, distribution, start=0):
 
 
 @op
-def cuda_perturbed_copy(theta, out, key, alpha, distribution, start=0):
+def cuda_perturbed_copy(theta: BackendArray, out: BackendArray, key: BackendArray, alpha: float, distribution: str,
+                        start: int = 0) -> BackendArray:
     """out ← θ + α z on device arrays (out float32 or float16, rounded once from the fp32 value)."""
     code = distribution_code(distribution)
     ka, kb = _key(key)
@@ -391,7 +400,8 @@ def cuda_perturbed_copy(theta, out, key, alpha, distribution, start=0):
 
 
 @op
-def cuda_apply_probes_(theta, keys, coefs, distribution, start=0):
+def cuda_apply_probes_(theta: BackendArray, keys: BackendArray, coefs: BackendArray, distribution: str,
+                       start: int = 0) -> BackendArray:
     """θ ← θ + Σ_i c_i z_i in place on a float32 device vector; returns θ."""
     code = distribution_code(distribution)
     _vector(theta)
@@ -407,7 +417,7 @@ def cuda_apply_probes_(theta, keys, coefs, distribution, start=0):
     return theta
 
 # the ops of this module by name, for callers: apply_probes_(kernels, ...)
-apply_probes_ = registered("apply_probes_")
-noise = registered("noise")
-perturb_ = registered("perturb_")
-perturbed_copy = registered("perturbed_copy")
+apply_probes_ = registered(reference_apply_probes_)
+noise = registered(reference_noise)
+perturb_ = registered(reference_perturb_)
+perturbed_copy = registered(reference_perturbed_copy)

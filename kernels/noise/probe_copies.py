@@ -16,8 +16,10 @@ Agreement as perturbed_copy's: rademacher bit for bit; normal and uniform within
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, Int64Array
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, I64, I64_2D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.noise.perturb import (
     MAX_BLOCKS,
@@ -78,7 +80,8 @@ def _source_index(o, probes, segments):
 @op(cases=_cases, tolerance=(6 * EPS, 6 * EPS),
     args={"theta": "float32[n]", "keys": "int64[probes, 2]", "alphas": "float32/float64[probes]",
           "distribution": "str", "segments": "int64[tensors, 3]"})
-def reference_probe_copies(theta, keys, alphas, distribution, segments):
+def reference_probe_copies(theta: Float32Array, keys: Int64Array, alphas: Float32Array | Float64Array,
+                           distribution: str, segments: Int64Array) -> Float32Array:
     """float32 (probes * n,): every probe's perturbed copy θ + α_p z_p (z_p[j] from element j of stream
     keys[p], as `perturbed_copy` with start 0), laid out tensor by tensor as the module docstring says:
     tensor k of θ, seen as (G, M), becomes the (G, probes, M) block at probes * start.
@@ -111,7 +114,8 @@ def _cpu_probe_copies(theta, keys, alphas, code, segments, out):
 
 
 @op
-def cpu_probe_copies(theta, keys, alphas, distribution, segments):
+def cpu_probe_copies(theta: Float32Array, keys: Int64Array, alphas: Float32Array | Float64Array, distribution: str,
+                     segments: Int64Array) -> Float32Array:
     code = distribution_code(distribution)
     keys, alphas, segments = _check(theta, keys, alphas, segments)
     out = np.empty(alphas.size * theta.size, np.float32)
@@ -131,7 +135,8 @@ def probe_copies_cuda(theta, keys, alphas, code, segments, out):
 
 
 @op
-def cuda_probe_copies(theta, keys, alphas, distribution, segments):
+def cuda_probe_copies(theta: BackendArray, keys: BackendArray, alphas: BackendArray, distribution: str,
+                      segments: BackendArray) -> BackendArray:
     """θ, keys and alphas on the device (host keys and alphas are checked and copied); `segments` a
     host array or, taken as checked, a device one."""
     code = distribution_code(distribution)
@@ -151,4 +156,4 @@ def cuda_probe_copies(theta, keys, alphas, distribution, segments):
     return out
 
 # the ops of this module by name, for callers: probe_copies(kernels, ...)
-probe_copies = registered("probe_copies")
+probe_copies = registered(reference_probe_copies)

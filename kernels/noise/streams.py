@@ -14,8 +14,10 @@ the same bits.
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Int8Array, Int64Array
 from eggnog.kernels.core.backend import current_backend
 from eggnog.kernels.core.cuda_api import F32_1D, I8_1D, I64, blocks, cuda, device_function, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import BACKENDS, OPS, op, registered
 from eggnog.kernels.noise import reference, scalar_math
 
@@ -68,7 +70,7 @@ def _normal_cases(rng):
 # ---- random_int8 ---------------------------------------------------------------------------------
 
 @op(cases=_int8_cases, args={"kind": "int", "key": "int64[2]", "start": "int", "count": "int", "k": "int"})
-def reference_random_int8(kind, key, start, count, k):
+def reference_random_int8(kind: int, key: Int64Array, start: int, count: int, k: int) -> Int8Array:
     """int8 (count,): elements start .. start + count - 1 of the noise stream `key` as int8 of `kind`:
     UNIFORM (0) on [-k, k], GAUSSIAN (1) with 16 = 1.0, or RADEMACHER (2) +-1 (this module's constants).
 
@@ -96,7 +98,7 @@ def _cpu_fill_int8(out, ka, kb, start, kind, k):
 
 
 @op
-def cpu_random_int8(kind, key, start, count, k):
+def cpu_random_int8(kind: int, key: Int64Array, start: int, count: int, k: int) -> Int8Array:
     _check(kind, start, count, k)
     out = np.empty(count, np.int8)
     _cpu_fill_int8(out, int(key[0]), int(key[1]), int(start), int(kind), int(k))
@@ -119,7 +121,7 @@ def fill_int8_cuda(out, ka, kb, start, kind, k):
 
 
 @op
-def cuda_random_int8(kind, key, start, count, k):
+def cuda_random_int8(kind: int, key: BackendArray, start: int, count: int, k: int) -> BackendArray:
     _check(kind, start, count, k)
     out = cuda.device_array(count, np.int8)
     if count:
@@ -131,7 +133,7 @@ def cuda_random_int8(kind, key, start, count, k):
 # ---- random_normal -------------------------------------------------------------------------------
 
 @op(cases=_normal_cases, tolerance=(4 * EPS32, 4 * EPS32), args={"key": "int64[2]", "start": "int", "count": "int"})
-def reference_random_normal(key, start, count):
+def reference_random_normal(key: Int64Array, start: int, count: int) -> Float32Array:
     """float32 (count,): elements start .. start + count - 1 of the noise stream `key` as N(0, 1)
     (Box-Muller of two words per element; the twins agree to a few ulp).
 
@@ -147,7 +149,7 @@ def _cpu_fill_normal(out, ka, kb, start):
 
 
 @op
-def cpu_random_normal(key, start, count):
+def cpu_random_normal(key: Int64Array, start: int, count: int) -> Float32Array:
     reference.check_slice(start, count)
     out = np.empty(count, np.float32)
     _cpu_fill_normal(out, int(key[0]), int(key[1]), int(start))
@@ -164,7 +166,7 @@ def fill_normal_cuda(out, ka, kb, start):
 
 
 @op
-def cuda_random_normal(key, start, count):
+def cuda_random_normal(key: BackendArray, start: int, count: int) -> BackendArray:
     reference.check_slice(start, count)
     out = cuda.device_array(count, np.float32)
     if count:
@@ -190,5 +192,5 @@ def generate(kind, key, start, count, *, k=15, backend=None):
     return getattr(OPS["random_int8"], name)(INT8_KINDS[kind], key, start, count, k)
 
 # the ops of this module by name, for callers: random_int8(kernels, ...)
-random_int8 = registered("random_int8")
-random_normal = registered("random_normal")
+random_int8 = registered(reference_random_int8)
+random_normal = registered(reference_random_normal)

@@ -20,8 +20,10 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import BOOL, F32, F32_1D, blocks, cuda, f64, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 
 TOLERANCE = (2e-6, 1e-7)
@@ -82,7 +84,8 @@ VECTOR = "float[n]"
 @op(cases=_sgd_cases, tolerance=TOLERANCE,
     args={"p": VECTOR, "buf": VECTOR, "grad": VECTOR, "lr": "float", "momentum": "float", "weight_decay": "float",
           "first": "bool"})
-def reference_sgd_step_(p, buf, grad, lr, momentum, weight_decay, first):
+def reference_sgd_step_(p: FloatArray, buf: FloatArray, grad: FloatArray, lr: float, momentum: float,
+                        weight_decay: float, first: bool) -> tuple[Float32Array, Float32Array]:
     """(p, buf), both updated in place: one step of PyTorch's SGD with momentum and L2 weight decay,
     g = grad + weight_decay p, buf = g at the first step else momentum buf + g, p -= lr buf.
 
@@ -99,7 +102,9 @@ def reference_sgd_step_(p, buf, grad, lr, momentum, weight_decay, first):
 @op(cases=_adamw_cases, tolerance=TOLERANCE,
     args={"p": VECTOR, "m": VECTOR, "v": VECTOR, "grad": VECTOR, "lr": "float", "beta1": "float", "beta2": "float",
           "eps": "float", "weight_decay": "float", "k": "int"})
-def reference_adamw_step_(p, m, v, grad, lr, beta1, beta2, eps, weight_decay, k):
+def reference_adamw_step_(p: FloatArray, m: FloatArray, v: FloatArray, grad: FloatArray, lr: float, beta1: float,
+                          beta2: float, eps: float, weight_decay: float,
+                          k: int) -> tuple[Float32Array, Float32Array, Float32Array]:
     """(p, m, v), updated in place: step k of PyTorch's AdamW (decoupled decay, bias-corrected moments),
     m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2,
     p = p (1 - lr weight_decay) - lr / (1 - beta1^k) m / (sqrt(v) / sqrt(1 - beta2^k) + eps).
@@ -120,7 +125,9 @@ def reference_adamw_step_(p, m, v, grad, lr, beta1, beta2, eps, weight_decay, k)
 @op(cases=_sf_cases, tolerance=TOLERANCE,
     args={"y": VECTOR, "z": VECTOR, "v": VECTOR, "grad": VECTOR, "lr": "float", "c": "float", "beta1": "float",
           "beta2": "float", "eps": "float", "weight_decay": "float", "k": "int"})
-def reference_sf_adamw_step_(y, z, v, grad, lr, c, beta1, beta2, eps, weight_decay, k):
+def reference_sf_adamw_step_(y: FloatArray, z: FloatArray, v: FloatArray, grad: FloatArray, lr: float, c: float,
+                             beta1: float, beta2: float, eps: float, weight_decay: float,
+                             k: int) -> tuple[Float32Array, Float32Array, Float32Array]:
     """(y, z, v), updated in place: step k of Schedule-Free AdamW (the rule: training/optimizers.py),
     v = beta2 v + (1 - beta2) g^2, d = g / (sqrt(v / (1 - beta2^(k+1))) + eps) + weight_decay y,
     y = (1 - c) y + c z + lr (beta1 (1 - c) - 1) d, z = z - lr d.
@@ -139,7 +146,7 @@ def reference_sf_adamw_step_(y, z, v, grad, lr, c, beta1, beta2, eps, weight_dec
 
 
 @op(cases=_eval_cases, tolerance=TOLERANCE, args={"y": VECTOR, "z": VECTOR, "beta1": "float"})
-def reference_sf_adamw_eval(y, z, beta1):
+def reference_sf_adamw_eval(y: FloatArray, z: FloatArray, beta1: float) -> Float64Array:
     """x (n,), a new vector: Schedule-Free AdamW's averaged iterate x = y / beta1 + (1 - 1 / beta1) z, where
     a model is evaluated and checkpointed (never at y).
 
@@ -219,28 +226,33 @@ def _cpu_eval_loop(y, z, scale_y, scale_z, x):
 
 
 @op
-def cpu_sgd_step_(p, buf, grad, lr, momentum, weight_decay, first):
+def cpu_sgd_step_(p: Float32Array, buf: Float32Array, grad: Float32Array, lr: float, momentum: float,
+                  weight_decay: float, first: bool) -> tuple[Float32Array, Float32Array]:
     _check(p, buf, grad)
     _cpu_sgd_loop(p, buf, grad, np.float32(lr), np.float32(momentum), np.float32(weight_decay), bool(first))
     return p, buf
 
 
 @op
-def cpu_adamw_step_(p, m, v, grad, lr, beta1, beta2, eps, weight_decay, k):
+def cpu_adamw_step_(p: Float32Array, m: Float32Array, v: Float32Array, grad: Float32Array, lr: float, beta1: float,
+                    beta2: float, eps: float, weight_decay: float,
+                    k: int) -> tuple[Float32Array, Float32Array, Float32Array]:
     _check(p, m, v, grad)
     _cpu_adamw_loop(p, m, v, grad, _f32(_adamw_scalars(lr, beta1, beta2, eps, weight_decay, k)))
     return p, m, v
 
 
 @op
-def cpu_sf_adamw_step_(y, z, v, grad, lr, c, beta1, beta2, eps, weight_decay, k):
+def cpu_sf_adamw_step_(y: Float32Array, z: Float32Array, v: Float32Array, grad: Float32Array, lr: float, c: float,
+                       beta1: float, beta2: float, eps: float, weight_decay: float,
+                       k: int) -> tuple[Float32Array, Float32Array, Float32Array]:
     _check(y, z, v, grad)
     _cpu_sf_loop(y, z, v, grad, _f32(_sf_scalars(lr, c, beta1, beta2, eps, weight_decay, k)))
     return y, z, v
 
 
 @op
-def cpu_sf_adamw_eval(y, z, beta1):
+def cpu_sf_adamw_eval(y: Float32Array, z: Float32Array, beta1: float) -> Float32Array:
     _check(y, z)
     x = np.empty_like(y)
     _cpu_eval_loop(y, z, np.float32(1 / beta1), np.float32(1 - 1 / beta1), x)
@@ -278,7 +290,8 @@ def _grid(n):
 
 
 @op
-def cuda_sgd_step_(p, buf, grad, lr, momentum, weight_decay, first):
+def cuda_sgd_step_(p: BackendArray, buf: BackendArray, grad: BackendArray, lr: float, momentum: float,
+                   weight_decay: float, first: bool) -> tuple[BackendArray, BackendArray]:
     _check(p, buf, grad)
     sgd_step_cuda[_grid(p.size)](p, buf, grad, np.float32(lr), np.float32(momentum), np.float32(weight_decay),
                                  bool(first))
@@ -286,7 +299,9 @@ def cuda_sgd_step_(p, buf, grad, lr, momentum, weight_decay, first):
 
 
 @op
-def cuda_adamw_step_(p, m, v, grad, lr, beta1, beta2, eps, weight_decay, k):
+def cuda_adamw_step_(p: BackendArray, m: BackendArray, v: BackendArray, grad: BackendArray, lr: float, beta1: float,
+                     beta2: float, eps: float, weight_decay: float,
+                     k: int) -> tuple[BackendArray, BackendArray, BackendArray]:
     _check(p, m, v, grad)
     adamw_step_cuda[_grid(p.size)](p, m, v, grad, cuda.to_device(_f32(_adamw_scalars(lr, beta1, beta2, eps,
                                                                                        weight_decay, k))))
@@ -294,7 +309,9 @@ def cuda_adamw_step_(p, m, v, grad, lr, beta1, beta2, eps, weight_decay, k):
 
 
 @op
-def cuda_sf_adamw_step_(y, z, v, grad, lr, c, beta1, beta2, eps, weight_decay, k):
+def cuda_sf_adamw_step_(y: BackendArray, z: BackendArray, v: BackendArray, grad: BackendArray, lr: float, c: float,
+                        beta1: float, beta2: float, eps: float, weight_decay: float,
+                        k: int) -> tuple[BackendArray, BackendArray, BackendArray]:
     _check(y, z, v, grad)
     sf_adamw_step_cuda[_grid(y.size)](y, z, v, grad, cuda.to_device(_f32(_sf_scalars(lr, c, beta1, beta2, eps,
                                                                                      weight_decay, k))))
@@ -302,14 +319,14 @@ def cuda_sf_adamw_step_(y, z, v, grad, lr, c, beta1, beta2, eps, weight_decay, k
 
 
 @op
-def cuda_sf_adamw_eval(y, z, beta1):
+def cuda_sf_adamw_eval(y: BackendArray, z: BackendArray, beta1: float) -> BackendArray:
     _check(y, z)
     x = cuda.device_array(y.shape, np.float32)
     sf_adamw_eval_cuda[_grid(y.size)](y, z, np.float32(1 / beta1), np.float32(1 - 1 / beta1), x)
     return x
 
 # the ops of this module by name, for callers: adamw_step_(kernels, ...)
-adamw_step_ = registered("adamw_step_")
-sf_adamw_eval = registered("sf_adamw_eval")
-sf_adamw_step_ = registered("sf_adamw_step_")
-sgd_step_ = registered("sgd_step_")
+adamw_step_ = registered(reference_adamw_step_)
+sf_adamw_eval = registered(reference_sf_adamw_eval)
+sf_adamw_step_ = registered(reference_sf_adamw_step_)
+sgd_step_ = registered(reference_sgd_step_)

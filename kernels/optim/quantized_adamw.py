@@ -16,7 +16,9 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Int8Array, Int64Array
 from eggnog.kernels.core.cuda_api import F32, F32_1D, I8_1D, I64_1D, blocks, cuda, device_function, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 
 EPS = 1e-8
@@ -52,7 +54,8 @@ STATE = "float32[n]"  # float32 on every backend: the rule is bit-identical, the
 
 @op(cases=_cases, args={"theta": "int8[n]", "votes": "int64[n]", "m": STATE, "v": STATE, "acc": STATE,
                         "lr": "float", "beta1": "float", "beta2": "float", "eps": "float", "weight_decay": "float"})
-def reference_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay):
+def reference_quantized_adamw_(theta: Int8Array, votes: Int64Array, m: Float32Array, v: Float32Array, acc: Float32Array,
+                               lr: float, beta1: float, beta2: float, eps: float, weight_decay: float) -> None:
     """Nothing: theta, m, v and acc are updated in place by one quantized AdamW step (the rule: this
     module's docstring), each weight moving by at most one and staying within +-127.
 
@@ -107,7 +110,8 @@ def _cpu_all(theta, votes, m, v, acc, lr, b1, c1, b2, c2, eps, wd):
 
 
 @op
-def cpu_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay):
+def cpu_quantized_adamw_(theta: Int8Array, votes: Int64Array, m: Float32Array, v: Float32Array, acc: Float32Array,
+                         lr: float, beta1: float, beta2: float, eps: float, weight_decay: float) -> None:
     _check(theta, votes, m, v, acc)
     _cpu_all(theta, votes, m, v, acc, *_scalars(lr, beta1, beta2, eps, weight_decay))
 
@@ -120,10 +124,11 @@ def quantized_adamw_cuda(theta, votes, m, v, acc, lr, b1, c1, b2, c2, eps, wd):
 
 
 @op
-def cuda_quantized_adamw_(theta, votes, m, v, acc, lr, beta1, beta2, eps, weight_decay):
+def cuda_quantized_adamw_(theta: BackendArray, votes: BackendArray, m: BackendArray, v: BackendArray, acc: BackendArray,
+                          lr: float, beta1: float, beta2: float, eps: float, weight_decay: float) -> None:
     _check(theta, votes, m, v, acc)
     quantized_adamw_cuda[blocks(theta.shape[0])](theta, votes, m, v, acc, *_scalars(lr, beta1, beta2, eps,
                                                                                     weight_decay))
 
 # the ops of this module by name, for callers: quantized_adamw_(kernels, ...)
-quantized_adamw_ = registered("quantized_adamw_")
+quantized_adamw_ = registered(reference_quantized_adamw_)

@@ -16,6 +16,7 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import (
     F32_1D,
@@ -30,6 +31,7 @@ from eggnog.kernels.core.cuda_api import (
     kernel,
     require,
 )
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import row_max_and_exp_sum
 from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.layers.softmax_rows import softmax_backward_row
@@ -77,7 +79,7 @@ WEIGHTS = "float[batch, n_keys, rows]"
 
 
 @op(cases=_forward_cases, tolerance=TOLERANCE, args={"keys": KEYS, "mem": MEMORY})
-def reference_content_address(keys, mem):
+def reference_content_address(keys: FloatArray, mem: FloatArray) -> Float64Array:
     """p (batch, n_keys, rows): for every key, a softmax over the memory rows of the key's dot product
     with each row, p[b, k, m] = softmax_m(keys[b, k] . mem[b, m]) (no sharpness: the DNC layer-normalises
     keys and memory first, models/dnc.py).
@@ -91,7 +93,8 @@ def reference_content_address(keys, mem):
 
 
 @op(cases=_backward_cases, tolerance=TOLERANCE, args={"dp": WEIGHTS, "p": WEIGHTS, "keys": KEYS, "mem": MEMORY})
-def reference_content_address_backward(dp, p, keys, mem):
+def reference_content_address_backward(dp: FloatArray, p: FloatArray, keys: FloatArray,
+                                       mem: FloatArray) -> tuple[Float64Array, Float64Array]:
     """(dkeys (batch, n_keys, width), dmem (batch, rows, width)): content_address's gradients, through the
     softmax ds = p (dp - sum_m dp p): dkeys = ds mem, dmem = ds^T keys.
 
@@ -122,7 +125,7 @@ def _check_read(keys, mem_ln, mem):
 
 
 @op(cases=_read_cases, tolerance=TOLERANCE, args={"keys": KEYS, "mem_ln": MEMORY, "mem": MEMORY})
-def reference_content_read(keys, mem_ln, mem):
+def reference_content_read(keys: FloatArray, mem_ln: FloatArray, mem: FloatArray) -> tuple[Float64Array, Float64Array]:
     """(p (batch, n_keys, rows), reads (batch, n_keys, width)): the read heads' weights addressed on the
     normalised memory, p = content_address(keys, mem_ln), and the rows they read from the memory itself,
     reads = p mem.
@@ -136,7 +139,8 @@ def reference_content_read(keys, mem_ln, mem):
 
 @op(cases=_read_backward_cases, tolerance=TOLERANCE,
     args={"dreads": KEYS, "p": WEIGHTS, "keys": KEYS, "mem_ln": MEMORY, "mem": MEMORY})
-def reference_content_read_backward(dreads, p, keys, mem_ln, mem):
+def reference_content_read_backward(dreads: FloatArray, p: FloatArray, keys: FloatArray, mem_ln: FloatArray,
+                                    mem: FloatArray) -> tuple[Float64Array, Float64Array, Float64Array]:
     """(dkeys (batch, n_keys, width), dmem_ln, dmem (batch, rows, width)): content_read's gradients, the
     weights' through dp = dreads mem^T and content_address_backward, dmem = p^T dreads.
 
@@ -201,7 +205,7 @@ def _cpu_rows_times_memory(a, mem, out):
 
 
 @op
-def cpu_content_address(keys, mem):
+def cpu_content_address(keys: Float32Array, mem: Float32Array) -> Float32Array:
     _check(keys, mem)
     p = np.empty((keys.shape[0], keys.shape[1], mem.shape[1]), np.float32)
     _cpu_content_address(keys, mem, p)
@@ -209,7 +213,8 @@ def cpu_content_address(keys, mem):
 
 
 @op
-def cpu_content_address_backward(dp, p, keys, mem):
+def cpu_content_address_backward(dp: Float32Array, p: Float32Array, keys: Float32Array,
+                                 mem: Float32Array) -> tuple[Float32Array, Float32Array]:
     _check_backward(dp, p, keys, mem)
     ds, dkeys, dmem = np.empty_like(p), np.empty_like(keys), np.empty_like(mem)
     _cpu_softmax_grad(dp, p, ds)
@@ -232,7 +237,7 @@ def _cpu_read_scores_grad(dreads, mem, dp):
 
 
 @op
-def cpu_content_read(keys, mem_ln, mem):
+def cpu_content_read(keys: Float32Array, mem_ln: Float32Array, mem: Float32Array) -> tuple[Float32Array, Float32Array]:
     _check_read(keys, mem_ln, mem)
     p = cpu_content_address(keys, mem_ln)
     reads = np.empty(keys.shape, np.float32)
@@ -241,7 +246,8 @@ def cpu_content_read(keys, mem_ln, mem):
 
 
 @op
-def cpu_content_read_backward(dreads, p, keys, mem_ln, mem):
+def cpu_content_read_backward(dreads: Float32Array, p: Float32Array, keys: Float32Array, mem_ln: Float32Array,
+                              mem: Float32Array) -> tuple[Float32Array, Float32Array, Float32Array]:
     _check_read(keys, mem_ln, mem)
     dp, dmem = np.empty_like(p), np.empty_like(mem)
     _cpu_read_scores_grad(dreads, mem, dp)
@@ -365,7 +371,7 @@ def content_read_memory_cuda(ds, p, keys, dreads, dmem_ln, dmem):
 
 
 @op
-def cuda_content_address(keys, mem):
+def cuda_content_address(keys: BackendArray, mem: BackendArray) -> BackendArray:
     _check(keys, mem)
     batch, nkeys, rows = keys.shape[0], keys.shape[1], mem.shape[1]
     p = cuda.device_array((batch * nkeys, rows), np.float32)
@@ -374,7 +380,8 @@ def cuda_content_address(keys, mem):
 
 
 @op
-def cuda_content_address_backward(dp, p, keys, mem):
+def cuda_content_address_backward(dp: BackendArray, p: BackendArray, keys: BackendArray,
+                                  mem: BackendArray) -> tuple[BackendArray, BackendArray]:
     _check_backward(dp, p, keys, mem)
     batch, nkeys, rows = p.shape
     ds = cuda.device_array((batch * nkeys, rows), np.float32)
@@ -387,7 +394,7 @@ def cuda_content_address_backward(dp, p, keys, mem):
 
 
 @op
-def cuda_content_read(keys, mem_ln, mem):
+def cuda_content_read(keys: BackendArray, mem_ln: BackendArray, mem: BackendArray) -> tuple[BackendArray, BackendArray]:
     _check_read(keys, mem_ln, mem)
     batch, nkeys, rows = keys.shape[0], keys.shape[1], mem.shape[1]
     p = cuda.device_array((batch * nkeys, rows), np.float32)
@@ -398,7 +405,8 @@ def cuda_content_read(keys, mem_ln, mem):
 
 
 @op
-def cuda_content_read_backward(dreads, p, keys, mem_ln, mem):
+def cuda_content_read_backward(dreads: BackendArray, p: BackendArray, keys: BackendArray, mem_ln: BackendArray,
+                               mem: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray]:
     _check_read(keys, mem_ln, mem)
     batch, nkeys, rows = p.shape
     p2 = p.reshape(batch * nkeys, rows)
@@ -411,7 +419,7 @@ def cuda_content_read_backward(dreads, p, keys, mem_ln, mem):
     return dkeys, dmem_ln, dmem
 
 # the ops of this module by name, for callers: content_address(kernels, ...)
-content_address = registered("content_address")
-content_address_backward = registered("content_address_backward")
-content_read = registered("content_read")
-content_read_backward = registered("content_read_backward")
+content_address = registered(reference_content_address)
+content_address_backward = registered(reference_content_address_backward)
+content_read = registered(reference_content_read)
+content_read_backward = registered(reference_content_read_backward)

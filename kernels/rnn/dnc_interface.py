@@ -17,8 +17,10 @@ cpu_vector_math's on the CPU), so twins agree with the float64 reference to 1e-6
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, I64, blocks, cuda, device_function, f64, kernel, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.rnn.lstm import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
 
@@ -58,7 +60,8 @@ def _check_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength):
 
 
 @op(cases=_forward_cases, tolerance=TOLERANCE, args={"iface": "float[batch, _]", "w": "int"})
-def reference_dnc_interface(iface, w):
+def reference_dnc_interface(iface: FloatArray,
+                            w: int) -> tuple[Float64Array, Float64Array, Float64Array, Float64Array, Float64Array]:
     """(rk (batch, R w), wk (batch, w), erase (batch, w), add (batch, w), strength (batch,)): the interface
     vector cut into the read keys, the write key, the erase vector (sigmoid), the add vector (tanh) and the
     write strength (sigmoid); R, the number of read heads, follows from iface's width.
@@ -77,7 +80,9 @@ def reference_dnc_interface(iface, w):
     args={"drk": "float[batch, _]", "dwk": "float[batch, width]", "derase": "float[batch, width]",
           "dadd": "float[batch, width]", "dstrength": "float[batch]", "erase": "float[batch, width]",
           "add": "float[batch, width]", "strength": "float[batch]"})
-def reference_dnc_interface_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength):
+def reference_dnc_interface_backward(drk: FloatArray, dwk: FloatArray, derase: FloatArray, dadd: FloatArray,
+                                     dstrength: FloatArray, erase: FloatArray, add: FloatArray,
+                                     strength: FloatArray) -> Float64Array:
     """diface (batch, R width + 3 width + 1): the gradient of dnc_interface's input, its five outputs'
     gradients joined back in the interface's column order, through the activations: e (1 - e) for erase,
     1 - a^2 for add, s (1 - s) for strength.
@@ -155,7 +160,8 @@ def _cpu_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength, difac
 
 
 @op
-def cpu_dnc_interface(iface, w):
+def cpu_dnc_interface(iface: Float32Array,
+                      w: int) -> tuple[Float32Array, Float32Array, Float32Array, Float32Array, Float32Array]:
     _check(iface, w)
     out = _outputs(lambda shape: np.empty(shape, np.float32), iface, w)
     _cpu_forward(iface, *out, np.int64(w))
@@ -163,7 +169,9 @@ def cpu_dnc_interface(iface, w):
 
 
 @op
-def cpu_dnc_interface_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength):
+def cpu_dnc_interface_backward(drk: Float32Array, dwk: Float32Array, derase: Float32Array, dadd: Float32Array,
+                               dstrength: Float32Array, erase: Float32Array, add: Float32Array,
+                               strength: Float32Array) -> Float32Array:
     _check_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength)
     diface = np.empty((erase.shape[0], drk.shape[1] + 3 * erase.shape[1] + 1), np.float32)
     _cpu_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength, diface)
@@ -185,7 +193,8 @@ def dnc_interface_backward_cuda(drk, dwk, derase, dadd, dstrength, erase, add, s
 
 
 @op
-def cuda_dnc_interface(iface, w):
+def cuda_dnc_interface(iface: BackendArray,
+                       w: int) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray, BackendArray]:
     _check(iface, w)
     out = _outputs(lambda shape: cuda.device_array(shape, np.float32), iface, w)
     dnc_interface_cuda[blocks(iface.size)](iface, *out, np.int64(w))
@@ -193,12 +202,14 @@ def cuda_dnc_interface(iface, w):
 
 
 @op
-def cuda_dnc_interface_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength):
+def cuda_dnc_interface_backward(drk: BackendArray, dwk: BackendArray, derase: BackendArray, dadd: BackendArray,
+                                dstrength: BackendArray, erase: BackendArray, add: BackendArray,
+                                strength: BackendArray) -> BackendArray:
     _check_backward(drk, dwk, derase, dadd, dstrength, erase, add, strength)
     diface = cuda.device_array((erase.shape[0], drk.shape[1] + 3 * erase.shape[1] + 1), np.float32)
     dnc_interface_backward_cuda[blocks(diface.size)](drk, dwk, derase, dadd, dstrength, erase, add, strength, diface)
     return diface
 
 # the ops of this module by name, for callers: dnc_interface(kernels, ...)
-dnc_interface = registered("dnc_interface")
-dnc_interface_backward = registered("dnc_interface_backward")
+dnc_interface = registered(reference_dnc_interface)
+dnc_interface_backward = registered(reference_dnc_interface_backward)

@@ -13,8 +13,10 @@ float64; its backward matches central finite differences (tests/test_dnc.py).
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_1D, F32_2D, F32_3D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 
 THREADS = 128
@@ -51,7 +53,7 @@ WRITE = {"mem": MEMORY, "p": "float[batch, rows]", "s": "float[batch]", "e": "fl
 
 
 @op(cases=_forward_cases, tolerance=TOLERANCE, args=WRITE)
-def reference_memory_write(mem, p, s, e, a):
+def reference_memory_write(mem: FloatArray, p: FloatArray, s: FloatArray, e: FloatArray, a: FloatArray) -> Float64Array:
     """mem' (batch, rows, width): the memory after the write head's erase and add,
     mem' = mem * (1 - w^T e) + w^T a with the write weights w = p * s.
 
@@ -63,7 +65,9 @@ def reference_memory_write(mem, p, s, e, a):
 
 
 @op(cases=_backward_cases, tolerance=TOLERANCE, args={"dout": MEMORY, **WRITE})
-def reference_memory_write_backward(dout, mem, p, s, e, a):
+def reference_memory_write_backward(dout: FloatArray, mem: FloatArray, p: FloatArray, s: FloatArray, e: FloatArray,
+                                    a: FloatArray) -> tuple[Float64Array, Float64Array, Float64Array, Float64Array,
+                                                            Float64Array]:
     """(dmem, dp, ds, de, da), each of its argument's shape: memory_write's gradients, for
     mem' = mem * (1 - w^T e) + w^T a with w = p * s.
 
@@ -151,14 +155,17 @@ def _cpu_memory_write_columns(dout, mem, p, s, dw, dp, ds, de, da):
 
 
 @op
-def cpu_memory_write(mem, p, s, e, a):
+def cpu_memory_write(mem: Float32Array, p: Float32Array, s: Float32Array, e: Float32Array,
+                     a: Float32Array) -> Float32Array:
     out = np.empty_like(mem)
     _cpu_memory_write(mem, p, s, e, a, out)
     return out
 
 
 @op
-def cpu_memory_write_backward(dout, mem, p, s, e, a):
+def cpu_memory_write_backward(dout: Float32Array, mem: Float32Array, p: Float32Array, s: Float32Array, e: Float32Array,
+                              a: Float32Array) -> tuple[Float32Array, Float32Array, Float32Array, Float32Array,
+                                                      Float32Array]:
     dmem, dw, dp = np.empty_like(mem), np.empty_like(p), np.empty_like(p)
     ds, de, da = np.empty_like(s), np.empty_like(e), np.empty_like(a)
     _cpu_memory_write_rows(dout, mem, p, s, e, a, dmem, dw)
@@ -188,14 +195,17 @@ def memory_write_columns_cuda(dout, mem, p, s, dw, dp, ds, de, da):
 
 
 @op
-def cuda_memory_write(mem, p, s, e, a):
+def cuda_memory_write(mem: BackendArray, p: BackendArray, s: BackendArray, e: BackendArray,
+                      a: BackendArray) -> BackendArray:
     out = cuda.device_array(mem.shape, np.float32)
     memory_write_cuda[blocks(mem.shape[0] * mem.shape[1], THREADS)](mem, p, s, e, a, out)
     return out
 
 
 @op
-def cuda_memory_write_backward(dout, mem, p, s, e, a):
+def cuda_memory_write_backward(dout: BackendArray, mem: BackendArray, p: BackendArray, s: BackendArray, e: BackendArray,
+                               a: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray,
+                                                         BackendArray]:
     n, rows, width = mem.shape
     dmem, dw, dp = (cuda.device_array(mem.shape, np.float32), cuda.device_array(p.shape, np.float32),
                     cuda.device_array(p.shape, np.float32))
@@ -206,5 +216,5 @@ def cuda_memory_write_backward(dout, mem, p, s, e, a):
     return dmem, dp, ds, de, da
 
 # the ops of this module by name, for callers: memory_write(kernels, ...)
-memory_write = registered("memory_write")
-memory_write_backward = registered("memory_write_backward")
+memory_write = registered(reference_memory_write)
+memory_write_backward = registered(reference_memory_write_backward)

@@ -8,6 +8,7 @@ More in docs/internals.md (kernels/rnn/lstm.py)."""
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray, Int32Array
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cpu_vector_math import sigmoid32, tanh32
 from eggnog.kernels.core.cuda_api import (
@@ -24,6 +25,7 @@ from eggnog.kernels.core.cuda_api import (
     kernel,
     on_device,
 )
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import normal32, op, registered
 from eggnog.kernels.layers.matmul import tiled_product
 from eggnog.kernels.rnn.lstm_backward_cuda import run_backward as run_tiled_backward
@@ -191,6 +193,7 @@ def _backward_cases(rng):
         r = r * np.float32(scale)
         hs, cs, gates = reference_lstm_forward(normal32(rng, 5, 4 * hidden), _rows(rng, steps, batch, 5), r, bias,
                                                normal32(rng, 2, hidden), True)
+        assert cs is not None and gates is not None  # kept
         yield (normal32(rng, steps, batch, hidden), r, hs.astype(np.float32), cs.astype(np.float32),
                gates.astype(np.float32))
 
@@ -234,7 +237,8 @@ GATE_COLUMNS = "float[batch, 4 * heads * size]"
 
 @op(cases=_forward_step_cases, tolerance=TOLERANCE,
     args={"wx": GATE_COLUMNS, "r": R, "bias": "float[4 * heads * size]", "h_prev": UNITS, "c_prev": UNITS})
-def reference_lstm_forward_step(wx, r, bias, h_prev, c_prev):
+def reference_lstm_forward_step(wx: FloatArray, r: FloatArray, bias: FloatArray, h_prev: FloatArray,
+                                c_prev: FloatArray) -> tuple[Float64Array, Float64Array, Float64Array]:
     """(h, c, gates) of one step of the multi-head LSTM (the cell: this module's docstring): h and c
     (batch, H), gates (batch, 4H) the activated i, f, z, o that lstm_backward_step takes.
 
@@ -256,7 +260,9 @@ def reference_lstm_forward_step(wx, r, bias, h_prev, c_prev):
 @op(cases=_backward_step_cases, tolerance=TOLERANCE,
     args={"dh": UNITS, "dc": UNITS, "r": R, "gates": GATE_COLUMNS, "c": UNITS, "c_prev": UNITS,
           "dh_extra": f"{UNITS} | None"})
-def reference_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+def reference_lstm_backward_step(dh: FloatArray, dc: FloatArray, r: FloatArray, gates: FloatArray, c: FloatArray,
+                                 c_prev: FloatArray,
+                                 dh_extra: FloatArray | None = None) -> tuple[Float64Array, Float64Array, Float64Array]:
     """(draw (batch, 4H), dh_prev (batch, H), dc_prev (batch, H)) of one step: draw the gradients of the
     gate pre-activations (raw_g), dh_prev = R^T draw per head (+ dh_extra), dc_prev through the cell.
 
@@ -280,7 +286,7 @@ def reference_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
 
 @op(cases=_recurrent_grad_cases, tolerance=TOLERANCE,
     args={"draw": "float[steps, batch, 4 * hidden]", "hs": "float[steps + 1, batch, hidden]", "heads": "int"})
-def reference_lstm_recurrent_grad(draw, hs, heads):
+def reference_lstm_recurrent_grad(draw: FloatArray, hs: FloatArray, heads: int) -> Float64Array:
     """dR (4, heads, D, D), D = hidden / heads: the gradient of the recurrent weights,
     dR[g, n, d, k] = sum over steps t and batch rows b of draw[t, b, gate g, head n, unit d] hs[t, b, n, k].
 
@@ -299,7 +305,8 @@ def reference_lstm_recurrent_grad(draw, hs, heads):
 @op(cases=_forward_cases, tolerance=TOLERANCE,
     args={"table": "float[table_rows, 4 * heads * size]", "rows": "int32[steps, batch]", "r": R,
           "bias": "float[4 * heads * size]", "states0": "float[2, heads * size]", "keep": "bool"})
-def reference_lstm_forward(table, rows, r, bias, states0, keep=False):
+def reference_lstm_forward(table: FloatArray, rows: Int32Array, r: FloatArray, bias: FloatArray, states0: FloatArray,
+                           keep: bool = False) -> tuple[Float64Array, Float64Array | None, Float64Array | None]:
     """(hs (T+1, B, H), cs (T+1, B, H), gates (T, B, 4H)): the multi-head LSTM over T steps of B sequences
     (lstm_forward_step at every step); hs[0], cs[0] the initial state, hs[t + 1] the output of step t;
     cs and gates (the activated i, f, z, o that lstm_backward takes) are None unless `keep`.
@@ -324,7 +331,8 @@ def reference_lstm_forward(table, rows, r, bias, states0, keep=False):
 @op(cases=_backward_cases, tolerance=TOLERANCE,
     args={"dh_out": "float[steps, batch, heads * size]", "r": R, "hs": "float[steps + 1, batch, heads * size]",
           "cs": "float[steps + 1, batch, heads * size]", "gates": "float[steps, batch, 4 * heads * size]"})
-def reference_lstm_backward(dh_out, r, hs, cs, gates):
+def reference_lstm_backward(dh_out: FloatArray, r: FloatArray, hs: FloatArray, cs: FloatArray,
+                            gates: FloatArray) -> tuple[Float64Array, Float64Array, Float64Array, Float64Array]:
     """(draw (T, B, 4H), dR (4, heads, size, size), dh0 (B, H), dc0 (B, H)): full BPTT through lstm_forward.
     draw: every step's gradients of the gate pre-activations (summed over rows: the bias's gradient; by
     token: the input table's); dR: the recurrent weights'; dh0, dc0: the initial state's, per sequence.
@@ -341,7 +349,7 @@ def reference_lstm_backward(dh_out, r, hs, cs, gates):
 
 
 @op(cases=_projection_cases, tolerance=TOLERANCE, args={"x": "float[rows, d_in]", "w_in": "float[d_in, d_out]"})
-def reference_lstm_input_projection(x, w_in):
+def reference_lstm_input_projection(x: FloatArray, w_in: FloatArray) -> Float64Array:
     """x W_in (rows, d_out): the input projections of every row of x, which lstm_forward reads as its table.
 
     x: the inputs (the embedding table, one row a token). w_in: the input weights, d_out = 4H columns in
@@ -351,7 +359,8 @@ def reference_lstm_input_projection(x, w_in):
 
 @op(cases=_projection_backward_cases, tolerance=TOLERANCE,
     args={"dwx": "float[rows, d_out]", "x": "float[rows, d_in]", "w_in": "float[d_in, d_out]"})
-def reference_lstm_input_projection_backward(dwx, x, w_in):
+def reference_lstm_input_projection_backward(dwx: FloatArray, x: FloatArray,
+                                             w_in: FloatArray) -> tuple[Float64Array, Float64Array]:
     """(dx (rows, d_in), dw_in (d_in, d_out)) = (dwx W_in^T, x^T dwx): lstm_input_projection's gradients.
 
     dwx: the loss's gradient with respect to the projections (for the table: lstm_backward's draw summed
@@ -381,7 +390,8 @@ def _cpu_backward_recurrent(draw, r, dh_extra, dh_prev):
 
 
 @op
-def cpu_lstm_forward_step(wx, r, bias, h_prev, c_prev):
+def cpu_lstm_forward_step(wx: Float32Array, r: Float32Array, bias: Float32Array, h_prev: Float32Array,
+                          c_prev: Float32Array) -> tuple[Float32Array, Float32Array, Float32Array]:
     h, c = np.empty(h_prev.shape, np.float32), np.empty(h_prev.shape, np.float32)
     gates = np.empty((h_prev.shape[0], 4 * h_prev.shape[1]), np.float32)
     rows = np.arange(h_prev.shape[0], dtype=np.int32)
@@ -390,7 +400,9 @@ def cpu_lstm_forward_step(wx, r, bias, h_prev, c_prev):
 
 
 @op
-def cpu_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+def cpu_lstm_backward_step(dh: Float32Array, dc: Float32Array, r: Float32Array, gates: Float32Array, c: Float32Array,
+                           c_prev: Float32Array,
+                           dh_extra: Float32Array | None = None) -> tuple[Float32Array, Float32Array, Float32Array]:
     draw = np.empty(gates.shape, np.float32)
     dc_prev, dh_prev = np.empty(dh.shape, np.float32), np.empty(dh.shape, np.float32)
     _cpu_backward_gates(dh, dc, gates, c, c_prev, draw, dc_prev)
@@ -400,7 +412,7 @@ def cpu_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
 
 
 @op
-def cpu_lstm_recurrent_grad(draw, hs, heads):
+def cpu_lstm_recurrent_grad(draw: Float32Array, hs: Float32Array, heads: int) -> Float32Array:
     """dR per head as one batched matrix product on BLAS: (4D x T B) draw^T times (T B x D) h_{t-1}
     (7.7x the element-per-thread loop at Table 1 100k, batch 1024 x 11 steps)."""
     steps, batch, four_h = draw.shape
@@ -411,7 +423,8 @@ def cpu_lstm_recurrent_grad(draw, hs, heads):
 
 
 @op
-def cpu_lstm_forward(table, rows, r, bias, states0, keep=False):
+def cpu_lstm_forward(table: Float32Array, rows: Int32Array, r: Float32Array, bias: Float32Array, states0: Float32Array,
+                     keep: bool = False) -> tuple[Float32Array, Float32Array | None, Float32Array | None]:
     _check_rows(table, rows)
     steps, batch = rows.shape
     heads, size, hidden = _shape(r)
@@ -430,7 +443,8 @@ def cpu_lstm_forward(table, rows, r, bias, states0, keep=False):
 
 
 @op
-def cpu_lstm_backward(dh_out, r, hs, cs, gates):
+def cpu_lstm_backward(dh_out: Float32Array, r: Float32Array, hs: Float32Array, cs: Float32Array,
+                      gates: Float32Array) -> tuple[Float32Array, Float32Array, Float32Array, Float32Array]:
     steps, batch, hidden = dh_out.shape
     draw = np.empty(gates.shape, np.float32)
     dh, dc = np.empty((batch, hidden), np.float32), np.zeros((batch, hidden), np.float32)
@@ -442,12 +456,13 @@ def cpu_lstm_backward(dh_out, r, hs, cs, gates):
 
 
 @op
-def cpu_lstm_input_projection(x, w_in):
+def cpu_lstm_input_projection(x: Float32Array, w_in: Float32Array) -> Float32Array:
     return np.ascontiguousarray(x @ w_in)
 
 
 @op
-def cpu_lstm_input_projection_backward(dwx, x, w_in):
+def cpu_lstm_input_projection_backward(dwx: Float32Array, x: Float32Array,
+                                       w_in: Float32Array) -> tuple[Float32Array, Float32Array]:
     return np.ascontiguousarray(dwx @ w_in.T), np.ascontiguousarray(x.T @ dwx)
 
 
@@ -486,7 +501,8 @@ def broadcast_state_cuda(states0, h, c):
 
 
 @op
-def cuda_lstm_forward_step(wx, r, bias, h_prev, c_prev):
+def cuda_lstm_forward_step(wx: BackendArray, r: BackendArray, bias: BackendArray, h_prev: BackendArray,
+                           c_prev: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray]:
     batch, hidden = h_prev.shape
     h, c = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
     gates = cuda.device_array((batch, 4 * hidden), np.float32)
@@ -497,7 +513,9 @@ def cuda_lstm_forward_step(wx, r, bias, h_prev, c_prev):
 
 
 @op
-def cuda_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
+def cuda_lstm_backward_step(dh: BackendArray, dc: BackendArray, r: BackendArray, gates: BackendArray, c: BackendArray,
+                            c_prev: BackendArray,
+                            dh_extra: BackendArray | None = None) -> tuple[BackendArray, BackendArray, BackendArray]:
     batch, hidden = dh.shape
     draw = cuda.device_array((batch, 4 * hidden), np.float32)
     dc_prev, dh_prev = cuda.device_array((batch, hidden), np.float32), cuda.device_array((batch, hidden), np.float32)
@@ -509,7 +527,7 @@ def cuda_lstm_backward_step(dh, dc, r, gates, c, c_prev, dh_extra=None):
 
 
 @op
-def cuda_lstm_recurrent_grad(draw, hs, heads):
+def cuda_lstm_recurrent_grad(draw: BackendArray, hs: BackendArray, heads: int) -> BackendArray:
     """One batched tiled product over all T B rows (kernels/rnn/lstm_backward_cuda.py)."""
     size = draw.shape[2] // 4 // heads
     dr = cuda.device_array((4, heads, size, size), np.float32)
@@ -518,7 +536,8 @@ def cuda_lstm_recurrent_grad(draw, hs, heads):
 
 
 @op
-def cuda_lstm_forward(table, rows, r, bias, states0, keep=False):
+def cuda_lstm_forward(table: BackendArray, rows: BackendArray, r: BackendArray, bias: BackendArray,
+                      states0: BackendArray, keep: bool = False) -> tuple[BackendArray, BackendArray, BackendArray]:
     """Device (hs, cs, gates), or (hs, None, None): kernels/rnn/lstm_sequence_cuda.py, R in shared memory."""
     _check_rows(table, rows)
     steps, batch = rows.shape
@@ -538,7 +557,8 @@ def cuda_lstm_forward(table, rows, r, bias, states0, keep=False):
 
 
 @op
-def cuda_lstm_backward(dh_out, r, hs, cs, gates):
+def cuda_lstm_backward(dh_out: BackendArray, r: BackendArray, hs: BackendArray, cs: BackendArray,
+                       gates: BackendArray) -> tuple[BackendArray, BackendArray, BackendArray, BackendArray]:
     """Device (draw, dR, dh0, dc0) of full BPTT through the stored forward (keep=True): in one launch
     with R in shared memory where a head fits a block (kernels/rnn/lstm_sequence_cuda.py), else one
     tiled product a step with the gate gradients in its epilogue (kernels/rnn/lstm_backward_cuda.py);
@@ -553,19 +573,20 @@ def cuda_lstm_backward(dh_out, r, hs, cs, gates):
 
 
 @op
-def cuda_lstm_input_projection(x, w_in):
+def cuda_lstm_input_projection(x: BackendArray, w_in: BackendArray) -> BackendArray:
     return tiled_product(x, w_in)
 
 
 @op
-def cuda_lstm_input_projection_backward(dwx, x, w_in):
+def cuda_lstm_input_projection_backward(dwx: BackendArray, x: BackendArray,
+                                        w_in: BackendArray) -> tuple[BackendArray, BackendArray]:
     return tiled_product(dwx, w_in, transpose_b=True), tiled_product(x, dwx, transpose_a=True)
 
 # the ops of this module by name, for callers: lstm_backward(kernels, ...)
-lstm_backward = registered("lstm_backward")
-lstm_backward_step = registered("lstm_backward_step")
-lstm_forward = registered("lstm_forward")
-lstm_forward_step = registered("lstm_forward_step")
-lstm_input_projection = registered("lstm_input_projection")
-lstm_input_projection_backward = registered("lstm_input_projection_backward")
-lstm_recurrent_grad = registered("lstm_recurrent_grad")
+lstm_backward = registered(reference_lstm_backward)
+lstm_backward_step = registered(reference_lstm_backward_step)
+lstm_forward = registered(reference_lstm_forward)
+lstm_forward_step = registered(reference_lstm_forward_step)
+lstm_input_projection = registered(reference_lstm_input_projection)
+lstm_input_projection_backward = registered(reference_lstm_input_projection_backward)
+lstm_recurrent_grad = registered(reference_lstm_recurrent_grad)

@@ -12,6 +12,8 @@ launches, then one unfused product for dh_0.
 
 More in docs/internals.md (kernels/rnn/lstm_backward_cuda.py)."""
 
+from typing import Any
+
 import numba
 import numpy as np
 
@@ -373,9 +375,10 @@ def weight_grad_launches(heads, size, batch, steps, sms):
     splits = grad_splits(heads, size, rows, sms)
     tiles = grad_tiles(heads, size)
     total = 4 * heads * size * size
-    launches = [{"kernel": f"{__name__}.weight_grad_cuda", "grid": (tiles[0], tiles[1], heads * splits),
-                 "block": (TX, TY), "args": [_array(rows, 4 * heads * size), _array(rows, heads * size),
-                                             _array(splits * total), size, -(-rows // splits)]}]
+    launches: list[dict[str, Any]] = [
+        {"kernel": f"{__name__}.weight_grad_cuda", "grid": (tiles[0], tiles[1], heads * splits),
+         "block": (TX, TY), "args": [_array(rows, 4 * heads * size), _array(rows, heads * size),
+                                     _array(splits * total), size, -(-rows // splits)]}]
     if splits > 1:
         launches.append({"kernel": f"{__name__}.sum_splits_cuda", "grid": (total + 255) // 256, "block": 256,
                          "args": [_array(splits * total), _array(total), splits]})

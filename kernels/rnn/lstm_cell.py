@@ -13,8 +13,10 @@ float64; its backward matches central finite differences (tests/test_dnc.py).
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cpu_jit import parallel_jit
 from eggnog.kernels.core.cuda_api import F32_2D, blocks, cuda, device_function, f64, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.rnn.lstm import cpu_sigmoid, cpu_tanh, gpu_sigmoid, gpu_tanh
 
@@ -58,7 +60,7 @@ STATE = "float[batch, hidden]"
 
 
 @op(cases=_forward_cases, tolerance=TOLERANCE, args={"gates": GATES, "c_prev": STATE})
-def reference_lstm_cell(gates, c_prev):
+def reference_lstm_cell(gates: FloatArray, c_prev: FloatArray) -> tuple[Float64Array, Float64Array]:
     """(h, c), each (batch, hidden): one step of the DNC controller's LSTM cell from its summed gate
     pre-activations, c = sigmoid(f) c_prev + sigmoid(i) tanh(g), h = sigmoid(o) tanh(c).
 
@@ -71,7 +73,8 @@ def reference_lstm_cell(gates, c_prev):
 
 @op(cases=_backward_cases, tolerance=TOLERANCE,
     args={"dh": STATE, "dc": STATE, "gates": GATES, "c_prev": STATE, "c": STATE})
-def reference_lstm_cell_backward(dh, dc, gates, c_prev, c):
+def reference_lstm_cell_backward(dh: FloatArray, dc: FloatArray, gates: FloatArray, c_prev: FloatArray,
+                                 c: FloatArray) -> tuple[Float64Array, Float64Array]:
     """(dgates (batch, 4 hidden), dc_prev (batch, hidden)): lstm_cell's gradients with respect to its gate
     pre-activations (columns i, f, g, o) and to the cell state it was given.
 
@@ -136,14 +139,15 @@ def _cpu_lstm_cell_backward(dh, dc, gates, c_prev, c, dgates, dc_prev):
 
 
 @op
-def cpu_lstm_cell(gates, c_prev):
+def cpu_lstm_cell(gates: Float32Array, c_prev: Float32Array) -> tuple[Float32Array, Float32Array]:
     h, c = np.empty_like(c_prev), np.empty_like(c_prev)
     _cpu_lstm_cell(gates, c_prev, h, c)
     return h, c
 
 
 @op
-def cpu_lstm_cell_backward(dh, dc, gates, c_prev, c):
+def cpu_lstm_cell_backward(dh: Float32Array, dc: Float32Array, gates: Float32Array, c_prev: Float32Array,
+                           c: Float32Array) -> tuple[Float32Array, Float32Array]:
     dgates, dc_prev = np.empty_like(gates), np.empty_like(c_prev)
     _cpu_lstm_cell_backward(dh, dc, gates, c_prev, c, dgates, dc_prev)
     return dgates, dc_prev
@@ -164,18 +168,19 @@ def lstm_cell_backward_cuda(dh, dc, gates, c_prev, c, dgates, dc_prev):
 
 
 @op
-def cuda_lstm_cell(gates, c_prev):
+def cuda_lstm_cell(gates: BackendArray, c_prev: BackendArray) -> tuple[BackendArray, BackendArray]:
     h, c = cuda.device_array(c_prev.shape, np.float32), cuda.device_array(c_prev.shape, np.float32)
     lstm_cell_cuda[blocks(c_prev.size, THREADS)](gates, c_prev, h, c)
     return h, c
 
 
 @op
-def cuda_lstm_cell_backward(dh, dc, gates, c_prev, c):
+def cuda_lstm_cell_backward(dh: BackendArray, dc: BackendArray, gates: BackendArray, c_prev: BackendArray,
+                            c: BackendArray) -> tuple[BackendArray, BackendArray]:
     dgates, dc_prev = cuda.device_array(gates.shape, np.float32), cuda.device_array(c_prev.shape, np.float32)
     lstm_cell_backward_cuda[blocks(c_prev.size, THREADS)](dh, dc, gates, c_prev, c, dgates, dc_prev)
     return dgates, dc_prev
 
 # the ops of this module by name, for callers: lstm_cell(kernels, ...)
-lstm_cell = registered("lstm_cell")
-lstm_cell_backward = registered("lstm_cell_backward")
+lstm_cell = registered(reference_lstm_cell)
+lstm_cell_backward = registered(reference_lstm_cell_backward)

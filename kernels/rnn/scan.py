@@ -10,10 +10,12 @@ T = 64K in fp32).
 More in docs/internals.md (kernels/rnn/scan.py)."""
 
 import math
+from typing import Any
 
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Float32Array, Float64Array, FloatArray
 from eggnog.kernels.core.cuda_api import (
     BOOL,
     F32_1D,
@@ -29,6 +31,7 @@ from eggnog.kernels.core.cuda_api import (
     require,
 )
 from eggnog.kernels.core.cuda_fast_math import reciprocal_approx
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.core.tuning import Tunable
 from eggnog.kernels.rnn.scan_cpu import backward_loop, forward_loop
@@ -121,7 +124,8 @@ SEQUENCE = "float[batch, steps, channels]"
 
 @op(cases=_forward_cases, tolerance=FORWARD_TOLERANCE,
     args={"k": SEQUENCE, "u": SEQUENCE, "h0": "float[batch, channels] | None", "out": f"{SEQUENCE} | None"})
-def reference_scan_forward(k, u, h0=None, out=None):
+def reference_scan_forward(k: FloatArray, u: FloatArray, h0: FloatArray | None = None,
+                           out: FloatArray | None = None) -> Float64Array:
     """h (batch, steps, channels), the MinGRU states after every step: h_t = (1 - z_t) h_{t-1} + z_t g(u_t)
     with z = sigmoid(k) (the gate math: this module's docstring). Float64 here; float32 on cpu and cuda.
 
@@ -143,7 +147,8 @@ def reference_scan_forward(k, u, h0=None, out=None):
 @op(cases=_step_cases, tolerance=FORWARD_TOLERANCE,
     args={"k": "float[batch, channels]", "u": "float[batch, channels]", "h_prev": "float[batch, channels] | None",
           "out": "float[batch, channels] | None"})
-def reference_scan_step(k, u, h_prev=None, out=None):
+def reference_scan_step(k: FloatArray, u: FloatArray, h_prev: FloatArray | None = None,
+                        out: FloatArray | None = None) -> Float64Array:
     """h (batch, channels): one step of the scan, for generating byte by byte: h = h_prev + z (g(u) - h_prev),
     z = sigmoid(k), equal to scan_forward over a sequence of one step.
 
@@ -160,7 +165,9 @@ def reference_scan_step(k, u, h_prev=None, out=None):
 @op(cases=_backward_cases, tolerance=BACKWARD_TOLERANCE,
     args={"grad_h": SEQUENCE, "k": SEQUENCE, "u": SEQUENCE, "h": SEQUENCE, "h0": "float[batch, channels] | None",
           "out": "any | None"})
-def reference_scan_backward(grad_h, k, u, h, h0=None, out=None):
+def reference_scan_backward(grad_h: FloatArray, k: FloatArray, u: FloatArray, h: FloatArray,
+                            h0: FloatArray | None = None,
+                            out: Any = None) -> tuple[Float64Array, Float64Array, Float64Array]:
     """(dk, du, dh0): the gradients of a loss with respect to k and u (batch, steps, channels) and to the
     entering state h0 (batch, channels; returned even when h0 is None), by the reverse scan
     lambda_t = grad_h_t + a_{t+1} lambda_{t+1}, a = sigmoid(-k).
@@ -191,7 +198,8 @@ def _f32(x):
 
 
 @op
-def cpu_scan_forward(k, u, h0=None, out=None):
+def cpu_scan_forward(k: Float32Array, u: Float32Array, h0: Float32Array | None = None,
+                     out: Float32Array | None = None) -> Float32Array:
     _check(k, u, h0, 3)
     out = _check_out(out, tuple(k.shape))
     h0 = np.zeros((k.shape[0], k.shape[2]), np.float32) if h0 is None else _f32(h0)
@@ -201,7 +209,9 @@ def cpu_scan_forward(k, u, h0=None, out=None):
 
 
 @op
-def cpu_scan_backward(grad_h, k, u, h, h0=None, out=None):
+def cpu_scan_backward(grad_h: Float32Array, k: Float32Array, u: Float32Array, h: Float32Array,
+                      h0: Float32Array | None = None,
+                      out: Any = None) -> tuple[Float32Array, Float32Array, Float32Array]:
     _check(k, u, h0, 3, grad_h, h)
     out = _check_out(out, tuple(k.shape), tuple(k.shape), (k.shape[0], k.shape[2]))
     h0 = np.zeros((k.shape[0], k.shape[2]), np.float32) if h0 is None else _f32(h0)
@@ -212,7 +222,8 @@ def cpu_scan_backward(grad_h, k, u, h, h0=None, out=None):
 
 
 @op
-def cpu_scan_step(k, u, h_prev=None, out=None):
+def cpu_scan_step(k: Float32Array, u: Float32Array, h_prev: Float32Array | None = None,
+                  out: Float32Array | None = None) -> Float32Array:
     _check(k, u, h_prev, 2)
     out = _check_out(out, tuple(k.shape))
     h = cpu_scan_forward(np.asarray(k, np.float32)[:, None, :], np.asarray(u, np.float32)[:, None, :], h_prev)
@@ -499,7 +510,8 @@ def _device_out(out, i, shape):
 
 
 @op
-def cuda_scan_forward(k, u, h0=None, out=None):
+def cuda_scan_forward(k: BackendArray, u: BackendArray, h0: BackendArray | None = None,
+                      out: BackendArray | None = None) -> BackendArray:
     """k, u: (batch, T, channels) float32 (device or host); returns h on the device (`out` if given), with
     the block size tuned for this GPU and shape (SCAN_FORWARD)."""
     return scan_forward_variant(SCAN_FORWARD.choose(k.shape), k, u, h0, out)
@@ -527,7 +539,9 @@ def scan_forward_variant(variant, k, u, h0=None, out=None):
 
 
 @op
-def cuda_scan_backward(grad_h, k, u, h, h0=None, out=None):
+def cuda_scan_backward(grad_h: BackendArray, k: BackendArray, u: BackendArray, h: BackendArray,
+                       h0: BackendArray | None = None,
+                       out: Any = None) -> tuple[BackendArray, BackendArray, BackendArray]:
     """(dk, du, dh0) on the device (`out`'s arrays if given), with the block size tuned for this GPU and
     shape (SCAN_BACKWARD)."""
     return scan_backward_variant(SCAN_BACKWARD.choose(k.shape), grad_h, k, u, h, h0, out)
@@ -569,7 +583,8 @@ def step_cuda(k, u, h_prev, carried, h):
 
 
 @op
-def cuda_scan_step(k, u, h_prev=None, out=None):
+def cuda_scan_step(k: BackendArray, u: BackendArray, h_prev: BackendArray | None = None,
+                   out: BackendArray | None = None) -> BackendArray:
     _check(k, u, h_prev, 2)
     out = _check_out(out, tuple(k.shape))
     k, u = on_device(k, np.float32), on_device(u, np.float32)
@@ -605,6 +620,6 @@ SCAN_BACKWARD = Tunable("scan_backward", VARIANTS, DEFAULT, _PROBLEMS, _run_back
 TUNABLES = (SCAN_FORWARD, SCAN_BACKWARD)
 
 # the ops of this module by name, for callers: scan_backward(kernels, ...)
-scan_backward = registered("scan_backward")
-scan_forward = registered("scan_forward")
-scan_step = registered("scan_step")
+scan_backward = registered(reference_scan_backward)
+scan_forward = registered(reference_scan_forward)
+scan_step = registered(reference_scan_step)

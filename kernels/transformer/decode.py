@@ -12,7 +12,9 @@ values are already in a KV cache, so each generated token costs one position.
 
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int8Array, Int32Array, Int64Array, UInt8Array
 from eggnog.kernels.core.cuda_api import on_device, require
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.transformer import decode_cuda, epoch_cpu
 from eggnog.kernels.transformer.epoch import SPEC, _cases, _forward
@@ -44,7 +46,8 @@ def _decode_cases(rng):
 @op(cases=_decode_cases, args={"params": "int8[n_params]", "tokens": "uint8/int32[n]",
                                "keys": "int8[n_layer, positions, dim]", "values": "int8[n_layer, positions, dim]",
                                "position": "int", "spec": SPEC})
-def reference_transformer_decode(params, tokens, keys, values, position, spec):
+def reference_transformer_decode(params: Int8Array, tokens: UInt8Array | Int32Array, keys: Int8Array, values: Int8Array,
+                                 position: int, spec: Int64Array) -> Int64Array:
     """int64 (vocab,): the clipped logits of the unperturbed model after reading `tokens` at positions
     position .. position + n - 1, attending to the KV cache below `position`; the keys and values of the
     new positions are written into the cache in place (as transformer_epoch computes them).
@@ -62,16 +65,18 @@ def reference_transformer_decode(params, tokens, keys, values, position, spec):
 
 
 @op
-def cpu_transformer_decode(params, tokens, keys, values, position, spec):
+def cpu_transformer_decode(params: Int8Array, tokens: UInt8Array | Int32Array, keys: Int8Array, values: Int8Array,
+                           position: int, spec: Int64Array) -> Int64Array:
     _check(tokens, keys, values, position, spec)
     return epoch_cpu.run_decode(params, tokens, keys, values, position, spec)
 
 
 @op
-def cuda_transformer_decode(params, tokens, keys, values, position, spec):
+def cuda_transformer_decode(params: BackendArray, tokens: BackendArray, keys: BackendArray, values: BackendArray,
+                            position: int, spec: BackendArray) -> BackendArray:
     _check(tokens, keys, values, position, spec)
     return decode_cuda.run_decode(on_device(params), on_device(tokens, np.int32), keys, values, position,
                                   spec).copy_to_host()
 
 # the ops of this module by name, for callers: transformer_decode(kernels, ...)
-transformer_decode = registered("transformer_decode")
+transformer_decode = registered(reference_transformer_decode)

@@ -14,7 +14,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int8Array, Int32Array, Int64Array, UInt8Array
 from eggnog.kernels.core.cuda_api import on_device
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.registry import op, registered
 from eggnog.kernels.egg.int_math import EXP2, FIXED_POINT
 from eggnog.kernels.egg.member_ops import py_floor_log2_x16
@@ -203,7 +205,8 @@ SPEC = f"int64[{len(SPEC_FIELDS)}]"  # the declaration of a spec argument: one v
 @op(cases=_cases, args={"params": "int8[n_params]", "windows": "uint8/int32[members, window]",
                         "prefixes": "int64[n_tensors]", "first_member": "int", "spec": SPEC,
                         "perturbed": "bool"})
-def reference_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
+def reference_transformer_epoch(params: Int8Array, windows: UInt8Array | Int32Array, prefixes: Int64Array,
+                                first_member: int, spec: Int64Array, perturbed: bool = True) -> Int64Array:
     """int64 (members, 2): for each member, column 0 its log-likelihood (1/16 bit, the EGG's exact integer
     one over the clipped logits) summed over its window, column 1 its summed d-eggs proxy loss over the
     unclipped logits; token t is read at position t (a fresh KV cache per member) and token t + 1 scored.
@@ -232,7 +235,8 @@ def _logit_cases(rng):
 
 # params' length follows spec's values (the layout), which the grammar cannot name
 @op(cases=_logit_cases, args={"params": "int8[n_params]", "context": "uint8/int32[n]", "spec": SPEC})
-def reference_transformer_last_logits(params, context, spec):
+def reference_transformer_last_logits(params: Int8Array, context: UInt8Array | Int32Array,
+                                      spec: Int64Array) -> Int64Array:
     """int64 (vocab,): the clipped logits of the unperturbed model after reading every token of `context`
     (positions 0 .. n - 1) from an empty KV cache, for sampling the token that follows it.
 
@@ -243,30 +247,32 @@ def reference_transformer_last_logits(params, context, spec):
 
 
 @op
-def cpu_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
+def cpu_transformer_epoch(params: Int8Array, windows: UInt8Array | Int32Array, prefixes: Int64Array, first_member: int,
+                          spec: Int64Array, perturbed: bool = True) -> Int64Array:
     return epoch_cpu.run_epoch(params, windows, prefixes, first_member, spec, perturbed)[0]
 
 
 @op
-def cpu_transformer_last_logits(params, context, spec):
+def cpu_transformer_last_logits(params: Int8Array, context: UInt8Array | Int32Array, spec: Int64Array) -> Int64Array:
     window = _context_window(context)
     return epoch_cpu.run_epoch(params, window, np.zeros(len(tensor_table(spec)), np.int64), 0, spec, False)[1][0]
 
 
 @op
-def cuda_transformer_epoch(params, windows, prefixes, first_member, spec, perturbed=True):
+def cuda_transformer_epoch(params: BackendArray, windows: BackendArray, prefixes: BackendArray, first_member: int,
+                           spec: BackendArray, perturbed: bool = True) -> BackendArray:
     out, _ = epoch_cuda.run_epoch(on_device(params), on_device(windows, np.int32), on_device(prefixes, np.int64),
                                   first_member, spec, perturbed)
     return out.copy_to_host()
 
 
 @op
-def cuda_transformer_last_logits(params, context, spec):
+def cuda_transformer_last_logits(params: BackendArray, context: BackendArray, spec: BackendArray) -> BackendArray:
     window = on_device(_context_window(context))
     _, logits = epoch_cuda.run_epoch(on_device(params), window, on_device(np.zeros(len(tensor_table(spec)), np.int64)),
                                      0, spec, False, keep_logits=True)
     return logits.copy_to_host()[0].astype(np.int64)
 
 # the ops of this module by name, for callers: transformer_epoch(kernels, ...)
-transformer_epoch = registered("transformer_epoch")
-transformer_last_logits = registered("transformer_last_logits")
+transformer_epoch = registered(reference_transformer_epoch)
+transformer_last_logits = registered(reference_transformer_last_logits)

@@ -19,7 +19,9 @@ import math
 import numba
 import numpy as np
 
+from eggnog.kernels.core.array_types import Int64Array
 from eggnog.kernels.core.cuda_api import I64, I64_1D, cuda, kernel
+from eggnog.kernels.core.placement import BackendArray
 from eggnog.kernels.core.reductions import block_max, block_total
 from eggnog.kernels.core.registry import op, registered
 
@@ -53,7 +55,8 @@ def _weights(logits, counts, temperature, floor_weight, penalty):
 
 @op(cases=_cases, args={"logits": "int64[vocab]", "counts": "int64[vocab]", "temperature": "int",
                         "floor_weight": "int", "penalty": "int", "r": "int"})
-def reference_sample_token(logits, counts, temperature, floor_weight, penalty, r):
+def reference_sample_token(logits: Int64Array, counts: Int64Array, temperature: int, floor_weight: int, penalty: int,
+                           r: int) -> int:
     """int: the token d-eggs' integer sampler draws from one row of logits (the module docstring's formula):
     weights 2^(z / (16 T)) of the penalised logits z, those below the min-p floor dropped, and the token
     where the running sum of weights first exceeds r mod their total.
@@ -91,7 +94,8 @@ def _cpu_sample(logits, counts, temperature, floor_weight, penalty, r):
 
 
 @op
-def cpu_sample_token(logits, counts, temperature, floor_weight, penalty, r):
+def cpu_sample_token(logits: Int64Array, counts: Int64Array, temperature: int, floor_weight: int, penalty: int,
+                     r: int) -> int:
     return int(_cpu_sample(np.ascontiguousarray(logits, np.int64), np.ascontiguousarray(counts, np.int64),
                            int(temperature), int(floor_weight), int(penalty), int(r)))
 
@@ -126,7 +130,8 @@ def sample_token_cuda(logits, counts, temperature, floor_weight, penalty, r, wei
 
 
 @op
-def cuda_sample_token(logits, counts, temperature, floor_weight, penalty, r):
+def cuda_sample_token(logits: BackendArray, counts: BackendArray, temperature: int, floor_weight: int, penalty: int,
+                      r: int) -> int:
     from eggnog.kernels.core.cuda_api import on_device
 
     logits = on_device(logits, np.int64)
@@ -137,4 +142,4 @@ def cuda_sample_token(logits, counts, temperature, floor_weight, penalty, r):
     return int(out.copy_to_host()[0])
 
 # the ops of this module by name, for callers: sample_token(kernels, ...)
-sample_token = registered("sample_token")
+sample_token = registered(reference_sample_token)

@@ -1,0 +1,1 @@
+../../eggnog/__init__.py
