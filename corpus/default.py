@@ -13,7 +13,7 @@ import lzma
 import os
 from pathlib import Path
 
-from eggnog.corpus.reader import open_corpus
+from eggnog.corpus.reader import ByteCorpus, open_corpus
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
 from eggnog.runtime.optional import importable, say_once
@@ -23,7 +23,7 @@ NAME = "stdlib-py3.11.7"
 SHA256 = "426e4b85c91f6c55b26a60b829ac5eaa206215dbe15965ed9a15b1dcb8902c39"  # of the unpacked .bin
 
 
-def cache_dir():
+def cache_dir() -> Path:
     if os.environ.get("EGGNOG_CACHE_DIR"):
         return Path(os.environ["EGGNOG_CACHE_DIR"])
     platformdirs = importable("platformdirs")
@@ -36,12 +36,12 @@ def cache_dir():
     return path
 
 
-def default_corpus_path(directory=None):
+def default_corpus_path(directory: str | Path | None = None) -> Path:
     """Where the unpacked corpus lives (its name carries the pinned hash)."""
     return Path(directory or cache_dir()) / f"{NAME}-{SHA256[:12]}.bin"
 
 
-def file_sha256(path):
+def file_sha256(path: str | Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -49,7 +49,7 @@ def file_sha256(path):
     return digest.hexdigest()
 
 
-def default_corpus(directory=None):
+def default_corpus(directory: str | Path | None = None) -> ByteCorpus:
     """Open the default corpus, unpacking it (again, where a copy is damaged) first if needed."""
     path = default_corpus_path(directory)
     if not (path.is_file() and path.with_suffix(".bin.json").is_file() and file_sha256(path) == SHA256):
@@ -57,7 +57,7 @@ def default_corpus(directory=None):
     return open_corpus(path)
 
 
-def unpack(path):
+def unpack(path: Path) -> None:
     try:
         data = lzma.decompress((DATA / f"{NAME}.bin.xz").read_bytes())
         meta = json.loads((DATA / f"{NAME}.json").read_text())

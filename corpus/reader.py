@@ -6,6 +6,8 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -23,16 +25,16 @@ class SlowCorpusWarning(UserWarning):
 class BlockReader:
     """Slices of an h5py dataset or a zarr array, read on demand (no memory map possible)."""
 
-    def __init__(self, array, owner=None):
+    def __init__(self, array: Any, owner: Any = None) -> None:
         self.array = array
         self.owner = owner  # keeps the HDF5 file open
         self.shape = (int(array.shape[0]),)
         self.dtype = np.dtype(np.uint8)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.shape[0]
 
-    def __getitem__(self, item):
+    def __getitem__(self, item: int | slice | np.ndarray) -> np.ndarray:
         return np.asarray(self.array[item], dtype=np.uint8)
 
 
@@ -44,35 +46,35 @@ class ByteCorpus:
     meta: dict = field(default_factory=dict)
 
     @property
-    def memory_mapped(self):
+    def memory_mapped(self) -> bool:
         return all(isinstance(s, np.memmap) or len(s) == 0 for s in (self.train, self.val))
 
-    def verify(self):
+    def verify(self) -> bool:
         """True when both splits match the SHA-256 recorded in the metadata."""
         recorded = self.meta.get("splits", {})
         return all(name in recorded and stats_of(getattr(self, name))["sha256"] == recorded[name]["sha256"]
                    for name in SPLITS)
 
 
-def _memmap(path, offset, length):
+def _memmap(path: str | Path, offset: int, length: int) -> np.ndarray:
     if length == 0:
         return np.zeros(0, dtype=np.uint8)
     return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(length,))
 
 
-def _warn_slow(path, name, how):
+def _warn_slow(path: Path, name: str, how: str) -> None:
     warnings.warn(f"{path}: split {name!r} is {how}, so it is read block by block (much slower than a "
                   "memory map); prepare_data.py writes a contiguous copy", SlowCorpusWarning, stacklevel=3)
 
 
-def _check_array(path, name, shape, dtype):
+def _check_array(path: str, name: str, shape: tuple[int, ...], dtype: Any) -> None:
     if len(shape) != 1:
         raise BadInput(f"dataset {name!r} in {path!r} has shape {tuple(shape)}; a byte corpus is 1-D")
     if np.dtype(dtype) != np.uint8:
         raise BadInput(f"dataset {name!r} in {path!r} has dtype {np.dtype(dtype)}; a byte corpus is uint8")
 
 
-def _open_bin(path):
+def _open_bin(path: Path) -> ByteCorpus:
     sidecar = sidecar_of(path)
     if not sidecar.exists():
         raise BadInput(f"{str(path)!r} has no metadata file {sidecar.name!r}; prepare it with bin/prepare_data.py")
@@ -87,7 +89,7 @@ def _open_bin(path):
     return ByteCorpus(str(path), _memmap(path, 0, sizes[0]), _memmap(path, sizes[0], sizes[1]), meta)
 
 
-def _open_h5(path):
+def _open_h5(path: Path) -> ByteCorpus:
     import h5py
 
     try:
@@ -119,7 +121,7 @@ def _open_h5(path):
     return ByteCorpus(str(path), splits["train"], splits["val"], meta)
 
 
-def zarr_package(doing):
+def zarr_package(doing: str) -> ModuleType:
     """The zarr module, or BadInput saying that `doing` needs it (zarr is an optional package)."""
     zarr = importable("zarr")
     if zarr is None:
@@ -128,7 +130,7 @@ def zarr_package(doing):
     return zarr
 
 
-def _zarr_chunk_file(array_dir, node):
+def _zarr_chunk_file(array_dir: Path, node: dict[str, Any]) -> Path | None:
     """The file of the only chunk when the array is one uncompressed chunk; None otherwise."""
     if node.get("zarr_format") != 3 or node.get("node_type") != "array":
         return None
@@ -145,7 +147,7 @@ def _zarr_chunk_file(array_dir, node):
     return chunk if chunk.is_file() and chunk.stat().st_size == shape[0] else None
 
 
-def _open_zarr(path):
+def _open_zarr(path: Path) -> ByteCorpus:
     group_meta = path / "zarr.json"
     fast = {}
     meta = {}
@@ -186,7 +188,7 @@ def _open_zarr(path):
     return ByteCorpus(str(path), splits["train"], splits["val"], meta)
 
 
-def open_corpus(path):
+def open_corpus(path: str | Path) -> ByteCorpus:
     path = Path(path)
     kind = format_of(path)
     if not path.exists():
