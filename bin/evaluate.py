@@ -7,6 +7,7 @@ start of the split, each from a zero state, as validation reads them.
 """
 
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -96,6 +97,7 @@ def main(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     from eggnog.kernels.core.backend import select_backend
+    from eggnog.kernels.core.first_compile import compile_notice, first_step_done
     from eggnog.runtime.checkpoint import load_checkpoint, resolve_checkpoint
     from eggnog.runtime.errors import BadInput
 
@@ -108,6 +110,9 @@ def main(
     kind = meta.get("model")
     data = data or recorded_corpus(meta)
     chosen = select_backend(backend)
+    notice = compile_notice(f"evaluate {kind}") if kind in ("egg", "transformer", "mingru") else None
+    if notice:
+        print(notice, file=sys.stderr, flush=True)  # stderr: --json keeps stdout to one object
     if kind in ("egg", "transformer"):
         loss, corpus, rows, tokens, unit = es_loss(kind, meta, arrays, record, data, split, rows, tokens, chosen)
     elif kind == "mingru":
@@ -115,6 +120,7 @@ def main(
     else:
         raise BadInput(f"checkpoint holds a {kind!r} model; this script evaluates language models: egg, "
                        "transformer, mingru")
+    first_step_done()
     stats = corpus.meta.get("splits", {}).get(split, {})
     result = {"checkpoint": str(resolve_checkpoint(checkpoint).resolve()), "model": kind, "step": record["step"],
               "split": split, "rows": rows, "tokens": tokens, "loss": round(loss, 5), "unit": unit,

@@ -33,6 +33,7 @@ def main(
     backend: str = typer.Option("cpu", help="auto, cpu or cuda."),
 ):
     from eggnog.kernels.core.backend import select_backend
+    from eggnog.kernels.core.first_compile import compile_notice, first_step_done
     from eggnog.models.egg import EggConfig, EggModel
     from eggnog.models.generate import generate_egg, generate_mingru, generate_transformer
     from eggnog.models.mingru import MinGruModel
@@ -82,9 +83,13 @@ def main(
     else:
         raise BadInput(f"checkpoint holds a {meta.get('model')!r} model; this script knows: egg, transformer, mingru")
     chosen = select_backend(backend)
+    notice = compile_notice(f"generate {meta['model']}")
+    if notice:
+        print(notice, file=sys.stderr, flush=True)  # stderr: the sample alone goes to stdout
     sys.stdout.write("".join(map(escape_byte, text)))
     produced = []
     for token in generate(model, arrays["params"], text, length, sampler, seed, chosen):
+        first_step_done()
         produced.append(token)
         sys.stdout.write("".join(map(escape_byte, decode(token))))
         sys.stdout.flush()

@@ -13,6 +13,7 @@ import typer
 
 from eggnog.corpus.layout import MIN_SPLIT_BYTES
 from eggnog.corpus.prepare_hf import prepare_sources
+from eggnog.models.validation_sample import EGG_SAMPLE, short_split_line
 from eggnog.runtime.cli import cli_help, user_errors
 
 # plain click help: rich truncates long flag names at 80 columns
@@ -51,6 +52,10 @@ def main(
     for name, split_meta in meta["splits"].items():
         print(f"{name:<6} {meta['documents'][name]:>9} {split_meta['bytes']:>13,} {split_meta['unigram_bpb']:>12.4f} "
               f"{split_meta['bigram_bpb']:>11.4f}  {split_meta['sha256'][:16]}")
+    val_bytes = meta["splits"].get("val", {}).get("bytes", 0)
+    short = short_split_line(val_bytes, *EGG_SAMPLE) if val_bytes >= 2 else None
+    if short:
+        print(f"note: {short} (the EGG's defaults)")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 (streamed). An existing local path is always a path. The datasets package is imported only here, and
 only when such a source is named."""
 
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.optional import importable
@@ -13,10 +16,40 @@ PREFIX = "hf:"
 FILE_BUILDERS = {".parquet": "parquet", ".arrow": "arrow"}
 SAVED_MARKERS = ("dataset_dict.json", "state.json")  # what save_to_disk writes (DatasetDict, Dataset)
 BATCH_ROWS = 1000
+HUB = "https://huggingface.co"
+PROBE_S = 3.0  # how long a connection to the Hub may take before it counts as unreachable
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+OFFLINE_HINT = ("the Hugging Face Hub ({host}) cannot be reached from this machine and the dataset is not in its "
+                "cache: prepare it where the Hub is reachable (python bin/prepare_data.py {source} --out corpus.h5) "
+                "and copy the corpus here")
 
 
 def is_hf_source(source):
     return str(source).startswith(PREFIX)
+
+
+def hub_host():
+    return urlparse(os.environ.get("HF_ENDPOINT") or HUB).hostname or "huggingface.co"
+
+
+def hub_reachable(timeout=PROBE_S):
+    """Whether a TCP connection to the Hub opens within `timeout` seconds (through a proxy: assumed)."""
+    if any(os.environ.get(v) for v in PROXY_VARS):
+        return True
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or HUB)
+    try:
+        socket.create_connection((hub_host(), endpoint.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def offline_unless_reachable():
+    """Where the Hub cannot be reached, datasets is told to read its cache only (HF_HUB_OFFLINE):
+    without the network it would retry for a minute before failing."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or hub_reachable():
+        return
+    os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 def datasets_package():
@@ -100,6 +133,8 @@ def _load(source, datasets):
                        "cannot load back; it holds no text") from None
     except errors as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if source.kind == "hub" and not hub_reachable():
+            reason = OFFLINE_HINT.format(host=hub_host(), source=source.text)
         raise BadInput(f"cannot open {source.text!r}: {reason}") from None
 
 

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eggnog.corpus.formats import output_paths
-from eggnog.corpus.hf_source import datasets_package, documents, is_hf_source, open_splits, parse_source
+from eggnog.corpus.hf_source import (
+    datasets_package,
+    documents,
+    is_hf_source,
+    offline_unless_reachable,
+    open_splits,
+    parse_source,
+)
 from eggnog.corpus.layout import READ_BLOCK, Piece, SplitPlan, plan_splits
 from eggnog.corpus.prepare import FORMAT_NAME, prepare
 from eggnog.corpus.writer import write_corpus
@@ -97,8 +104,10 @@ def prepare_hf(source, out, split=None, val_split=None, text_field=None, val_fra
                 raise BadInput(f"output {str(p)!r} already exists; pass --force to replace it")
     if not Path(out).parent.is_dir():
         raise BadInput(f"output directory {str(Path(out).parent)!r} does not exist")
-    datasets = datasets_package()
     hf = parse_source(source)
+    if hf.kind == "hub":
+        offline_unless_reachable()  # before datasets is imported: it reads the setting then
+    datasets = datasets_package()
     train_set, val_set = open_splits(hf, split, val_split, text_field, datasets)
     sep = 0 if separator else None
     spool = temp_name(Path(out).with_name(Path(out).name + ".spool"))

@@ -17,6 +17,7 @@ from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, u
 from eggnog.kernels.core.backend import Backend, device_free_bytes
 from eggnog.kernels.core.placement import BackendArray, to_host
 from eggnog.models.egg import EggConfig, EggModel
+from eggnog.models.validation_sample import EGG_SAMPLE, sample_shape
 from eggnog.runtime import rundir
 from eggnog.runtime.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from eggnog.runtime.errors import BadInput
@@ -77,8 +78,8 @@ class EsRunConfig(CoordinatorFields, RunSchedule, IntEggrollConfig, RunConfig):
     depth: int = flag(1, "EGG blocks.", aliases=("n_layer",))
     dim: int = flag(64, "EGG width D.", aliases=("n_embd",))
     steps: int = flag(1000, "Updates (nano-egg's epochs) to run in total.", aliases=("epochs",), changeable=True)
-    val_rows: int = flag(64, "Validation rows, each from a zero state.", changeable=True)
-    val_tokens: int = flag(256, "Bytes scored per validation row.", changeable=True)
+    val_rows: int = flag(EGG_SAMPLE[0], "Validation rows, each from a zero state.", changeable=True)
+    val_tokens: int = flag(EGG_SAMPLE[1], "Bytes scored per validation row.", changeable=True)
     data: str | None = flag(None, "Corpus (.bin/.h5/.zarr).", default_text="the embedded stdlib corpus",
                             metavar="<path>")
     mode: str = flag("sync", "sync (every rank evaluates its slice and all exchange fitness each step) or "
@@ -171,11 +172,9 @@ def check_resume(stored: dict[str, Any], requested: dict[str, Any]) -> None:
 
 
 def val_sample(cfg: EsRunConfig, corpus: "ByteCorpus | TokenCorpus") -> tuple[int, int]:
-    """(rows, bytes scored per row) of the validation sample, each row from a zero state."""
-    if len(corpus.val) < 2:
-        raise BadInput("the corpus has no validation split; prepare it with --val-fraction > 0")
-    rows = min(cfg.val_rows, len(corpus.val) // 2)
-    return rows, min(cfg.val_tokens, len(corpus.val) // rows - 1)
+    """(rows, bytes scored per row) of the validation sample, each row from a zero state
+    (models/validation_sample.py)."""
+    return sample_shape(len(corpus.val), cfg.val_rows, cfg.val_tokens)
 
 
 def context_windows(rows: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray | None]:

@@ -5,6 +5,7 @@
     mingru                the float MinGRU LM (lucidrains' minLM as gruboros trains it)
     mingru_sizing         MinGRU sizes from a parameter budget, as gruboros solves it
     mingru_eval           validation of a MinGRU LM (bits/byte on a fixed sample of the val split)
+    validation_sample     how many validation rows of how many bytes a split holds of the asked sample
     lstm                  the multi-head LSTM LM of the zero-order RNN paper (fp32)
     dnc                   the simplified DNC of the same paper (fp32), with exact BPTT through its memory
     dnc_windows           column and row windows of matrices, as the DNC cuts and joins them

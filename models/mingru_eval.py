@@ -9,7 +9,7 @@ import numpy.typing as npt
 from eggnog.kernels.core.placement import Kernels
 from eggnog.kernels.layers.losses import cross_entropy
 from eggnog.kernels.layers.weighted_sums import weighted_row_sums
-from eggnog.runtime.errors import BadInput
+from eggnog.models.validation_sample import sample_shape
 
 if TYPE_CHECKING:
     from eggnog.models.mingru import MinGruModel
@@ -33,12 +33,9 @@ class Ranks(Protocol):
 
 
 def val_windows(val: ByteSplit, rows: int, tokens: int) -> npt.NDArray[np.uint8]:
-    """`rows` consecutive windows of tokens + 1 bytes from the start of the validation split,
-    shrunk to fit a small split."""
-    if len(val) < 2:
-        raise BadInput("the corpus has no validation split; prepare it with --val-fraction > 0")
-    rows = max(1, min(rows, len(val) // 2))
-    tokens = max(1, min(tokens, len(val) // rows - 1))
+    """`rows` consecutive windows of tokens + 1 bytes from the start of the validation split, fewer
+    (and at most the split long) where it is small (models/validation_sample.py)."""
+    rows, tokens = sample_shape(len(val), rows, tokens)
     length = tokens + 1
     return np.stack([np.asarray(val[r * length:(r + 1) * length], np.uint8) for r in range(rows)])
 

@@ -118,6 +118,18 @@ def stored_label(configs, resume):
     return closest[0]
 
 
+def resumed_label(configs, resume, choose, label, given):
+    """The label a resumed run keeps: its own. A different one given on the command line is refused
+    first, before any field of the other config is read as this one's."""
+    stored = stored_label(configs, resume)
+    if stored is None:
+        return label  # the launcher reports what does not match
+    if given and stored != label:
+        raise BadInput(f"run {str(resume)!r} trains {option_name(choose)} {stored}, not {label}: drop "
+                       f"{option_name(choose)} to continue it, or start a new run")
+    return stored
+
+
 class ArgsKeepingCommand(TyperCommand):
     """Keeps the raw arguments (ctx.meta["raw_args"]): click lets the last of two names of one option
     win in silence, where they must be refused instead."""
@@ -171,10 +183,11 @@ def config_command(app, configs, choose=None, choose_help=None):
                 raise BadInput(RANK_REFUSED)
             check_no_conflicts(context.meta.get("raw_args", []), specs)
             label = options.pop(choose) if choose else labels[0]
-            if choose and options.get("resume") is not None and context.get_parameter_source(choose).name == "DEFAULT":
-                label = stored_label(configs, options["resume"]) or label  # a resumed run keeps its choice
             if label not in configs:
                 raise BadInput(f"unknown {choose} {label!r}: choose {' or '.join(labels)}")
+            if choose and options.get("resume") is not None:
+                label = resumed_label(configs, options["resume"], choose, label,
+                                      context.get_parameter_source(choose).name != "DEFAULT")
             given = {k: v for k, v in options.items() if context.get_parameter_source(k).name != "DEFAULT"}
             foreign = [k for k in given if k not in members[label] and k not in RUN_OPTIONS]
             if foreign:

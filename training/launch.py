@@ -8,12 +8,14 @@ from pathlib import Path
 
 from eggnog.corpus.default import default_corpus
 from eggnog.kernels.core.backend import select_backend
+from eggnog.kernels.core.first_compile import compile_notice
+from eggnog.models.validation_sample import short_split_line
 from eggnog.runtime.checkpoint import checkpoint_step
 from eggnog.runtime.commands import command
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.loggers import chosen_loggers, close_run, open_run
 from eggnog.runtime.run_lock import release_lock
-from eggnog.runtime.rundir import check_script, config_from, create_run_dir, read_config
+from eggnog.runtime.rundir import check_script, config_from, create_run_dir, current_names, read_config
 from eggnog.runtime.threads import set_threads
 from eggnog.runtime.world import init_world
 from eggnog.training.memory_plan import check_host_fits
@@ -37,11 +39,25 @@ def given_fields(config_cls, flags, ranks):
     return given
 
 
+def refuse_changed_fields(config_cls, stored, given, resume):
+    """A resumed run keeps the fields it started with: flags that change any are refused, each named,
+    before a changed value could be refused for itself."""
+    stored = current_names(stored)
+    changed = [f"{option_name(k)} {given[k]} (it started with {stored[k]})" for k in config_cls.fixed_on_resume()
+               if k in given and k in stored and given[k] != stored[k]]
+    if changed:
+        raise BadInput(f"run {str(resume)!r} continues with what it started with: drop {', '.join(changed)}, or "
+                       "start a new run")
+
+
 def resolve(config_cls, flags, ranks, resume=None):
     """The run's checked config: the flags over the resumed run's stored config. (Whether a resumed
-    run keeps what it must is checked against its checkpoint, which also knows the model.)"""
+    run keeps what it must is checked against its checkpoint too, which also knows the model.)"""
     stored = read_config(resume) if resume is not None else {}
-    cfg = config_from(config_cls, stored, given_fields(config_cls, flags, ranks))
+    given = given_fields(config_cls, flags, ranks)
+    if resume is not None:
+        refuse_changed_fields(config_cls, stored, given, resume)
+    cfg = config_from(config_cls, stored, given)
     check_values(cfg)
     chosen_loggers(getattr(cfg, "log", None))  # an unknown --log is refused before anything is written
     cfg = cfg.resolved()
@@ -79,6 +95,13 @@ def resume_point(trainer, cfg, resume):
         raise BadInput(f"run {str(resume)!r} already finished at step {step}; pass --steps N with N > {step} to "
                        "continue it")
     return f"resumed from step {step}" + (f" ({Path(resume).name})" if Path(resume).is_file() else "")
+
+
+def short_validation(cfg, corpus):
+    """The line naming a validation split too small for the run's sample, or None."""
+    if not cfg.validates or corpus is None or getattr(cfg, "val_rows", None) is None or len(corpus.val) < 2:
+        return None
+    return short_split_line(len(corpus.val), cfg.val_rows, cfg.val_tokens)
 
 
 def closing_lines(cfg, path, script, corpus):
@@ -121,6 +144,9 @@ def launch(config_cls, trainer_cls, flags, script):
     chosen = select_backend(flags.get("backend"), world.local_rank)
     threads = set_threads(flags.get("threads"), world)
     corpus = open_run_corpus(cfg, world) if cfg.uses_corpus else None
+    notice = compile_notice(type(cfg).__name__) if world.is_root else None
+    if notice:
+        print(notice, flush=True)
     trainer = trainer_cls(cfg, world, chosen, corpus)
     start = resume_point(trainer, cfg, checkpoint) if resume is not None else None
     path = create_run_dir(world, resume or run_dir, asdict(cfg), resume=resume is not None, name=cfg.run_name,
@@ -138,6 +164,9 @@ def launch(config_cls, trainer_cls, flags, script):
             if val:
                 print(f"validation baselines: unigram {val['unigram_bpb']:.3f}, bigram {val['bigram_bpb']:.3f} "
                       "bits/byte")
+            short = short_validation(cfg, corpus)
+            if short:
+                print(short)
             # now, not at the end: a rank killed from outside ends the whole MPI job before anyone can print
             print(f"if it stops, continue with: {command(script)} --resume {path}", flush=True)
         summary = trainer.run(path)

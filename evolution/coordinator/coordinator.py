@@ -16,6 +16,7 @@ import numpy as np
 from eggnog.evolution.coordinator import messages, wire
 from eggnog.evolution.eggroll import full_state, snapshot_arrays, snapshot_bytes
 from eggnog.evolution.fitness import bits_per_byte, deggs_proxy, pack_ternary, unpack_ternary
+from eggnog.kernels.core.first_compile import first_step_done
 from eggnog.runtime.checkpoint import encode_checkpoint, prune_checkpoints, save_checkpoint
 from eggnog.runtime.commands import this_program
 from eggnog.runtime.files import temp_name
@@ -209,6 +210,7 @@ class Coordinator:
 
     def finish_step(self):
         cfg = self.cfg
+        first_step_done()  # the workers compiled their kernels in the run's first step
         self.history[self.step] = pack_ternary(self.fitness) if self.chunk // 2 % 5 else np.concatenate(self.packed)
         for old in [s for s in self.history if s <= self.step - cfg.history]:
             del self.history[old]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eggnog.kernels.core.first_compile import first_step_done
 from eggnog.runtime.commands import this_program
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.files import write_atomic
@@ -162,6 +163,7 @@ class GossipRun:
             trained = island.step < cfg.steps
             if trained:
                 self.last_loss = island.train_step()
+                first_step_done()
                 self.fitness.update(self.last_loss)
                 self.unsaved = True
                 bar.update(1)

@@ -6,9 +6,10 @@ checkpoint."""
 
 import time
 
+from eggnog.kernels.core.first_compile import first_step_done
 from eggnog.runtime.checkpoint import prune_checkpoints
 from eggnog.runtime.divergence import DivergenceGuard
-from eggnog.runtime.progress import progress
+from eggnog.runtime.progress import forget_rate, progress
 from eggnog.runtime.rundir import resumed_metrics_log
 from eggnog.runtime.step_clock import StepClock, rounded
 from eggnog.runtime.stop_signals import StopSignals, stop_if_signalled
@@ -57,7 +58,7 @@ def run_steps(trainer, run_dir, unit):
     clock = StepClock(trainer.backend.synchronize)
     guard = DivergenceGuard(run_dir, cfg.divergence_hint)
     plots = PlotRefresh(run_dir, trainer.world.is_root and cfg.plots)
-    scores, last = None, False
+    scores, last, compiled = None, False, set()
     try:
         with StopSignals() as signals:
             while trainer.steps_done() < cfg.steps and not last:
@@ -79,6 +80,12 @@ def run_steps(trainer, run_dir, unit):
                 if cfg.plot_due(validated, last):  # after the write: the figures show this step
                     plots.validated(last=last)
                 guard.check(record[loss_key], done)  # before a checkpoint could keep a diverged state
+                # the first step and the first validation compile kernels: the rate and ETA leave them out
+                kinds = {"step", "validation"} if validated else {"step"}
+                if kinds - compiled:
+                    compiled |= kinds
+                    forget_rate(bar)
+                    first_step_done()
                 bar.update(1)
                 bar.set_postfix(train=record[loss_key], **({"val": round(val, 4)} if scores is not None else {}))
                 saved = cfg.checkpoint_due(done, last, improved)
