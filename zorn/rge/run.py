@@ -17,6 +17,8 @@ Table 1 workload: one fixed batch) the run stops once the loss is below `target_
 
 import math
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -40,6 +42,17 @@ from eggnog.zorn.rge.memory import check_rge_fits, with_probe_batch
 from eggnog.zorn.rge.trainer import NonFiniteLoss, RgeConfig, RgeTrainer, step_optimizer
 from eggnog.zorn.tasks import VOCAB, make_task, overfit_task
 from eggnog.zorn.validation import MIN_PASS_TOKENS, Validation, validation_bounds
+
+if TYPE_CHECKING:
+    from eggnog.corpus.reader import ByteCorpus
+    from eggnog.kernels.core.backend import Backend
+    from eggnog.models.dnc import DncModel
+    from eggnog.models.lstm import LstmModel
+    from eggnog.runtime.step_clock import StepClock
+    from eggnog.runtime.world import World
+    from eggnog.zorn.batch import TaskBatch
+    from eggnog.zorn.mingru_task import MinGruTaskModel
+    from eggnog.zorn.tasks import CharLmTask, FixedBatchTask, SyntheticTask
 
 MODELS = ("lstm", "dnc", "mingru")
 SOLVERS = ("cdrge", "fdras", "bptt")
@@ -110,7 +123,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
     lr_search_steps: int = flag(20, "Steps of each learning-rate trial.", changeable=True)
     lr_search_rounds: int = flag(3, "Bisection rounds (two trials each).", changeable=True)
 
-    def check(self, ranks=1):
+    def check(self, ranks: int = 1) -> None:
         if self.model not in MODELS:
             raise BadInput(f"unknown --model {self.model!r}: choose one of {', '.join(MODELS)}")
         if self.solver not in SOLVERS:
@@ -134,7 +147,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
         if self.lr_search is not None:
             parse_bracket(self.lr_search)
 
-    def _check_lengths(self):
+    def _check_lengths(self) -> None:
         low, high = validation_bounds(self)
         if low < 1 or high < low:
             raise BadInput(f"validation lengths must satisfy 1 <= --val-min-len <= --val-max-len, got {low} and {high}")
@@ -145,7 +158,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
         if self.curriculum_max <= self.max_seq_len:
             raise BadInput(f"--curriculum-max {self.curriculum_max} must exceed --max-seq-len {self.max_seq_len}")
 
-    def host_memory(self, ranks):
+    def host_memory(self, ranks: int) -> dict[str, int]:
         if self.model == "mingru":
             from eggnog.models.mingru import MinGruConfig
 
@@ -163,20 +176,20 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
                 "batch and activations": 4 * tokens * (width + 2 * VOCAB) * 2 * max(1, self.probe_batch)}
 
     @property
-    def uses_corpus(self):
+    def uses_corpus(self) -> bool:
         return self.task == "char_lm"
 
-    def layout(self, world):
+    def layout(self, world: "World") -> str | None:
         return "series" if self.solver == "bptt" or world.size == 1 else self.dist_mode
 
-    def describe(self, trainer):
+    def describe(self, trainer: Any) -> list[str]:
         probes = "" if self.solver == "bptt" else f" with {self.probes} {self.distribution} probes, eps {self.eps}"
         return [f"{self.model}: {trainer.model.n_params:,} parameters; {self.solver}{probes}, lr {self.lr}, "
                 f"{self.optimizer}; task {self.task}, batch {self.batch_size}"
                 + (" (overfit one batch)" if self.overfit else "")] + self._schedule_lines() + \
             ([trainer.memory_line] if getattr(trainer, "memory_line", None) else [])
 
-    def _schedule_lines(self):
+    def _schedule_lines(self) -> list[str]:
         lines = []
         if self.validate_every:
             where = ("windows of the val split" if self.task == "char_lm" else
@@ -191,7 +204,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
                          f"{self.lr_search_steps}-step trials" + ("" if self.sigma is not None else ", eps = lr"))
         return lines
 
-    def summarize(self, summary):
+    def summarize(self, summary: dict[str, Any]) -> str:
         status = "reached the target loss" if summary["reached_target"] else "ran its step budget"
         line = f"done: {summary['steps']} steps, loss {summary['loss']:.4f} bits/token ({status})"
         if summary.get("clean_loss") is not None:
@@ -205,7 +218,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
 RESUME_FIXED = RgeRunConfig.fixed_on_resume()
 
 
-def build_model(cfg):
+def build_model(cfg: RgeRunConfig) -> "LstmModel | DncModel | MinGruTaskModel":
     if cfg.model == "lstm":
         from eggnog.models.lstm import LstmConfig, LstmModel
 
@@ -221,7 +234,7 @@ def build_model(cfg):
     return MinGruTaskModel(MinGruConfig(cfg.dim, cfg.depth, cfg.expansion_factor, cfg.ff_mult).check())
 
 
-def open_task_corpus(cfg, world):
+def open_task_corpus(cfg: RgeRunConfig, world: "World") -> "ByteCorpus | None":
     """The byte corpus char_lm reads (--data, or the embedded default); None for synthetic tasks."""
     if cfg.task != "char_lm":
         return None
@@ -231,13 +244,15 @@ def open_task_corpus(cfg, world):
     return open_corpus(cfg.data) if cfg.data else world.root_first(default_corpus)
 
 
-def build_task(cfg, corpus):
+def build_task(cfg: RgeRunConfig,
+               corpus: "ByteCorpus | None") -> "SyntheticTask | CharLmTask | FixedBatchTask":
     task = make_task(cfg.task, cfg.min_seq_len, cfg.max_seq_len, cfg.seed, corpus)
     return overfit_task(task, cfg.batch_size) if cfg.overfit else task
 
 
 class RgeRun:
-    def __init__(self, cfg: RgeRunConfig, world, backend, corpus=None):
+    def __init__(self, cfg: RgeRunConfig, world: "World", backend: "Backend",
+                 corpus: "ByteCorpus | None" = None) -> None:
         cfg.check(world.size)
         self.model = build_model(cfg)
         cfg = with_probe_batch(cfg, self.model.n_params, backend.name, world.size)
@@ -254,11 +269,12 @@ class RgeRun:
         self._start(self.model.init_params(cfg.seed))
 
     @property
-    def train_cfg(self):
+    def train_cfg(self) -> RgeRunConfig:
         """The config the estimator and optimiser run on: the chosen rate (eps follows it unless given)."""
         return replace(self.cfg, lr=self.lr)
 
-    def _start(self, params, opt_arrays=None, opt_scalars=None):
+    def _start(self, params: np.ndarray, opt_arrays: dict[str, np.ndarray] | None = None,
+               opt_scalars: dict[str, Any] | None = None) -> None:
         cfg = self.train_cfg
         if cfg.solver == "bptt":
             self.rge = None
@@ -269,14 +285,14 @@ class RgeRun:
         if opt_arrays and self.optimizer is not None:
             self.optimizer.load_state(opt_arrays, opt_scalars)
 
-    def _follow_curriculum(self):
+    def _follow_curriculum(self) -> None:
         self.task = build_task(replace(self.cfg, max_seq_len=self.curriculum.max_seq_len), self.corpus)
 
-    def host_params(self):
+    def host_params(self) -> np.ndarray:
         return to_host(self.optimizer.train_params()).copy() if self.rge is None else self.rge.host_params()
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def save(self, run_dir, best=False):
+    def save(self, run_dir: Path, best: bool = False) -> None:
         if self.world.is_root:
             arrays, scalars = checkpoint_arrays(self.optimizer) if self.optimizer is not None else ({}, {})
             path = save_checkpoint(run_dir / "checkpoints", self.step, {"params": self.host_params(), **arrays},
@@ -287,7 +303,7 @@ class RgeRun:
                 mark_best(run_dir / "checkpoints", path)
         self.world.barrier()
 
-    def restore(self, path):
+    def restore(self, path: str | Path) -> None:
         arrays, record = load_checkpoint(path)
         meta = record.get("meta", {})
         if meta.get("trainer") != "rge" or meta.get("model") != self.cfg.model:
@@ -304,7 +320,7 @@ class RgeRun:
         self.step = int(record["step"])
 
     # ---- training ------------------------------------------------------------------------------
-    def train_step(self, batch, clock=UNTIMED):
+    def train_step(self, batch: "TaskBatch", clock: Any = UNTIMED) -> float:
         name = self.backend.name
         if self.rge is not None:
             self.rge.step = self.step  # the run's counter: steps skipped by a curriculum or a search count too
@@ -317,26 +333,26 @@ class RgeRun:
             self.optimizer.step(grad)
         return loss
 
-    def validate(self):
+    def validate(self) -> dict[str, float]:
         """{"val_loss", "val_accuracy"} of the current parameters on the held-out samples, and their
         `clean_loss` on this step's training batch."""
         scores = self.validation.score(self.model, self.backend, self.host_params(), self.world)
         return {**scores, "clean_loss": self.clean_loss(self.batch)}
 
-    def clean_loss(self, batch):
+    def clean_loss(self, batch: "TaskBatch") -> float:
         """The loss (bits/token) of the unperturbed parameters on `batch`: the logged `loss` of a zero-order
         step is the probes' mean at theta +- eps z, which at a large eps lies well above it."""
         params = self.optimizer.train_params() if self.rge is None else self.rge.theta
         return float(self.model.loss(self.backend.name, params, batch))
 
-    def search_lr(self, run_dir):
+    def search_lr(self, run_dir: Path) -> None:
         """Settle the rate by --lr-search: every trial from the initial weights over the first batches;
         each trial a line of lr_search.jsonl as it ends, then the choice; the run then starts from the
         initial weights at the chosen rate."""
         cfg, initial = self.cfg, self.host_params()
         steps = cfg.lr_search_steps
 
-        def trial(lr):
+        def trial(lr: float) -> float:
             self.lr = lr
             self._start(initial)
             losses = []
@@ -370,15 +386,15 @@ class RgeRun:
     # ---- the run (training/run/loop.py's hooks) ----------------------------------------------------
     best_key, loss_key = "val_loss", "loss"
 
-    def steps_done(self):
+    def steps_done(self) -> int:
         return self.step
 
-    def before_step(self):
+    def before_step(self) -> None:
         """Untimed: the step's batch, and a fresh window of the memory peaks."""
         self.batch = self.task.batch(self.step, self.cfg.batch_size)
         self.meter.reset()
 
-    def loop_step(self, clock):
+    def loop_step(self, clock: "StepClock") -> tuple[dict[str, Any], None]:
         """One step and its record, timed here (s_per_step, no throughput): tokens None."""
         cfg, world = self.cfg, self.world
         loss = self.train_step(self.batch, clock)
@@ -399,10 +415,10 @@ class RgeRun:
                     tqdm.write(f"step {self.step}: curriculum raises --max-seq-len to {raised}")  # beside the bar
         return record, None
 
-    def stop_reached(self):
+    def stop_reached(self) -> bool:
         return self.reached
 
-    def run(self, run_dir):
+    def run(self, run_dir: Path) -> dict[str, Any]:
         if not self.lr_settled:
             self.search_lr(run_dir)
         self.meter, self.loss, self.reached = MemoryMeter(self.backend), None, False
