@@ -11,9 +11,9 @@ local memory (stack frame), static shared memory, occupancy at the launcher's bl
 Shared-memory kernels show their "Shared memory:" paragraph (the case against bank conflicts, which
 SASS cannot show) or are flagged "not argued". A roofline section estimates headline workloads from the
 kernels' loop structure against the H100 SXM peaks (roofline.py), and the static model (model.py)
-predicts those that list their launches from the whole kernels' SASS, beside the newest measurement of
-each in bench/results (calibration.py). What a kernel module gives the report (traits, that paragraph,
-its own workloads): kernels/STATIC_REPORT.md.
+predicts those that list their launches from the whole kernels' SASS (workloads.py), beside the newest
+measurement of each in bench/results (measurements.py; the model's constants: calibration.py). What a
+kernel module gives the report (traits, that paragraph, its own workloads): kernels/STATIC_REPORT.md.
 
 Writes bench/results/sass_report-sm90-<date>.json and .md. Without the tools: one sentence, exit 2.
 
@@ -22,49 +22,27 @@ Writes bench/results/sass_report-sm90-<date>.json and .md. Without the tools: on
 
 import os
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 import typer
 
 from bench.report import print_table, write_result
-from bench.static_report import calibration, parse
+from bench.static_report import parse
+from bench.static_report.calibration import model_bounds
 from bench.static_report.checks import loop_total, observations, problems, shared_memory_argument
+from bench.static_report.error_bars import prediction_range
 from bench.static_report.limits import occupancy, stated_limits
 from bench.static_report.markdown import render, summary_table
+from bench.static_report.measurements import newest_measurement
 from bench.static_report.model import predict
-from bench.static_report.roofline import BUILT_IN, estimate, hot_loop, module_workloads
-from bench.static_report.tools import ARCH, assemble, find_tools, tool_version
+from bench.static_report.roofline import estimate, hot_loop
+from bench.static_report.tools import ARCH, find_tools, tool_version
+from bench.static_report.workloads import assembled, kernel_code, stale, workloads
 from eggnog.runtime.cli import user_errors
 from eggnog.runtime.errors import BadInput
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
 PREFIX = "eggnog.kernels."
-
-
-def assembled(tools, only=None, names=None):
-    """(compile_all's row, its KernelSpec, signature number, PTX, ptxas log, SASS) per registered kernel
-    signature: of the kernels whose name contains `only`, or is in `names`."""
-    from eggnog.kernels.checks.ptx_compile import compile_all
-    from eggnog.kernels.core.cuda_api import KERNELS
-
-    seen = Counter()
-    for compiled in compile_all(with_ptx=True, only=only):
-        spec = next(s for s in KERNELS if s.name == compiled["name"])
-        seen[spec.name] += 1
-        if names is not None and spec.name not in names:
-            continue
-        ptx = compiled.pop("ptx")
-        log, sass = assemble(ptx, tools)
-        yield compiled, spec, seen[spec.name], ptx, log, sass
-
-
-def _code(spec, number, ptx, resources, sass):
-    """What the static model needs of one compiled signature: the kernel's own function of the listing
-    (a kernel linked with cudadevrt lists the 64-bit division helpers before it)."""
-    functions = parse.parse_sass(sass)
-    instructions = next((ins for name, ins in functions.items() if spec.pyfunc.__name__ in name),
-                        next(iter(functions.values())))
-    return spec.signatures[number - 1], instructions, ptx, resources["registers"], resources["smem"]
 
 
 def kernel_rows(tools, only=None, keep=()):
@@ -86,62 +64,13 @@ def kernel_rows(tools, only=None, keep=()):
         if only is not None:
             row["listing"] = sass
         if spec.name in keep:
-            code[spec.name].append(_code(spec, number, ptx, resources, sass))
+            code[spec.name].append(kernel_code(spec, number, ptx, resources, sass))
         rows.append(row)
     return rows, code
 
 
-def compiled_code(launching, tools=None):
-    """The static model's code of the kernels the workloads `launching` launch, compiling only those."""
-    names = {launch["kernel"] for w in launching for launch in w["launches"]}
-    code = defaultdict(list)
-    for _, spec, number, ptx, log, sass in assembled(tools or find_tools(), names=names):
-        code[spec.name].append(_code(spec, number, ptx, parse.parse_ptxas(log), sass))
-    return code
-
-
-def workloads():
-    """Every roofline workload: the built-in ones and those of the registered kernels' modules."""
-    from eggnog.kernels.core.cuda_api import KERNELS
-    from eggnog.kernels.core.registry import import_families
-
-    import_families()
-    return [make() for make in BUILT_IN] + module_workloads(spec.pyfunc.__module__ for spec in KERNELS)
-
-
-def measured_workloads():
-    """(workload, newest measurement) of the workloads with launches that bench/results has measured."""
-    found = []
-    for w in workloads():
-        measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
-        if "launches" in w and measured and not stale(w, measured):
-            found.append((w, measured))
-    return found
-
-
-def stale(workload, measured):
-    """Whether the workload's kernels changed since its measurement's commit (calibration.changed_since)."""
-    return calibration.changed_since(measured["commit"], [launch["kernel"] for launch in workload["launches"]])
-
-
-def model_bounds():
-    """(constants, their slow and fast corners, the held-out factor, the calibration summary): the refit of
-    the kept rows (calibration.refit), or the committed constants unbounded where nothing is kept."""
-    from bench.static_report import error_bars
-
-    try:
-        bars = calibration.refit()
-    except BadInput:  # nothing kept: the committed constants, no error bars to give
-        return calibration.CONSTANTS, calibration.CONSTANTS, calibration.CONSTANTS, 1.0, None
-    constants = {**calibration.CONSTANTS, **bars["constants"]}
-    slow, fast = error_bars.corners(bars["plausible"], constants)
-    return constants, slow, fast, bars["held_out_factor"], bars
-
-
 def ranged_prediction(workload, code, bounds):
     """model.predict at the constants, with "range": [low, high] units/s (error_bars.prediction_range)."""
-    from bench.static_report.error_bars import prediction_range
-
     constants, slow, fast, factor, _ = bounds
     p = predict(workload, code, constants)
     ends = [predict(workload, code, c)["units_per_s"] for c in (slow, fast)]
@@ -154,7 +83,7 @@ def roofline_rows(rows, code, bounds):
         row = estimate(w, hot_loop([r for r in rows if r["name"] == w["kernel"]]))
         if "launches" in w:
             row["prediction"] = ranged_prediction(w, code, bounds)
-            measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
+            measured = newest_measurement(w["measured"], w["units"]) if "measured" in w else None
             if measured:
                 row["measured"] = {**measured, "kernel_changed": stale(w, measured), "predicted_over_measured": round(
                     row["prediction"]["units_per_s"] / measured["units_per_s"], 2)}

@@ -16,7 +16,7 @@ from math import exp, log
 
 import numpy as np
 
-from bench.static_report import calibration
+from bench.static_report import fitting
 
 PLAUSIBLE_SLACK = log(1.1)  # a grid point within 10% of the best fit's worst ratio still explains the rows
 SLOW_END = {"global_latency_cycles": max, "l2_bytes_per_s": min, "hbm_bytes_per_s": min, "host_s_per_call": max}
@@ -25,15 +25,15 @@ SLOW_END = {"global_latency_cycles": max, "l2_bytes_per_s": min, "hbm_bytes_per_
 def held_out(kept, values):
     """Per kept row: its in-sample, leave-one-out and leave-one-family-out predicted / measured (None where
     nothing is left to fit on)."""
-    rows = calibration.row_arrays(kept)
-    _, constants = calibration.fit(rows, values)
-    inside = calibration.errors(rows, constants)
+    rows = fitting.row_arrays(kept)
+    _, constants = fitting.fit(rows, values)
+    inside = fitting.errors(rows, constants)
     out = []
     for i, row in enumerate(kept):
         others = [r for j, r in enumerate(rows) if j != i]
         family = [r for j, r in enumerate(rows) if kept[j]["family"] != row["family"]]
-        loo = calibration.errors([rows[i]], calibration.fit(others, values)[1])[0] if others else None
-        lofo = calibration.errors([rows[i]], calibration.fit(family, values)[1])[0] if family else None
+        loo = fitting.errors([rows[i]], fitting.fit(others, values)[1])[0] if others else None
+        lofo = fitting.errors([rows[i]], fitting.fit(family, values)[1])[0] if family else None
         out.append({"name": row["name"], "family": row["family"], "file": row["measured"]["file"],
                     "in_sample": _ratio(inside[i]), "leave_one_out": _ratio(loo), "leave_one_family_out": _ratio(lofo)})
     return out
@@ -41,10 +41,10 @@ def held_out(kept, values):
 
 def plausible(kept, values):
     """{constant: (lowest, highest)} over the grid points within PLAUSIBLE_SLACK of the best fit."""
-    worst, _ = calibration.scores(calibration.row_arrays(kept), values)
+    worst, _ = fitting.scores(fitting.row_arrays(kept), values)
     near = np.nonzero(worst <= worst.min() + PLAUSIBLE_SLACK)
     return {k: (float(np.min(np.asarray(values[k])[i])), float(np.max(np.asarray(values[k])[i])))
-            for k, i in zip(calibration.FITTED, near)}
+            for k, i in zip(fitting.FITTED, near)}
 
 
 def corners(bounds, constants):
@@ -73,9 +73,9 @@ def prediction_range(point, slow, fast, factor):
 
 def summary(kept, probed=None):
     """The fit, its held-out errors, the plausible constants and the factor a range is widened by."""
-    values = calibration.grid(probed)
-    rows = calibration.row_arrays(kept)
-    worst, constants = calibration.fit(rows, values)
+    values = fitting.grid(probed)
+    rows = fitting.row_arrays(kept)
+    worst, constants = fitting.fit(rows, values)
     errors = held_out(kept, values)
     return {"constants": constants, "worst_in_sample": _ratio(worst), "rows": errors,
             "plausible": plausible(kept, values), "held_out_factor": round(held_out_factor(errors), 3),

@@ -23,12 +23,12 @@ from collections import defaultdict
 import typer
 
 from bench.report import print_table, write_result
-from bench.static_report import calibration
+from bench.static_report import calibration, measurements
 from eggnog.runtime.cli import user_errors
 from eggnog.runtime.errors import BadInput
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help=__doc__)
-ROOT = calibration.MEASURED.parent.parent
+ROOT = measurements.MEASURED.parent.parent
 H100 = "NVIDIA H100 80GB HBM3"
 # numba's launch path, measured: dispatcher.launch's cumulative time per call in the cProfile of a Table 1
 # CD-RGE step on an H100 (gpu_profile_table1_host, 2026-11-27): 247.88 ms over 1537 launches; cProfile
@@ -41,8 +41,8 @@ TABLE1_SIZES, TABLE1_METHODS = ("100k", "1M", "10M"), ("bptt", "cdrge96", "cdrge
 
 def _measured(benchmark, row, column):
     """(value of `column`, record, file) in the newest H100 result of `benchmark` holding a row matching
-    `row` (calibration.newest_row); Nones where there is none or it lacks the column."""
-    found = calibration.newest_row(benchmark, row, device=H100)
+    `row` (measurements.newest_row); Nones where there is none or it lacks the column."""
+    found = measurements.newest_row(benchmark, row, device=H100)
     if found is None or found[1].get(column) is None:
         return None, None, None
     record, match, file = found
@@ -175,10 +175,10 @@ def _digits(x):
 @app.command()
 @user_errors
 def main():
-    from bench.static_report.__main__ import compiled_code, model_bounds, workloads
     from bench.static_report.error_bars import prediction_range
     from bench.static_report.model import predict
     from bench.static_report.tools import find_tools
+    from bench.static_report.workloads import compiled_code, workloads
 
     os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # as in __main__: compiled for the real target
     tools = find_tools()
@@ -191,7 +191,7 @@ def main():
     traces = [trace(kind, spec) for kind, spec, _ in steps]
     launched = [{"launches": [{"kernel": launch["kernel"]} for t in traces for launch in t["launches"]]}]
     code = defaultdict(list, compiled_code(chosen + launched, tools))
-    constants, slow, fast, factor, _ = model_bounds()
+    constants, slow, fast, factor, _ = calibration.model_bounds()
     rows = []
     for w in chosen:
         row = goals[w["name"]]

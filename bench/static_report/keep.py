@@ -21,12 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.static_report import calibration
+from bench.static_report.fitting import CONSTANTS, L2S, LATENCIES
+from bench.static_report.measurements import MEASURED
 from eggnog.runtime.errors import BadInput
 
 KEPT = Path(__file__).with_name("calibration_rows.json")
-L2_GRID = calibration.L2S
-ROOT = calibration.MEASURED.parent.parent
+L2_GRID = L2S
+ROOT = MEASURED.parent.parent
 
 
 def family(workload):
@@ -43,22 +44,18 @@ def _git(*args, cwd=ROOT):
 def walked_rows(current_only):
     """Kept rows of this process's kernels: every workload with launches whose measurement bench/results
     holds (with `current_only`, not those whose kernels changed since it)."""
-    from bench.static_report.__main__ import compiled_code, stale, workloads
     from bench.static_report.model import predict
+    from bench.static_report.workloads import compiled_code, measured_workloads
 
-    chosen = []
-    for w in workloads():
-        measured = calibration.newest_measurement(w["measured"], w["units"]) if "measured" in w else None
-        if "launches" in w and measured and not (current_only and stale(w, measured)):
-            chosen.append((w, measured))
+    chosen = measured_workloads(current_only)
     if not chosen:
         return []
     code = compiled_code(w for w, _ in chosen)
     rows = []
     for w, measured in chosen:
-        grid = {f"{l2:.3g}": {str(lat): predict(w, code, {**calibration.CONSTANTS, "global_latency_cycles": lat,
+        grid = {f"{l2:.3g}": {str(lat): predict(w, code, {**CONSTANTS, "global_latency_cycles": lat,
                                                           "l2_bytes_per_s": l2})["sm_seconds"]
-                              for lat in calibration.LATENCIES} for l2 in L2_GRID}
+                              for lat in LATENCIES} for l2 in L2_GRID}
         rows.append({"name": w["name"], "family": family(w), "unit": w["unit"], "units": w["units"],
                      "hbm_bytes": w["bytes_per_unit"].get("hbm", 0) * w["units"], "measured": measured,
                      "kernels": sorted({launch["kernel"] for launch in w["launches"]}), "sm_seconds": grid})
@@ -116,7 +113,7 @@ def keep(at=None, path=KEPT):
     old = json.loads(path.read_text())["rows"] if path.exists() else []
     fresh = {(r["name"], r["measured"]["file"]) for r in rows}
     merged = [r for r in old if (r["name"], r["measured"]["file"]) not in fresh] + rows
-    path.write_text(json.dumps({"l2_grid": list(L2_GRID), "latencies": list(calibration.LATENCIES),
+    path.write_text(json.dumps({"l2_grid": list(L2_GRID), "latencies": list(LATENCIES),
                                 "rows": merged}, indent=1) + "\n")
     return rows
 
