@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from bench.fault_cluster import free_port
+from bench.faults.coordinator_cluster import free_port
 from eggnog.evolution.coordinator import wire
 from eggnog.evolution.coordinator.tcp import TcpCoordinatorLink, bind
 from eggnog.evolution.coordinator.tcp_worker_link import LinkLost, Refused, RunOver, TcpWorkerLink

@@ -1,4 +1,4 @@
-"""bench/dynamics_deggs.py without a GPU: the data it writes reads back through eggnog's d-eggs reader,
+"""bench/dynamics/deggs.py without a GPU: the data it writes reads back through eggnog's d-eggs reader,
 d-eggs' coordinator.log parses into a curve, the verdict, --prepare-only against a stand-in checkout and
 compiler, and bad inputs (or no GPU) exit 2 with one sentence and nothing written. With
 EGGNOG_DEGGS=<a d-eggs checkout>: its real coordinator, built with g++, runs a few steps against a
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.deggs_build import VOCAB, build, build_plan, deggs_folder, sources_digest, write_deggs_data
-from bench.dynamics_deggs import deggs_curve, parse_coordinator_log, port_free, result_row, verdict
+from bench.dynamics.deggs import deggs_curve, parse_coordinator_log, port_free, result_row, verdict
+from bench.dynamics.deggs_build import VOCAB, build, build_plan, deggs_folder, sources_digest, write_deggs_data
 from tests.helpers import ROOT, assert_user_error, run_bench
 
 REAL_DEGGS = os.environ.get("EGGNOG_DEGGS")
@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then printf '#!/bin/sh\\n' > "$2"; ch
 
 
 def bench(tmp_path, *args, env=None):
-    return run_bench("dynamics_deggs", tmp_path, *args, env=env)
+    return run_bench("dynamics.deggs", tmp_path, *args, env=env)
 
 
 def fake_checkout(tmp_path):
@@ -114,7 +114,7 @@ def test_verdict_and_row():
 
 def test_a_run_writes_both_curves_json_and_png(tmp_path, monkeypatch):
     """The run's report with both sides stood in (they need a GPU): what the JSON holds."""
-    import bench.dynamics_deggs as bench_module
+    import bench.dynamics.deggs as bench_module
     import bench.report
 
     if shutil.which("g++") is None:
@@ -161,7 +161,7 @@ def test_a_run_writes_both_curves_json_and_png(tmp_path, monkeypatch):
 
 
 def test_eggnog_commands():
-    from bench.dynamics_deggs import eggnog_command
+    from bench.dynamics.deggs import eggnog_command
 
     sync = eggnog_command(5, Path("data"), Path("run"), "sync")
     assert sync[1].endswith("train_es.py") and sync[2:4] == ["--preset", "d-eggs"] and "--mode" not in sync
@@ -244,7 +244,7 @@ def test_without_nvcc_it_says_so(tmp_path):
 
 
 def test_without_a_gpu_it_says_so_and_writes_nothing(tmp_path):
-    from bench.gpu_run import probe_gpu
+    from bench.gpu.run import probe_gpu
 
     if shutil.which("g++") is None or probe_gpu() is not None:
         pytest.skip("needs g++ and no GPU")

@@ -1,5 +1,5 @@
-"""bench/dynamics_mingru.py at a tiny size without torch: a fake peer (a script run by this Python in
-place of bench/mingru_torch_train.py) answers with fixed curves, so eggnog's side, the JSON, the plot
+"""bench/dynamics/mingru.py at a tiny size without torch: a fake peer (a script run by this Python in
+place of bench/peers/mingru_torch_train.py) answers with fixed curves, so eggnog's side, the JSON, the plot
 and the verdicts run for real in seconds; bad flags and a missing peer exit 2 with no result."""
 
 import json
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from bench.dynamics_mingru import parse_configs, torch_default_init, verdict
+from bench.dynamics.mingru import parse_configs, torch_default_init, verdict
 from tests.helpers import assert_user_error, run_bench
 
 FAKE_PEER = '''
@@ -31,7 +31,7 @@ TINY = ["--configs", "8x1:3,16x1:2", "--batch", "2", "--seq", "16", "--val-every
 
 
 def bench(tmp_path, *args):
-    return run_bench("dynamics_mingru", tmp_path, *args)
+    return run_bench("dynamics.mingru", tmp_path, *args)
 
 
 def fake_peer(tmp_path, final):

@@ -1,5 +1,5 @@
-"""bench/dynamics_nano_egg.py at a tiny size without JAX: a fake peer (a script run by this Python in place
-of bench/nano_egg_train.py) answers with fixed curves after checking the data files it was given, so
+"""bench/dynamics/nano_egg.py at a tiny size without JAX: a fake peer (a script run by this Python in place
+of bench/peers/nano_egg_train.py) answers with fixed curves after checking the data files it was given, so
 eggnog's runs, the JSON, the plot and the verdicts run for real; bad flags and a missing peer exit 2 with
 no result."""
 
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from bench.dynamics_nano_egg import parse_configs, summary, verdict
+from bench.dynamics.nano_egg import parse_configs, summary, verdict
 from tests.helpers import assert_user_error, run_bench
 
 FAKE_PEER = '''
@@ -38,7 +38,7 @@ TINY = ["--configs", "1x8:4", "--epochs", "2", "--seeds", "2", "--validate-every
 
 
 def bench(tmp_path, *args):
-    return run_bench("dynamics_nano_egg", tmp_path, *args)
+    return run_bench("dynamics.nano_egg", tmp_path, *args)
 
 
 def fake_peer(tmp_path, final):

@@ -1,5 +1,5 @@
-"""bench/dynamics_zorn.py at a tiny size without torch or the authors' code: a fake peer (run by this
-Python in place of bench/zorn_torch_train.py) writes initial tensors and answers with fixed curves, so
+"""bench/dynamics/zorn.py at a tiny size without torch or the authors' code: a fake peer (run by this
+Python in place of bench/peers/zorn_torch_train.py) writes initial tensors and answers with fixed curves, so
 eggnog's side, the JSON, the plot and the verdicts run for real; bad flags exit 2 with no result. The
 authors' target positions and the mapping of their nn.LSTM onto eggnog's LSTM are checked directly."""
 
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from bench.dynamics_zorn import SPACE, Cell, authors_mask, eggnog_params, own_mask, torch_default_init, verdict
+from bench.dynamics.zorn import SPACE, Cell, authors_mask, eggnog_params, own_mask, torch_default_init, verdict
 from tests.helpers import assert_user_error, run_bench
 
 FAKE_PEER = '''
@@ -38,7 +38,7 @@ TINY = ["--steps", "3", "--lrs", "0.1", "--eval-every", "2", "--samples", "8"]
 
 
 def bench(tmp_path, *args):
-    return run_bench("dynamics_zorn", tmp_path, *args)
+    return run_bench("dynamics.zorn", tmp_path, *args)
 
 
 def fake_peer(tmp_path, final):

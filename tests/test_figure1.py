@@ -1,4 +1,4 @@
-"""bench/figure1.py at a tiny size: every method runs from the same start, the JSON and the PNG are
+"""bench/zorn_paper/figure1.py at a tiny size: every method runs from the same start, the JSON and the PNG are
 written, bad settings are refused."""
 
 import json
@@ -11,7 +11,7 @@ from tests.helpers import ROOT, assert_user_error
 
 def figure1(tmp_path, *args):
     env = dict(os.environ, PYTHONPATH=ROOT, EGGNOG_BENCH_RESULTS=str(tmp_path), NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, "-m", "bench.figure1", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "bench.zorn_paper.figure1", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=600)
 
 

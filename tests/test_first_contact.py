@@ -1,4 +1,4 @@
-"""`bash bench/gpu.sh --first-contact` without a GPU: the plan's order and its budget (its dry run
+"""`bash bench/gpu/run.sh --first-contact` without a GPU: the plan's order and its budget (its dry run
 estimates at most 480 s from the last runs' seconds), estimates from a run's summary or a stated model,
 one archive of the steps' files (four files in --out), a failing step reported while the rest runs, and
 the goal rows' predicted ranges against the run's figures (a stubbed goals file and stubbed steps)."""
@@ -10,9 +10,12 @@ import sys
 import tarfile
 import time
 
-from bench import goal_ranges, gpu_history, gpu_run, gpu_steps
-from bench.gpu_bundle import bundle
-from bench.gpu_steps import Step
+from bench.gpu import goal_ranges
+from bench.gpu import history as gpu_history
+from bench.gpu import run as gpu_run
+from bench.gpu import steps as gpu_steps
+from bench.gpu.bundle import bundle
+from bench.gpu.steps import Step
 from tests.helpers import ROOT, assert_user_error
 
 PY = sys.executable
@@ -28,9 +31,9 @@ def test_the_plan_runs_in_order_and_calls_the_other_parts_by_their_names():
     assert commands["selfcheck"] == "python3 bin/selfcheck.py --gpu"
     assert commands["gpu-tests-quick"] == next(s for s in gpu_steps.QUICK if s.name == "gpu-tests-quick").command()
     assert commands["probes"] == "python3 -m bench.probes"
-    assert commands["tune"] == "python3 -m bench.tune --quick"
+    assert commands["tune"] == "python3 -m bench.gpu.tune --quick"
     assert commands["refit"] == "python3 -m bench.static_report.calibration --refit"
-    assert commands["profile-eggroll"] == "python3 -m bench.gpu_profile eggroll"
+    assert commands["profile-eggroll"] == "python3 -m bench.gpu.profile eggroll"
     peers = {s.name: s.peer for s in steps if s.peer}
     assert peers == {"eggroll-nano-egg": "nano-egg", "mingru-bptt": "torch", "table1-10m": "torch"}
     for s in steps:  # a step no run has measured states its model
@@ -38,7 +41,7 @@ def test_the_plan_runs_in_order_and_calls_the_other_parts_by_their_names():
 
 
 def dry_run(*args):
-    return subprocess.run([PY, "-m", "bench.gpu_run", "--first-contact", "--dry-run", *args], cwd=ROOT,
+    return subprocess.run([PY, "-m", "bench.gpu.run", "--first-contact", "--dry-run", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -76,7 +79,16 @@ def test_estimates_come_from_the_newest_run_of_the_same_command(tmp_path):
     got = {s.name: s for s in gpu_history.with_history((a, b, c), tmp_path)}
     assert got["a"].estimate_s == 13 and got["a"].basis == "measured 12.1 s in gpu-h100-2026-11-27-quick-2.json"
     assert got["b"].estimate_s == 5 and got["b"].basis == "measured 5 s in gpu-h100-2026-11-27.json"
-    assert got["c"].estimate_s == 7 and "stated in bench/gpu_steps.py" in got["c"].basis  # not a run's summary
+    assert got["c"].estimate_s == 7 and "stated in bench/gpu/steps.py" in got["c"].basis  # not a run's summary
+
+
+def test_a_summary_from_before_the_sub_packages_counts_for_the_moved_module(tmp_path):
+    steps = (Step("t", "t", (PY, "-m", "bench.zorn_paper.table1", "--sizes", "10M"), 99),
+             Step("c", "c", (PY, "-m", "bench.zorn_paper.table1_cell", "--size", "10M"), 99))
+    summary(tmp_path / "gpu-h100-2026-11-27.json", [
+        {"command": "python3 -m bench.table1 --sizes 10M", "status": "ok", "seconds": 30.2},
+        {"command": "python3 -m bench.table1_cell --size 10M", "status": "ok", "seconds": 4}])
+    assert [s.estimate_s for s in gpu_history.with_history(steps, tmp_path)] == [31, 4]
 
 
 def test_bundle_holds_every_file_and_is_replaced_whole(tmp_path):
@@ -187,7 +199,7 @@ def test_first_contact_without_a_gpu_refuses_and_takes_no_other_plan(tmp_path):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NUMBA_ENABLE_CUDASIM="0", EGGNOG_BENCH_RESULTS=str(tmp_path))
     for args, message in ((("--first-contact",), "no GPU is visible"),
                           (("--first-contact", "--profile"), "--profile and --first-contact are 2 plans")):
-        result = subprocess.run(["bash", os.path.join(ROOT, "bench", "gpu.sh"), *args, "--out", str(tmp_path / "o")],
-                                capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        result = subprocess.run(["bash", os.path.join(ROOT, "bench", "gpu", "run.sh"), *args, "--out",
+                                 str(tmp_path / "o")], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
         assert_user_error(result, message)
     assert not (tmp_path / "o").exists()

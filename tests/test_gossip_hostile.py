@@ -1,7 +1,7 @@
 """A gossip island on a real socket against a peer that holds the token and misbehaves: replays, bad
 fields, non-finite and wrong-size models, claims of fitness, generated messages; and against bad shared
 files. Each is refused (counted, logged per peer and kind) and the island goes on. (The same as
-processes, with figures: bench/fault_cases_gossip.py, tests/faults/test_tcp_gossip.py.)"""
+processes, with figures: bench/faults/gossip.py, tests/faults/test_tcp_gossip.py.)"""
 
 import json
 import os

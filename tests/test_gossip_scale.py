@@ -1,4 +1,4 @@
-"""bench/gossip_scale.py: its matching is the protocol's, a genome that always wins only spreads, rate 0
+"""bench/scale/gossip.py: its matching is the protocol's, a genome that always wins only spreads, rate 0
 spreads nothing, the half time at rate 1 grows like log2 N, a genome that can lose dies out at the
 gambler's-ruin rate, and the command writes its JSON and PNG."""
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from bench.gossip_scale import matching, rounds_to, simulate
+from bench.scale.gossip import matching, rounds_to, simulate
 from eggnog.training.gossip.mpi import round_pairs
 from tests.helpers import assert_user_error, run_bench
 
@@ -54,7 +54,7 @@ def test_a_genome_that_can_lose_dies_out_at_the_gamblers_ruin_rate():
 
 
 def test_the_command_writes_json_and_png(tmp_path):
-    result = run_bench("gossip_scale", tmp_path, "--islands", "16,64", "--rates", "1,0.5",
+    result = run_bench("scale.gossip", tmp_path, "--islands", "16,64", "--rates", "1,0.5",
                        "--win-probabilities", "1,0.8", "--seeds", "3", timeout=120)
     assert result.returncode == 0, result.stderr
     record = json.loads(next((tmp_path / "results").glob("gossip_scale-*.json")).read_text())
@@ -67,4 +67,4 @@ def test_the_command_writes_json_and_png(tmp_path):
     assert first["log2_islands"] == 4 and first["mean_field_half"] == 4
     png = next((tmp_path / "results").glob("gossip_scale-*.png")).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert_user_error(run_bench("gossip_scale", tmp_path, "--rates", "0"), "--rates must lie in (0, 1]")
+    assert_user_error(run_bench("scale.gossip", tmp_path, "--rates", "0"), "--rates must lie in (0, 1]")

@@ -1,4 +1,4 @@
-"""The commands for a GPU node (bench/gpu.sh, bench/gpu_run.py, bench/gpu_steps.py) without a GPU: the
+"""The commands for a GPU node (bench/gpu/run.sh, bench/gpu/run.py, bench/gpu/steps.py) without a GPU: the
 quick and full plans keep to their budgets by estimate and split tests/gpu between them; a plan skips
 what does not fit and goes on; steps run as real processes whose JSON is collected and copied; a step
 is stopped when the budget runs out; everything is written into --out (summary rewritten after every
@@ -17,9 +17,11 @@ import time
 
 import pytest
 
-from bench import gpu_run, gpu_steps, matmul_throughput
-from bench.gpu_run import plan, run_all, run_plan, skip_reason, write_summary
-from bench.gpu_steps import Step
+from bench.gpu import run as gpu_run
+from bench.gpu import steps as gpu_steps
+from bench.gpu.run import plan, run_all, run_plan, skip_reason, write_summary
+from bench.gpu.steps import Step
+from bench.throughput import matmul as matmul_throughput
 from tests.helpers import ROOT, assert_user_error
 
 PY = sys.executable
@@ -155,8 +157,8 @@ SLEEPS = ("import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid()));
           "print('sleeping', flush=True); time.sleep(120)")
 RUNNER = """
 import json, sys
-from bench.gpu_run import run_plan
-from bench.gpu_steps import Step
+from bench.gpu.run import run_plan
+from bench.gpu.steps import Step
 py, out, pid_file = sys.executable, sys.argv[1], sys.argv[2]
 steps = (Step("first", "first", (py, "-c", "print('first done')"), 1),
          Step("sleeps", "sleeps", (py, "-c", {sleeps!r}, pid_file), 1),
@@ -198,11 +200,11 @@ def test_sigterm_stops_the_running_step_and_the_summary_is_written(tmp_path):
                 pass
 
 
-def gpu_command(*args, script="gpu_run", results=None):
+def gpu_command(*args, script="gpu.run", results=None):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NUMBA_ENABLE_CUDASIM="0",
                EGGNOG_BENCH_RESULTS=str(results) if results else os.environ.get("EGGNOG_BENCH_RESULTS", ""),
-               PATH=os.path.dirname(PY) + os.pathsep + os.environ.get("PATH", ""))  # gpu.sh runs this python3
-    # gpu.sh is a file; the runner is a module of the bench package
+               PATH=os.path.dirname(PY) + os.pathsep + os.environ.get("PATH", ""))  # run.sh runs this python3
+    # run.sh is a file; the runner is a module of the bench package
     if script.endswith(".sh"):
         command = ["bash", os.path.join(ROOT, "bench", script)]
     else:
@@ -210,7 +212,7 @@ def gpu_command(*args, script="gpu_run", results=None):
     return subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
 
 
-@pytest.mark.parametrize("script", ["gpu_run", "gpu.sh"])
+@pytest.mark.parametrize("script", ["gpu.run", "gpu/run.sh"])
 def test_without_a_gpu_it_refuses_in_one_sentence(tmp_path, script):
     results = tmp_path / "results"
     results.mkdir()
@@ -223,7 +225,7 @@ def test_dry_run_prints_the_plan_without_a_gpu(tmp_path):
     result = gpu_command("--dry-run", "--budget", "100", "--only", "scan,table1", results=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "skip: estimated 170 s, only 80 s of the 100 s budget left" in result.stdout
-    assert "python3 -m bench.scan_throughput --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
+    assert "python3 -m bench.throughput.scan --shapes 8x4096x1536" in result.stdout and "eggroll" not in result.stdout
     assert "total of the estimates: 20 s of the 100 s budget" in result.stdout
     assert not list(tmp_path.iterdir())
 
@@ -234,13 +236,13 @@ def test_quick_dry_run_with_only_python3_on_path_fits_150_s_and_writes_nothing(t
     (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {PY} "$@"\n')  # a symlink would lose the venv
     (bin_dir / "python3").chmod(0o755)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
-    result = subprocess.run([shutil.which("bash"), os.path.join(ROOT, "bench", "gpu.sh"), "--quick", "--dry-run",
+    result = subprocess.run([shutil.which("bash"), os.path.join(ROOT, "bench", "gpu", "run.sh"), "--quick", "--dry-run",
                              "--out", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     total = next(line for line in result.stdout.splitlines() if line.startswith("total of the estimates:"))
     assert int(total.split()[4]) <= 150 and "of the 150 s budget" in total and "skip:" not in result.stdout
     assert "python3 bin/selfcheck.py --gpu" in result.stdout
-    assert "python3 -m bench.eggroll_throughput --depth 6" in result.stdout
+    assert "python3 -m bench.throughput.eggroll --depth 6" in result.stdout
     assert sorted(os.listdir(tmp_path)) == ["bin"]
 
 
@@ -249,18 +251,18 @@ def test_dry_runs_with_every_peer_fit_their_budgets(flags, budget, tmp_path):
     nano = tmp_path / "nano-egg"
     nano.mkdir()
     (nano / "run.py").write_text("")
-    result = subprocess.run([PY, "-m", "bench.gpu_run", "--dry-run", "--nano-egg", str(nano), *flags], cwd=ROOT,
+    result = subprocess.run([PY, "-m", "bench.gpu.run", "--dry-run", "--nano-egg", str(nano), *flags], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     total = next(line for line in result.stdout.splitlines() if line.startswith("total of the estimates:"))
     assert int(total.split()[4]) <= budget and f"of the {budget} s budget" in total and "skip:" not in result.stdout
     if not flags:
         assert f"--nano-python python3 --nano-egg {nano}" in result.stdout
-        assert "python3 -m bench.table1 " in result.stdout and "--torch-python python3" in result.stdout
+        assert "python3 -m bench.zorn_paper.table1 " in result.stdout and "--torch-python python3" in result.stdout
 
 
 def test_without_nano_egg_its_step_is_skipped_with_one_line(tmp_path):
-    result = subprocess.run([PY, "-m", "bench.gpu_run", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+    result = subprocess.run([PY, "-m", "bench.gpu.run", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("no --nano-egg given: nano-egg's rows are skipped") == 1

@@ -1,4 +1,4 @@
-"""bench/host_path.py refuses, in one sentence and with exit status 2, to run off the simulator or with
+"""bench/gpu/host_path.py refuses, in one sentence and with exit status 2, to run off the simulator or with
 widths and counts it cannot use, before any step runs and without writing a result."""
 
 import os
@@ -19,7 +19,7 @@ from tests.helpers import ROOT
 def test_bad_inputs_are_refused(tmp_path, simulator, args, fragment):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM=simulator, EGGNOG_BENCH_RESULTS=str(tmp_path),
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, "-m", "bench.host_path", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "bench.gpu.host_path", *args], capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=120)
     assert result.returncode == 2, result.stderr
     assert fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -30,8 +30,8 @@ def test_a_cdrge_step_and_a_mingru_bptt_step_after_warm_up():
     """The counting hook over a CD-RGE step (an LSTM at width 4, 2 probes: one pass of 4 evaluations; short
     copy samples keep the simulator quick) and a MinGRU BPTT step: nothing allocated, one wait (the losses),
     the batch uploaded once (CD-RGE: the batch, the probe keys and scales, the update's coefficients; BPTT:
-    the chunk, beside the optimiser's scalars). bench/host_path.py counts the Table 1 sizes."""
-    from bench.host_path import counted_step
+    the chunk, beside the optimiser's scalars). bench/gpu/host_path.py counts the Table 1 sizes."""
+    from bench.gpu.host_path import counted_step
     from eggnog.kernels.core.backend import Backend
     from eggnog.runtime.world import init_world
     from eggnog.training.mingru.bptt import BpttRunConfig, BpttTrainer

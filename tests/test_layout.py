@@ -57,23 +57,48 @@ def test_imports_follow_the_layout(package):
 
 
 # run by a peer's own Python beside its checkout: their `models.models` is the peer's, not eggnog's folder
-PEER_SCRIPTS = {"mingru_torch_step.py", "mingru_torch_train.py", "nano_egg_driver.py", "nano_egg_train.py",
-                "table1_torch_loop.py", "zorn_torch_train.py"}
+PEERS = os.path.join(ROOT, "bench", "peers")
+
+
+def peer_scripts():
+    return [os.path.join(PEERS, f) for f in sorted(os.listdir(PEERS)) if f.endswith(".py") and f != "__init__.py"]
 
 
 def test_nothing_imports_the_bare_folder_names():
     offenders = [f"{os.path.relpath(path, ROOT)} imports {name}"
                  for path in python_files(*PACKAGES, "bin", "bench", "tests")
-                 if os.path.basename(path) not in PEER_SCRIPTS
+                 if os.path.dirname(path) != PEERS
                  for name in imported_modules(path) if name.split(".")[0] in PACKAGES]
     assert not offenders, offenders
 
 
 def test_peer_scripts_import_nothing_of_eggnog():
-    paths = [os.path.join(ROOT, "bench", name) for name in sorted(PEER_SCRIPTS)]
+    paths = peer_scripts()
     offenders = [f"{os.path.relpath(path, ROOT)} imports {name}" for path in paths
-                 for name in imported_modules(path) if name.split(".")[0] == "eggnog"]
-    assert all(map(os.path.isfile, paths)) and not offenders, offenders
+                 for name in imported_modules(path) if name.split(".")[0] in ("eggnog", "bench")]
+    assert paths and not offenders, offenders
+
+
+def bench_top():
+    """The modules and folders at the top of bench/ (as git tracks them), less its __init__.py and the
+    measured data in results/: at most 12, each folder a sub-package of one concern."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "bench"], capture_output=True, text=True, cwd=ROOT).stdout.split()
+    top = {path.split("/")[1] + ("/" if path.count("/") > 1 else "") for path in tracked}
+    return sorted(top - {"__init__.py", "results/"})
+
+
+def test_bench_is_a_dozen_sub_packages_at_most():
+    top = bench_top()
+    assert 0 < len(top) <= 12, top
+
+
+def test_readme_layout_names_every_bench_sub_package():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        table = f.read().split("## Layout", 1)[1]
+    missing = [entry for entry in bench_top() if entry.endswith("/") and f"| `bench/{entry}` |" not in table]
+    assert bench_top() and not missing, missing
 
 
 def test_one_kernel_registry():

@@ -13,7 +13,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from bench.fault_cases_mpi import MPIEXEC
+from bench.faults.mpi import MPIEXEC
 from eggnog.runtime import loggers, optional
 from eggnog.runtime.rundir import read_jsonl
 from tests.es_helpers import TINY, tiny_corpus

@@ -1,4 +1,4 @@
-"""The side-by-side bench against nano-egg (bench/nano_egg_side_by_side.py) where nano-egg is absent or
+"""The side-by-side bench against nano-egg (bench/throughput/nano_egg_side_by_side.py) where nano-egg is absent or
 does not run: it gives eggnog's figures and its perturbed/plain ratio with the reason, and writes a
 well-formed result; it refuses bad options in one sentence."""
 
@@ -14,7 +14,7 @@ from tests.helpers import ROOT, assert_user_error
 
 def side_by_side(tmp_path, *args):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", EGGNOG_BENCH_RESULTS=str(tmp_path / "results"))
-    return subprocess.run([sys.executable, "-m", "bench.nano_egg_side_by_side", *args],
+    return subprocess.run([sys.executable, "-m", "bench.throughput.nano_egg_side_by_side", *args],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
 
 

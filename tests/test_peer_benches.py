@@ -1,5 +1,5 @@
-"""The CPU side-by-side benches against PyTorch peers (bench/mingru_side_by_side.py against
-minGRU-pytorch, bench/table1_side_by_side.py against a plain PyTorch CD-RGE loop) where the peer is
+"""The CPU side-by-side benches against PyTorch peers (bench/throughput/mingru_side_by_side.py against
+minGRU-pytorch, bench/zorn_paper/table1_side_by_side.py against a plain PyTorch CD-RGE loop) where the peer is
 absent or broken, and their refusals of bad flags; and, with no GPU, the commands that put each peer on
 the GPU beside eggnog (torch's `--device cuda`, nano-egg's JAX `--platform cuda`)."""
 
@@ -22,7 +22,7 @@ def test_mingru_bench_reports_eggnog_alone_without_its_peer(tmp_path, peer):
         fake.write_text("#!/bin/sh\necho 'No module named minGRU_pytorch' >&2\nexit 1\n")
         fake.chmod(0o755)
         args += ["--torch-python", str(fake)]
-    result = bench("mingru_side_by_side", tmp_path, *args)
+    result = bench("throughput.mingru_side_by_side", tmp_path, *args)
     assert result.returncode == 0, result.stderr
     assert ("no --torch-python given" if peer == "absent" else "No module named minGRU_pytorch") in result.stdout
     [path] = (tmp_path / "results").glob("mingru_side_by_side-cpu-*.json")
@@ -32,15 +32,15 @@ def test_mingru_bench_reports_eggnog_alone_without_its_peer(tmp_path, peer):
 
 
 @pytest.mark.parametrize("script, args, message", [
-    ("mingru_side_by_side", ["--configs", "64x2"], "dim x depth : batch x seq"),
-    ("mingru_side_by_side", ["--configs", "64x0:8x8"], "dim x depth : batch x seq"),
-    ("mingru_side_by_side", ["--steps", "0"], "--steps must be positive"),
-    ("mingru_side_by_side", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
-    ("table1_side_by_side", ["--sizes", "5M"], "choose from 100k"),
-    ("table1_side_by_side", ["--probes", "7"], "96 or 512"),
-    ("table1_side_by_side", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
-    ("es_modes", ["--ranks", "1"], "--ranks must be at least 2"),
-    ("es_modes", ["--steps", "3", "--warmup", "3"], "more than --warmup"),
+    ("throughput.mingru_side_by_side", ["--configs", "64x2"], "dim x depth : batch x seq"),
+    ("throughput.mingru_side_by_side", ["--configs", "64x0:8x8"], "dim x depth : batch x seq"),
+    ("throughput.mingru_side_by_side", ["--steps", "0"], "--steps must be positive"),
+    ("throughput.mingru_side_by_side", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
+    ("zorn_paper.table1_side_by_side", ["--sizes", "5M"], "choose from 100k"),
+    ("zorn_paper.table1_side_by_side", ["--probes", "7"], "96 or 512"),
+    ("zorn_paper.table1_side_by_side", ["--torch-python", "/nonexistent/python"], "is not an executable Python"),
+    ("scale.es_modes", ["--ranks", "1"], "--ranks must be at least 2"),
+    ("scale.es_modes", ["--steps", "3", "--warmup", "3"], "more than --warmup"),
 ])
 def test_bad_flags_exit_2_with_one_sentence(tmp_path, script, args, message):
     result = bench(script, tmp_path, *args)
@@ -57,8 +57,8 @@ def recording_python(tmp_path, reply):
 
 
 def test_table1_runs_its_torch_peer_on_the_cells_device(tmp_path):
-    from bench import table1
-    from bench.table1_grid import LR, SIZES
+    from bench.zorn_paper import table1
+    from bench.zorn_paper.table1_grid import LR, SIZES
 
     fake = recording_python(tmp_path, {"s_per_step": 0.5, "loss_first_bits": 7.0, "loss_after_bits": 6.0})
     args = {"steps": 5, "warmup": 1, "batch_size": 64, "task": "char_lm"}
@@ -75,7 +75,7 @@ def test_table1_runs_its_torch_peer_on_the_cells_device(tmp_path):
 
 
 def test_the_mingru_peer_runs_on_the_gpu_beside_a_cuda_step(tmp_path):
-    from bench import mingru_side_by_side
+    from bench.throughput import mingru_side_by_side
 
     fake = recording_python(tmp_path, {"s_per_step": 0.3})
     assert mingru_side_by_side.torch_seconds(fake, 16, 1, 2, 8, 1, 0, 60, "cuda") == {"s_per_step": 0.3}
@@ -84,7 +84,7 @@ def test_the_mingru_peer_runs_on_the_gpu_beside_a_cuda_step(tmp_path):
 
 
 def test_nano_egg_runs_on_jax_gpu_beside_a_cuda_evaluation(tmp_path):
-    from bench import nano_egg_side_by_side
+    from bench.throughput import nano_egg_side_by_side
 
     fake = recording_python(tmp_path, {"modes": {}})
     got = nano_egg_side_by_side.nano_side(fake, str(tmp_path), 6, 256, 32768, 100, 3, 60, "cuda")

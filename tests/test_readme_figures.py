@@ -101,7 +101,7 @@ def test_the_hostile_peer_tables_are_their_benchmark_file():
 
 MEASURED = re.compile(r"(?<![-\w.])\d[\d.,]*\s*(?:bits/byte|bits per token|bits/token|member-tokens/s|tokens/s|"
                       r"rows/s|s/step|s a step|ms\b|min \d+ s\b|s\b)")
-SOURCE = re.compile(r"bench/results/[\w.\-*]+|python -m bench\.\w+|bench/\w+\.py|`bench\.\w+`")
+SOURCE = re.compile(r"bench/results/[\w.\-*]+|python -m bench\.\w+|bench/[\w/]+\.py|`bench\.[\w.]+`")
 
 
 def blocks():

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.fault_cluster import free_port
+from bench.faults.coordinator_cluster import free_port
 from eggnog.runtime.rundir import read_jsonl
 from tests.es_helpers import tiny_corpus
 from tests.helpers import ROOT

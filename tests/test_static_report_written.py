@@ -1,5 +1,5 @@
-"""Reading a written static report (bench/static_report/written.py), as bench/coordinator_scale.py does:
-rows by name, and a missing or foreign report refused with one sentence; coordinator_scale stops on it
+"""Reading a written static report (bench/static_report/written.py), as bench/scale/coordinator.py does:
+rows by name, and a missing or foreign report refused with one sentence; it stops on one
 with exit status 2 before measuring anything."""
 
 import json
@@ -34,7 +34,7 @@ def test_a_missing_or_foreign_report_is_refused(tmp_path, content, message):
 def test_a_report_without_the_row_is_refused(tmp_path):
     with pytest.raises(BadInput, match="no single roofline row"):
         row_named(read_report(_written(tmp_path, {"roofline": []}))[1], "EGG")
-    assert_user_error(bench("coordinator_scale", tmp_path, "--report", tmp_path / "missing.json"),
+    assert_user_error(bench("scale.coordinator", tmp_path, "--report", tmp_path / "missing.json"),
                       "is not a static report")
     assert not (tmp_path / "results").exists()
 

@@ -12,7 +12,7 @@ from tests.helpers import ROOT, assert_user_error
 
 def table1(tmp_path, *args):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", EGGNOG_BENCH_RESULTS=str(tmp_path), EGGNOG_PROGRESS="0")
-    return subprocess.run([sys.executable, "-m", "bench.table1", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "bench.zorn_paper.table1", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=900)
 
 

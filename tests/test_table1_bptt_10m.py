@@ -1,12 +1,12 @@
 """Table 1's BPTT cell at 10M (hidden 9600, 64 heads of 150) trains: on CPU, with the cell's own config
-(optimiser and learning rate from bench/table1_grid.py) and a batch of 8 text windows, the loss starts
+(optimiser and learning rate from bench/zorn_paper/table1_grid.py) and a batch of 8 text windows, the loss starts
 near log2(100) bits and falls over a few steps. At Adam lr 0.01 the first step alone overshoots to ~25
 bits, since each weight moves by about lr and the logits move in proportion to the width."""
 
 import math
 from dataclasses import replace
 
-from bench.table1_grid import cell_config
+from bench.zorn_paper.table1_grid import cell_config
 from eggnog.kernels.core.backend import Backend
 from eggnog.runtime.world import init_world
 from eggnog.zorn.rge.run import RgeRun, open_task_corpus

@@ -1,4 +1,4 @@
-"""bench/table2.py at a tiny size: cells train and validate, a cell over the time budget is skipped with
+"""bench/zorn_paper/table2.py at a tiny size: cells train and validate, a cell over the time budget is skipped with
 its reason, the JSON and the PNG are written, bad settings are refused."""
 
 import json
@@ -11,7 +11,7 @@ from tests.helpers import ROOT, assert_user_error
 
 def table2(tmp_path, *args):
     env = dict(os.environ, PYTHONPATH=ROOT, EGGNOG_BENCH_RESULTS=str(tmp_path), NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, "-m", "bench.table2", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "bench.zorn_paper.table2", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=600)
 
 

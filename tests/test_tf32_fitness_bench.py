@@ -1,4 +1,4 @@
-"""bench/tf32_fitness.py, the evidence for TF32 in the population forward: a tiny run writes its figures,
+"""bench/gpu/tf32_fitness.py, the evidence for TF32 in the population forward: a tiny run writes its figures,
 and bad flags are refused with one sentence and nothing written."""
 
 import json
@@ -10,7 +10,7 @@ from tests.test_peer_benches import bench
 
 
 def test_a_tiny_comparison_writes_every_figure(tmp_path):
-    result = bench("tf32_fitness", tmp_path, "--dim", 8, "--depth", 1, "--population", 8, "--group-size", 4,
+    result = bench("gpu.tf32_fitness", tmp_path, "--dim", 8, "--depth", 1, "--population", 8, "--group-size", 4,
                    "--tokens", 16, "--bptt-steps", 2, "--epochs", 2, "--data", "random")
     assert result.returncode == 0, result.stderr
     [path] = (tmp_path / "results").glob("tf32_fitness-cpu-*.json")
@@ -30,6 +30,6 @@ def test_a_tiny_comparison_writes_every_figure(tmp_path):
     (["--bptt-steps", "-1"], "not negative"),
 ])
 def test_bad_flags_exit_2_with_one_sentence(tmp_path, args, message):
-    result = bench("tf32_fitness", tmp_path, *args)
+    result = bench("gpu.tf32_fitness", tmp_path, *args)
     assert_user_error(result, message)
     assert not (tmp_path / "results").exists()

@@ -1,4 +1,4 @@
-"""The tuner (bench/tune.py): with injected timings it records the fastest variant, which the kernel's
+"""The tuner (bench/gpu/tune.py): with injected timings it records the fastest variant, which the kernel's
 launcher then chooses; on the simulator it refuses to tune unless dry-running, and a dry run times and
 records the real scan variants at their small sizes."""
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from bench import tune
+from bench.gpu import tune
 from eggnog.kernels.core.tuning import TUNABLES, Tunable
 from eggnog.runtime.errors import BadInput
 

@@ -37,7 +37,7 @@ from eggnog.runtime.errors import BadInput
 __all__ = ["CONSTANTS", "FITTED", "L2S", "LATENCIES", "MEASURED", "NOT_MODELLED", "RUN_RESULTS", "changed_since",
            "errors", "fit", "grid", "main", "model_bounds", "newest_measurement", "newest_probes", "print_refit",
            "refit", "row_arrays", "sm_seconds"]
-RUN_RESULTS = "EGGNOG_RUN_RESULTS"  # set by bench/gpu_run.py: the folder of the running plan's results
+RUN_RESULTS = "EGGNOG_RUN_RESULTS"  # set by bench/gpu/run.py: the folder of the running plan's results
 
 # constants a probe may measure that the model does not use yet, and what it assumes instead
 NOT_MODELLED = {

@@ -70,7 +70,7 @@ def kernel_goals():
 
 def step_goals():
     """(kind, spec, goal row) of each traced step."""
-    from bench.table1_grid import A40
+    from bench.zorn_paper.table1_grid import A40
 
     rows = []
     fp32 = "the goal: twice minGRU-pytorch's fp32 step (0.282 s on an H200)"

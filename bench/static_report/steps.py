@@ -4,8 +4,8 @@
     NUMBA_ENABLE_CUDASIM=1 python -m bench.static_report.steps mingru 1024x8:8x2048:fp32
     NUMBA_ENABLE_CUDASIM=1 python -m bench.static_report.steps table1 10M:cdrge96
 
-mingru DIMxDEPTH:BATCHxSEQ:PRECISION is the MinGRU BPTT step of bench/mingru_side_by_side.py; table1
-SIZE:METHOD a Table 1 cell's step in series (bench/table1_grid.py, batch 1024), with its probes in passes
+mingru DIMxDEPTH:BATCHxSEQ:PRECISION is the MinGRU BPTT step of bench/throughput/mingru_side_by_side.py; table1
+SIZE:METHOD a Table 1 cell's step in series (bench/zorn_paper/table1_grid.py, batch 1024), with its probes in passes
 and its LSTM kernels chosen as on an H100. Prints one JSON object: "launches", the distinct launches as
 the static model takes them (model.py), "sequence", the step as indices into them and -1 for each host
 wait, and "counts", the step's device counts. goals.py runs it in a process of its own: the report's
@@ -18,7 +18,7 @@ from eggnog.runtime.errors import BadInput
 
 
 def mingru_step(spec):
-    from bench.mingru_side_by_side import bptt_step
+    from bench.throughput.mingru_side_by_side import bptt_step
     from eggnog.kernels.core.backend import Backend
     from eggnog.kernels.core.placement import PRECISIONS
 
@@ -35,7 +35,7 @@ def mingru_step(spec):
 
 
 def table1_step(spec):
-    from bench.table1_grid import METHODS, SIZES, cell_config
+    from bench.zorn_paper.table1_grid import METHODS, SIZES, cell_config
     from eggnog.kernels.core.backend import Backend
     from eggnog.runtime.world import init_world
     from eggnog.zorn.rge.run import RgeRun, open_task_corpus

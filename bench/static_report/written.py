@@ -1,5 +1,5 @@
 """Reading a static report the report wrote (bench/results/sass_report-sm90-<date>.json), for the
-benchmarks that take its rates as figures (bench/coordinator_scale.py)."""
+benchmarks that take its rates as figures (bench/scale/coordinator.py)."""
 
 import json
 from pathlib import Path

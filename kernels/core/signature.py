@@ -114,7 +114,7 @@ def _evaluate(node: ast.AST, sizes: dict[str, Any]) -> int:
 
 class Signature:
     """The declared arguments of one op, in its reference's parameter order, and the check of a call
-    (a few microseconds: bench/op_check_cost.py)."""
+    (a few microseconds: bench/throughput/op_check_cost.py)."""
 
     def __init__(self, op_name: str, parameters: list[inspect.Parameter], declared: dict[str, str]) -> None:
         """parameters: the reference's inspect.Parameter list; declared: {name: declaration text}."""

@@ -1,6 +1,6 @@
 """Launch shapes chosen per GPU: a kernel whose best shape depends on the device offers named variants
 (each bit-exact with the others, or within its op's tolerance), its default the static model's best, and
-asks `variant_for(kernel, device, problem, variants, default)` at launch. `python -m bench.tune` times the
+asks `variant_for(kernel, device, problem, variants, default)` at launch. `python -m bench.gpu.tune` times the
 variants on a real GPU and keeps the fastest per (device name, kernel, problem size) in `tuning.json`
 beside the compile cache (core/compile_cache.py), which later launches read; a source edit starts a new
 compile-cache folder, and so a new tuning file. EGGNOG_TUNING=0 uses every default (reproducing a run
@@ -95,7 +95,7 @@ TUNABLES: dict[str, "Tunable"] = {}  # kernel name -> its Tunable, filled as ker
 
 @dataclass(frozen=True)
 class Tunable:
-    """What `python -m bench.tune` reads from a kernel module (its module-level TUNABLES, a tuple of these).
+    """What `python -m bench.gpu.tune` reads from a kernel module (its module-level TUNABLES, a tuple of these).
 
     kernel: the name in the tuning file. variants: the launch shapes' names; default: the static model's
     best of them. problems: (job, sizes) pairs of the main jobs to tune for on a GPU, the first the one

@@ -361,7 +361,7 @@ def cuda_matmul_backward_bf16(dy: BackendArray, x: BackendArray, w: BackendArray
     return matmul_backward_bf16_variants(MATMUL_BF16_DX.choose(sizes), MATMUL_BF16_DW.choose(sizes), dy, x, w)
 
 
-# ---- tuning (kernels/core/tuning.py: python -m bench.tune) ------------------------------------------
+# ---- tuning (kernels/core/tuning.py: python -m bench.gpu.tune) ------------------------------------------
 
 def _runner(gradient):
     """Tunable.run of one product: its operands for (rows, d_in, d_out) on the device, one launch a call."""

@@ -307,7 +307,7 @@ def cuda_matmul_backward_tf32(dy: BackendArray, x: BackendArray, w: BackendArray
     return cuda_matmul_tf32(dy, _transposed(w)), cuda_matmul_tf32(dy_t, _transposed(x))
 
 
-# ---- tuning (kernels/core/tuning.py: python -m bench.tune) ------------------------------------------
+# ---- tuning (kernels/core/tuning.py: python -m bench.gpu.tune) ------------------------------------------
 
 def _run(variant, sizes):
     rows, d_in, d_out = sizes

@@ -530,7 +530,7 @@ def run_backward(dh_out, r, cs, gates, draw, dh_state, dc_state):
 
 # ---- roofline of the static report (kernels/STATIC_REPORT.md) -------------------------------------
 
-TABLE1 = {"100k": (240, 12), "1M": (1600, 32), "10M": (9600, 64)}  # hidden, heads (bench/table1_grid.py)
+TABLE1 = {"100k": (240, 12), "1M": (1600, 32), "10M": (9600, 64)}  # hidden, heads (bench/zorn_paper/table1_grid.py)
 ROOFLINE_WORKLOADS = tuple(f"LSTM {name} forward, batch 1024, 11 steps" for name in TABLE1)
 
 

@@ -593,7 +593,7 @@ def cuda_scan_step(k: BackendArray, u: BackendArray, h_prev: BackendArray | None
     step_cuda[blocks(k.shape[0] * k.shape[1])](k, u, on_device(h_prev, np.float32) if carried else k, carried, h)
     return h
 
-# ---- tuning (kernels/core/tuning.py: python -m bench.tune) ------------------------------------------
+# ---- tuning (kernels/core/tuning.py: python -m bench.gpu.tune) ------------------------------------------
 
 _PROBLEMS = (("MinGRU LM 8 x 4096 x 1536", (8, 4096, 1536)), ("segmented scan 1 x 16384 x 128", (1, 16384, 128)))
 _SMALL = ((2, 130, 3), (1, 260, 5), (3, 65, 90), (1, 520, 3))  # 3 tiles; 2 segments (of slots16 too); 3 groups

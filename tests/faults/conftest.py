@@ -3,7 +3,7 @@ the cases' run, which every disturbed run must reproduce bit for bit."""
 
 import pytest
 
-from bench.fault_cases_tcp import reference_for
+from bench.faults.tcp import reference_for
 from tests.es_helpers import tiny_corpus
 
 

@@ -1,11 +1,11 @@
-"""Faults of runs under MPI (bench/fault_cases_mpi.py drives them: mpiexec jobs of a tiny model on the
+"""Faults of runs under MPI (bench/faults/mpi.py drives them: mpiexec jobs of a tiny model on the
 CPU): a rank killed with kill -9, a gossip run stopped by SIGINT or SIGTERM, a gossip island killed."""
 
 import signal
 
 import pytest
 
-from bench import fault_cases_mpi as cases
+from bench.faults import mpi as cases
 
 pytestmark = pytest.mark.skipif(cases.MPIEXEC is None, reason="no mpiexec")
 

@@ -4,7 +4,7 @@ this machine): the run goes on and ends with the synchronous trainer's parameter
 import sysconfig
 from pathlib import Path
 
-from bench import fault_cases_tcp as cases
+from bench.faults import tcp as cases
 from eggnog.corpus.prepare import prepare
 from eggnog.evolution.coordinator import wire
 from tests.faults.test_tcp_workers import assert_undamaged

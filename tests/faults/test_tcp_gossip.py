@@ -1,4 +1,4 @@
-"""Gossip islands over TCP, as processes on this machine, through the failures of bench/faults.py:
+"""Gossip islands over TCP, as processes on this machine, through the failures of bench/faults/__main__.py:
 a kill in mid-transfer, islands killed and one restarted, a partition, a slow island, bad messages.
 The partition lasts 6 s here (30 s in the bench); runs are longer than the bench's where islands
 must overlap in time, since a loaded test machine starts them unevenly."""
@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from bench import fault_cases_gossip as cases
-from bench import fault_cases_gossip_hostile as hostile
-from bench.fault_cluster import quiet_env
-from bench.gossip_cluster import RUN, GossipCluster
+from bench.faults import gossip as cases
+from bench.faults import gossip_hostile as hostile
+from bench.faults.coordinator_cluster import quiet_env
+from bench.faults.gossip_cluster import RUN, GossipCluster
 from eggnog.runtime.rundir import read_jsonl
 from tests.helpers import ROOT
 
@@ -140,7 +140,7 @@ def test_the_tcp_events_log_has_the_mpi_runs_kinds_of_events(tmp_path, fault_cor
     assert {e["event"] for e in mpi_events} <= {e["event"] for e in tcp_events} | {"stop"}
 
 
-# ---- hostile peers (bench/fault_cases_gossip_hostile.py) ------------------------------------------
+# ---- hostile peers (bench/faults/gossip_hostile.py) ------------------------------------------
 
 def test_a_token_holders_bad_fields_replays_and_poisoned_models_are_refused_and_never_merged(tmp_path, fault_corpus,
                                                                                              undisturbed):

@@ -1,8 +1,8 @@
 """Hostile and broken peers of a TCP coordinator (processes on this machine): every attack is refused or
 survived, no step is lost and the final parameters equal the synchronous trainer's bit for bit. Each
-case's docstring in bench/fault_cases_hostile.py says what it sends."""
+case's docstring in bench/faults/tcp_hostile.py says what it sends."""
 
-from bench import fault_cases_hostile as cases
+from bench.faults import tcp_hostile as cases
 from eggnog.evolution.coordinator import wire
 from tests.faults.test_tcp_workers import assert_undamaged
 

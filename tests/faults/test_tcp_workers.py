@@ -1,8 +1,8 @@
 """Workers of a TCP coordinator killed, joining late, or slow (processes on this machine): the run
 finishes, every step is logged once, and the final parameters equal the synchronous trainer's bit for
-bit. Each case's docstring in bench/fault_cases_tcp.py says what it loses."""
+bit. Each case's docstring in bench/faults/tcp.py says what it loses."""
 
-from bench import fault_cases_tcp as cases
+from bench.faults import tcp as cases
 
 
 def assert_undamaged(result):

@@ -1,7 +1,7 @@
 """Tests that need a real GPU: `python -m pytest tests/gpu` runs them on it (tests/conftest.py turns
 the simulator off when only tests/gpu is asked for). In a run that includes other tests (simulator),
 or on a machine without a GPU, they are skipped; with EGGNOG_REQUIRE_GPU=1 (tests/run.sh sets it when
-it sees a GPU, bench/gpu.sh always) that is an error instead."""
+it sees a GPU, bench/gpu/run.sh always) that is an error instead."""
 
 import os
 

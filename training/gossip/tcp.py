@@ -24,7 +24,7 @@ GOSSIP_STREAM = 0x7C9  # keeps this transport's draws apart from other uses of -
 LOGGED_REFUSALS = 10  # refusals logged per peer and kind of message (all are counted)
 MESSAGES_PER_BOUNDARY = 256  # a flood on the socket cannot hold an island at one boundary
 TO_RESPONDER, TO_INITIATOR = "gossip initiator>responder", "gossip responder>initiator"  # message directions
-# Test hooks, read only by tests and bench/faults.py: drop every message for a while from a step
+# Test hooks, read only by tests and bench/faults/__main__.py: drop every message for a while from a step
 # ("STEP:SECONDS"), and SIGKILL this island the moment it has handed its N-th model to the socket.
 DEAF_VAR, DIE_IN_SEND_VAR = "EGGNOG_TEST_GOSSIP_DEAF", "EGGNOG_TEST_GOSSIP_DIE_IN_SEND"
 

@@ -36,7 +36,7 @@ from eggnog.training.gossip.run import ARCHIVE_DRAW, GossipRun, drop_steps_after
 from eggnog.training.gossip.tcp import TcpGossip, bind_router
 from eggnog.training.gossip.tcp_wire import max_body_bytes
 
-# Test hooks, read only by tests and bench/faults.py: each step lasts at least this many seconds
+# Test hooks, read only by tests and bench/faults/__main__.py: each step lasts at least this many seconds
 # (times the slowdown), so that a run's pace is known whatever the machine.
 STEP_SECONDS_VAR, SLOWDOWN_VAR = "EGGNOG_TEST_GOSSIP_STEP_SECONDS", "EGGNOG_TEST_GOSSIP_SLOWDOWN"
 CLAIM = ".config.claim"  # made by the first island to come: it writes config.json

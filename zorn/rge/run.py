@@ -85,7 +85,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
                                  changeable=True)
     model: str = flag("lstm", "lstm, dnc or mingru.")
     solver: str = flag("cdrge", "cdrge, fdras or bptt (the baseline).")
-    # defaults: a tiny LSTM that trains on a laptop; Table 1 sizes in bench/table1_grid.py
+    # defaults: a tiny LSTM that trains on a laptop; Table 1 sizes in bench/zorn_paper/table1_grid.py
     input_size: int = flag(16, "Embedding width E.")
     hidden_size: int = flag(32, "LSTM/DNC hidden width H.")
     num_heads: int = flag(4, "LSTM heads N (H divisible by N).")
