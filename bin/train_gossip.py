@@ -9,7 +9,7 @@ fitness, and the loser takes the winner's model (clonal copy or recombination).
     mpiexec -n 4 python bin/train_gossip.py --trainer rge --task copy --lr 0.3 --sigma 0.01
     srun --mpi=pmi2 python -m mpi4py bin/train_gossip.py --params 100m --gossip-mixing-rate 0.002
     srun python bin/train_gossip.py --transport tcp --run-dir runs/g1    # islands over TCP, peers from SLURM
-    python bin/train_gossip.py --transport tcp --island 1 --run-dir runs/g1 --rendezvous runs/g1/peers \
+    python bin/train_gossip.py --transport tcp --island 1 --run-dir runs/g1 --rendezvous runs/g1/peers \\
         --listen 127.0.0.1:0                                               # or by hand, found in a shared folder
 """
 

@@ -316,4 +316,4 @@ class EsTrainer:
 
     def run(self, run_dir: Path) -> dict[str, Any]:
         val_bpb, seconds = run_steps(self, run_dir, "steps")
-        return {"steps": self.cfg.steps, "val_bpb": val_bpb, "best_val_bpb": self.best_val, "elapsed_s": seconds}
+        return {"steps": self.steps_done(), "val_bpb": val_bpb, "best_val_bpb": self.best_val, "elapsed_s": seconds}

@@ -116,6 +116,21 @@ def checkpoint_step(path):
         raise unreadable(path, e) from None
 
 
+def checkpoint_model(path):
+    """The model kind a run folder's latest checkpoint (or a checkpoint file) holds, from its record
+    only; None where the run has no checkpoint yet."""
+    path = Path(path)
+    if path.is_dir() and not (path / "checkpoints" / "latest").exists():
+        return None
+    path = resolve_checkpoint(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(npz[META_KEY].tobytes().decode()).get("meta", {})
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, AttributeError) as e:
+        raise unreadable(path, e) from None
+    return meta.get("model") if isinstance(meta, dict) else None
+
+
 def load_checkpoint(path):
     """Return (arrays, record) after checking every array against its recorded SHA-256."""
     path = resolve_checkpoint(path)

@@ -136,7 +136,8 @@ def test_script_end_to_end_and_resume(tmp_path):
     text = run_script("generate.py", run_dir, "--prompt", "import ", "--length", "20")
     assert text.returncode == 0 and text.stdout.startswith("import ") and len(text.stdout) >= 28
     changed = run_script("train_es.py", "--resume", run_dir, "--seed", "4", "--dim", "16", "--backend", "cpu")
-    assert_user_error(changed, "cannot resume with a different", "seed (3 -> 4)", "dim (8 -> 16)")
+    assert_user_error(changed, "continues with what it started with", "--seed 4 (it started with 3)",
+                      "--dim 16 (it started with 8)")
 
 
 @pytest.mark.parametrize("extra,message", [

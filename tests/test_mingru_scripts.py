@@ -77,5 +77,5 @@ def test_resuming_another_model_type_is_refused(tmp_path):
     save_checkpoint(run_dir / "checkpoints", 3, {"params": np.zeros(4, np.int8)}, {"model": "egg", "config": {}})
     (run_dir / "config.json").write_text(json.dumps({"n_layer": 1, "n_embd": 8}))
     result = run_script("train_bptt.py", "--resume", run_dir, "--data", tiny_corpus(tmp_path), *TINY_MODEL)
-    assert_user_error(result, "holds a 'egg' model, not a MinGRU LM")
+    assert_user_error(result, "holds a 'egg' model, not a 'mingru' one")
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.json"]

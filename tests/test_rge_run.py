@@ -41,7 +41,7 @@ def test_resume_equals_uninterrupted_run(tmp_path, solver, optimizer):
     assert all(np.array_equal(a[k], b[k]) for k in a)
     log = read_jsonl(straight / "metrics.jsonl")
     assert [r["step"] for r in log] == list(range(1, 7))
-    assert {"loss", "eps", "lr", "s_per_step", "eval_s", "exchange_s", "update_s", "probes", "peak_process_bytes",
+    assert {"loss", "eps", "lr", "step_s", "eval_s", "exchange_s", "update_s", "probes", "peak_process_bytes",
             "peak_own_bytes", "mode"} <= set(log[0])
 
 

@@ -10,7 +10,7 @@ from eggnog.corpus.default import default_corpus
 from eggnog.kernels.core.backend import select_backend
 from eggnog.kernels.core.first_compile import compile_notice
 from eggnog.models.validation_sample import short_split_line
-from eggnog.runtime.checkpoint import checkpoint_step
+from eggnog.runtime.checkpoint import checkpoint_model, checkpoint_step
 from eggnog.runtime.commands import command
 from eggnog.runtime.errors import BadInput
 from eggnog.runtime.loggers import chosen_loggers, close_run, open_run
@@ -39,6 +39,15 @@ def given_fields(config_cls, flags, ranks):
     return given
 
 
+def refuse_other_model(config_cls, resume):
+    """A run resumed as another model is refused first, whatever else its flags say."""
+    expected = getattr(config_cls, "model_name", None)
+    held = checkpoint_model(resume) if isinstance(expected, str) else None
+    if held is not None and held != expected:
+        raise BadInput(f"run {str(resume)!r} holds a {held!r} model, not a {expected!r} one: continue it with the "
+                       "script and --model it was started with, or start a new run")
+
+
 def refuse_changed_fields(config_cls, stored, given, resume):
     """A resumed run keeps the fields it started with: flags that change any are refused, each named,
     before a changed value could be refused for itself."""
@@ -56,6 +65,7 @@ def resolve(config_cls, flags, ranks, resume=None):
     stored = read_config(resume) if resume is not None else {}
     given = given_fields(config_cls, flags, ranks)
     if resume is not None:
+        refuse_other_model(config_cls, resume)
         refuse_changed_fields(config_cls, stored, given, resume)
     cfg = config_from(config_cls, stored, given)
     check_values(cfg)
@@ -104,13 +114,37 @@ def short_validation(cfg, corpus):
     return short_split_line(len(corpus.val), cfg.val_rows, cfg.val_tokens)
 
 
-def closing_lines(cfg, path, script, corpus):
-    """Where the run's checkpoints are, the corpus's baselines and the commands that come next."""
+def best_validation(summary):
+    """The run's best validation in bits/byte from its summary, or None where it has none."""
+    for key in ("best_val_bpb", "best_val_loss"):  # a char_lm CD-RGE run's bits/token are bits/byte
+        if summary.get(key) is not None:
+            return summary[key]
+    islands = [v for v in (summary.get("final") or {}).get("val_bpb", []) if v is not None]  # gossip
+    return min(islands) if islands else None
+
+
+def against_baselines(best, val):
+    """The run's best validation beside the validation split's baselines, and what passing the bigram takes."""
+    unigram, bigram = val["unigram_bpb"], val["bigram_bpb"]
+    if best is None:
+        return [f"baselines of the validation split: unigram {unigram:.3f}, bigram {bigram:.3f} bits/byte"]
+    lines = [f"best validation {best:.3f} bits/byte; the validation split's baselines: unigram {unigram:.3f}, "
+             f"bigram {bigram:.3f}"]
+    if best < bigram:
+        lines.append(f"below the bigram baseline by {bigram - best:.3f} bits/byte")
+    else:
+        lines.append(f"{best - bigram:.3f} bits/byte above the bigram baseline: passing it takes more steps or "
+                     "a larger setting (docs/training.md, 'The main job against its baselines')")
+    return lines
+
+
+def closing_lines(cfg, path, script, corpus, summary=None):
+    """The run's best validation beside the corpus's baselines, where its checkpoints are and the
+    commands that come next."""
     lines = []
     val = corpus.meta.get("splits", {}).get("val", {}) if cfg.validates and corpus is not None else {}
     if val:
-        lines.append(f"baselines of the validation split: unigram {val['unigram_bpb']:.3f}, bigram "
-                     f"{val['bigram_bpb']:.3f} bits/byte")
+        lines += against_baselines(best_validation(summary or {}), val)
     for link in ("latest", "best"):
         target = path / "checkpoints" / link
         if target.exists():
@@ -172,7 +206,7 @@ def launch(config_cls, trainer_cls, flags, script):
         summary = trainer.run(path)
         if world.is_root:
             print(cfg.summarize(summary))
-            for line in closing_lines(cfg, path, script, corpus):
+            for line in closing_lines(cfg, path, script, corpus, summary):
                 print(line)
         return summary
     finally:

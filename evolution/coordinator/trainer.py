@@ -109,5 +109,5 @@ class CoordinatedEsTrainer:
             self.world.barrier(quiet=True)
         if status:  # a stop signal: every rank leaves with its status, the step's checkpoint written
             raise SystemExit(status)
-        return {"steps": self.cfg.steps, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds,
+        return {"steps": self.step, "val_bpb": val, "best_val_bpb": self.best_val, "elapsed_s": seconds,
                 "coordinator": totals}

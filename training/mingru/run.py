@@ -37,10 +37,13 @@ DEFAULT_DIM, DEFAULT_DEPTH = 64, 2  # laptop size when neither --params nor --di
 
 @dataclass(frozen=True)
 class MinGruRunConfig(RunSchedule, RunConfig):
+    model_name = "mingru"  # what its checkpoints say they hold
+
     params: str | None = flag(None, "Parameter budget with k/m/g = 1024^n suffixes, solved into --dim and --depth "
                                     "as gruboros does.", default_text="none", metavar="<size>")
-    dim: int | None = flag(None, "MinGRU width.", default_text=f"{DEFAULT_DIM} without --params")
-    depth: int | None = flag(None, "MinGRU blocks.", default_text=f"{DEFAULT_DEPTH} without --params")
+    dim: int | None = flag(None, "MinGRU width.", default_text=f"{DEFAULT_DIM} without --params", aliases=("n_embd",))
+    depth: int | None = flag(None, "MinGRU blocks.", default_text=f"{DEFAULT_DEPTH} without --params",
+                             aliases=("n_layer",))
     expansion_factor: float = flag(1.5, "minGRU inner width / dim.")
     ff_mult: float = flag(4.0, "Feed-forward width / dim.")
     optimizer: str = flag("adamw", "sf-adamw, adamw or sgd.")
