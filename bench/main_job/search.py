@@ -66,6 +66,8 @@ def calibrate(name, env, folder):
     """Seconds a step of the setting takes on this machine now: its median step after the first (which
     compiles), plus the validations' share at one every ~VALIDATION_S seconds."""
     run_dir = Path(folder) / f"calibrate-{name}"
+    # compiled first (steps and validation), so that no measured step or validation compiles
+    train([*SETTINGS[name], "--steps", "2", "--validate-every", "1", "--no-plots"], env, Path(folder) / f"warm-{name}")
     every = CALIBRATION_STEPS // 2
     train([*SETTINGS[name], "--steps", str(CALIBRATION_STEPS), "--validate-every", str(every), "--no-plots"], env,
           run_dir)
