@@ -41,8 +41,8 @@ class BlockReader:
 @dataclass
 class ByteCorpus:
     path: str
-    train: object  # np.memmap or BlockReader
-    val: object
+    train: np.ndarray | BlockReader  # np.memmap or BlockReader
+    val: np.ndarray | BlockReader
     meta: dict = field(default_factory=dict)
 
     @property
@@ -99,7 +99,7 @@ def _open_h5(path: Path) -> ByteCorpus:
     if "train" not in f:
         raise BadInput(f"{str(path)!r} has no dataset 'train' (found: {', '.join(f.keys()) or 'none'})")
     meta = json.loads(f.attrs[META_ATTR]) if META_ATTR in f.attrs else {}
-    splits = {}
+    splits: dict[str, np.ndarray | BlockReader] = {}
     for name in SPLITS:
         if name not in f:
             splits[name] = np.zeros(0, dtype=np.uint8)
@@ -174,7 +174,7 @@ def _open_zarr(path: Path) -> ByteCorpus:
     if "train" not in group:
         raise BadInput(f"{str(path)!r} has no array 'train' (found: {', '.join(group.keys()) or 'none'})")
     meta = dict(group.attrs).get(META_ATTR, meta)
-    splits = {}
+    splits: dict[str, np.ndarray | BlockReader] = {}
     for name in SPLITS:
         if name in fast:
             splits[name] = fast[name]

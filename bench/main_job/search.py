@@ -68,15 +68,15 @@ def calibrate(name, env, folder):
     run_dir = Path(folder) / f"calibrate-{name}"
     # compiled first (steps and validation), so that no measured step or validation compiles
     train([*SETTINGS[name], "--steps", "2", "--validate-every", "1", "--no-plots"], env, Path(folder) / f"warm-{name}")
-    every = CALIBRATION_STEPS // 2
+    every = CALIBRATION_STEPS // 4
     train([*SETTINGS[name], "--steps", str(CALIBRATION_STEPS), "--validate-every", str(every), "--no-plots"], env,
           run_dir)
     records = metrics(run_dir)
-    step = statistics.median(r["step_s"] for r in records[1:] if "val_bpb" not in r)
-    validated = [r for r in records[1:] if "val_bpb" in r]
-    # a validated step's clock runs on to its record: the time between its neighbours' ends, less a step
+    step = statistics.median(r["step_s"] for r in records[1:])
+    # a step's record is written before its validation, whose time the next step's clock then shows
     ends = {r["step"]: r["elapsed_s"] for r in records}
-    val_s = statistics.median(ends[r["step"]] - ends[r["step"] - 1] - step for r in validated)
+    val_s = statistics.median(ends[r["step"] + 1] - ends[r["step"]] - step for r in records
+                              if "val_bpb" in r and r["step"] + 1 in ends)
     every = max(1, round(VALIDATION_S / step))
     return {"setting": name, "step_s": round(step, 5), "validation_s": round(max(val_s, 0.0), 4),
             "validate_every": every, "seconds_per_step": round(step + max(val_s, 0.0) / every, 5),

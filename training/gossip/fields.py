@@ -32,6 +32,9 @@ class GossipFields:
     """The gossip flags, put before a trainer's run config (GossipFields first among the bases, so that
     its checkpoint_every, check and summarize win)."""
 
+    if TYPE_CHECKING:
+        max_minutes: float = 0.0  # RunSchedule's, a base of the config this is put before
+
     run_name = "gossip"
 
     checkpoint_every: int = flag(100, "Mean steps between checkpoints of the least fit island; fitter islands save "
@@ -81,11 +84,11 @@ class GossipFields:
                                      "island's newest checkpoint (0: never).", changeable=True)
 
     def host_memory(self, ranks: int) -> dict[str, int]:
-        return super().host_memory(1)  # an island holds its whole population or batch
+        return super().host_memory(1)  # type: ignore[misc]  # an island holds its whole population or batch
 
     def check(self, ranks: int = 1) -> None:
         # every island trains alone, on its whole batch or population; --transport is gossip's here
-        super(GossipFields, replace(self, transport="mpi")).check(1)
+        super(GossipFields, replace(self, transport="mpi")).check(1)  # type: ignore[misc]
         self.check_transport(ranks)
         if self.max_minutes:
             raise BadInput("--max-minutes is not for gossip runs: their islands run to --steps; stop one with "

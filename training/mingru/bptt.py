@@ -18,7 +18,7 @@ import numpy as np
 
 from eggnog.corpus.samplers import RandomWindows
 from eggnog.kernels.core.backend import device_free_bytes, packed_to_device
-from eggnog.kernels.core.placement import PRECISIONS, kernels_for, to_host
+from eggnog.kernels.core.placement import PRECISIONS, BackendArray, kernels_for, to_host
 from eggnog.kernels.layers.elementwise import accumulate, scale_rows
 from eggnog.models.mingru import MinGruModel
 from eggnog.models.mingru_eval import val_bpb, val_windows
@@ -109,13 +109,14 @@ class BpttTrainer:
         # the optimiser's vectors live on the backend: a GPU step copies only losses (and, over several
         # ranks, the gradient for the allreduce) to the host
         self.optimizer = cfg.make_optimizer(self.ops.to_device(self.model.init_params(cfg.seed)))
-        self.step, self.best_val, self.states = 0, None, None
+        self.step, self.best_val = 0, None
+        self.states: list[BackendArray] | None = None
 
     # ---- checkpoints -------------------------------------------------------------------------
     def _host_states(self) -> np.ndarray:
         di = self.model.cfg.dim_inner
         if self.states is None:
-            return np.zeros((self.rows, self.cfg.depth, di), np.float32)
+            return np.zeros((self.rows, self.model.cfg.depth, di), np.float32)
         return np.stack([to_host(s) for s in self.states], axis=1)
 
     def save(self, run_dir: Path, best: bool = False) -> None:
@@ -135,7 +136,7 @@ class BpttTrainer:
         mine = arrays["states"][self.first_row:self.first_row + self.rows]
         at_sample_start = (self.step * self.cfg.grad_accum) % self.cfg.context_chunks == 0
         self.states = None if at_sample_start else \
-            [self.ops.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.cfg.depth)]
+            [self.ops.to_device(np.ascontiguousarray(mine[:, layer])) for layer in range(self.model.cfg.depth)]
         return record
 
     # ---- training ------------------------------------------------------------------------------
@@ -155,7 +156,8 @@ class BpttTrainer:
         times its phases: forward and backward (eval), the allreduce (exchange), the optimiser (update)."""
         cfg, ops = self.cfg, self.train_ops
         p = self.model.views(self.optimizer.train_params())
-        grad, losses = None, []
+        grad: BackendArray = None
+        losses = []
         for a in range(cfg.grad_accum):
             inputs, targets = packed_to_device(ops.to_device, *self.chunk(self.step * cfg.grad_accum + a))
             with clock.phase("eval"):

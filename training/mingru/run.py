@@ -11,7 +11,7 @@ resume is exact) and the optimiser state as `opt_<name>` arrays; its metadata na
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class MinGruRunConfig(RunSchedule, RunConfig):
         return replace(self, dim=dim, depth=depth)
 
     def model_config(self) -> MinGruConfig:
-        return MinGruConfig(self.dim, self.depth, self.expansion_factor, self.ff_mult).check()
+        return MinGruConfig(cast(int, self.dim), cast(int, self.depth), self.expansion_factor, self.ff_mult).check()
 
     def check_run(self) -> None:
         if self.optimizer not in OPTIMIZERS:

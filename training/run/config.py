@@ -81,7 +81,7 @@ class RunConfig:
     @classmethod
     def fixed_on_resume(cls) -> tuple[str, ...]:
         """Fields a resumed run must keep."""
-        return tuple(f.name for f in fields(cls) if not f.metadata.get("changeable"))
+        return tuple(f.name for f in fields(cls) if not f.metadata.get("changeable"))  # type: ignore[arg-type]
 
     def resolved(self) -> "RunConfig":
         """The config with every derived field filled in (e.g. sizes solved from a budget)."""

@@ -10,6 +10,7 @@ the step budget's, the first one that ends past --max-minutes of the run's clock
 trainer's stop condition ends the run at."""
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from eggnog.training.run.config import flag
 
@@ -20,6 +21,9 @@ PLOTS_HELP = "Rank 0 redraws RUN/plots/*.png (bin/plot.py) at validations, at mo
 class RunSchedule:
     """The schedule's flags; put before a config's dataclass bases, so these flags follow theirs. The
     config declares `steps` itself (its help differs between trainers)."""
+
+    if TYPE_CHECKING:
+        steps: int = 0  # each config declares its own (the help differs between trainers)
 
     validate_every: int = flag(25, "Steps between validations.", changeable=True)
     checkpoint_every: int = flag(100, "Steps between checkpoints.", changeable=True)

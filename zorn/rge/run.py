@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from eggnog.models.lstm import LstmModel
     from eggnog.runtime.step_clock import StepClock
     from eggnog.runtime.world import World
+    from eggnog.training.optimizers import AdamW, Sgd
     from eggnog.zorn.batch import TaskBatch
     from eggnog.zorn.mingru_task import MinGruTaskModel
     from eggnog.zorn.tasks import CharLmTask, FixedBatchTask, SyntheticTask
@@ -66,7 +67,7 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
     validates = False
 
     # RgeConfig's fields as flags (their defaults live there, or here where the run's differ)
-    solver: str = described(RgeConfig, "solver", "cdrge or fdras.")
+    solver: str = described(RgeConfig, "solver", "cdrge, fdras or bptt (the baseline).")
     probes: int = described(RgeConfig, "probes", "Probes per step over all ranks.",
                             per_rank=("probes_per_rank", "meta_perturbations"))
     lr: float = described(RgeConfig, "lr", "Learning rate.")
@@ -84,7 +85,6 @@ class RgeRunConfig(RunSchedule, RgeConfig, RunConfig):
                                  "forward's memory. 0: on a GPU as many as 1 GiB holds (LSTM), else 1.",
                                  changeable=True)
     model: str = flag("lstm", "lstm, dnc or mingru.")
-    solver: str = flag("cdrge", "cdrge, fdras or bptt (the baseline).")
     # defaults: a tiny LSTM that trains on a laptop; Table 1 sizes in bench/zorn_paper/table1_grid.py
     input_size: int = flag(16, "Embedding width E.")
     hidden_size: int = flag(32, "LSTM/DNC hidden width H.")
@@ -269,6 +269,7 @@ class RgeRun:
         self.task = build_task(cfg, corpus)
         self.validation = Validation(cfg, corpus) if cfg.validate_every else None
         self.step, self.best_val = 0, None
+        self.loss: float | None = None
         self._start(self.model.init_params(cfg.seed))
 
     @property
@@ -279,6 +280,7 @@ class RgeRun:
     def _start(self, params: np.ndarray, opt_arrays: dict[str, np.ndarray] | None = None,
                opt_scalars: dict[str, Any] | None = None) -> None:
         cfg = self.train_cfg
+        self.optimizer: AdamW | Sgd | None
         if cfg.solver == "bptt":
             self.rge = None
             self.optimizer = step_optimizer(cfg, self.backend.to_device(np.array(params, np.float32)))
@@ -289,10 +291,16 @@ class RgeRun:
             self.optimizer.load_state(opt_arrays, opt_scalars)
 
     def _follow_curriculum(self) -> None:
+        assert self.curriculum is not None  # called only where the run has one
         self.task = build_task(replace(self.cfg, max_seq_len=self.curriculum.max_seq_len), self.corpus)
 
+    def own_optimizer(self) -> "AdamW | Sgd":
+        """The optimiser of a BPTT run (a zero-order run's lives in its RgeTrainer)."""
+        assert self.optimizer is not None
+        return self.optimizer
+
     def host_params(self) -> np.ndarray:
-        return to_host(self.optimizer.train_params()).copy() if self.rge is None else self.rge.host_params()
+        return to_host(self.own_optimizer().train_params()).copy() if self.rge is None else self.rge.host_params()
 
     # ---- checkpoints -------------------------------------------------------------------------
     def save(self, run_dir: Path, best: bool = False) -> None:
@@ -329,23 +337,24 @@ class RgeRun:
             self.rge.step = self.step  # the run's counter: steps skipped by a curriculum or a search count too
             return self.rge.train_step(batch, clock)
         with clock.phase("eval"):
-            loss, grad = self.model.loss_and_grad(name, self.optimizer.train_params(), batch, on_device=True)
+            loss, grad = self.model.loss_and_grad(name, self.own_optimizer().train_params(), batch, on_device=True)
         if not math.isfinite(loss):
             raise NonFiniteLoss(self.step)
         with clock.phase("update"):
-            self.optimizer.step(grad)
+            self.own_optimizer().step(grad)
         return loss
 
     def validate(self) -> dict[str, float]:
         """{"val_loss", "val_accuracy"} of the current parameters on the held-out samples, and their
         `clean_loss` on this step's training batch."""
+        assert self.validation is not None  # called only where the run validates
         scores = self.validation.score(self.model, self.backend, self.host_params(), self.world)
         return {**scores, "clean_loss": self.clean_loss(self.batch)}
 
     def clean_loss(self, batch: "TaskBatch") -> float:
         """The loss (bits/token) of the unperturbed parameters on `batch`: the logged `loss` of a zero-order
         step is the probes' mean at theta +- eps z, which at a large eps lies well above it."""
-        params = self.optimizer.train_params() if self.rge is None else self.rge.theta
+        params = self.own_optimizer().train_params() if self.rge is None else self.rge.theta
         return float(self.model.loss(self.backend.name, params, batch))
 
     def search_lr(self, run_dir: Path) -> None:
@@ -374,7 +383,8 @@ class RgeRun:
         log = JsonLog(path, enabled=self.world.is_root)
         try:
             with StopSignals() as signals:
-                chosen, trials = search_lr(*parse_bracket(cfg.lr_search), cfg.lr_search_rounds, trial,
+                lo, hi = parse_bracket(cfg.lr_search)
+                chosen, trials = search_lr(lo, hi, cfg.lr_search_rounds, trial,
                                            lambda record: log.write(**record, eps=cfg.sigma or record["lr"],
                                                                     steps=steps))
             log.write(chosen_lr=chosen, trials=len(trials))
