@@ -12,7 +12,7 @@ from tqdm import tqdm
 from eggnog.kernels.core import first_compile
 from eggnog.kernels.core.compile_cache import compile_cache_folder
 from eggnog.runtime.progress import forget_rate
-from tests.helpers import run_script
+from tests.helpers import ROOT, run_script
 
 
 @pytest.fixture
@@ -96,3 +96,15 @@ def test_the_first_run_prints_the_line_first_and_a_second_run_does_not(tmp_path)
     assert first.stdout.splitlines()[0].startswith("compiling the kernels for this machine")
     second = run_script("train_es.py", *flags, "--run-dir", tmp_path / "b", env=env)
     assert second.returncode == 0 and "compiling the kernels" not in second.stdout
+
+
+def test_the_quoted_figures_are_the_newest_measured_ones():
+    import glob
+
+    from bench.main_job.compile_cache import READERS, RUNS
+
+    newest = max(glob.glob(f"{ROOT}/bench/results/compile_cache-cpu-*.json"))
+    rows = {row["run"]: row for row in json.load(open(newest))["rows"]}
+    jobs = {name: job for name, (_, job) in {**RUNS, **READERS}.items()}
+    assert set(jobs.values()) == set(first_compile.MEASURED_S)
+    assert {job: round(rows[name]["notice_s"]) for name, job in jobs.items()} == first_compile.MEASURED_S
