@@ -46,7 +46,7 @@ def test_a_finished_run_asks_for_more_steps_then_continues(tmp_path, corpus, scr
     scripts = Path(ROOT) / "bin"  # the printed commands follow how the run was started: by its path here
     assert f"continue: python {scripts / script} --resume {run} --steps N" in first.stdout
     assert (f"generate: python {scripts / 'generate.py'}" in first.stdout) == (script != "train_rge.py")
-    assert ("baselines of the validation split: unigram" in first.stdout) == (script != "train_rge.py")
+    assert ("the validation split's baselines: unigram" in first.stdout) == (script != "train_rge.py")
     assert_user_error(run_script(script, "--resume", run), "already finished at step 2", "--steps N with N > 2")
     more = run_script(script, "--resume", run, "--steps", "3")
     assert more.returncode == 0, more.stderr

@@ -53,7 +53,7 @@ def run_job(name, directory):
     last = records[-1].get("train_bpb", records[-1].get("loss"))  # bits/byte, or bits/token on a task
     return {"job": " ".join([Path(script).name, *flags]), "steps": records[-1]["step"], "wall_s": round(wall, 1),
             "steps_s": round(records[-1]["elapsed_s"] if "elapsed_s" in records[-1]
-                             else sum(r["s_per_step"] for r in records), 1),
+                             else sum(r.get("step_s", r.get("s_per_step")) for r in records), 1),
             "tokens_per_s": round(statistics.median(rates)) if rates else None,
             "first_train_loss": round(first, 4), "final_train_loss": round(last, 4),
             "val_bpb": round(val[-1], 3) if val else None, "best_val_bpb": round(min(val), 3) if val else None,

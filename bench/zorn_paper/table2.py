@@ -109,7 +109,8 @@ def run_cell(cfg, backend):
     # the trained model on held-out samples of the training lengths: what it learnt, unperturbed
     fit = Validation(replace(cfg, val_min_len=cfg.min_seq_len, val_max_len=cfg.max_seq_len))
     fitted = fit.score(run.model, backend, run.host_params(), run.world)
-    return [r["loss"] for r in log], log[-1], fitted, seconds, float(np.median([r["s_per_step"] for r in log]))
+    step_s = float(np.median([r.get("step_s", r.get("s_per_step")) for r in log]))  # runs before the common name
+    return [r["loss"] for r in log], log[-1], fitted, seconds, step_s
 
 
 def draw(cells, path):
