@@ -26,7 +26,10 @@ PRESETS = {"d-eggs": ["--model", "transformer", "--depth", "4", "--dim", "256", 
                       "--population-chunk", "40960", "--sigma-shift", "3", "--vector-sigma-shift", "4",
                       "--shift-attn", "8", "--shift-qkv", "6", "--shift-out", "9", "--shift-logit", "8",
                       "--shift-mlp-up", "8", "--shift-mlp-down", "10", "--optimizer", "adamw", "--lr", "0.125",
-                      "--weight-decay", "0.01", "--lr-decay", "none", "--group-size", "2"]}
+                      "--weight-decay", "0.01", "--lr-decay", "none", "--group-size", "2"],
+           # the EGG main job's best hour on a 2-core CPU (docs/training.md, "The main job against its baselines")
+           "cpu-hour": ["--model", "egg", "--population", "2048", "--group-size", "256", "--steps", "21192",
+                        "--validate-every", "118"]}
 
 
 def with_preset(argv: list[str], presets: dict[str, list[str]] = PRESETS) -> list[str]:

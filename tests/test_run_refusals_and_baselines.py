@@ -121,3 +121,23 @@ def test_a_time_budget_ends_the_run_after_the_step_that_passes_it(tmp_path):
 def test_gossip_islands_refuse_a_time_budget(tmp_path):
     result = run_script("train_gossip.py", "--max-minutes", "5", "--run-dir", tmp_path / "g")
     assert_user_error(result, "--max-minutes is not for gossip runs")
+
+
+def test_the_closing_lines_point_at_a_section_that_exists():
+    assert "### The main job against its baselines" in open(f"{ROOT}/docs/training.md").read()
+    assert "'The main job against its baselines'" in against_baselines(4.0, {"unigram_bpb": 4.5, "bigram_bpb": 3.4})[1]
+
+
+def test_the_cpu_hour_preset_is_the_measured_setting():
+    from eggnog.evolution.es_trainer import EsRunConfig
+    from eggnog.evolution.transformer_es_config import with_preset
+    from eggnog.training.launch import resolve
+
+    result = json.load(open(f"{ROOT}/bench/results/main_job_search-cpu-2026-12-02.json"))
+    long = next(r for r in result["rows"] if r["stage"] == "long")
+    argv = with_preset(["--preset", "cpu-hour"])
+    flags = dict(zip(argv[2::2], argv[3::2]))
+    assert argv[:2] == ["--model", "egg"] and flags["--steps"] == str(long["budget_steps"])
+    assert " ".join(f"{k} {v}" for k, v in flags.items() if k in ("--population", "--group-size")) == long["flags"]
+    cfg = resolve(EsRunConfig, {"population": 2048, "group_size": 256, "steps": 21192}, ranks=1)
+    assert cfg.population == 2048 and cfg.group_size == 256
