@@ -147,6 +147,39 @@ def test_a_worker_joining_as_the_run_ends_is_told_to_stop(links):
     newcomer.close()
 
 
+def test_a_coordinator_that_dies_while_a_request_waits_is_noticed_at_once():
+    """A killed coordinator's replacement may finish a short run within one heartbeat timeout: a worker that
+    waited out the timeout would find no coordinator left. The closed connection ends the wait."""
+    address = f"127.0.0.1:{free_port()}"
+    key = token_key(None, environ={"EGGNOG_TOKEN": "t"})
+    keys = derive_keys(key)
+    link = TcpCoordinatorLink(bind(address, keys, SMALL), keys, {"model": "egg", "config": {}}, HASH,
+                              heartbeat_timeout=60.0, run_id=RUN_ID)
+
+    def answer_one_request_then_die():
+        requests = 0
+        while requests < 2:
+            message = link.receive(0.02)
+            if message is not None:
+                requests += 1
+                if requests == 1:
+                    link.send(message[1], wire.encode([wire.WAIT]))
+        link.close()  # as a killed process's connections are closed
+
+    thread = threading.Thread(target=answer_one_request_then_die, daemon=True)
+    thread.start()
+    worker = TcpWorkerLink(address, key, heartbeat_timeout=60.0)
+    worker.join(5.0)
+    worker.ready(HASH, SMALL)
+    assert wire.kind(worker.request(wire.encode([wire.REQUEST, 0, 0]))) == wire.WAIT
+    asked = time.monotonic()
+    with pytest.raises(LinkLost, match="closed the connection"):
+        worker.request(wire.encode([wire.REQUEST, 0, 0]))
+    assert time.monotonic() - asked < 30  # not at the end of the 60 s wait: a deadline, not a speed
+    thread.join()
+    worker.close()
+
+
 def test_a_worker_with_no_coordinator_gives_up_after_its_reconnect_timeout():
     worker = TcpWorkerLink(f"127.0.0.1:{free_port()}", token_key(None, environ={"EGGNOG_TOKEN": "t"}), 0.3)
     started = time.monotonic()

@@ -7,8 +7,9 @@ and sends READY. Every message is sealed for the run, its direction and this con
 (runtime/secure_socket.py); an answer that is not is refused. A thread beats on a socket of its own
 every fifth of the heartbeat timeout, so the coordinator hears from the worker while it computes on the
 GPU (a CPU kernel call holds the interpreter: the timeout must exceed one chunk's evaluation there). An
-answer that does not come within the heartbeat timeout, or a HELLO_AGAIN (a coordinator restarted by
---resume), raises LinkLost: the worker keeps its replica and is admitted again. A handshake the
+answer that does not come within the heartbeat timeout, a connection the coordinator closed (killed: its
+replacement may finish a short run before the timeout), or a HELLO_AGAIN (a coordinator restarted by
+--resume) raises LinkLost: the worker keeps its replica and is admitted again. A handshake the
 coordinator refuses (another token) raises Refused."""
 
 import json
@@ -27,6 +28,9 @@ from eggnog.runtime.secure_socket import client_socket, derive_keys, message_key
 ADMISSION_BYTES = (1 << 20) + messages.SLACK_BYTES  # the largest WELCOME
 BEAT_BYTES = 4096
 ADMISSION_KINDS = (wire.WELCOME, wire.REFUSE, wire.STOP, wire.HELLO_AGAIN)
+# the monitor's events (zmq is imported where used): EVENT_HANDSHAKE_FAILED_NO_DETAIL, _PROTOCOL and _AUTH;
+# EVENT_DISCONNECTED
+HANDSHAKE_FAILED, DISCONNECTED = 0x0800 | 0x2000 | 0x4000, 0x0200
 
 
 HANDSHAKE_REFUSED = "the coordinator at {} refused this worker's encrypted handshake: its token differs from the " \
@@ -110,9 +114,8 @@ class TcpWorkerLink:
         context = zmq.Context.instance()
         self.socket = client_socket(context, zmq.DEALER, self.curve, max_bytes)
         self.socket.setsockopt(zmq.ROUTING_ID, self.name)
-        failed = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | \
-            zmq.EVENT_HANDSHAKE_FAILED_AUTH
-        self.monitor = self.socket.get_monitor_socket(events=failed)
+        self.monitor = self.socket.get_monitor_socket(events=HANDSHAKE_FAILED | DISCONNECTED)
+        self.refused = self.dropped = self.answered = False
         self.socket.connect(f"tcp://{self.address}")
         if beat:
             self.beat = Heartbeat(context, self.address, self.curve, self.run_keys[2], self.name, self.timeout / 5)
@@ -126,8 +129,18 @@ class TcpWorkerLink:
             self.socket.close()
         self.socket = self.beat = self.monitor = None
 
+    def read_events(self):
+        """Take the monitor's reports: a failed handshake (another token) or a dropped connection."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        while self.monitor is not None and self.monitor.poll(0):
+            event = recv_monitor_message(self.monitor)["event"]
+            self.refused |= bool(event & HANDSHAKE_FAILED)
+            self.dropped |= event == DISCONNECTED
+
     def handshake_failed(self):
-        return self.monitor is not None and bool(self.monitor.poll(0))
+        self.read_events()
+        return self.refused
 
     # ---- messages ------------------------------------------------------------------------------
     def send(self, message):
@@ -152,11 +165,14 @@ class TcpWorkerLink:
         the heartbeat timeout)."""
         self.send(message)
         wait = self.timeout if wait is None else wait
-        if not self.socket.poll(int(wait * 1000)):
+        if not self.answer_or_drop(wait):
+            if self.dropped and self.answered:  # a coordinator killed: ask again at once, not after the wait
+                raise LinkLost(f"the coordinator at {self.address} closed the connection")
             if self.handshake_failed():
                 raise Refused(HANDSHAKE_REFUSED.format(self.address))
             raise LinkLost(f"no answer from the coordinator at {self.address} for {wait:g} s")
         frames = self.socket.recv_multipart()
+        self.answered = True
         body = frames[-1]
         reply = np.frombuffer(body, np.uint8).copy()  # writable: a job's states are updated in place
         try:
@@ -172,6 +188,25 @@ class TcpWorkerLink:
         if what == wire.HELLO_AGAIN:
             raise LinkLost("the coordinator restarted")
         return reply
+
+    def answer_or_drop(self, wait):
+        """Whether an answer came within `wait` seconds; False as soon as the monitor reports a connection
+        that has answered before dropped. A connection that never answered is left to zmq's own reconnects
+        (a handshake cut short by a coordinator still starting), and judged when the wait is over."""
+        import zmq
+
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        poller.register(self.monitor, zmq.POLLIN)
+        deadline = time.perf_counter() + wait
+        while (left := deadline - time.perf_counter()) > 0:
+            ready = dict(poller.poll(int(left * 1000) + 1))
+            if self.socket in ready:
+                return True
+            self.read_events()
+            if self.dropped and self.answered:
+                return False
+        return False
 
 
 class Heartbeat:
