@@ -1,8 +1,9 @@
 """Generated from the kernel registry: for every op and each of its registered cases, the NumPy
 reference, the CPU twin and the CUDA launcher (on the simulator), each called through the registry's check
-of the op's declared arguments, agree: bit for bit for integer ops,
+of the op's declared arguments, agree: bit for bit and of one dtype for exact ops,
 within the op's registered (rtol, atol) for float ones. Outputs are the returned arrays and every array
-argument after the call (so in-place ops are compared too). The last test checks that each kernel was
+argument after the call (so in-place ops are compared too). The twin and the kernel are separate tests, so
+that a run can take the twins alone (the Python 3.12 check of .ci/run). The last test checks that each kernel was
 launched with exactly the signatures registered for the PTX check."""
 
 import zlib
@@ -11,11 +12,13 @@ import numpy as np
 import pytest
 
 from eggnog.kernels.core.cuda_api import KERNELS, LAUNCHES, SIMULATED, cuda
+from eggnog.kernels.core.device_counts import tracing
 from eggnog.kernels.core.placement import kernels_for, to_host
 from eggnog.kernels.core.registry import all_ops
 from eggnog.kernels.core.tuning import TUNABLES
 
 OPS = all_ops()
+SIMULATED_HERE: set[str] = set()  # ops whose cases ran on the simulator in this process
 
 
 def _prepare(arg, backend):
@@ -52,40 +55,55 @@ def _agree(name, entry, i, ref, got, backend):
                                        err_msg=where)
 
 
-@pytest.mark.parametrize("name", sorted(OPS))
-def test_reference_twin_and_kernel_agree(name):
-    assert SIMULATED, "tests run the CUDA kernels on the simulator"
+def checked_cases(name):
+    """The op's cases with the reference's outputs of each, the op checked to have all three backends."""
     entry = OPS[name]
     missing = [b for b in ("numpy", "cpu", "cuda") if getattr(entry, b) is None]
     assert not missing, f"{name} lacks {missing}"
     assert entry.cases is not None, f"{name}: its reference registers no cases"
     cases = cases_of(entry)
     assert cases, f"{name}: no cases"
-    for i, args in enumerate(cases):
-        ref = run_op(entry, "numpy", args)
-        cpu = run_op(entry, "cpu", args)
-        gpu = run_op(entry, "cuda", args)
-        _agree(name, entry, i, ref, cpu, "cpu")
-        _agree(name, entry, i, ref, gpu, "cuda")
-        if entry.tolerance is None:
-            assert [a.dtype for a in cpu] == [a.dtype for a in gpu], f"{name} case {i}: dtypes differ"
+    return [(args, run_op(entry, "numpy", args)) for args in cases]
+
+
+def agree_with_the_reference(name, backend):
+    entry = OPS[name]
+    for i, (args, ref) in enumerate(checked_cases(name)):
+        got = run_op(entry, backend, args)
+        _agree(name, entry, i, ref, got, backend)
+        if entry.tolerance is None:  # a float reference computes in float64, the backends in float32
+            expected = [np.dtype(np.float32) if a.dtype == np.float64 else a.dtype for a in ref]
+            assert [a.dtype for a in got] == expected, f"{name} case {i}: {backend} dtypes differ"
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_the_cpu_twin_agrees_with_the_reference(name):
+    agree_with_the_reference(name, "cpu")
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_the_simulated_kernel_agrees_with_the_reference(name):
+    assert SIMULATED, "tests run the CUDA kernels on the simulator"
+    agree_with_the_reference(name, "cuda")
+    SIMULATED_HERE.add(name)
 
 
 def test_every_kernel_was_launched_with_its_registered_signatures():
-    """Kept last in this module: the op tests above have filled LAUNCHES (missing ones are run here, and every
-    launch variant of a tunable kernel at its small sizes)."""
+    """Kept last in this module: the op tests above have filled LAUNCHES. The cases of ops not run here (a
+    -k selection) and every launch variant of a tunable kernel at its small sizes (the ops launch the tuned
+    one) are launched without running: a signature is the launch's argument types, and the variants'
+    results are checked by tests/test_kernel_variants_*.py."""
     registered = {spec.name: set(spec.signatures) for spec in KERNELS}
-    if set(registered) - set(LAUNCHES):
-        for entry in OPS.values():
-            for args in cases_of(entry):
-                run_op(entry, "cuda", args)
-    if set(registered) - set(LAUNCHES):  # launch variants other than the default: the ops launch the tuned one
+    with tracing(run=False):
+        for name in sorted(set(OPS) - SIMULATED_HERE):
+            for args in cases_of(OPS[name]):
+                run_op(OPS[name], "cuda", args)
         for tunable in TUNABLES.values():
             for variant in tunable.variants:
                 for sizes in tunable.small:
                     tunable.run(variant, sizes)()
     never = sorted(set(registered) - set(LAUNCHES))
-    assert not never, f"kernels no registered case launches: {never}"
+    assert registered and not never, f"kernels no registered case launches: {never}"
     for name, launched in LAUNCHES.items():
         assert launched == registered[name], (f"{name}: launched as {sorted(map(str, launched))}, "
                                                f"registered {sorted(map(str, registered[name]))}")
