@@ -17,6 +17,12 @@ GPU_TESTS = os.path.join(ROOT, "tests", "gpu")
 # serial run its rank-count comparisons would all compare one process with itself.
 collect_ignore = ["mpi"]
 
+# The files that take longest (the compile of every kernel, simulator runs of minutes) go first: pytest-xdist
+# hands whole files out in collection order, and one of them started last would leave the other worker idle.
+LONGEST_FIRST = ("test_kernel_ops.py", "test_sass_report.py", "test_kernel_variants_layers.py",
+                 "test_device_resident.py", "test_kernel_variants_bf16.py", "test_host_path.py",
+                 "test_mingru_training.py", "test_scan.py", "test_mingru_model.py", "test_eggroll_evaluate.py")
+
 
 def simulator_default(args, invocation_dir):
     """'0' (the real GPU) when every path in `args` (pytest's, node ids allowed) is under tests/gpu, else '1'."""
@@ -32,6 +38,11 @@ def pytest_configure(config):
         from tests.simulator_threads import install
 
         install()
+
+
+def pytest_collection_modifyitems(items):
+    first = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: a file keeps its order
 
 
 @pytest.fixture
