@@ -3,7 +3,8 @@
 after two warm-up steps (the first fills the device cache; in the second, state carried from the first,
 as MinGRU's chunk states, is still held while its successor is allocated). These counts are the host
 path's cost on a GPU (each launch, allocation, upload or wait costs host time there, whatever the
-width), so they are counted at small widths:
+width), so they are counted at small widths, with no kernel run (what a step asks of the device does not
+depend on what its kernels compute; the counts equal those of the runs that ran them, 2026-11-28):
 
     NUMBA_ENABLE_CUDASIM=1 python -m bench.gpu.host_path
 
