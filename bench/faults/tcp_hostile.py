@@ -5,6 +5,7 @@ columns) with figures of its own. tests/faults asserts on them; bench/faults/__m
 
 import json
 import os
+import socket as pysocket
 import time
 from statistics import median
 
@@ -42,6 +43,9 @@ def captured_replays(directory, data, reference):
     got back (the handshake's), seconds until the killed worker is declared lost (timeout 5 s)."""
     def body(cluster):
         cluster.start_coordinator()
+        # the proxy closes a connection it cannot forward, which the worker reads as a refused handshake (a
+        # wrong token looks the same to it): the victim connects once the coordinator listens
+        wait_for(lambda: listening(cluster.port), 120)
         proxy = CaptureProxy(cluster.port)
         victim = cluster.start_worker(address=f"127.0.0.1:{proxy.port}")
         wait_for(lambda: events(cluster, "joined"), 120)
@@ -63,6 +67,14 @@ def captured_replays(directory, data, reference):
                        admitted_by_replay=len(events(cluster, "joined")) - 3, most_bytes_back=max(answered),
                        victim_lost_after_s=round(lost[0] - killed_at, 2) if lost else None)
     return run_case(directory, data, body)
+
+
+def listening(port):
+    try:
+        pysocket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 def config_hash_of(welcome, data):
