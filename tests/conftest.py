@@ -20,8 +20,8 @@ collect_ignore = ["mpi"]
 # The files that take longest (the compile of every kernel, simulator runs of minutes) go first: pytest-xdist
 # hands whole files out in collection order, and one of them started last would leave the other worker idle.
 LONGEST_FIRST = ("test_kernel_ops.py", "test_sass_report.py", "test_kernel_variants_layers.py",
-                 "test_device_resident.py", "test_kernel_variants_bf16.py", "test_host_path.py",
-                 "test_mingru_training.py", "test_scan.py", "test_mingru_model.py", "test_eggroll_evaluate.py")
+                 "test_device_resident.py", "test_kernel_variants_bf16.py", "test_mingru_training.py",
+                 "test_scan.py", "test_mingru_model.py", "test_eggroll_evaluate.py")
 
 
 def simulator_default(args, invocation_dir):
