@@ -7,6 +7,7 @@ that a run can take the twins alone (the Python 3.12 check of .ci/run). The last
 launched with exactly the signatures registered for the PTX check."""
 
 import zlib
+from functools import cache
 
 import numpy as np
 import pytest
@@ -55,6 +56,7 @@ def _agree(name, entry, i, ref, got, backend):
                                        err_msg=where)
 
 
+@cache  # the twin's and the kernel's tests compare with the same reference outputs (run_op copies the arguments)
 def checked_cases(name):
     """The op's cases with the reference's outputs of each, the op checked to have all three backends."""
     entry = OPS[name]
