@@ -26,10 +26,27 @@ gpu_visible() {
 
 # Two workers, each taking whole files (module-level fixtures and the kernel-launch registry stay
 # within one process); most serial tests are single-threaded compiles and simulator runs. The fault
-# suites (clusters of processes killed and slowed on purpose, with deadlines) run after, on their own:
-# beside the other worker's simulator runs their processes missed those deadlines.
-step python -m pytest -q -n "${EGGNOG_TEST_WORKERS:-2}" --dist loadfile tests --ignore=tests/faults
+# suites (clusters of processes killed and slowed on purpose, with deadlines) run beside them at normal
+# priority, the serial layer at idle priority (`chrt --idle`: it gets only the CPU time the clusters
+# leave, so their deadlines hold, and they leave most of it). The serial tests with deadlines of their
+# own run last, after the fault suites (tests/conftest.py, DEADLINES_LAST). Its output is shown at its end.
+set -m  # the serial layer in a process group of its own, stopped with its workers if the fault suites fail
+serial_log=$(mktemp)
+serial=(python -m pytest -q -n "${EGGNOG_TEST_WORKERS:-2}" --dist loadfile tests --ignore=tests/faults)
+if chrt --idle 0 true 2> /dev/null; then idle=(chrt --idle 0); else idle=(nice -n 19); fi  # where no chrt
+echo "== ${serial[*]} (beside the fault suites, at idle priority)"
+"${idle[@]}" "${serial[@]}" > "$serial_log" 2>&1 &
+serial_pid=$!
+trap 'kill -- -"$serial_pid" 2> /dev/null || true; rm -f "$serial_log"' EXIT
 step python -m pytest -q tests/faults
+serial_rc=0
+wait "$serial_pid" || serial_rc=$?
+cat "$serial_log"
+if [ "$serial_rc" -ne 0 ]; then
+    if [ "$serial_rc" -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi
+    echo "FAILED (exit $serial_rc): ${serial[*]}"
+    exit 1
+fi
 if gpu_visible; then
     echo "GPU visible: running the GPU layer (tests/gpu) on it"
     step env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q tests/gpu

@@ -18,8 +18,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = (".ci/run", "tests/run.sh", "tests/wheel_install.sh", "tests/offline_install.sh")
-REAL_TOOLS = ("bash", "basename", "cat", "cp", "dirname", "env", "grep", "ls", "mkdir", "mktemp", "rm", "sort",
-              "tail", "tar", "timeout")
+REAL_TOOLS = ("bash", "basename", "cat", "chrt", "cp", "dirname", "env", "grep", "ls", "mkdir", "mktemp", "rm",
+              "sort", "tail", "tar", "timeout", "true")
 STUBBED = ("python", "python3", "pip", "ruff", "pyenv", "mpiexec", "stub-as")
 FAIL_EXIT = 3
 
@@ -29,6 +29,7 @@ class Case(NamedTuple):
     says: str  # a glob over a line of the script's output
     nth: int = 1  # which call matching `call` fails
     passes: bool = False  # a probe whose failure is an answer, not an error
+    beside: str = ""  # a glob over a call that runs at the same time, so it may be logged after this one
 
 
 def step_failed(command):  # a glob ("[" taken literally) over the step helper's line
@@ -63,8 +64,9 @@ CASES = {
     ],
     "tests/run.sh": [
         Case("python -m pytest -q -n 2 --dist loadfile tests --ignore=tests/faults",
-             step_failed("python -m pytest -q -n 2")),
-        Case("python -m pytest -q tests/faults", step_failed("python -m pytest -q tests/faults")),
+             step_failed("python -m pytest -q -n 2"), beside="python -m pytest -q tests/faults"),
+        Case("python -m pytest -q tests/faults", step_failed("python -m pytest -q tests/faults"),
+             beside="python -m pytest -q -n 2 *"),
         Case("python -c *gpu_usable*", "no GPU visible: the GPU layer (tests/gpu) was skipped", passes=True),
         Case("python -m pytest -q tests/gpu",
              step_failed("env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q tests/gpu")),
@@ -103,11 +105,13 @@ CASES = {
         Case("*selfcheck.py --gpu", line_failed('"$node" "$checkout/bin/selfcheck.py" --gpu')),
     ],
 }
+SERIAL_AND_FAULTS = ("python -m pytest -q -n 2 --dist loadfile tests --ignore=tests/faults",
+                     "python -m pytest -q tests/faults")
 PASSED = {".ci/run": "CI passed: every step", "tests/run.sh": "all test layers passed; GPU layer: ran on the GPU",
           "tests/wheel_install.sh": "wheel install: OK", "tests/offline_install.sh": "offline install: OK"}
 
 
-def run_script(tmp_path, script, fail=None, nth=1, exit_status=FAIL_EXIT):
+def run_script(tmp_path, script, fail=None, nth=1, exit_status=FAIL_EXIT, extra_env=()):
     """Run a copy of `script` in a tree under tmp_path with the stubs; returns the result and the log."""
     repo, stubs, tools = tmp_path / "repo", tmp_path / "stubs", tmp_path / "tools"
     for rel in SCRIPTS:
@@ -132,6 +136,7 @@ def run_script(tmp_path, script, fail=None, nth=1, exit_status=FAIL_EXIT):
     log = tmp_path / "calls.log"
     env = {"PATH": f"{stubs}:{tools}", "HOME": str(tmp_path), "TMPDIR": str(tmp_path / "tmp"), "LC_ALL": "C",
            "STUB_DIR": str(stubs), "STUB_LOG": str(log), "STUB_PYENV_ROOT": str(tmp_path / "pyenv")}
+    env.update(extra_env)
     if fail is not None:
         env.update(STUB_FAIL=fail, STUB_FAIL_NTH=str(nth), STUB_FAIL_EXIT=str(exit_status))
     result = subprocess.run([shutil.which("bash"), str(repo / script)], env=env, capture_output=True, text=True,
@@ -168,12 +173,13 @@ def test_a_failing_call_stops_the_script_and_is_named(tmp_path, script, case):
         return
     assert result.returncode != 0, out
     failed = trigger(case, calls)
-    assert failed == len(calls) - 1, f"the script went on after the failing call {calls[failed]!r}: {calls}"
+    after = [call for call in calls[failed + 1:] if not (case.beside and fnmatch.fnmatchcase(call, case.beside))]
+    assert not after, f"the script went on after the failing call {calls[failed]!r}: {calls}"
 
 
 def test_pytest_collecting_nothing_fails_the_test_run(tmp_path):
     result, calls = run_script(tmp_path, "tests/run.sh", fail="python -m pytest -q -n 2 *", exit_status=5)
-    assert result.returncode != 0 and len(calls) == 1, (result.stdout, calls)
+    assert result.returncode != 0 and sorted(calls) == sorted(SERIAL_AND_FAULTS), (result.stdout, calls)
     assert "pytest collected no tests: that is a failure here" in result.stdout
     assert step_failed("python -m pytest").replace(f"exit {FAIL_EXIT}", "exit 5") in result.stdout
 
@@ -183,3 +189,12 @@ def test_without_a_gpu_the_test_run_skips_only_the_gpu_layer(tmp_path):
     assert result.returncode == 0, result.stdout
     assert not any("tests/gpu" in call for call in calls) and calls[-1].startswith("mpiexec -n 4 "), calls
     assert result.stdout.splitlines()[-1] == "all test layers passed; GPU layer: skipped (no GPU)"
+
+
+def test_the_serial_layer_runs_at_idle_priority_beside_the_fault_suites(tmp_path):
+    policies = tmp_path / "policies.log"
+    result, calls = run_script(tmp_path, "tests/run.sh", extra_env={"STUB_POLICY_LOG": str(policies)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    policy = dict(line.split("\t") for line in policies.read_text().splitlines())
+    serial, faults = SERIAL_AND_FAULTS
+    assert int(policy[serial]) == os.SCHED_IDLE and int(policy[faults]) == os.SCHED_OTHER, policy

@@ -1,7 +1,8 @@
 """Stands in for every external command the CI scripts call, for tests/test_ci_scripts.py: python and
 pip (of PATH, of a venv, of pyenv), ruff, pyenv, mpiexec, and the eggnog-* commands a wheel installs.
 Each call appends one line, "<name> <args>", to $STUB_LOG; the call that is the $STUB_FAIL_NTH (default 1)
-whose line matches the glob $STUB_FAIL exits with $STUB_FAIL_EXIT (default 3) instead of running.
+whose line matches the glob $STUB_FAIL exits with $STUB_FAIL_EXIT (default 3) instead of running; with
+$STUB_POLICY_LOG, each call also appends its line and scheduling policy there.
 Otherwise it does the least that lets the script go on: `-m venv` makes a venv of stubs, `pip wheel`
 writes a wheel file, installing a wheel puts the eggnog-* commands in the venv, the train commands log
 steps to metrics.jsonl, and a `-c` or stdin snippet that imports only the standard library (a version,
@@ -31,6 +32,9 @@ def invocation():
 def log_and_maybe_fail(line):
     with open(os.environ["STUB_LOG"], "a") as log:
         log.write(line + "\n")
+    if "STUB_POLICY_LOG" in os.environ:  # the scheduling policy each call ran under (tests/run.sh's idle layer)
+        with open(os.environ["STUB_POLICY_LOG"], "a") as log:
+            log.write(f"{line}\t{os.sched_getscheduler(0)}\n")
     pattern = os.environ.get("STUB_FAIL")
     if pattern and fnmatch.fnmatchcase(line, pattern):
         with open(os.environ["STUB_LOG"]) as log:
