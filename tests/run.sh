@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README runs it: serial tests (CUDA kernels on numba's simulator,
-# PTX compiled for sm_90); then, when a GPU is visible, the GPU layer on it (kernels at full size
+# PTX compiled for sm_90) beside the fault suites; then, when a GPU is visible, the GPU layer on it (kernels at full size
 # against their CPU twins); then the MPI tests on 4 ranks. Any failure, including pytest's
 # "no tests collected" (exit 5), fails the run, with a line naming the step (tests/test_ci_scripts.py).
 set -Eeuo pipefail
