@@ -191,7 +191,21 @@ def test_without_a_gpu_the_test_run_skips_only_the_gpu_layer(tmp_path):
     assert result.stdout.splitlines()[-1] == "all test layers passed; GPU layer: skipped (no GPU)"
 
 
-def test_the_serial_layer_runs_at_idle_priority_beside_the_fault_suites(tmp_path):
+@pytest.fixture
+def normal_priority():
+    """This process at normal priority for the test, then back: inside tests/run.sh's idle layer (as in CI)
+    the script would start idle, and its fault suites with it."""
+    before = os.sched_getscheduler(0)
+    if before != os.SCHED_OTHER:
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except PermissionError:  # leaving idle priority takes privileges
+            pytest.skip("the script must start at normal priority, and this process may not leave idle priority")
+    yield
+    os.sched_setscheduler(0, before, os.sched_param(0))
+
+
+def test_the_serial_layer_runs_at_idle_priority_beside_the_fault_suites(tmp_path, normal_priority):
     policies = tmp_path / "policies.log"
     result, calls = run_script(tmp_path, "tests/run.sh", extra_env={"STUB_POLICY_LOG": str(policies)})
     assert result.returncode == 0, result.stdout + result.stderr
