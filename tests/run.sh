@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README runs it: serial tests (CUDA kernels on numba's simulator,
-# PTX compiled for sm_90) beside the fault suites; then, when a GPU is visible, the GPU layer on it (kernels at full size
-# against their CPU twins); then the MPI tests on 4 ranks. Any failure, including pytest's
-# "no tests collected" (exit 5), fails the run, with a line naming the step (tests/test_ci_scripts.py).
+# PTX compiled for sm_90) beside the fault suites; then, when a GPU is visible, the GPU layer on it
+# (kernels at full size against their CPU twins); then the MPI tests on 4 ranks. Any failure, including
+# pytest's "no tests collected" (exit 5), fails the run, with a line naming the step (tests/test_ci_scripts.py).
 set -Eeuo pipefail
 trap '_status=$?; if [ "$BASHPID" = "$$" ]; then echo "FAILED (exit $_status) at line $LINENO: $BASH_COMMAND"; fi' ERR
 cd "$(dirname "$0")/.."
@@ -29,7 +29,8 @@ gpu_visible() {
 # suites (clusters of processes killed and slowed on purpose, with deadlines) run beside them at normal
 # priority, the serial layer at idle priority (`chrt --idle`: it gets only the CPU time the clusters
 # leave, so their deadlines hold, and they leave most of it). The serial tests with deadlines of their
-# own run last, after the fault suites (tests/conftest.py, DEADLINES_LAST). Its output is shown at its end.
+# own run last, after the fault suites (tests/conftest.py, DEADLINES_LAST). The serial layer's output is
+# printed when it ends.
 set -m  # the serial layer in a process group of its own, stopped with its workers if the fault suites fail
 serial_log=$(mktemp)
 serial=(python -m pytest -q -n "${EGGNOG_TEST_WORKERS:-2}" --dist loadfile tests --ignore=tests/faults)
