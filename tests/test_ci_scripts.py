@@ -3,10 +3,10 @@ and `tests/offline_install.sh`, each copied into a temporary tree and run with e
 by a stub on PATH (tests/ci_stubs/stub.py: python, pip, ruff, pyenv, mpiexec, the venvs' and the wheel's
 commands; the only real programs are a few coreutils, tar and bash). Each stub call logs a line; every
 logged call is failed in turn, and the script must exit non-zero at once, naming it (a call it runs beside
-another, like tests/run.sh's serial layer beside the fault suites, lets that other one end first). A run in which nothing
-fails must pass through every step, and the cases must cover exactly the calls it logs, so a step added to a
-script without a case here fails `test_the_cases_fail_every_call_of_a_passing_run`. No install, pytest run
-or network is involved: a case is a few dozen process starts."""
+another, like tests/run.sh's serial layer beside the fault suites, lets that other one end first). A run in
+which nothing fails must pass through every step, and the cases must cover exactly the calls it logs, so a
+step added to a script without a case here fails `test_the_cases_fail_every_call_of_a_passing_run`. No
+install, pytest run or network is involved: a case is a few dozen process starts."""
 
 import fnmatch
 import os
