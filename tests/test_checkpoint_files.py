@@ -11,6 +11,7 @@ import pytest
 from eggnog.runtime.checkpoint import (
     META_KEY,
     array_digest,
+    checkpoint_model,
     checkpoint_path,
     checkpoint_step,
     earlier_checkpoint,
@@ -126,7 +127,7 @@ class Tripwire:
 
 def test_an_object_array_in_a_checkpoint_is_never_unpickled(tmp_path):
     np.savez(tmp_path / "step-00000001.npz", w=np.zeros(2), **{META_KEY: np.array([Tripwire()], dtype=object)})
-    for read in (checkpoint_step, load_checkpoint):
+    for read in (checkpoint_step, load_checkpoint, checkpoint_model):
         with pytest.raises(BadInput):
             read(tmp_path / "step-00000001.npz")
     assert UNPICKLED == []
@@ -141,3 +142,36 @@ def test_pruning_passes_over_a_checkpoint_another_process_removed(tmp_path, monk
     prune_checkpoints(tmp_path, 1)
     monkeypatch.undo()
     assert sorted(tmp_path.glob("step-*.npz")) == [paths[2]]
+
+
+def record_bytes(record):
+    return {META_KEY: np.frombuffer(json.dumps(record).encode(), np.uint8)}
+
+
+def test_the_model_a_checkpoint_holds_comes_from_its_record(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert checkpoint_model(run) is None  # no checkpoint yet
+    path = save_checkpoint(run / "checkpoints", 3, W, {"model": "mingru"})
+    assert checkpoint_model(run) == checkpoint_model(path) == "mingru"
+    save_checkpoint(run / "checkpoints", 4, W, {})
+    assert checkpoint_model(run) is None  # a record without a model
+    np.savez(tmp_path / "listed.npz", w=W["w"], **record_bytes({"meta": ["egg"]}))
+    assert checkpoint_model(tmp_path / "listed.npz") is None  # meta that is not a mapping names no model
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated zip", "not json", "no record", "record not a mapping"])
+def test_a_checkpoint_whose_model_cannot_be_read_is_refused_in_one_sentence(tmp_path, damage):
+    path = tmp_path / "step-00000001.npz"
+    if damage == "empty":  # EOFError
+        path.write_bytes(b"")
+    elif damage == "truncated zip":  # BadZipFile
+        path.write_bytes(encode_checkpoint(1, W, {"model": "egg"})[:100])
+    elif damage == "not json":  # ValueError
+        np.savez(path, w=W["w"], **{META_KEY: np.frombuffer(b"{not json", np.uint8)})
+    elif damage == "no record":  # KeyError
+        np.savez(path, w=W["w"])
+    else:  # AttributeError
+        np.savez(path, w=W["w"], **record_bytes(["egg"]))
+    with pytest.raises(BadInput, match="checkpoint"):
+        checkpoint_model(path)
