@@ -8,15 +8,17 @@ trap '_status=$?; if [ "$BASHPID" = "$$" ]; then echo "FAILED (exit $_status) at
 cd "$(dirname "$0")/.."
 export EGGNOG_REQUIRE_PTX=1 EGGNOG_PROGRESS=0
 
+failed() {  # exit status, then the command: say which failed, and stop
+    if [ "$1" -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi
+    echo "FAILED (exit $1): ${*:2}"
+    exit 1
+}
+
 step() {
     echo "== $*"
     local rc=0
     "$@" || rc=$?
-    if [ "$rc" -ne 0 ]; then
-        if [ "$rc" -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi
-        echo "FAILED (exit $rc): $*"
-        exit 1
-    fi
+    if [ "$rc" -ne 0 ]; then failed "$rc" "$@"; fi
 }
 
 gpu_visible() {
@@ -43,11 +45,7 @@ step python -m pytest -q tests/faults
 serial_rc=0
 wait "$serial_pid" || serial_rc=$?
 cat "$serial_log"
-if [ "$serial_rc" -ne 0 ]; then
-    if [ "$serial_rc" -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; fi
-    echo "FAILED (exit $serial_rc): ${serial[*]}"
-    exit 1
-fi
+if [ "$serial_rc" -ne 0 ]; then failed "$serial_rc" "${serial[@]}"; fi
 if gpu_visible; then
     echo "GPU visible: running the GPU layer (tests/gpu) on it"
     step env NUMBA_ENABLE_CUDASIM=0 EGGNOG_REQUIRE_GPU=1 python -m pytest -q tests/gpu

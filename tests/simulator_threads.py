@@ -14,6 +14,7 @@ of the time: a 256-thread block of the fused EGG kernel took over 10 minutes. He
   a traceback of the whole stack (pytest's included), read line by line from the sources at every call.
 """
 
+import functools
 import sys
 import threading
 
@@ -62,6 +63,7 @@ class _Barrier:
                 self._release()
 
 
+@functools.cache  # one class for every launch
 def _block_thread():
     from numba.cuda.simulator.kernel import BlockThread
 
